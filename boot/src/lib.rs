@@ -1,0 +1,2 @@
+//! Pi boot stub (being written).
+#![no_std]

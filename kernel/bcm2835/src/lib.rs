@@ -1,0 +1,2 @@
+//! BCM2835 drivers (being written).
+#![no_std]

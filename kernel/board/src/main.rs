@@ -1,0 +1,3 @@
+//! Kernel (being written).
+#![no_std]
+#![no_main]

@@ -1,0 +1,15 @@
+//! Hardware traits: the seam between Bramble's drivers and its portable layers.
+//!
+//! Everything above these traits (site image, HTTP engine, network loop) is hardware-free and
+//! runs on the host in tests; everything below them is a driver. Each trait is small on
+//! purpose, and every error a driver can report is a documented enum variant.
+#![no_std]
+#![forbid(unsafe_code)]
+
+pub mod block;
+pub mod clock;
+pub mod ethernet;
+
+pub use block::{BlockDevice, BlockError};
+pub use clock::{Clock, Instant};
+pub use ethernet::{DeviceError, EthernetDevice, LinkState, MacAddress};

@@ -1,0 +1,3 @@
+//! Bramble USB host stack (to be written).
+#![no_std]
+#![forbid(unsafe_code)]

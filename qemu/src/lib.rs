@@ -1,0 +1,1 @@
+//! QEMU argument sets (being written).

@@ -1,0 +1,2 @@
+//! Bramble site-image format (to be written).
+#![no_std]

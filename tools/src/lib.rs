@@ -1,0 +1,18 @@
+//! The host side of Bramble as a library: the `bramble` binary and the integration tests
+//! share it.
+
+pub mod flash;
+pub mod image;
+pub mod kernel;
+pub mod pack;
+pub mod qemu_cmd;
+pub mod serve;
+
+/// The workspace root (where `Cargo.toml` and `rust-toolchain.toml` live), found from this
+/// crate's manifest directory at build time.
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tools/ has a parent")
+        .to_path_buf()
+}
