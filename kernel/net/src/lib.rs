@@ -1,2 +1,18 @@
-//! smoltcp glue and the appliance loop: sockets, DHCP, HTTP connections (to be written).
+//! Bramble's network layer: the smoltcp device adapter, the appliance loop (DHCP or static
+//! IPv4, ARP, ICMP echo, a pool of HTTP connections on port 80) and the mDNS responder.
+//!
+//! This is the only crate that names smoltcp. It is portable `no_std` code: the Pi kernel
+//! runs it over its USB Ethernet drivers, `bramble-hosted` runs it over a Linux TAP device,
+//! and the tests run it over in-memory devices.
 #![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(test)]
+extern crate std;
+
+pub mod phy;
+
+#[cfg(test)]
+mod test_support;
+
+pub use phy::{EthernetPhy, PhyCounters};

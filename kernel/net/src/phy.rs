@@ -1,0 +1,455 @@
+//! The one adapter from [`bramble_hal::EthernetDevice`] to smoltcp's [`smoltcp::phy::Device`].
+//!
+//! `EthernetDevice` hands a received frame to a closure and offers no way to look at the
+//! receive queue without taking the frame, while smoltcp wants a receive token before it
+//! decides to read. The adapter therefore copies one received frame into its own buffer
+//! (1,514 bytes) and holds it until smoltcp consumes it; a frame is only handed up together
+//! with a transmit token, so that a reply (an ARP answer, an ICMP echo reply, a TCP ACK) has
+//! somewhere to go. Transmission is in place: smoltcp writes straight into the driver's
+//! transmit buffer. When the driver refuses a frame, the frame is built in a scratch buffer
+//! and dropped, and the loss is counted: to TCP it is an ordinary lost packet.
+
+use bramble_hal::ethernet::MAX_FRAME_LEN;
+use bramble_hal::{DeviceError, EthernetDevice, LinkState};
+use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
+use smoltcp::time::Instant as SmolInstant;
+
+/// Traffic and error counts kept by [`EthernetPhy`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PhyCounters {
+    /// Frames handed to the stack.
+    pub rx_frames: u64,
+    /// Frames given to the driver and accepted by it.
+    pub tx_frames: u64,
+    /// Received frames that were too large to hold (longer than [`MAX_FRAME_LEN`]).
+    pub rx_oversized: u64,
+    /// Receive calls that failed with [`DeviceError::Transfer`] or another transient error.
+    pub rx_errors: u64,
+    /// Frames the driver refused (busy, transfer error, too large): dropped.
+    pub tx_dropped: u64,
+}
+
+/// An [`EthernetDevice`] seen by smoltcp as an Ethernet-medium [`phy::Device`].
+pub struct EthernetPhy<D: EthernetDevice> {
+    device: D,
+    receive_buffer: [u8; MAX_FRAME_LEN],
+    /// Length of the frame held in `receive_buffer`, if one is waiting for smoltcp.
+    held_frame: Option<usize>,
+    scratch: [u8; MAX_FRAME_LEN],
+    counters: PhyCounters,
+    /// The first error that means the device is gone, kept until [`EthernetPhy::take_fault`].
+    fault: Option<DeviceError>,
+    checksum: ChecksumCapabilities,
+}
+
+impl<D: EthernetDevice> EthernetPhy<D> {
+    /// Wraps `device`. Checksums are computed and verified in software, which is right for
+    /// every Bramble driver (none of the USB NICs offloads them usefully, and a TAP device
+    /// expects complete frames).
+    pub fn new(device: D) -> Self {
+        Self {
+            device,
+            receive_buffer: [0; MAX_FRAME_LEN],
+            held_frame: None,
+            scratch: [0; MAX_FRAME_LEN],
+            counters: PhyCounters::default(),
+            fault: None,
+            checksum: ChecksumCapabilities::default(),
+        }
+    }
+
+    /// Replaces the checksum capabilities reported to smoltcp (for a driver whose hardware
+    /// verifies or fills in checksums itself).
+    pub fn set_checksum_capabilities(&mut self, checksum: ChecksumCapabilities) {
+        self.checksum = checksum;
+    }
+
+    /// The wrapped device.
+    pub fn device(&self) -> &D {
+        &self.device
+    }
+
+    /// The wrapped device, mutably (for link checks and driver housekeeping).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
+    /// Unwraps the device.
+    pub fn into_inner(self) -> D {
+        self.device
+    }
+
+    /// The device's current link state.
+    pub fn link_state(&mut self) -> LinkState {
+        self.device.link_state()
+    }
+
+    /// Counts so far.
+    pub fn counters(&self) -> PhyCounters {
+        self.counters
+    }
+
+    /// Returns and clears the last "device gone" error seen, so the owner can re-probe.
+    pub fn take_fault(&mut self) -> Option<DeviceError> {
+        self.fault.take()
+    }
+
+    /// Whether a received frame is held, waiting for the stack to take it.
+    pub fn has_held_frame(&self) -> bool {
+        self.held_frame.is_some()
+    }
+
+    /// Drops a held frame (used when the link goes down: nothing received before is
+    /// worth answering).
+    pub fn discard_held_frame(&mut self) {
+        self.held_frame = None;
+    }
+
+    /// Pulls one frame from the device into the receive buffer if none is held.
+    fn fill_receive_buffer(&mut self) {
+        if self.held_frame.is_some() {
+            return;
+        }
+        let buffer = &mut self.receive_buffer;
+        let result = self.device.receive(|frame| {
+            if frame.len() > buffer.len() {
+                None
+            } else {
+                buffer[..frame.len()].copy_from_slice(frame);
+                Some(frame.len())
+            }
+        });
+        match result {
+            Ok(Some(Some(len))) => self.held_frame = Some(len),
+            Ok(Some(None)) => self.counters.rx_oversized += 1,
+            Ok(None) => {}
+            Err(DeviceError::Gone) => self.fault = Some(DeviceError::Gone),
+            Err(_) => self.counters.rx_errors += 1,
+        }
+    }
+}
+
+/// A received frame, held in the adapter's buffer.
+pub struct EthernetRxToken<'a> {
+    frame: &'a [u8],
+}
+
+impl phy::RxToken for EthernetRxToken<'_> {
+    fn consume<R, F>(self, f: F) -> R
+    where
+        F: FnOnce(&[u8]) -> R,
+    {
+        f(self.frame)
+    }
+}
+
+/// Permission to send one frame through the device.
+pub struct EthernetTxToken<'a, D: EthernetDevice> {
+    device: &'a mut D,
+    scratch: &'a mut [u8; MAX_FRAME_LEN],
+    counters: &'a mut PhyCounters,
+    fault: &'a mut Option<DeviceError>,
+}
+
+impl<D: EthernetDevice> phy::TxToken for EthernetTxToken<'_, D> {
+    fn consume<R, F>(self, len: usize, f: F) -> R
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        // The closure must run exactly once whatever the driver does: keep it in an Option,
+        // keep its result outside the driver's closure, and fall back to the scratch buffer
+        // if the driver refused the frame before calling it.
+        let mut f = Some(f);
+        let mut result = None;
+        let sent = self.device.transmit(len, |frame| {
+            if let Some(f) = f.take() {
+                result = Some(f(frame));
+            }
+        });
+        match sent {
+            Ok(()) => self.counters.tx_frames += 1,
+            Err(error) => {
+                if error == DeviceError::Gone {
+                    *self.fault = Some(error);
+                }
+                self.counters.tx_dropped += 1;
+            }
+        }
+        match (result, f) {
+            (Some(result), _) => result,
+            (None, Some(f)) => {
+                let len = len.min(self.scratch.len());
+                f(&mut self.scratch[..len])
+            }
+            // The closure is either still in `f` or has produced `result`.
+            (None, None) => unreachable!(),
+        }
+    }
+}
+
+impl<D: EthernetDevice> phy::Device for EthernetPhy<D> {
+    type RxToken<'a>
+        = EthernetRxToken<'a>
+    where
+        Self: 'a;
+    type TxToken<'a>
+        = EthernetTxToken<'a, D>
+    where
+        Self: 'a;
+
+    fn receive(
+        &mut self,
+        _timestamp: SmolInstant,
+    ) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
+        self.fill_receive_buffer();
+        let len = self.held_frame?;
+        if !self.device.can_transmit() {
+            // Keep the frame until a reply could be sent.
+            return None;
+        }
+        self.held_frame = None;
+        self.counters.rx_frames += 1;
+        Some((
+            EthernetRxToken {
+                frame: &self.receive_buffer[..len],
+            },
+            EthernetTxToken {
+                device: &mut self.device,
+                scratch: &mut self.scratch,
+                counters: &mut self.counters,
+                fault: &mut self.fault,
+            },
+        ))
+    }
+
+    fn transmit(&mut self, _timestamp: SmolInstant) -> Option<Self::TxToken<'_>> {
+        if !self.device.can_transmit() {
+            return None;
+        }
+        Some(EthernetTxToken {
+            device: &mut self.device,
+            scratch: &mut self.scratch,
+            counters: &mut self.counters,
+            fault: &mut self.fault,
+        })
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut caps = DeviceCapabilities::default();
+        caps.medium = Medium::Ethernet;
+        caps.max_transmission_unit = MAX_FRAME_LEN;
+        caps.max_burst_size = None;
+        caps.checksum = self.checksum.clone();
+        caps
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{MockDevice, wired_pair};
+    use smoltcp::iface::{Config, Interface, SocketSet, SocketStorage};
+    use smoltcp::phy::{Device, RxToken, TxToken};
+    use smoltcp::socket::tcp;
+    use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, Ipv4Address};
+    use std::vec;
+    use std::vec::Vec;
+
+    fn now() -> SmolInstant {
+        SmolInstant::from_micros(0)
+    }
+
+    #[test]
+    fn reports_ethernet_medium_and_full_frame_mtu() {
+        let phy = EthernetPhy::new(MockDevice::new([2, 0, 0, 0, 0, 1]));
+        let caps = phy.capabilities();
+        assert_eq!(caps.medium, Medium::Ethernet);
+        assert_eq!(caps.max_transmission_unit, 1514);
+        assert_eq!(caps.ip_mtu(), 1500);
+        assert!(caps.checksum.tcp.rx() && caps.checksum.tcp.tx());
+        assert!(caps.checksum.ipv4.rx() && caps.checksum.ipv4.tx());
+    }
+
+    #[test]
+    fn hands_received_frames_up_in_order() {
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        device.rx.push_back(Ok(vec![1; 60]));
+        device.rx.push_back(Ok(vec![2; 1514]));
+        let mut phy = EthernetPhy::new(device);
+        let (rx, _tx) = phy.receive(now()).expect("first frame");
+        assert_eq!(rx.consume(|f| f.to_vec()), vec![1; 60]);
+        let (rx, _tx) = phy.receive(now()).expect("second frame");
+        assert_eq!(rx.consume(|f| f.to_vec()), vec![2; 1514]);
+        assert!(phy.receive(now()).is_none());
+        assert_eq!(phy.counters().rx_frames, 2);
+    }
+
+    #[test]
+    fn holds_a_frame_until_a_reply_could_be_sent() {
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        device.rx.push_back(Ok(vec![7; 64]));
+        device.rx.push_back(Ok(vec![8; 64]));
+        device.tx_ready = false;
+        let mut phy = EthernetPhy::new(device);
+        assert!(phy.receive(now()).is_none());
+        assert!(phy.has_held_frame());
+        // The second frame is still queued in the device, not overwritten into the buffer.
+        assert_eq!(phy.device().rx.len(), 1);
+        assert!(phy.transmit(now()).is_none());
+        phy.device_mut().tx_ready = true;
+        let (rx, _tx) = phy.receive(now()).expect("held frame");
+        assert_eq!(rx.consume(|f| f.to_vec()), vec![7; 64]);
+        let (rx, _tx) = phy.receive(now()).expect("next frame");
+        assert_eq!(rx.consume(|f| f.to_vec()), vec![8; 64]);
+    }
+
+    #[test]
+    fn oversized_frames_and_errors_are_counted_not_delivered() {
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        device.rx.push_back(Ok(vec![0; MAX_FRAME_LEN + 1]));
+        device.rx.push_back(Err(DeviceError::Transfer));
+        device.rx.push_back(Err(DeviceError::Gone));
+        device.rx.push_back(Ok(vec![3; 100]));
+        let mut phy = EthernetPhy::new(device);
+        assert!(phy.receive(now()).is_none());
+        assert!(phy.receive(now()).is_none());
+        assert!(phy.receive(now()).is_none());
+        assert_eq!(phy.take_fault(), Some(DeviceError::Gone));
+        assert_eq!(phy.take_fault(), None);
+        let (rx, _tx) = phy.receive(now()).expect("good frame after errors");
+        assert_eq!(rx.consume(|f| f.len()), 100);
+        let counters = phy.counters();
+        assert_eq!(counters.rx_oversized, 1);
+        assert_eq!(counters.rx_errors, 1);
+        assert_eq!(counters.rx_frames, 1);
+    }
+
+    #[test]
+    fn transmits_in_place_and_drops_refused_frames() {
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        device.tx_errors.push_back(DeviceError::Busy);
+        device.tx_errors.push_back(DeviceError::Gone);
+        let mut phy = EthernetPhy::new(device);
+        // Refused: the closure still runs (smoltcp needs its result) but nothing is sent.
+        let r = phy.transmit(now()).unwrap().consume(60, |f| {
+            f.fill(9);
+            f.len()
+        });
+        assert_eq!(r, 60);
+        let r = phy.transmit(now()).unwrap().consume(60, |f| f.len());
+        assert_eq!(r, 60);
+        assert_eq!(phy.take_fault(), Some(DeviceError::Gone));
+        let r = phy.transmit(now()).unwrap().consume(42, |f| {
+            f.copy_from_slice(&[5; 42]);
+            "sent"
+        });
+        assert_eq!(r, "sent");
+        assert_eq!(phy.device().tx, vec![vec![5u8; 42]]);
+        let counters = phy.counters();
+        assert_eq!(counters.tx_dropped, 2);
+        assert_eq!(counters.tx_frames, 1);
+    }
+
+    fn interface<D: EthernetDevice>(
+        phy: &mut EthernetPhy<D>,
+        mac: [u8; 6],
+        ip: [u8; 4],
+    ) -> Interface {
+        let config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
+        let mut iface = Interface::new(config, phy, now());
+        iface.update_ip_addrs(|addrs| {
+            addrs
+                .push(IpCidr::new(IpAddress::v4(ip[0], ip[1], ip[2], ip[3]), 24))
+                .unwrap();
+        });
+        iface
+    }
+
+    /// Two smoltcp interfaces, each over an `EthernetPhy`, wired back to back: ARP resolves,
+    /// a TCP connection opens, 20,000 bytes go each way (more than either window), it closes.
+    #[test]
+    fn full_tcp_exchange_over_wired_pair() {
+        let mac_a = [2, 0, 0, 0, 0, 0xa];
+        let mac_b = [2, 0, 0, 0, 0, 0xb];
+        let (dev_a, dev_b) = wired_pair(mac_a, mac_b);
+        let mut phy_a = EthernetPhy::new(dev_a);
+        let mut phy_b = EthernetPhy::new(dev_b);
+        let mut iface_a = interface(&mut phy_a, mac_a, [10, 0, 0, 1]);
+        let mut iface_b = interface(&mut phy_b, mac_b, [10, 0, 0, 2]);
+
+        let mut storage_a = [SocketStorage::EMPTY];
+        let mut storage_b = [SocketStorage::EMPTY];
+        let mut sockets_a = SocketSet::new(&mut storage_a[..]);
+        let mut sockets_b = SocketSet::new(&mut storage_b[..]);
+        let mut buffers = [[0u8; 4096]; 4];
+        let [b0, b1, b2, b3] = &mut buffers;
+        let server = sockets_a.add(tcp::Socket::new(
+            tcp::SocketBuffer::new(&mut b0[..]),
+            tcp::SocketBuffer::new(&mut b1[..]),
+        ));
+        let client = sockets_b.add(tcp::Socket::new(
+            tcp::SocketBuffer::new(&mut b2[..]),
+            tcp::SocketBuffer::new(&mut b3[..]),
+        ));
+        sockets_a.get_mut::<tcp::Socket>(server).listen(80).unwrap();
+        sockets_b
+            .get_mut::<tcp::Socket>(client)
+            .connect(
+                iface_b.context(),
+                (Ipv4Address::new(10, 0, 0, 1), 80),
+                49152,
+            )
+            .unwrap();
+
+        let request: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let response: Vec<u8> = (0..20_000u32).map(|i| (i * 13 % 241) as u8).collect();
+        let (mut sent_req, mut sent_resp) = (0, 0);
+        let (mut got_req, mut got_resp) = (Vec::new(), Vec::new());
+        let mut clock = 0i64;
+        for _ in 0..10_000 {
+            let t = SmolInstant::from_millis(clock);
+            iface_a.poll(t, &mut phy_a, &mut sockets_a);
+            iface_b.poll(t, &mut phy_b, &mut sockets_b);
+            let c = sockets_b.get_mut::<tcp::Socket>(client);
+            if c.can_send() && sent_req < request.len() {
+                sent_req += c.send_slice(&request[sent_req..]).unwrap();
+            }
+            if c.can_recv() {
+                c.recv(|d| {
+                    got_resp.extend_from_slice(d);
+                    (d.len(), ())
+                })
+                .unwrap();
+            }
+            if got_resp.len() == response.len() {
+                c.close();
+            }
+            let s = sockets_a.get_mut::<tcp::Socket>(server);
+            if s.can_recv() {
+                s.recv(|d| {
+                    got_req.extend_from_slice(d);
+                    (d.len(), ())
+                })
+                .unwrap();
+            }
+            if s.can_send() && sent_resp < response.len() {
+                sent_resp += s.send_slice(&response[sent_resp..]).unwrap();
+            }
+            if got_req.len() == request.len() && sent_resp == response.len() {
+                s.close();
+            }
+            if sockets_b.get::<tcp::Socket>(client).state() == tcp::State::TimeWait
+                || sockets_b.get::<tcp::Socket>(client).state() == tcp::State::Closed
+                    && got_resp.len() == response.len()
+            {
+                break;
+            }
+            clock += 1;
+        }
+        assert_eq!(got_req, request);
+        assert_eq!(got_resp, response);
+        // 20,000 bytes need at least 14 full-size segments, plus the SYN.
+        assert!(phy_a.counters().rx_frames >= 15);
+        assert_eq!(phy_a.counters().tx_dropped, 0);
+    }
+}
