@@ -1,3 +1,651 @@
-//! BRAMBLE.TXT owner settings: parser and template (to be written).
+//! BRAMBLE.TXT, the owner's settings file on the SD card: a parser that never allocates.
+//!
+//! The file is plain text, one `key = value` per line; `#` starts a comment (on its own line or
+//! after a value); blank lines are ignored; CRLF line ends and a leading UTF-8 byte-order mark
+//! (as Windows editors write them) are accepted; keys are case-insensitive.
+//!
+//! A bad line never stops the server: [`Settings::parse_lenient`] keeps every good line, leaves
+//! the setting of each bad line at its default, and hands each problem to a callback as a
+//! [`SettingsError`] whose `Display` names the line number, the key and what is wrong, ready to
+//! print on the serial console. [`Settings::parse`] is the strict form (first problem is an
+//! error) that the host tool uses to check a file before putting it on a card.
+//!
+//! [`TEMPLATE`] is the commented file that `bramble image` writes; it parses to
+//! [`Settings::default`].
 #![no_std]
 #![forbid(unsafe_code)]
+
+use core::fmt;
+use core::net::Ipv4Addr;
+use core::str::FromStr;
+
+/// The name of the settings file in the root folder of the card's FAT partition (8.3).
+pub const FILE_NAME: &str = "BRAMBLE.TXT";
+
+/// The commented settings file that `bramble image` puts on a new card. Every setting in it
+/// has its default value, so it parses to [`Settings::default`].
+pub const TEMPLATE: &str = include_str!("../BRAMBLE.TXT");
+
+/// The host name used when BRAMBLE.TXT names none.
+pub const DEFAULT_HOSTNAME: &str = "bramble";
+
+/// The longest host name: one DNS label (RFC 1123 section 2.1, RFC 1035 section 2.3.4).
+pub const MAX_HOSTNAME_LEN: usize = 63;
+
+/// How many name servers `dns` may list.
+pub const MAX_DNS_SERVERS: usize = 3;
+
+/// The lowest ARM clock `arm_freq` accepts, in MHz.
+pub const MIN_ARM_FREQ_MHZ: u16 = 100;
+
+/// The highest ARM clock `arm_freq` accepts, in MHz: the BCM2835's rated 700 MHz. The setting
+/// exists to save power; overclocking needs voltage changes Bramble does not make.
+pub const MAX_ARM_FREQ_MHZ: u16 = 700;
+
+/// A host name that is a valid RFC 1123 label: 1 to 63 ASCII letters, digits and hyphens, not
+/// starting or ending with a hyphen. Used for mDNS (`<name>.local`) and sent in DHCP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hostname(heapless::String<MAX_HOSTNAME_LEN>);
+
+impl Hostname {
+    /// Checks `name` and keeps it as given (host names compare case-insensitively).
+    pub fn new(name: &str) -> Result<Self, HostnameError> {
+        if name.is_empty() {
+            return Err(HostnameError::Empty);
+        }
+        if name.len() > MAX_HOSTNAME_LEN {
+            return Err(HostnameError::TooLong { len: name.len() });
+        }
+        if let Some(c) = name
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || *c == '-'))
+        {
+            return Err(HostnameError::BadCharacter(c));
+        }
+        if name.starts_with('-') || name.ends_with('-') {
+            return Err(HostnameError::HyphenAtEnd);
+        }
+        let mut text = heapless::String::new();
+        // Cannot fail: the length was checked above.
+        let _ = text.push_str(name);
+        Ok(Hostname(text))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Default for Hostname {
+    fn default() -> Self {
+        Hostname::new(DEFAULT_HOSTNAME).expect("the default host name is valid")
+    }
+}
+
+impl fmt::Display for Hostname {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a host name was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostnameError {
+    /// The name is empty.
+    Empty,
+    /// The name is longer than [`MAX_HOSTNAME_LEN`] bytes.
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The name holds a character other than an ASCII letter, digit or hyphen (dots included:
+    /// the name is one label, `.local` is added by mDNS).
+    BadCharacter(char),
+    /// The name starts or ends with a hyphen.
+    HyphenAtEnd,
+}
+
+impl fmt::Display for HostnameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HostnameError::Empty => f.write_str("the name is empty"),
+            HostnameError::TooLong { len } => write!(
+                f,
+                "the name is {len} characters long; at most {MAX_HOSTNAME_LEN} are allowed"
+            ),
+            HostnameError::BadCharacter(c) => write!(
+                f,
+                "{c:?} is not allowed; use only letters a-z, digits 0-9 and '-'"
+            ),
+            HostnameError::HyphenAtEnd => f.write_str("the name must not start or end with '-'"),
+        }
+    }
+}
+
+/// A fixed IPv4 address and the length of its network prefix, as in `192.168.1.50/24`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticAddress {
+    /// This server's address.
+    pub address: Ipv4Addr,
+    /// The network prefix length in bits, 1 to 32.
+    pub prefix_len: u8,
+}
+
+impl StaticAddress {
+    /// The netmask that the prefix length stands for (`/24` is 255.255.255.0).
+    pub fn netmask(&self) -> Ipv4Addr {
+        Ipv4Addr::from(prefix_mask(self.prefix_len))
+    }
+
+    /// Whether `other` lies in this address's network.
+    pub fn contains(&self, other: Ipv4Addr) -> bool {
+        let mask = prefix_mask(self.prefix_len);
+        u32::from(self.address) & mask == u32::from(other) & mask
+    }
+}
+
+impl fmt::Display for StaticAddress {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.address, self.prefix_len)
+    }
+}
+
+fn prefix_mask(prefix_len: u8) -> u32 {
+    match prefix_len {
+        0 => 0,
+        n if n >= 32 => u32::MAX,
+        n => u32::MAX << (32 - u32::from(n)),
+    }
+}
+
+/// How the server gets its IPv4 address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AddressMode {
+    /// Ask the network's DHCP server (the default).
+    #[default]
+    Dhcp,
+    /// Use a fixed address.
+    Static(StaticAddress),
+}
+
+/// How much the kernel prints on the serial console, from least to most.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LogLevel {
+    /// Errors only.
+    Error,
+    /// Errors and warnings.
+    Warn,
+    /// The normal amount: start-up, address, problems (the default).
+    #[default]
+    Info,
+    /// Detail for diagnosing problems.
+    Debug,
+    /// Everything, including per-packet detail.
+    Trace,
+}
+
+/// The owner's settings, each at its default unless BRAMBLE.TXT says otherwise.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `hostname`: the name answered over mDNS and sent in DHCP. Default `bramble`.
+    pub hostname: Hostname,
+    /// `address`: `dhcp` (default) or a fixed address such as `192.168.1.50/24`.
+    pub address: AddressMode,
+    /// `gateway`: the default router. Needed for a fixed address to reach other networks;
+    /// with DHCP it replaces the router the DHCP server names. Default none.
+    pub gateway: Option<Ipv4Addr>,
+    /// `dns`: up to [`MAX_DNS_SERVERS`] name servers, comma-separated. Default none.
+    pub dns: heapless::Vec<Ipv4Addr, MAX_DNS_SERVERS>,
+    /// `http_port`: the TCP port the web server listens on. Default 80.
+    pub http_port: u16,
+    /// `mdns`: answer `<hostname>.local` queries. Default on.
+    pub mdns: bool,
+    /// `access_log`: print one line per request on the serial console. Default on.
+    pub access_log: bool,
+    /// `log_level`: how much the kernel prints on the serial console. Default `info`.
+    pub log_level: LogLevel,
+    /// `led`: show the server's state on the ACT LED. Default on.
+    pub led: bool,
+    /// `hdmi`: keep HDMI and composite video powered. Default off (saves power).
+    pub hdmi: bool,
+    /// `arm_freq`: run the ARM core at this lower clock, in MHz. Default none (700 MHz).
+    pub arm_freq_mhz: Option<u16>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            hostname: Hostname::default(),
+            address: AddressMode::Dhcp,
+            gateway: None,
+            dns: heapless::Vec::new(),
+            http_port: 80,
+            mdns: true,
+            access_log: true,
+            log_level: LogLevel::Info,
+            led: true,
+            hdmi: false,
+            arm_freq_mhz: None,
+        }
+    }
+}
+
+/// The settings BRAMBLE.TXT knows, in the order the template lists them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    Hostname,
+    Address,
+    Gateway,
+    Dns,
+    HttpPort,
+    Mdns,
+    AccessLog,
+    LogLevel,
+    Led,
+    Hdmi,
+    ArmFreq,
+}
+
+impl Key {
+    const ALL: [Key; 11] = [
+        Key::Hostname,
+        Key::Address,
+        Key::Gateway,
+        Key::Dns,
+        Key::HttpPort,
+        Key::Mdns,
+        Key::AccessLog,
+        Key::LogLevel,
+        Key::Led,
+        Key::Hdmi,
+        Key::ArmFreq,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Key::Hostname => "hostname",
+            Key::Address => "address",
+            Key::Gateway => "gateway",
+            Key::Dns => "dns",
+            Key::HttpPort => "http_port",
+            Key::Mdns => "mdns",
+            Key::AccessLog => "access_log",
+            Key::LogLevel => "log_level",
+            Key::Led => "led",
+            Key::Hdmi => "hdmi",
+            Key::ArmFreq => "arm_freq",
+        }
+    }
+
+    fn find(name: &str) -> Option<Key> {
+        Key::ALL
+            .iter()
+            .copied()
+            .find(|key| key.name().eq_ignore_ascii_case(name))
+    }
+}
+
+/// What is wrong with one line of BRAMBLE.TXT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Problem {
+    /// The line is not valid UTF-8 text.
+    NotUtf8,
+    /// The line has no `=` between a key and a value.
+    MissingEquals,
+    /// The line has nothing before its `=`.
+    MissingKey,
+    /// The key is not one Bramble knows (a typo, most likely).
+    UnknownKey,
+    /// The key was already set on an earlier line.
+    Duplicate {
+        /// The line that set it first (1-based).
+        first_line: usize,
+    },
+    /// The line has nothing after its `=`.
+    EmptyValue,
+    /// The host name is not a valid RFC 1123 label.
+    Hostname(HostnameError),
+    /// The value is not an IPv4 address in dotted form (`192.168.1.50`).
+    NotAnIpv4Address,
+    /// `address` is neither `dhcp` nor an address with a prefix length.
+    NotAnAddressMode,
+    /// A fixed address lacks its prefix length (`/24`).
+    MissingPrefixLength,
+    /// The prefix length is not a number from 1 to 32.
+    BadPrefixLength,
+    /// The address cannot belong to a host: unspecified, loopback, multicast, broadcast, or the
+    /// network or broadcast address of its own network.
+    NotAHostAddress,
+    /// The gateway does not lie in the fixed address's network.
+    GatewayOutsideNetwork,
+    /// `dns` lists more than [`MAX_DNS_SERVERS`] servers.
+    TooManyDnsServers,
+    /// The value is not `on` or `off` (`yes`/`no` and `true`/`false` are accepted too).
+    NotOnOff,
+    /// The value is not a whole number.
+    NotANumber,
+    /// The number is outside the range the setting allows.
+    OutOfRange {
+        /// The smallest value allowed.
+        min: u32,
+        /// The largest value allowed.
+        max: u32,
+    },
+    /// `log_level` is not one of error, warn, info, debug, trace.
+    NotALogLevel,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::NotUtf8 => f.write_str("the line is not plain text (invalid UTF-8)"),
+            Problem::MissingEquals => f.write_str("expected a setting written as `key = value`"),
+            Problem::MissingKey => f.write_str("there is no setting name before '='"),
+            Problem::UnknownKey => {
+                f.write_str("is not a known setting; known settings are ")?;
+                for (i, key) in Key::ALL.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    f.write_str(key.name())?;
+                }
+                Ok(())
+            }
+            Problem::Duplicate { first_line } => {
+                write!(f, "is set twice (first on line {first_line}); this line is ignored")
+            }
+            Problem::EmptyValue => f.write_str("has no value after '='"),
+            Problem::Hostname(e) => write!(f, "is not a valid host name: {e}"),
+            Problem::NotAnIpv4Address => {
+                f.write_str("expected an IPv4 address such as 192.168.1.1")
+            }
+            Problem::NotAnAddressMode => f.write_str(
+                "expected `dhcp` or a fixed address with its prefix length, such as 192.168.1.50/24",
+            ),
+            Problem::MissingPrefixLength => f.write_str(
+                "a fixed address needs its prefix length, such as 192.168.1.50/24 \
+                 (/24 is netmask 255.255.255.0)",
+            ),
+            Problem::BadPrefixLength => f.write_str("the prefix length must be a number from 1 to 32"),
+            Problem::NotAHostAddress => f.write_str(
+                "is not an address a host can use (it is reserved, or the network's own \
+                 network or broadcast address)",
+            ),
+            Problem::GatewayOutsideNetwork => {
+                f.write_str("the gateway must be in the same network as the fixed address")
+            }
+            Problem::TooManyDnsServers => {
+                write!(f, "at most {MAX_DNS_SERVERS} name servers may be listed")
+            }
+            Problem::NotOnOff => f.write_str("expected `on` or `off`"),
+            Problem::NotANumber => f.write_str("expected a whole number"),
+            Problem::OutOfRange { min, max } => {
+                write!(f, "the number must be from {min} to {max}")
+            }
+            Problem::NotALogLevel => {
+                f.write_str("expected one of error, warn, info, debug, trace")
+            }
+        }
+    }
+}
+
+/// One bad line of BRAMBLE.TXT: where it is, which setting, and what is wrong.
+///
+/// `Display` gives one line for the serial console, for example
+/// `BRAMBLE.TXT line 7: led = blue: expected `on` or `off``.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SettingsError<'a> {
+    /// The line number, counting from 1.
+    pub line: usize,
+    /// The key as written on the line (empty when the line has none or is not text; the whole
+    /// trimmed line when it has no `=`).
+    pub key: &'a str,
+    /// The value as written (empty when the line has none).
+    pub value: &'a str,
+    /// What is wrong.
+    pub problem: Problem,
+}
+
+impl fmt::Display for SettingsError<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{FILE_NAME} line {}: ", self.line)?;
+        match self.problem {
+            Problem::NotUtf8 | Problem::MissingKey => write!(f, "{}", self.problem),
+            Problem::MissingEquals => write!(f, "`{}`: {}", self.key, self.problem),
+            Problem::UnknownKey | Problem::Duplicate { .. } | Problem::EmptyValue => {
+                write!(f, "`{}` {}", self.key, self.problem)
+            }
+            _ => write!(f, "{} = {}: {}", self.key, self.value, self.problem),
+        }
+    }
+}
+
+impl Settings {
+    /// Parses BRAMBLE.TXT strictly: the first bad line is an error. The host tool uses this
+    /// to check a file before it goes on a card.
+    pub fn parse(text: &str) -> Result<Settings, SettingsError<'_>> {
+        let mut first = None;
+        let settings = Self::parse_lenient(text, |error| {
+            first.get_or_insert(error);
+        });
+        match first {
+            Some(error) => Err(error),
+            None => Ok(settings),
+        }
+    }
+
+    /// Parses BRAMBLE.TXT the way the kernel does: every good line is applied, every bad line
+    /// is passed to `report` and leaves its setting at the default.
+    pub fn parse_lenient<'a>(text: &'a str, report: impl FnMut(SettingsError<'a>)) -> Settings {
+        Self::parse_bytes(text.as_bytes(), report)
+    }
+
+    /// Like [`Settings::parse_lenient`], for the raw bytes read from the card: a line that is
+    /// not UTF-8 is reported and skipped, the others are parsed.
+    pub fn parse_bytes<'a>(bytes: &'a [u8], mut report: impl FnMut(SettingsError<'a>)) -> Settings {
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        let mut settings = Settings::default();
+        let mut first_seen = [0usize; Key::ALL.len()];
+        let mut gateway_line: Option<(usize, &'a str, &'a str)> = None;
+
+        for (index, raw_line) in bytes.split(|&b| b == b'\n').enumerate() {
+            let line = index + 1;
+            let Ok(text) = core::str::from_utf8(raw_line) else {
+                report(SettingsError {
+                    line,
+                    key: "",
+                    value: "",
+                    problem: Problem::NotUtf8,
+                });
+                continue;
+            };
+            let content = match text.find('#') {
+                Some(at) => &text[..at],
+                None => text,
+            }
+            .trim();
+            if content.is_empty() {
+                continue;
+            }
+            let Some((key_text, value)) = content.split_once('=') else {
+                report(SettingsError {
+                    line,
+                    key: content,
+                    value: "",
+                    problem: Problem::MissingEquals,
+                });
+                continue;
+            };
+            let (key_text, value) = (key_text.trim(), value.trim());
+            let error = |problem| SettingsError {
+                line,
+                key: key_text,
+                value,
+                problem,
+            };
+            if key_text.is_empty() {
+                report(error(Problem::MissingKey));
+                continue;
+            }
+            let Some(key) = Key::find(key_text) else {
+                report(error(Problem::UnknownKey));
+                continue;
+            };
+            let slot = &mut first_seen[key as usize];
+            if *slot != 0 {
+                report(error(Problem::Duplicate { first_line: *slot }));
+                continue;
+            }
+            *slot = line;
+            if value.is_empty() {
+                report(error(Problem::EmptyValue));
+                continue;
+            }
+            if let Err(problem) = settings.apply(key, value) {
+                report(error(problem));
+                continue;
+            }
+            if key == Key::Gateway {
+                gateway_line = Some((line, key_text, value));
+            }
+        }
+
+        // A gateway must be reachable from a fixed address; checked once both are known.
+        if let (AddressMode::Static(fixed), Some(gateway), Some((line, key, value))) =
+            (settings.address, settings.gateway, gateway_line)
+        {
+            if !fixed.contains(gateway) || gateway == fixed.address {
+                settings.gateway = None;
+                report(SettingsError {
+                    line,
+                    key,
+                    value,
+                    problem: Problem::GatewayOutsideNetwork,
+                });
+            }
+        }
+        settings
+    }
+
+    /// Sets `key` from its (trimmed, non-empty) value text, or says what is wrong with it.
+    fn apply(&mut self, key: Key, value: &str) -> Result<(), Problem> {
+        match key {
+            Key::Hostname => self.hostname = Hostname::new(value).map_err(Problem::Hostname)?,
+            Key::Address => self.address = parse_address_mode(value)?,
+            Key::Gateway => self.gateway = Some(parse_host_address(value)?),
+            Key::Dns => {
+                let mut servers = heapless::Vec::new();
+                for item in value.split(',') {
+                    let server = parse_host_address(item.trim())?;
+                    servers
+                        .push(server)
+                        .map_err(|_| Problem::TooManyDnsServers)?;
+                }
+                self.dns = servers;
+            }
+            Key::HttpPort => self.http_port = parse_number(value, 1, u16::MAX)?,
+            Key::Mdns => self.mdns = parse_switch(value)?,
+            Key::AccessLog => self.access_log = parse_switch(value)?,
+            Key::LogLevel => self.log_level = parse_log_level(value)?,
+            Key::Led => self.led = parse_switch(value)?,
+            Key::Hdmi => self.hdmi = parse_switch(value)?,
+            Key::ArmFreq => {
+                self.arm_freq_mhz = Some(parse_number(value, MIN_ARM_FREQ_MHZ, MAX_ARM_FREQ_MHZ)?)
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_switch(value: &str) -> Result<bool, Problem> {
+    const ON: [&str; 3] = ["on", "yes", "true"];
+    const OFF: [&str; 3] = ["off", "no", "false"];
+    if ON.iter().any(|word| word.eq_ignore_ascii_case(value)) {
+        Ok(true)
+    } else if OFF.iter().any(|word| word.eq_ignore_ascii_case(value)) {
+        Ok(false)
+    } else {
+        Err(Problem::NotOnOff)
+    }
+}
+
+fn parse_number(value: &str, min: u16, max: u16) -> Result<u16, Problem> {
+    if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Problem::NotANumber);
+    }
+    let out_of_range = Problem::OutOfRange {
+        min: min.into(),
+        max: max.into(),
+    };
+    // All digits: the only parse failure left is overflow.
+    let number: u32 = value.parse().map_err(|_| out_of_range)?;
+    u16::try_from(number)
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or(out_of_range)
+}
+
+fn parse_log_level(value: &str) -> Result<LogLevel, Problem> {
+    const LEVELS: [(&str, LogLevel); 5] = [
+        ("error", LogLevel::Error),
+        ("warn", LogLevel::Warn),
+        ("info", LogLevel::Info),
+        ("debug", LogLevel::Debug),
+        ("trace", LogLevel::Trace),
+    ];
+    LEVELS
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(value))
+        .map(|(_, level)| *level)
+        .ok_or(Problem::NotALogLevel)
+}
+
+/// An IPv4 address that a host on a LAN can have (not 0.0.0.0, loopback, multicast or
+/// 255.255.255.255).
+fn parse_host_address(value: &str) -> Result<Ipv4Addr, Problem> {
+    let address = Ipv4Addr::from_str(value).map_err(|_| Problem::NotAnIpv4Address)?;
+    if address.is_unspecified()
+        || address.is_loopback()
+        || address.is_multicast()
+        || address.is_broadcast()
+    {
+        return Err(Problem::NotAHostAddress);
+    }
+    Ok(address)
+}
+
+fn parse_address_mode(value: &str) -> Result<AddressMode, Problem> {
+    if value.eq_ignore_ascii_case("dhcp") {
+        return Ok(AddressMode::Dhcp);
+    }
+    let Some((address_text, prefix_text)) = value.split_once('/') else {
+        return Err(if Ipv4Addr::from_str(value).is_ok() {
+            Problem::MissingPrefixLength
+        } else {
+            Problem::NotAnAddressMode
+        });
+    };
+    let address = parse_host_address(address_text.trim()).map_err(|problem| match problem {
+        Problem::NotAnIpv4Address => Problem::NotAnAddressMode,
+        other => other,
+    })?;
+    let prefix_text = prefix_text.trim();
+    let prefix_len = match prefix_text.parse::<u8>() {
+        Ok(n) if (1..=32).contains(&n) && prefix_text.bytes().all(|b| b.is_ascii_digit()) => n,
+        _ => return Err(Problem::BadPrefixLength),
+    };
+    // On networks of four addresses or more, the all-zeros and all-ones host parts are the
+    // network and broadcast addresses (RFC 919, RFC 950); /31 and /32 have no such addresses.
+    if prefix_len <= 30 {
+        let host_mask = !prefix_mask(prefix_len);
+        let host = u32::from(address) & host_mask;
+        if host == 0 || host == host_mask {
+            return Err(Problem::NotAHostAddress);
+        }
+    }
+    Ok(AddressMode::Static(StaticAddress {
+        address,
+        prefix_len,
+    }))
+}

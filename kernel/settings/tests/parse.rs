@@ -1,0 +1,356 @@
+//! BRAMBLE.TXT parser tests: the template, every setting, and every kind of bad line.
+use bramble_settings::{
+    AddressMode, Hostname, HostnameError, LogLevel, Problem, Settings, SettingsError,
+    StaticAddress, TEMPLATE,
+};
+use std::net::Ipv4Addr;
+
+/// Parses leniently and returns the settings with every reported problem.
+fn lenient(text: &str) -> (Settings, Vec<SettingsError<'_>>) {
+    let mut errors = Vec::new();
+    let settings = Settings::parse_lenient(text, |e| errors.push(e));
+    (settings, errors)
+}
+
+/// The single problem a one-line file reports.
+fn problem_of(line: &str) -> Problem {
+    let (_, errors) = lenient(line);
+    assert_eq!(errors.len(), 1, "{line:?} gave {errors:?}");
+    errors[0].problem
+}
+
+#[test]
+fn template_parses_to_the_defaults() {
+    assert_eq!(Settings::parse(TEMPLATE), Ok(Settings::default()));
+}
+
+#[test]
+fn template_mentions_every_setting() {
+    for key in [
+        "hostname",
+        "address",
+        "gateway",
+        "dns",
+        "http_port",
+        "mdns",
+        "access_log",
+        "log_level",
+        "led",
+        "hdmi",
+        "arm_freq",
+    ] {
+        assert!(TEMPLATE.contains(key), "template does not mention {key}");
+    }
+}
+
+#[test]
+fn defaults_are_the_documented_ones() {
+    let d = Settings::default();
+    assert_eq!(d.hostname.as_str(), "bramble");
+    assert_eq!(d.address, AddressMode::Dhcp);
+    assert_eq!(d.gateway, None);
+    assert!(d.dns.is_empty());
+    assert_eq!(d.http_port, 80);
+    assert!(d.mdns && d.access_log && d.led && !d.hdmi);
+    assert_eq!(d.log_level, LogLevel::Info);
+    assert_eq!(d.arm_freq_mhz, None);
+}
+
+#[test]
+fn empty_file_is_all_defaults() {
+    assert_eq!(Settings::parse(""), Ok(Settings::default()));
+    assert_eq!(
+        Settings::parse("\n\n# nothing\n   \n"),
+        Ok(Settings::default())
+    );
+}
+
+#[test]
+fn every_setting_is_applied() {
+    // CRLF line ends, a byte-order mark, upper-case keys, tabs and comments after values.
+    let text = "\u{feff}# my pi\r\n\
+        HOSTNAME = garden-pi\r\n\
+        address=192.168.1.50/24\r\n\
+        \tgateway = 192.168.1.1   # the router\r\n\
+        dns = 192.168.1.1, 9.9.9.9 ,1.1.1.1\r\n\
+        http_port = 8080\r\n\
+        mdns = no\r\n\
+        Access_Log = OFF\r\n\
+        log_level = Debug\r\n\
+        led = false\r\n\
+        hdmi = on\r\n\
+        arm_freq = 400\r\n";
+    let s = Settings::parse(text).expect("valid file");
+    assert_eq!(s.hostname.as_str(), "garden-pi");
+    assert_eq!(
+        s.address,
+        AddressMode::Static(StaticAddress {
+            address: Ipv4Addr::new(192, 168, 1, 50),
+            prefix_len: 24
+        })
+    );
+    assert_eq!(s.gateway, Some(Ipv4Addr::new(192, 168, 1, 1)));
+    assert_eq!(
+        s.dns.as_slice(),
+        &[
+            Ipv4Addr::new(192, 168, 1, 1),
+            Ipv4Addr::new(9, 9, 9, 9),
+            Ipv4Addr::new(1, 1, 1, 1)
+        ]
+    );
+    assert_eq!(s.http_port, 8080);
+    assert!(!s.mdns && !s.access_log && !s.led && s.hdmi);
+    assert_eq!(s.log_level, LogLevel::Debug);
+    assert_eq!(s.arm_freq_mhz, Some(400));
+}
+
+#[test]
+fn static_address_helpers() {
+    let a = StaticAddress {
+        address: Ipv4Addr::new(10, 1, 2, 3),
+        prefix_len: 20,
+    };
+    assert_eq!(a.netmask(), Ipv4Addr::new(255, 255, 240, 0));
+    assert!(a.contains(Ipv4Addr::new(10, 1, 15, 254)));
+    assert!(!a.contains(Ipv4Addr::new(10, 1, 16, 1)));
+    assert_eq!(a.to_string(), "10.1.2.3/20");
+}
+
+#[test]
+fn bad_line_names_line_key_and_problem_and_keeps_the_rest() {
+    let text = "hostname = web\nled = blue\n\naddress = 10.0.0.9/8\n";
+    let (s, errors) = lenient(text);
+    assert_eq!(errors.len(), 1);
+    let e = errors[0];
+    assert_eq!(
+        (e.line, e.key, e.value, e.problem),
+        (2, "led", "blue", Problem::NotOnOff)
+    );
+    let message = e.to_string();
+    assert!(message.contains("line 2"), "{message}");
+    assert!(message.contains("led"), "{message}");
+    assert!(message.contains("blue"), "{message}");
+    assert!(message.contains("`on` or `off`"), "{message}");
+    // The good lines still apply; the bad one keeps its default.
+    assert_eq!(s.hostname.as_str(), "web");
+    assert!(matches!(s.address, AddressMode::Static(_)));
+    assert!(s.led);
+    // The strict form reports the same first error.
+    assert_eq!(Settings::parse(text), Err(e));
+}
+
+#[test]
+fn every_bad_line_is_reported_in_order() {
+    let text = "led = on\nfoo = 1\nled = off\nhdmi =\nno equals here\n = 3\n";
+    let (s, errors) = lenient(text);
+    let got: Vec<_> = errors.iter().map(|e| (e.line, e.key, e.problem)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (2, "foo", Problem::UnknownKey),
+            (3, "led", Problem::Duplicate { first_line: 1 }),
+            (4, "hdmi", Problem::EmptyValue),
+            (5, "no equals here", Problem::MissingEquals),
+            (6, "", Problem::MissingKey),
+        ]
+    );
+    // The first `led` wins.
+    assert!(s.led);
+    assert!(
+        errors[0].to_string().contains("hostname"),
+        "unknown key lists the known ones"
+    );
+    assert!(errors[1].to_string().contains("first on line 1"));
+}
+
+#[test]
+fn invalid_utf8_line_is_reported_and_skipped() {
+    let bytes = b"hostname = ok\nled = \xff\xfe\nhdmi = on\n";
+    let mut errors = Vec::new();
+    let s = Settings::parse_bytes(bytes, |e| errors.push(e));
+    assert_eq!(errors.len(), 1);
+    assert_eq!((errors[0].line, errors[0].problem), (2, Problem::NotUtf8));
+    assert_eq!(s.hostname.as_str(), "ok");
+    assert!(s.hdmi);
+}
+
+#[test]
+fn hostnames_follow_rfc_1123() {
+    let longest = "a".repeat(63);
+    assert_eq!(Hostname::new(&longest).unwrap().as_str(), longest);
+    assert_eq!(Hostname::new("1pi").unwrap().as_str(), "1pi");
+    assert_eq!(Hostname::new("Pi-B-Plus").unwrap().as_str(), "Pi-B-Plus");
+    assert_eq!(
+        Hostname::new(&"a".repeat(64)),
+        Err(HostnameError::TooLong { len: 64 })
+    );
+    assert_eq!(Hostname::new(""), Err(HostnameError::Empty));
+    assert_eq!(
+        Hostname::new("my_pi"),
+        Err(HostnameError::BadCharacter('_'))
+    );
+    assert_eq!(
+        Hostname::new("pi.local"),
+        Err(HostnameError::BadCharacter('.'))
+    );
+    assert_eq!(Hostname::new("-pi"), Err(HostnameError::HyphenAtEnd));
+    assert_eq!(Hostname::new("pi-"), Err(HostnameError::HyphenAtEnd));
+    assert_eq!(Hostname::new("pié"), Err(HostnameError::BadCharacter('é')));
+    assert_eq!(
+        problem_of("hostname = my pi"),
+        Problem::Hostname(HostnameError::BadCharacter(' '))
+    );
+}
+
+#[test]
+fn addresses() {
+    let fixed = |text: &str| match Settings::parse(text).map(|s| s.address) {
+        Ok(AddressMode::Static(a)) => (a.address, a.prefix_len),
+        other => panic!("{text}: {other:?}"),
+    };
+    assert_eq!(
+        Settings::parse("address = DHCP").unwrap().address,
+        AddressMode::Dhcp
+    );
+    assert_eq!(
+        fixed("address = 192.168.1.50/24"),
+        (Ipv4Addr::new(192, 168, 1, 50), 24)
+    );
+    assert_eq!(
+        fixed("address = 10.0.0.1 / 8"),
+        (Ipv4Addr::new(10, 0, 0, 1), 8)
+    );
+    // /31 point-to-point links and /32 have no network or broadcast address.
+    assert_eq!(fixed("address = 10.0.0.0/31").1, 31);
+    assert_eq!(fixed("address = 10.0.0.7/32").1, 32);
+
+    assert_eq!(
+        problem_of("address = 192.168.1.50"),
+        Problem::MissingPrefixLength
+    );
+    assert_eq!(problem_of("address = static"), Problem::NotAnAddressMode);
+    assert_eq!(
+        problem_of("address = 192.168.1.300/24"),
+        Problem::NotAnAddressMode
+    );
+    assert_eq!(
+        problem_of("address = 192.168.1.50/33"),
+        Problem::BadPrefixLength
+    );
+    assert_eq!(
+        problem_of("address = 192.168.1.50/0"),
+        Problem::BadPrefixLength
+    );
+    assert_eq!(
+        problem_of("address = 192.168.1.50/+8"),
+        Problem::BadPrefixLength
+    );
+    assert_eq!(
+        problem_of("address = 192.168.1.0/24"),
+        Problem::NotAHostAddress
+    );
+    assert_eq!(
+        problem_of("address = 192.168.1.255/24"),
+        Problem::NotAHostAddress
+    );
+    assert_eq!(
+        problem_of("address = 127.0.0.1/8"),
+        Problem::NotAHostAddress
+    );
+    assert_eq!(
+        problem_of("address = 224.0.0.251/4"),
+        Problem::NotAHostAddress
+    );
+}
+
+#[test]
+fn gateway_and_dns() {
+    assert_eq!(problem_of("gateway = router"), Problem::NotAnIpv4Address);
+    assert_eq!(problem_of("gateway = 0.0.0.0"), Problem::NotAHostAddress);
+    // With DHCP a gateway is an override and is not checked against a network.
+    assert_eq!(
+        Settings::parse("gateway = 10.9.9.9").unwrap().gateway,
+        Some(Ipv4Addr::new(10, 9, 9, 9))
+    );
+
+    let text = "address = 192.168.1.50/24\ngateway = 192.168.2.1\n";
+    let (s, errors) = lenient(text);
+    assert_eq!(errors.len(), 1);
+    assert_eq!((errors[0].line, errors[0].key), (2, "gateway"));
+    assert_eq!(errors[0].problem, Problem::GatewayOutsideNetwork);
+    assert_eq!(s.gateway, None, "a bad gateway falls back to none");
+    assert!(matches!(s.address, AddressMode::Static(_)));
+    // Order does not matter: the check runs once both are known.
+    let (_, errors) = lenient("gateway = 192.168.1.50\naddress = 192.168.1.50/24\n");
+    assert_eq!(errors.len(), 1, "the gateway cannot be the server itself");
+
+    assert_eq!(
+        problem_of("dns = 1.1.1.1, 2.2.2.2, 3.3.3.3, 4.4.4.4"),
+        Problem::TooManyDnsServers
+    );
+    assert_eq!(
+        problem_of("dns = 1.1.1.1,,2.2.2.2"),
+        Problem::NotAnIpv4Address
+    );
+    assert!(Settings::parse("dns = 1.1.1.1, nope").is_err());
+    assert!(
+        lenient("dns = 1.1.1.1, nope").0.dns.is_empty(),
+        "no partial list"
+    );
+}
+
+#[test]
+fn switches_numbers_and_levels() {
+    assert_eq!(problem_of("hdmi = 1"), Problem::NotOnOff);
+    assert_eq!(problem_of("arm_freq = fast"), Problem::NotANumber);
+    assert_eq!(problem_of("arm_freq = -5"), Problem::NotANumber);
+    assert_eq!(problem_of("arm_freq = 400MHz"), Problem::NotANumber);
+    assert_eq!(
+        problem_of("arm_freq = 99"),
+        Problem::OutOfRange { min: 100, max: 700 }
+    );
+    assert_eq!(
+        problem_of("arm_freq = 1000"),
+        Problem::OutOfRange { min: 100, max: 700 }
+    );
+    assert_eq!(
+        problem_of("arm_freq = 99999999999999999999"),
+        Problem::OutOfRange { min: 100, max: 700 }
+    );
+    assert_eq!(
+        Settings::parse("arm_freq = 700").unwrap().arm_freq_mhz,
+        Some(700)
+    );
+    assert_eq!(
+        Settings::parse("arm_freq = 100").unwrap().arm_freq_mhz,
+        Some(100)
+    );
+    assert_eq!(
+        problem_of("http_port = 0"),
+        Problem::OutOfRange { min: 1, max: 65535 }
+    );
+    assert_eq!(
+        problem_of("http_port = 65536"),
+        Problem::OutOfRange { min: 1, max: 65535 }
+    );
+    assert_eq!(problem_of("log_level = loud"), Problem::NotALogLevel);
+    assert_eq!(
+        Settings::parse("log_level = TRACE").unwrap().log_level,
+        LogLevel::Trace
+    );
+}
+
+#[test]
+fn messages_read_well() {
+    let (_, errors) = lenient("\n\narm_freq = 1000\n");
+    assert_eq!(
+        errors[0].to_string(),
+        "BRAMBLE.TXT line 3: arm_freq = 1000: the number must be from 100 to 700"
+    );
+    let (_, errors) = lenient("colour = red\n");
+    assert!(
+        errors[0]
+            .to_string()
+            .starts_with("BRAMBLE.TXT line 1: `colour` is not a known setting")
+    );
+}
