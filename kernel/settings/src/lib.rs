@@ -514,16 +514,15 @@ impl Settings {
         // A gateway must be reachable from a fixed address; checked once both are known.
         if let (AddressMode::Static(fixed), Some(gateway), Some((line, key, value))) =
             (settings.address, settings.gateway, gateway_line)
+            && (!fixed.contains(gateway) || gateway == fixed.address)
         {
-            if !fixed.contains(gateway) || gateway == fixed.address {
-                settings.gateway = None;
-                report(SettingsError {
-                    line,
-                    key,
-                    value,
-                    problem: Problem::GatewayOutsideNetwork,
-                });
-            }
+            settings.gateway = None;
+            report(SettingsError {
+                line,
+                key,
+                value,
+                problem: Problem::GatewayOutsideNetwork,
+            });
         }
         settings
     }
