@@ -1,0 +1,70 @@
+//! The BCM2835 system timer: a free-running 1 MHz, 64-bit counter with four compare channels
+//! (BCM2835 ARM Peripherals, chapter 12). Channels 0 and 2 belong to the GPU; the kernel uses
+//! channel 1 (IRQ 1) for its alarms.
+
+use crate::mmio::RegisterBlock;
+use bramble_hal::{Clock, Instant};
+
+const CS: usize = 0x00;
+const CLO: usize = 0x04;
+const CHI: usize = 0x08;
+const C1: usize = 0x10;
+
+/// Interrupt line of compare channel 1.
+pub const ALARM_IRQ: u32 = 1;
+
+/// The system timer.
+#[derive(Clone, Copy)]
+pub struct SystemTimer {
+    registers: RegisterBlock,
+}
+
+impl SystemTimer {
+    /// The timer at its BCM2835 address.
+    ///
+    /// # Safety
+    /// Only one owner may program compare channel 1.
+    pub const unsafe fn new() -> Self {
+        // SAFETY: the system timer is at 0x7E00_3000 (bus).
+        Self { registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x3000) } }
+    }
+
+    /// Microseconds since the SoC came out of reset.
+    pub fn micros(&self) -> u64 {
+        loop {
+            let high = self.registers.register(CHI).read();
+            let low = self.registers.register(CLO).read();
+            if self.registers.register(CHI).read() == high {
+                return ((high as u64) << 32) | low as u64;
+            }
+        }
+    }
+
+    /// Busy-waits `micros` microseconds. Only for the short delays hardware sequences need.
+    pub fn delay_micros(&self, micros: u64) {
+        let end = self.micros() + micros;
+        while self.micros() < end {}
+    }
+
+    /// Arms compare channel 1 to raise [`ALARM_IRQ`] at `deadline`. Returns `false` (and arms
+    /// nothing) if the deadline is already so close that the interrupt could be missed; the
+    /// caller should then treat it as expired.
+    pub fn set_alarm(&self, deadline: Instant) -> bool {
+        self.clear_alarm();
+        // The compare is against the low 32 bits: fine for deadlines under 71 minutes away.
+        self.registers.register(C1).write(deadline.as_micros() as u32);
+        // If the counter passed the deadline while we wrote it, the match never happens.
+        self.micros() + 2 < deadline.as_micros()
+    }
+
+    /// Acknowledges the channel-1 match.
+    pub fn clear_alarm(&self) {
+        self.registers.register(CS).write(1 << 1);
+    }
+}
+
+impl Clock for SystemTimer {
+    fn now(&self) -> Instant {
+        Instant::from_micros(self.micros())
+    }
+}

@@ -1,0 +1,86 @@
+//! Operator commands on the serial console: status, reboot, timer and fault self-tests.
+
+use crate::platform::{self, TIMER};
+use core::sync::atomic::Ordering;
+
+/// Parses and runs console commands; owns the state of those that take time.
+pub struct Commands {
+    /// When a `sleep` command's alarm is due, and when it was asked for.
+    sleep: Option<(u64, u64)>,
+}
+
+impl Commands {
+    /// No command running.
+    pub const fn new() -> Self {
+        Self { sleep: None }
+    }
+
+    /// Runs one command line.
+    pub fn run(&mut self, line: &str) {
+        let mut words = line.split_ascii_whitespace();
+        match (words.next(), words.next()) {
+            (Some("help"), _) => log::info!(
+                "commands: status | reboot | sleep MS (timer interrupt check) | \
+                 crash undefined|data|prefetch|panic (fault handler check)"
+            ),
+            (Some("status"), _) => log::info!(
+                "status: up {} us, {} timer interrupts",
+                TIMER.micros(),
+                crate::ALARMS.load(Ordering::Relaxed)
+            ),
+            (Some("reboot"), _) => {
+                log::info!("rebooting");
+                platform::reset();
+            }
+            (Some("sleep"), Some(millis)) => match millis.parse::<u64>() {
+                Ok(millis) if millis <= 60_000 => {
+                    let now = TIMER.micros();
+                    self.sleep = Some((now + millis * 1000, now));
+                }
+                _ => log::warn!("sleep takes milliseconds, at most 60000"),
+            },
+            (Some("crash"), Some(kind)) => crash(kind),
+            (Some(other), _) => log::warn!("unknown command '{other}' (try 'help')"),
+            (None, _) => {}
+        }
+    }
+
+    /// The next time [`Commands::poll`] has work, in microseconds since reset.
+    pub fn next_deadline(&self) -> Option<u64> {
+        self.sleep.map(|(due, _)| due)
+    }
+
+    /// Finishes commands whose time has come.
+    pub fn poll(&mut self, now: u64) {
+        if let Some((due, asked)) = self.sleep {
+            if now >= due {
+                self.sleep = None;
+                log::info!(
+                    "sleep: woke after {} us, {} timer interrupts so far",
+                    now - asked,
+                    crate::ALARMS.load(Ordering::Relaxed)
+                );
+            }
+        }
+    }
+}
+
+/// An address the MMU leaves unmapped (see `bramble_boot::mmu`).
+const UNMAPPED: usize = 0x3000_0000;
+
+fn crash(kind: &str) {
+    log::warn!("crash: causing a {kind} fault on purpose");
+    match kind {
+        // SAFETY (all three): deliberately faulting; the fault handler reports and resets.
+        "undefined" => unsafe { core::arch::asm!(".word 0xe7f000f0") },
+        "data" => unsafe {
+            core::ptr::read_volatile(UNMAPPED as *const u32);
+        },
+        "prefetch" => unsafe {
+            let target: extern "C" fn() = core::mem::transmute(UNMAPPED);
+            target();
+        },
+        "panic" => panic!("panic requested on the console"),
+        _ => log::warn!("crash kinds: undefined, data, prefetch, panic"),
+    }
+}

@@ -1,0 +1,69 @@
+//! The board: every peripheral instance, the DMA region and the init order live here.
+
+use bramble_bcm2835::dma::DmaAllocator;
+use bramble_bcm2835::gpio::{Function, Gpio, Pull};
+use bramble_bcm2835::interrupts::InterruptController;
+use bramble_bcm2835::mailbox::{BoardInfo, Mailbox, MailboxError, PropertyBuffer};
+use bramble_bcm2835::power::Watchdog;
+use bramble_bcm2835::timer::SystemTimer;
+use bramble_bcm2835::uart::Pl011;
+
+/// The serial console (PL011 on GPIO14/15).
+// SAFETY (all statics below): each peripheral has exactly this one instance.
+pub static CONSOLE: Pl011 = unsafe { Pl011::new() };
+/// The 1 MHz system timer.
+pub static TIMER: SystemTimer = unsafe { SystemTimer::new() };
+/// The interrupt controller.
+pub static INTERRUPTS: InterruptController = unsafe { InterruptController::new() };
+/// The PM watchdog (board reset).
+pub static WATCHDOG: Watchdog = unsafe { Watchdog::new() };
+/// The VideoCore mailbox.
+pub static MAILBOX: Mailbox = unsafe { Mailbox::new() };
+/// GPIO.
+pub static GPIO: Gpio = unsafe { Gpio::new() };
+
+/// Baud rate of the serial console.
+pub const CONSOLE_BAUD: u32 = 115_200;
+/// UART reference clock assumed if the firmware does not say (QEMU and old firmware).
+const DEFAULT_UART_CLOCK_HZ: u32 = 3_000_000;
+
+/// Microseconds since reset.
+pub fn micros() -> u64 {
+    TIMER.micros()
+}
+
+/// What early init found.
+pub struct Platform {
+    /// Board facts from the firmware, if the mailbox answered.
+    pub board: Result<BoardInfo, MailboxError>,
+    /// Allocator for DMA buffers (USB, EMMC, mailbox).
+    pub dma: DmaAllocator,
+    /// The mailbox message buffer (in the DMA region).
+    pub mailbox_buffer: &'static mut PropertyBuffer,
+}
+
+/// Brings up the console and reads the board facts. Called once, first thing.
+pub fn init() -> Platform {
+    // SAFETY: the linker reserves the .dma section for this allocator alone.
+    let mut dma = unsafe { DmaAllocator::new(bramble_boot::cpu::layout::dma_region()) };
+    let mailbox_buffer = dma
+        .allocate(PropertyBuffer([0; 64]))
+        .expect("the DMA region holds the mailbox buffer");
+    let board = MAILBOX.board_info(mailbox_buffer, micros);
+    let uart_clock = match &board {
+        Ok(info) if info.uart_clock_hz != 0 => info.uart_clock_hz,
+        _ => DEFAULT_UART_CLOCK_HZ,
+    };
+    GPIO.set_function(14, Function::Alt0);
+    GPIO.set_function(15, Function::Alt0);
+    GPIO.set_pull(14, Pull::None, |cycles| TIMER.delay_micros(cycles.div_ceil(250) as u64));
+    GPIO.set_pull(15, Pull::None, |cycles| TIMER.delay_micros(cycles.div_ceil(250) as u64));
+    CONSOLE.init(uart_clock, CONSOLE_BAUD);
+    Platform { board, dma, mailbox_buffer }
+}
+
+/// Resets the board through the PM watchdog.
+pub fn reset() -> ! {
+    CONSOLE.flush();
+    WATCHDOG.reset()
+}
