@@ -1,0 +1,951 @@
+//! One HTTP/1.1 connection: buffers received bytes, parses requests, queues responses whose
+//! bodies are slices of the site image, and keeps the deadlines that cut slow clients off.
+
+use core::cell::Cell;
+
+use bramble_hal::Instant;
+use bramble_site::{FileEntry, Resolved, Variant};
+
+use crate::fields::{
+    self, Coding, Comparison, RangeRequest, content_length, etag_list_matches, has_token,
+    negotiate_coding, parse_range,
+};
+use crate::path::{MAX_TARGET_LEN, NormalPath, PathError, normalize_path, split_query};
+use crate::response::{ByteWriter, ConnectionField, ContentRange, Head, write_error_page};
+use crate::server::{Limits, Server, SiteSource};
+
+/// Capacity of the request buffer: the largest header section accepted (431 beyond).
+pub const REQUEST_BUFFER_LEN: usize = 8192;
+/// Capacity of the response-head buffer (headers plus any built-in page body).
+pub const RESPONSE_HEAD_LEN: usize = 2048;
+/// Most header fields accepted in one request (431 beyond).
+pub const MAX_HEADERS: usize = 48;
+/// Longest built-in page body (error pages, the 503 diagnostic page).
+const PAGE_LEN: usize = 1024;
+/// How much of a request target the access log keeps.
+const LOG_TARGET_LEN: usize = 160;
+
+/// What the network loop should do with the socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionAction {
+    /// Keep the socket open: more bytes to receive or send, or waiting for the next request.
+    KeepOpen,
+    /// Everything has been handed to the socket (or nothing is pending and a deadline passed
+    /// quietly): close it gracefully, letting its transmit buffer drain first.
+    CloseWhenFlushed,
+    /// A deadline passed while a response or request was stuck: abort (reset) the socket.
+    Abort,
+}
+
+/// The response being sent: its head (in `Connection::head`) and an optional body range in
+/// the site image.
+#[derive(Clone, Copy, Debug, Default)]
+struct Sending {
+    /// Bytes of the head buffer already handed out.
+    head_sent: usize,
+    /// Next image offset of the body to hand out.
+    body_next: usize,
+    /// Image offset one past the body's last byte.
+    body_end: usize,
+}
+
+/// What handling one request decided.
+struct Outcome {
+    /// Response status.
+    status: u16,
+    /// Close after this response.
+    close: bool,
+    /// Body range in the site image.
+    body: Option<(usize, usize)>,
+    /// Request-body bytes following the header section, to read and discard.
+    request_body: u64,
+}
+
+/// The fields of a parsed request the engine acts on.
+struct RequestView<'r> {
+    method: &'r str,
+    target: &'r str,
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    version: u8,
+    headers: &'r [httparse::Header<'r>],
+}
+
+impl<'r> RequestView<'r> {
+    /// Values of every header line named `name`.
+    fn all(&self, name: &'static str) -> impl Iterator<Item = &'r [u8]> + '_ {
+        self.headers
+            .iter()
+            .filter(move |h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value)
+    }
+
+    /// The value of the first header line named `name`.
+    fn first(&self, name: &'static str) -> Option<&'r [u8]> {
+        self.all(name).next()
+    }
+}
+
+/// One HTTP connection. Fixed capacity, no allocation; drive it with [`Connection::open`],
+/// [`Connection::receive`], [`Connection::transmit`], [`Connection::action`] and
+/// [`Connection::close`].
+pub struct Connection {
+    open: bool,
+    /// Received bytes not yet parsed: the next request(s), pipelined.
+    request: heapless::Vec<u8, REQUEST_BUFFER_LEN>,
+    /// The response head being sent, followed by a built-in page body if any.
+    head: heapless::Vec<u8, RESPONSE_HEAD_LEN>,
+    sending: Sending,
+    /// A response is queued and not yet fully handed out.
+    responding: bool,
+    /// No more requests will be read; close once everything is handed out.
+    closing: bool,
+    /// Request-body bytes still to read and throw away.
+    discard: u64,
+    opened_at: Instant,
+    /// First byte of the request being received, if any.
+    request_started: Option<Instant>,
+    response_started: Instant,
+    /// When the last response finished (or the connection opened).
+    idle_since: Instant,
+    requests_served: u32,
+    /// Deadlines and sizes, copied from the server configuration at open.
+    limits: Limits,
+    /// Set when `action` reported a deadline; counted as a timeout on close.
+    timed_out: Cell<bool>,
+    // Access-log record of the response being sent.
+    log_method: heapless::String<16>,
+    log_target: heapless::String<LOG_TARGET_LEN>,
+    log_status: u16,
+    log_bytes: u64,
+    log_started: Instant,
+}
+
+impl Default for Connection {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Appends as much of `text` as fits to `out`, on a char boundary.
+fn push_truncated<const N: usize>(out: &mut heapless::String<N>, text: &str) {
+    out.clear();
+    for c in text.chars() {
+        if out.push(c).is_err() {
+            break;
+        }
+    }
+}
+
+/// Is `value` a plausible Host field value (reg-name or IP literal, optional port)?
+fn valid_host(value: &[u8]) -> bool {
+    value
+        .iter()
+        .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b))
+}
+
+/// The status for a request line httparse rejected at the version: 505 when it is shaped like
+/// `METHOD SP TARGET SP HTTP/x.y` with another version, 400 when it is garbage.
+fn version_error_status(request: &[u8]) -> u16 {
+    let line_end = request
+        .iter()
+        .position(|&b| b == b'\n')
+        .unwrap_or(request.len());
+    let line = request[..line_end].trim_ascii();
+    let mut parts = line.split(|&b| b == b' ');
+    let (Some(_), Some(_), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return 400;
+    };
+    match version.strip_prefix(b"HTTP/") {
+        Some([major, b'.', minor]) if major.is_ascii_digit() && minor.is_ascii_digit() => 505,
+        Some([major]) if major.is_ascii_digit() => 505,
+        _ => 400,
+    }
+}
+
+impl Connection {
+    /// A closed connection with empty buffers.
+    pub const fn new() -> Self {
+        Self {
+            open: false,
+            request: heapless::Vec::new(),
+            head: heapless::Vec::new(),
+            sending: Sending {
+                head_sent: 0,
+                body_next: 0,
+                body_end: 0,
+            },
+            responding: false,
+            closing: false,
+            discard: 0,
+            opened_at: Instant(0),
+            request_started: None,
+            response_started: Instant(0),
+            idle_since: Instant(0),
+            requests_served: 0,
+            limits: Limits::DEFAULT,
+            timed_out: Cell::new(false),
+            log_method: heapless::String::new(),
+            log_target: heapless::String::new(),
+            log_status: 0,
+            log_bytes: 0,
+            log_started: Instant(0),
+        }
+    }
+
+    /// Starts serving a newly accepted TCP connection.
+    pub fn open(&mut self, server: &mut Server, now: Instant) {
+        if self.open {
+            self.close(server);
+        }
+        *self = Self::new();
+        self.open = true;
+        self.opened_at = now;
+        self.idle_since = now;
+        self.limits = server.config.limits;
+        server.counters.connections_accepted += 1;
+        server.counters.open_connections += 1;
+    }
+
+    /// True between [`Connection::open`] and [`Connection::close`].
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// True while a response is being handed out (its body may point into the site image,
+    /// so the image must not change under it).
+    pub fn is_responding(&self) -> bool {
+        self.responding
+    }
+
+    /// Offers received bytes; returns how many were consumed. Fewer than offered means a
+    /// response is still being sent and the request buffer is full (pipelined requests are
+    /// answered in order): offer the rest again after [`Connection::transmit`].
+    pub fn receive(&mut self, server: &mut Server, data: &[u8], now: Instant) -> usize {
+        if !self.open || self.closing {
+            return data.len();
+        }
+        let mut consumed = 0;
+        loop {
+            if self.closing {
+                // An error ended the request stream: whatever else arrives is dropped.
+                return data.len();
+            }
+            let rest = data.get(consumed..).unwrap_or(&[]);
+            let mut progress = false;
+            if self.discard > 0 && !rest.is_empty() {
+                let n = rest
+                    .len()
+                    .min(usize::try_from(self.discard).unwrap_or(usize::MAX));
+                self.discard -= n as u64;
+                consumed += n;
+                progress = true;
+            } else if !rest.is_empty() {
+                let n = rest.len().min(REQUEST_BUFFER_LEN - self.request.len());
+                if n > 0 {
+                    if self.request.is_empty() && self.request_started.is_none() {
+                        self.request_started = Some(now);
+                    }
+                    // Cannot fail: n fits the free space.
+                    let _ = self.request.extend_from_slice(&rest[..n]);
+                    consumed += n;
+                    progress = true;
+                }
+            }
+            if !self.responding && self.discard == 0 && self.process(server, now) {
+                progress = true;
+            }
+            if !progress {
+                return consumed;
+            }
+        }
+    }
+
+    /// Writes response bytes (head, then body slices straight from the site image) into
+    /// `out`, the socket's free transmit space; returns how many were written. Pipelined
+    /// requests already buffered are answered as earlier responses complete.
+    pub fn transmit(&mut self, server: &mut Server, out: &mut [u8], now: Instant) -> usize {
+        let mut written = 0;
+        while self.open && self.responding {
+            let head_done = self.sending.head_sent >= self.head.len();
+            let body_done = self.sending.body_next >= self.sending.body_end;
+            if head_done && body_done {
+                self.finish_response(server, now);
+                if !self.closing && self.discard == 0 {
+                    self.process(server, now);
+                }
+                continue;
+            }
+            let Some(space) = out.get_mut(written..).filter(|s| !s.is_empty()) else {
+                break;
+            };
+            let chunk = if !head_done {
+                &self.head[self.sending.head_sent..]
+            } else {
+                let body = match &server.site {
+                    SiteSource::Ready(image) => image
+                        .as_bytes()
+                        .get(self.sending.body_next..self.sending.body_end),
+                    SiteSource::Unavailable(_) => None,
+                };
+                match body {
+                    Some(body) => body,
+                    None => {
+                        // The image changed under a response: nothing sensible to send.
+                        self.sending.body_end = self.sending.body_next;
+                        self.closing = true;
+                        break;
+                    }
+                }
+            };
+            let n = chunk.len().min(space.len());
+            space[..n].copy_from_slice(&chunk[..n]);
+            if head_done {
+                self.sending.body_next += n;
+            } else {
+                self.sending.head_sent += n;
+            }
+            written += n;
+            self.log_bytes += n as u64;
+        }
+        server.counters.bytes_sent += written as u64;
+        written
+    }
+
+    /// What the socket should do now: keep it open, close it once flushed, or abort it
+    /// because a deadline passed.
+    pub fn action(&self, now: Instant) -> ConnectionAction {
+        if !self.open {
+            return ConnectionAction::CloseWhenFlushed;
+        }
+        if self.closing && !self.responding {
+            return ConnectionAction::CloseWhenFlushed;
+        }
+        match self.next_deadline() {
+            Some(deadline) if now >= deadline => {
+                self.timed_out.set(true);
+                if self.responding || self.request_started.is_some() || self.discard > 0 {
+                    ConnectionAction::Abort
+                } else {
+                    ConnectionAction::CloseWhenFlushed
+                }
+            }
+            _ => ConnectionAction::KeepOpen,
+        }
+    }
+
+    /// The next instant at which [`Connection::action`] may change on its own, so the loop
+    /// can sleep until then.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if !self.open || (self.closing && !self.responding) {
+            return None;
+        }
+        let limits = self.limits;
+        let deadline = if self.responding {
+            self.response_started.add_micros(limits.response_micros)
+        } else if let Some(started) = self.request_started {
+            started.add_micros(limits.header_micros)
+        } else if self.discard > 0 {
+            self.idle_since.add_micros(limits.header_micros)
+        } else if self.requests_served == 0 {
+            self.opened_at.add_micros(limits.first_byte_micros)
+        } else {
+            self.idle_since.add_micros(limits.idle_micros)
+        };
+        Some(deadline)
+    }
+
+    /// The socket is gone: release the connection.
+    pub fn close(&mut self, server: &mut Server) {
+        if !self.open {
+            return;
+        }
+        if self.responding {
+            // Log what was sent of an interrupted response.
+            self.log_response(server, self.idle_since, true);
+        }
+        if self.timed_out.get() {
+            server.counters.timeouts += 1;
+        }
+        server.counters.open_connections = server.counters.open_connections.saturating_sub(1);
+        *self = Self::new();
+    }
+}
+
+/// Removes the first `n` bytes of `buffer`.
+fn drain_front<const N: usize>(buffer: &mut heapless::Vec<u8, N>, n: usize) {
+    let n = n.min(buffer.len());
+    buffer.copy_within(n.., 0);
+    let remaining = buffer.len() - n;
+    buffer.truncate(remaining);
+}
+
+impl Connection {
+    /// Parses the next buffered request if its header section is complete (or bad) and
+    /// queues its response. Returns true if a response was queued.
+    fn process(&mut self, server: &mut Server, now: Instant) -> bool {
+        if !self.open || self.request.is_empty() || self.responding || self.closing {
+            return false;
+        }
+        let started = self.request_started.unwrap_or(now);
+        let date = server.unix_time(now);
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut parsed = httparse::Request::new(&mut headers);
+        let result = parsed.parse(&self.request);
+        self.head.clear();
+        let error = |status: u16,
+                     log_method: &mut heapless::String<16>,
+                     log_target: &mut heapless::String<LOG_TARGET_LEN>,
+                     head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>| {
+            push_truncated(log_method, "-");
+            push_truncated(log_target, "-");
+            let mut response = Response::new(head, false, date, true, 0, 1);
+            (response.page(status, "", false, None), 0)
+        };
+        let (outcome, header_len) = match result {
+            Ok(httparse::Status::Complete(header_len)) => {
+                let view = RequestView {
+                    method: parsed.method.unwrap_or(""),
+                    target: parsed.path.unwrap_or(""),
+                    version: parsed.version.unwrap_or(1),
+                    headers: parsed.headers,
+                };
+                push_truncated(&mut self.log_method, view.method);
+                push_truncated(&mut self.log_target, view.target);
+                let outcome = respond(&view, server, date, self.requests_served, &mut self.head);
+                (outcome, header_len)
+            }
+            Ok(httparse::Status::Partial) => {
+                let has_line = self.request.contains(&b'\n');
+                if !has_line && self.request.len() > MAX_TARGET_LEN + 32 {
+                    error(
+                        414,
+                        &mut self.log_method,
+                        &mut self.log_target,
+                        &mut self.head,
+                    )
+                } else if self.request.len() >= REQUEST_BUFFER_LEN {
+                    let status = if has_line { 431 } else { 414 };
+                    error(
+                        status,
+                        &mut self.log_method,
+                        &mut self.log_target,
+                        &mut self.head,
+                    )
+                } else {
+                    return false;
+                }
+            }
+            Err(httparse::Error::TooManyHeaders) => error(
+                431,
+                &mut self.log_method,
+                &mut self.log_target,
+                &mut self.head,
+            ),
+            Err(httparse::Error::Version) => {
+                let status = version_error_status(&self.request);
+                error(
+                    status,
+                    &mut self.log_method,
+                    &mut self.log_target,
+                    &mut self.head,
+                )
+            }
+            Err(_) => error(
+                400,
+                &mut self.log_method,
+                &mut self.log_target,
+                &mut self.head,
+            ),
+        };
+
+        self.requests_served = self.requests_served.saturating_add(1);
+        server.counters.requests += 1;
+        server.counters.count_status(outcome.status);
+        if outcome.close {
+            self.closing = true;
+            self.request.clear();
+            self.discard = 0;
+        } else {
+            drain_front(&mut self.request, header_len);
+            let buffered = usize::try_from(outcome.request_body)
+                .unwrap_or(usize::MAX)
+                .min(self.request.len());
+            drain_front(&mut self.request, buffered);
+            self.discard = outcome.request_body - buffered as u64;
+        }
+        let (body_next, body_end) = outcome.body.unwrap_or((0, 0));
+        self.sending = Sending {
+            head_sent: 0,
+            body_next,
+            body_end,
+        };
+        self.responding = true;
+        self.response_started = now;
+        self.request_started = if self.request.is_empty() {
+            None
+        } else {
+            Some(now)
+        };
+        self.log_status = outcome.status;
+        self.log_bytes = 0;
+        self.log_started = started;
+        true
+    }
+
+    /// The current response has been handed out completely.
+    fn finish_response(&mut self, server: &mut Server, now: Instant) {
+        self.log_response(server, now, false);
+        self.responding = false;
+        self.head.clear();
+        self.sending = Sending::default();
+        self.idle_since = now;
+        if self.request_started.is_some() || !self.request.is_empty() {
+            // A pipelined request waited behind this response: its header clock starts now.
+            self.request_started = Some(now);
+        }
+        if self.closing {
+            self.request.clear();
+        }
+    }
+
+    /// Writes the access-log line of the current response, if enabled.
+    fn log_response(&self, server: &Server, now: Instant, interrupted: bool) {
+        if !server.config.access_log {
+            return;
+        }
+        let micros = now.micros_since(self.log_started);
+        log::info!(
+            target: "bramble_http::access",
+            "{} {} {} {} {}.{:03}ms{}",
+            self.log_method,
+            self.log_target,
+            self.log_status,
+            self.log_bytes,
+            micros / 1000,
+            micros % 1000,
+            if interrupted { " interrupted" } else { "" }
+        );
+    }
+}
+
+/// Builds one response into the head buffer.
+struct Response<'h> {
+    head: &'h mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
+    /// A HEAD request: headers only.
+    is_head: bool,
+    date: Option<u64>,
+    close: bool,
+    /// Request-body bytes to discard after the header section.
+    request_body: u64,
+    /// 0 for HTTP/1.0 (keep-alive must be acknowledged), 1 for HTTP/1.1.
+    version: u8,
+}
+
+impl<'h> Response<'h> {
+    fn new(
+        head: &'h mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
+        is_head: bool,
+        date: Option<u64>,
+        close: bool,
+        request_body: u64,
+        version: u8,
+    ) -> Self {
+        Self {
+            head,
+            is_head,
+            date,
+            close,
+            request_body,
+            version,
+        }
+    }
+
+    fn connection_field(&self) -> ConnectionField {
+        if self.close {
+            ConnectionField::Close
+        } else if self.version == 0 {
+            ConnectionField::KeepAlive
+        } else {
+            ConnectionField::Omit
+        }
+    }
+
+    /// Writes `head` (date and connection filled in) and an optional built-in `page` body.
+    fn finish(
+        &mut self,
+        mut head: Head<'_>,
+        page: Option<&str>,
+        body: Option<(usize, usize)>,
+    ) -> Outcome {
+        head.date = self.date;
+        head.connection = self.connection_field();
+        self.head.clear();
+        let mut fits = head.write(&mut ByteWriter(self.head)).is_ok();
+        if let (true, false, Some(page)) = (fits, self.is_head, page) {
+            fits = self.head.extend_from_slice(page.as_bytes()).is_ok();
+        }
+        if fits {
+            return Outcome {
+                status: head.status,
+                close: self.close,
+                body: if self.is_head { None } else { body },
+                request_body: if self.close { 0 } else { self.request_body },
+            };
+        }
+        // Only a Location built from a very long path can overflow the buffer.
+        self.close = true;
+        let status = if head.location.is_some() { 414 } else { 500 };
+        let fallback = Head {
+            content_length: Some(0),
+            connection: ConnectionField::Close,
+            ..Head::new(status)
+        };
+        self.head.clear();
+        let _ = fallback.write(&mut ByteWriter(self.head));
+        Outcome {
+            status,
+            close: true,
+            body: None,
+            request_body: 0,
+        }
+    }
+
+    /// A built-in HTML page for `status`.
+    fn page(
+        &mut self,
+        status: u16,
+        detail: &str,
+        allow: bool,
+        location: Option<(&str, Option<&str>)>,
+    ) -> Outcome {
+        let mut body = heapless::String::<PAGE_LEN>::new();
+        if write_error_page(&mut body, status, detail).is_err() {
+            body.clear();
+            let _ = write_error_page(&mut body, status, "");
+        }
+        let head = Head {
+            content_type: Some("text/html; charset=utf-8"),
+            content_length: Some(body.len() as u64),
+            cache_control: Some("no-cache"),
+            allow,
+            location,
+            ..Head::new(status)
+        };
+        self.finish(head, Some(&body), None)
+    }
+}
+
+/// The image range of a variant's body, `None` when empty.
+fn image_range(
+    image_base: usize,
+    body: &[u8],
+    first: u64,
+    last_inclusive: u64,
+) -> Option<(usize, usize)> {
+    if body.is_empty() {
+        return None;
+    }
+    let start = (body.as_ptr() as usize).wrapping_sub(image_base);
+    let first = usize::try_from(first).ok()?;
+    let end = usize::try_from(last_inclusive).ok()?.checked_add(1)?;
+    Some((start.checked_add(first)?, start.checked_add(end)?))
+}
+
+/// The variant to send for `coding`, and its Content-Encoding.
+fn select_variant<'a>(
+    entry: &FileEntry<'a>,
+    coding: Coding,
+) -> (Variant<'a>, Option<&'static str>) {
+    match (coding, entry.brotli, entry.gzip) {
+        (Coding::Brotli, Some(variant), _) => (variant, Some("br")),
+        (Coding::Gzip, _, Some(variant)) => (variant, Some("gzip")),
+        _ => (entry.identity, None),
+    }
+}
+
+/// Decides the response to one parsed request and writes its head.
+fn respond(
+    view: &RequestView<'_>,
+    server: &Server<'_>,
+    date: Option<u64>,
+    served_before: u32,
+    head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
+) -> Outcome {
+    let limits = &server.config.limits;
+    let is_head = view.method == "HEAD";
+    let (mut length_count, mut length, mut length_bad) = (0u32, 0u64, false);
+    let (mut transfer_encoding, mut host_count, mut host_bad) = (None, 0u32, false);
+    let (mut wants_close, mut wants_keep_alive, mut expects_continue) = (false, false, false);
+    for header in view.headers {
+        let name = header.name;
+        let value = header.value;
+        if name.eq_ignore_ascii_case("content-length") {
+            length_count += 1;
+            match content_length(value) {
+                Some(n) => length = n,
+                None => length_bad = true,
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = Some(value);
+        } else if name.eq_ignore_ascii_case("host") {
+            host_count += 1;
+            host_bad |= !valid_host(value.trim_ascii());
+        } else if name.eq_ignore_ascii_case("connection") {
+            wants_close |= has_token(value, "close");
+            wants_keep_alive |= has_token(value, "keep-alive");
+        } else if name.eq_ignore_ascii_case("expect") {
+            expects_continue |= has_token(value, "100-continue");
+        }
+    }
+
+    // Framing errors: the stream cannot be trusted any more, so answer and close.
+    let mut closing = Response::new(head, is_head, date, true, 0, view.version);
+    if view.target.len() > MAX_TARGET_LEN {
+        return closing.page(414, "", false, None);
+    }
+    if length_bad || length_count > 1 {
+        return closing.page(400, "Invalid or repeated Content-Length.", false, None);
+    }
+    if let Some(coding) = transfer_encoding {
+        if length_count > 0 {
+            return closing.page(
+                400,
+                "Both Content-Length and Transfer-Encoding.",
+                false,
+                None,
+            );
+        }
+        if view.version == 0 {
+            return closing.page(
+                400,
+                "Transfer-Encoding in an HTTP/1.0 request.",
+                false,
+                None,
+            );
+        }
+        let last = coding
+            .rsplit(|&b| b == b',')
+            .next()
+            .unwrap_or(b"")
+            .trim_ascii();
+        if !last.eq_ignore_ascii_case(b"chunked") {
+            return closing.page(501, "Unsupported Transfer-Encoding.", false, None);
+        }
+    }
+    if view.version == 1 && host_count == 0 {
+        return closing.page(400, "Missing Host header.", false, None);
+    }
+    if host_count > 1 || host_bad {
+        return closing.page(400, "Invalid Host header.", false, None);
+    }
+    if length > limits.max_body_bytes {
+        return closing.page(413, "", false, None);
+    }
+
+    let reached_limit = limits.max_requests_per_connection != 0
+        && served_before.saturating_add(1) >= limits.max_requests_per_connection;
+    let close = wants_close
+        || (view.version == 0 && !wants_keep_alive)
+        // A chunked body is not decoded, and a client waiting for 100 Continue never sends
+        // its body: neither leaves the stream at a known request boundary.
+        || transfer_encoding.is_some()
+        || (expects_continue && length > 0)
+        || reached_limit;
+    let mut response = Response::new(closing.head, is_head, date, close, length, view.version);
+
+    let image = match server.site {
+        SiteSource::Ready(image) => image,
+        SiteSource::Unavailable(problem) => {
+            return response.page(503, problem, false, None);
+        }
+    };
+    match view.method {
+        "GET" | "HEAD" => {}
+        "OPTIONS" => {
+            let head = Head {
+                allow: true,
+                ..Head::new(204)
+            };
+            return response.finish(head, None, None);
+        }
+        "POST" | "PUT" | "DELETE" | "PATCH" | "CONNECT" | "TRACE" => {
+            return response.page(405, "", true, None);
+        }
+        _ => return response.page(501, "Unknown method.", true, None),
+    }
+
+    // Origin-form, or absolute-form (which servers must accept, RFC 9112 §3.2.2).
+    let mut target = view.target;
+    for scheme in ["http://", "https://"] {
+        if target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {
+            let rest = &target[scheme.len()..];
+            target = rest.find('/').map_or("/", |slash| &rest[slash..]);
+        }
+    }
+    let (path, query) = split_query(target);
+    let mut normal = NormalPath::new();
+    match normalize_path(path, &mut normal) {
+        Ok(()) => {}
+        Err(PathError::Malformed) => {
+            return response.page(400, "Malformed request target.", false, None);
+        }
+        Err(PathError::Traversal) => {
+            return response.page(400, "Path escapes the site root.", false, None);
+        }
+        Err(PathError::TooLong) => return response.page(414, "", false, None),
+        Err(PathError::NotUtf8) => return not_found(&mut response, view, image),
+    }
+    match image.resolve(&normal) {
+        Resolved::File(entry) => serve_file(&mut response, view, image, entry),
+        Resolved::AddSlash => response.page(301, "", false, Some((&normal, query))),
+        Resolved::NotFound => not_found(&mut response, view, image),
+    }
+}
+
+/// 404: the site's own 404.html (negotiated like any file) or the built-in page.
+fn not_found(
+    response: &mut Response<'_>,
+    view: &RequestView<'_>,
+    image: bramble_site::SiteImage<'_>,
+) -> Outcome {
+    let Some(entry) = image.not_found_page() else {
+        return response.page(404, "", false, None);
+    };
+    let has_variants = entry.gzip.is_some() || entry.brotli.is_some();
+    let coding = negotiate_coding(
+        view.all("accept-encoding"),
+        entry.gzip.is_some(),
+        entry.brotli.is_some(),
+    );
+    let (variant, encoding) = select_variant(&entry, coding);
+    let len = variant.body.len() as u64;
+    let head = Head {
+        content_type: Some(entry.content_type),
+        content_length: Some(len),
+        content_encoding: encoding,
+        cache_control: Some("no-cache"),
+        vary_encoding: has_variants,
+        ..Head::new(404)
+    };
+    let base = image.as_bytes().as_ptr() as usize;
+    let body = image_range(base, variant.body, 0, len.saturating_sub(1));
+    response.finish(head, None, body)
+}
+
+/// 200, 206, 304, 412 or 416 for a file, after content negotiation and the conditional
+/// request evaluation order of RFC 9110 §13.2.2.
+fn serve_file(
+    response: &mut Response<'_>,
+    view: &RequestView<'_>,
+    image: bramble_site::SiteImage<'_>,
+    entry: FileEntry<'_>,
+) -> Outcome {
+    let has_variants = entry.gzip.is_some() || entry.brotli.is_some();
+    let coding = negotiate_coding(
+        view.all("accept-encoding"),
+        entry.gzip.is_some(),
+        entry.brotli.is_some(),
+    );
+    let (variant, encoding) = select_variant(&entry, coding);
+    let len = variant.body.len() as u64;
+
+    // Step 1-2: If-Match, else If-Unmodified-Since.
+    let if_match = view.first("if-match").is_some();
+    let precondition_failed = if if_match {
+        !view
+            .all("if-match")
+            .any(|v| etag_list_matches(v, variant.etag, Comparison::Strong))
+    } else {
+        view.first("if-unmodified-since")
+            .and_then(crate::date::parse_http_date)
+            .is_some_and(|since| entry.last_modified > since)
+    };
+    if precondition_failed {
+        return response.page(412, "", false, None);
+    }
+
+    // Step 3-4: If-None-Match, else If-Modified-Since (GET and HEAD only, which these are).
+    let not_modified = if view.first("if-none-match").is_some() {
+        view.all("if-none-match")
+            .any(|v| etag_list_matches(v, variant.etag, Comparison::Weak))
+    } else {
+        view.first("if-modified-since")
+            .and_then(crate::date::parse_http_date)
+            .is_some_and(|since| entry.last_modified <= since)
+    };
+    if not_modified {
+        // RFC 9110 §15.4.5: the validators and caching fields of the 200, no content fields.
+        let head = Head {
+            etag: Some(variant.etag),
+            cache_control: Some(entry.cache_control),
+            vary_encoding: has_variants,
+            ..Head::new(304)
+        };
+        return response.finish(head, None, None);
+    }
+
+    // Step 5: Range, guarded by If-Range, for GET only.
+    let mut range = RangeRequest::Full;
+    if view.method == "GET" {
+        let mut ranges = view.all("range");
+        if let (Some(value), None) = (ranges.next(), ranges.next()) {
+            let validator_holds = match view.first("if-range") {
+                None => true,
+                Some(v) if fields::is_entity_tag(v) => {
+                    etag_list_matches(v, variant.etag, Comparison::Strong)
+                }
+                Some(v) => crate::date::parse_http_date(v) == Some(entry.last_modified),
+            };
+            if validator_holds {
+                range = parse_range(value, len);
+            }
+        }
+    }
+
+    let base = image.as_bytes().as_ptr() as usize;
+    let file_head = Head {
+        content_type: Some(entry.content_type),
+        content_encoding: encoding,
+        etag: Some(variant.etag),
+        last_modified: Some(entry.last_modified_http),
+        cache_control: Some(entry.cache_control),
+        vary_encoding: has_variants,
+        accept_ranges: true,
+        ..Head::new(200)
+    };
+    match range {
+        RangeRequest::Full => {
+            let head = Head {
+                content_length: Some(len),
+                ..file_head
+            };
+            response.finish(
+                head,
+                None,
+                image_range(base, variant.body, 0, len.saturating_sub(1)),
+            )
+        }
+        RangeRequest::Part { first, last } => {
+            let head = Head {
+                status: 206,
+                content_length: Some(last - first + 1),
+                content_range: Some(ContentRange::Part { first, last, len }),
+                ..file_head
+            };
+            response.finish(head, None, image_range(base, variant.body, first, last))
+        }
+        RangeRequest::Unsatisfiable => {
+            let head = Head {
+                content_length: Some(0),
+                content_range: Some(ContentRange::Unsatisfied { len }),
+                cache_control: Some("no-cache"),
+                vary_encoding: has_variants,
+                accept_ranges: true,
+                ..Head::new(416)
+            };
+            response.finish(head, None, None)
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! Response heads: the status line and header fields, written into a fixed buffer.
+
+use core::fmt::{self, Write};
+
+use crate::path::write_encoded_path;
+
+/// The methods this server allows, for `Allow`.
+pub const ALLOW: &str = "GET, HEAD, OPTIONS";
+
+/// The reason phrase of each status the engine sends.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        416 => "Range Not Satisfiable",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+/// Content-Range of a 206 or 416.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ContentRange {
+    /// `bytes first-last/len`.
+    Part {
+        /// First byte.
+        first: u64,
+        /// Last byte, inclusive.
+        last: u64,
+        /// Length of the whole representation.
+        len: u64,
+    },
+    /// `bytes */len`.
+    Unsatisfied {
+        /// Length of the whole representation.
+        len: u64,
+    },
+}
+
+/// How the response speaks about the connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConnectionField {
+    /// Nothing: HTTP/1.1 persistence is the default.
+    Omit,
+    /// `Connection: keep-alive`, for an HTTP/1.0 client that asked for it.
+    KeepAlive,
+    /// `Connection: close`: the server closes after this response.
+    Close,
+}
+
+/// Everything in a response head except the status line's version.
+#[derive(Clone, Copy, Debug)]
+pub struct Head<'r> {
+    /// Status code.
+    pub status: u16,
+    /// Content-Type, if any (never on 204/304).
+    pub content_type: Option<&'r str>,
+    /// Content-Length; `None` on 204 and 304.
+    pub content_length: Option<u64>,
+    /// Content-Encoding of the selected variant.
+    pub content_encoding: Option<&'static str>,
+    /// Content-Range, on 206 and 416.
+    pub content_range: Option<ContentRange>,
+    /// ETag of the selected variant.
+    pub etag: Option<&'r str>,
+    /// Last-Modified as an IMF-fixdate.
+    pub last_modified: Option<&'r str>,
+    /// Cache-Control.
+    pub cache_control: Option<&'r str>,
+    /// Whether to send `Vary: Accept-Encoding`.
+    pub vary_encoding: bool,
+    /// Whether to send `Accept-Ranges: bytes`.
+    pub accept_ranges: bool,
+    /// Whether to send `Allow`.
+    pub allow: bool,
+    /// Location: a decoded path (encoded on output) and the original query, if any.
+    pub location: Option<(&'r str, Option<&'r str>)>,
+    /// Date, in Unix seconds, when the clock is known.
+    pub date: Option<u64>,
+    /// The Connection field.
+    pub connection: ConnectionField,
+}
+
+impl<'r> Head<'r> {
+    /// A head with only a status; everything else absent.
+    pub const fn new(status: u16) -> Self {
+        Self {
+            status,
+            content_type: None,
+            content_length: None,
+            content_encoding: None,
+            content_range: None,
+            etag: None,
+            last_modified: None,
+            cache_control: None,
+            vary_encoding: false,
+            accept_ranges: false,
+            allow: false,
+            location: None,
+            date: None,
+            connection: ConnectionField::Omit,
+        }
+    }
+
+    /// Writes the head, ending with the blank line.
+    pub fn write(&self, out: &mut impl Write) -> fmt::Result {
+        write!(out, "HTTP/1.1 {} {}\r\n", self.status, reason(self.status))?;
+        if let Some(date) = self.date {
+            out.write_str("Date: ")?;
+            crate::date::write_imf_fixdate(out, date)?;
+            out.write_str("\r\n")?;
+        }
+        out.write_str("Server: bramble\r\n")?;
+        if let Some((path, query)) = self.location {
+            out.write_str("Location: ")?;
+            write_encoded_path(out, path)?;
+            out.write_str("/")?;
+            if let Some(query) = query {
+                write!(out, "?{query}")?;
+            }
+            out.write_str("\r\n")?;
+        }
+        if self.allow {
+            write!(out, "Allow: {ALLOW}\r\n")?;
+        }
+        if let Some(content_type) = self.content_type {
+            write!(out, "Content-Type: {content_type}\r\n")?;
+        }
+        if let Some(encoding) = self.content_encoding {
+            write!(out, "Content-Encoding: {encoding}\r\n")?;
+        }
+        if let Some(len) = self.content_length {
+            write!(out, "Content-Length: {len}\r\n")?;
+        }
+        match self.content_range {
+            Some(ContentRange::Part { first, last, len }) => {
+                write!(out, "Content-Range: bytes {first}-{last}/{len}\r\n")?
+            }
+            Some(ContentRange::Unsatisfied { len }) => {
+                write!(out, "Content-Range: bytes */{len}\r\n")?
+            }
+            None => {}
+        }
+        if self.accept_ranges {
+            out.write_str("Accept-Ranges: bytes\r\n")?;
+        }
+        if let Some(etag) = self.etag {
+            write!(out, "ETag: {etag}\r\n")?;
+        }
+        if let Some(last_modified) = self.last_modified {
+            write!(out, "Last-Modified: {last_modified}\r\n")?;
+        }
+        if let Some(cache_control) = self.cache_control {
+            write!(out, "Cache-Control: {cache_control}\r\n")?;
+        }
+        if self.vary_encoding {
+            out.write_str("Vary: Accept-Encoding\r\n")?;
+        }
+        out.write_str("X-Content-Type-Options: nosniff\r\n")?;
+        match self.connection {
+            ConnectionField::Omit => {}
+            ConnectionField::KeepAlive => out.write_str("Connection: keep-alive\r\n")?,
+            ConnectionField::Close => out.write_str("Connection: close\r\n")?,
+        }
+        out.write_str("\r\n")
+    }
+}
+
+/// `fmt::Write` over a heapless byte vector; fails (leaving a partial write) when full.
+pub struct ByteWriter<'b, const N: usize>(pub &'b mut heapless::Vec<u8, N>);
+
+impl<const N: usize> Write for ByteWriter<'_, N> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0
+            .extend_from_slice(s.as_bytes())
+            .map_err(|_| fmt::Error)
+    }
+}
+
+/// Writes `text` with the five HTML-special characters escaped.
+pub fn write_html_escaped(out: &mut impl Write, text: &str) -> fmt::Result {
+    for c in text.chars() {
+        match c {
+            '<' => out.write_str("&lt;")?,
+            '>' => out.write_str("&gt;")?,
+            '&' => out.write_str("&amp;")?,
+            '"' => out.write_str("&quot;")?,
+            '\'' => out.write_str("&#39;")?,
+            c if c.is_control() => out.write_char(' ')?,
+            c => out.write_char(c)?,
+        }
+    }
+    Ok(())
+}
+
+/// Writes the small built-in HTML page for an error `status`, with an optional detail line.
+pub fn write_error_page(out: &mut impl Write, status: u16, detail: &str) -> fmt::Result {
+    let reason = reason(status);
+    write!(
+        out,
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{status} {reason}</title></head>\n<body><h1>{status} {reason}</h1>\n"
+    )?;
+    if !detail.is_empty() {
+        out.write_str("<p>")?;
+        write_html_escaped(out, detail)?;
+        out.write_str("</p>\n")?;
+    }
+    out.write_str("<hr><p>bramble</p></body></html>\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_a_full_head() {
+        let mut s = heapless::String::<1024>::new();
+        let head = Head {
+            content_type: Some("text/css; charset=utf-8"),
+            content_length: Some(10),
+            content_encoding: Some("br"),
+            content_range: Some(ContentRange::Part {
+                first: 0,
+                last: 9,
+                len: 20,
+            }),
+            etag: Some("\"e-br\""),
+            last_modified: Some("Sun, 06 Nov 1994 08:49:37 GMT"),
+            cache_control: Some("no-cache"),
+            vary_encoding: true,
+            accept_ranges: true,
+            date: Some(784_111_777),
+            connection: ConnectionField::Close,
+            ..Head::new(206)
+        };
+        head.write(&mut s).unwrap();
+        assert_eq!(
+            s.as_str(),
+            "HTTP/1.1 206 Partial Content\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\n\
+             Server: bramble\r\nContent-Type: text/css; charset=utf-8\r\n\
+             Content-Encoding: br\r\nContent-Length: 10\r\nContent-Range: bytes 0-9/20\r\n\
+             Accept-Ranges: bytes\r\nETag: \"e-br\"\r\n\
+             Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\nCache-Control: no-cache\r\n\
+             Vary: Accept-Encoding\r\nX-Content-Type-Options: nosniff\r\n\
+             Connection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn escapes_error_page_details() {
+        let mut s = heapless::String::<1024>::new();
+        write_error_page(&mut s, 503, "bad <image> & \"more\"").unwrap();
+        assert!(s.contains("<h1>503 Service Unavailable</h1>"));
+        assert!(s.contains("bad &lt;image&gt; &amp; &quot;more&quot;"));
+    }
+}

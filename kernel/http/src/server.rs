@@ -1,0 +1,192 @@
+//! The shared side of the engine: the site being served, configuration, limits and counters.
+
+use bramble_hal::Instant;
+use bramble_site::SiteImage;
+
+/// What the server has to serve.
+#[derive(Clone, Copy, Debug)]
+pub enum SiteSource<'a> {
+    /// A validated site image.
+    Ready(SiteImage<'a>),
+    /// No usable site image; every request gets a 503 diagnostic page naming the problem
+    /// (e.g. "SITE.BIN not found on the SD card" or "SITE.BIN: checksum mismatch").
+    Unavailable(&'a str),
+}
+
+/// Per-connection limits: deadlines and sizes. Times are in microseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// From accepting a connection to its first byte.
+    pub first_byte_micros: u64,
+    /// From the first byte of a request to the end of its header section (and its body,
+    /// which is read and discarded). Slow-header (slowloris) clients are cut off here.
+    pub header_micros: u64,
+    /// How long a kept-alive connection may sit idle between requests.
+    pub idle_micros: u64,
+    /// From queuing a response to handing its last byte to the socket; a client that reads
+    /// slower than this is aborted.
+    pub response_micros: u64,
+    /// Largest request body read (and discarded); larger ones get 413 and the connection
+    /// closes.
+    pub max_body_bytes: u64,
+    /// Requests served on one connection before it is closed (0: unlimited).
+    pub max_requests_per_connection: u32,
+}
+
+impl Limits {
+    /// The defaults: 10 s to the first byte, 10 s for a header, 15 s idle, 60 s per
+    /// response, 1 MiB of request body, 1000 requests per connection.
+    pub const DEFAULT: Limits = Limits {
+        first_byte_micros: 10_000_000,
+        header_micros: 10_000_000,
+        idle_micros: 15_000_000,
+        response_micros: 60_000_000,
+        max_body_bytes: 1 << 20,
+        max_requests_per_connection: 1000,
+    };
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Server configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Write one access-log line per request through the `log` facade (target
+    /// `bramble_http::access`, level info).
+    pub access_log: bool,
+    /// Deadlines and sizes.
+    pub limits: Limits,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            access_log: true,
+            limits: Limits::DEFAULT,
+        }
+    }
+}
+
+/// Every status code the engine can send, in the order of [`Counters::by_status`].
+pub const STATUSES: [u16; 18] = [
+    200, 204, 206, 301, 304, 400, 404, 405, 408, 412, 413, 414, 416, 431, 500, 501, 503, 505,
+];
+
+/// What the server has done so far; read by the network loop and printed periodically.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Requests answered (a response was queued).
+    pub requests: u64,
+    /// Response bytes handed to sockets (headers and bodies).
+    pub bytes_sent: u64,
+    /// Connections accepted since start.
+    pub connections_accepted: u64,
+    /// Connections currently open.
+    pub open_connections: u32,
+    /// Connections aborted because a deadline passed while a response or request was under
+    /// way, or closed because the client never sent a byte.
+    pub timeouts: u64,
+    /// Responses per status code, indexed like [`STATUSES`].
+    pub by_status: [u64; STATUSES.len()],
+}
+
+impl Counters {
+    /// Responses sent with `status` so far.
+    pub fn status(&self, status: u16) -> u64 {
+        STATUSES
+            .iter()
+            .position(|&s| s == status)
+            .map_or(0, |i| self.by_status[i])
+    }
+
+    /// Responses with a 4xx or 5xx status.
+    pub fn errors(&self) -> u64 {
+        STATUSES
+            .iter()
+            .zip(self.by_status.iter())
+            .filter(|(status, _)| **status >= 400)
+            .map(|(_, count)| count)
+            .sum()
+    }
+
+    pub(crate) fn count_status(&mut self, status: u16) {
+        if let Some(i) = STATUSES.iter().position(|&s| s == status) {
+            self.by_status[i] += 1;
+        }
+    }
+}
+
+impl core::fmt::Display for Counters {
+    /// One line: `requests=12 bytes=3456 open=2 accepted=9 timeouts=0 200=10 404=2`.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "requests={} bytes={} open={} accepted={} timeouts={}",
+            self.requests,
+            self.bytes_sent,
+            self.open_connections,
+            self.connections_accepted,
+            self.timeouts
+        )?;
+        for (status, count) in STATUSES.iter().zip(self.by_status.iter()) {
+            if *count > 0 {
+                write!(f, " {status}={count}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The server: the site, the configuration and the counters shared by all connections.
+#[derive(Debug)]
+pub struct Server<'a> {
+    pub(crate) site: SiteSource<'a>,
+    pub(crate) config: ServerConfig,
+    pub(crate) counters: Counters,
+    /// Unix seconds at an instant, once the clock has been set from the network; only then
+    /// is a Date header sent (RFC 9110 §6.6.1).
+    pub(crate) wall_clock: Option<(u64, Instant)>,
+}
+
+impl<'a> Server<'a> {
+    /// A server for `site` with `config`.
+    pub fn new(site: SiteSource<'a>, config: ServerConfig) -> Self {
+        Self {
+            site,
+            config,
+            counters: Counters::default(),
+            wall_clock: None,
+        }
+    }
+
+    /// The counters so far.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The site being served.
+    pub fn site(&self) -> &SiteSource<'a> {
+        &self.site
+    }
+
+    /// Records that the wall-clock time was `unix_seconds` at `at` (e.g. from SNTP). From
+    /// then on every response carries a Date header.
+    pub fn set_wall_clock(&mut self, unix_seconds: u64, at: Instant) {
+        self.wall_clock = Some((unix_seconds, at));
+    }
+
+    /// Unix seconds at `now`, if the wall clock was set.
+    pub(crate) fn unix_time(&self, now: Instant) -> Option<u64> {
+        self.wall_clock
+            .map(|(seconds, at)| seconds.saturating_add(now.micros_since(at) / 1_000_000))
+    }
+}
