@@ -10,6 +10,7 @@
 #[cfg(test)]
 extern crate std;
 
+pub mod appliance;
 pub mod mdns;
 pub mod phy;
 

@@ -1,0 +1,122 @@
+//! `bramble-hosted`: run the Bramble appliance on Linux over a TAP device.
+
+use bramble_hal::MacAddress;
+use bramble_hosted::fault::FaultConfig;
+use bramble_hosted::{HostedConfig, StderrLogger};
+use clap::Parser;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Serve a site image over a Linux TAP device with Bramble's own network stack and HTTP
+/// engine, exactly as the Pi kernel does.
+#[derive(Parser, Debug)]
+#[command(name = "bramble-hosted", version)]
+struct Args {
+    /// TAP interface to attach to (created if missing; needs CAP_NET_ADMIN).
+    #[arg(long)]
+    tap: String,
+    /// Site image (SITE.BIN) to serve.
+    #[arg(long)]
+    site: PathBuf,
+    /// Static address with prefix length, e.g. 192.168.77.2/24 (default: DHCP).
+    #[arg(long = "static", value_name = "ADDR/PREFIX", value_parser = parse_cidr)]
+    static_address: Option<(Ipv4Addr, u8)>,
+    /// Default gateway (with --static).
+    #[arg(long, requires = "static_address")]
+    gateway: Option<Ipv4Addr>,
+    /// Host name sent in DHCP and claimed over mDNS as NAME.local.
+    #[arg(long, default_value = "bramble")]
+    hostname: String,
+    /// The guest's MAC address.
+    #[arg(long, default_value = "02:00:00:62:72:01", value_parser = parse_mac)]
+    mac: MacAddress,
+    /// Record every frame in and out to this pcap file.
+    #[arg(long)]
+    pcap: Option<PathBuf>,
+    /// Drop this percentage of frames, each direction (fault injection).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    drop_percent: u8,
+    /// Corrupt one byte of this percentage of frames, each direction (fault injection).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=100))]
+    corrupt_percent: u8,
+    /// Seed for fault injection, to repeat a run.
+    #[arg(long, default_value_t = 1)]
+    fault_seed: u64,
+    /// TCP connections in the pool.
+    #[arg(long, default_value_t = 16)]
+    connections: usize,
+    /// Receive buffer bytes per connection.
+    #[arg(long, default_value_t = 4096)]
+    tcp_rx: usize,
+    /// Transmit buffer bytes per connection.
+    #[arg(long, default_value_t = 16384)]
+    tcp_tx: usize,
+    /// Do not answer mDNS.
+    #[arg(long)]
+    no_mdns: bool,
+    /// Do not write the access log.
+    #[arg(long)]
+    no_access_log: bool,
+    /// Log level: error, warn, info, debug, trace.
+    #[arg(long, default_value = "info")]
+    log_level: log::LevelFilter,
+}
+
+fn parse_cidr(text: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (address, prefix) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?}: expected ADDR/PREFIX, e.g. 192.168.77.2/24"))?;
+    let address: Ipv4Addr = address.parse().map_err(|e| format!("{address:?}: {e}"))?;
+    let prefix: u8 = prefix.parse().map_err(|e| format!("{prefix:?}: {e}"))?;
+    if prefix > 32 {
+        return Err(format!("prefix length {prefix} is over 32"));
+    }
+    Ok((address, prefix))
+}
+
+fn parse_mac(text: &str) -> Result<MacAddress, String> {
+    let mut mac = [0u8; 6];
+    let mut parts = text.split(':');
+    for byte in &mut mac {
+        let part = parts
+            .next()
+            .ok_or_else(|| format!("{text:?}: expected six hex bytes"))?;
+        *byte = u8::from_str_radix(part, 16).map_err(|e| format!("{text:?}: {e}"))?;
+    }
+    if parts.next().is_some() {
+        return Err(format!("{text:?}: expected six hex bytes"));
+    }
+    Ok(MacAddress(mac))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    StderrLogger::install(args.log_level);
+    let config = HostedConfig {
+        tap: args.tap,
+        site: args.site,
+        static_address: args.static_address,
+        gateway: args.gateway,
+        hostname: args.hostname,
+        mac: args.mac,
+        pcap: args.pcap,
+        faults: FaultConfig {
+            drop_percent: args.drop_percent,
+            corrupt_percent: args.corrupt_percent,
+            seed: args.fault_seed,
+        },
+        connections: args.connections,
+        tcp_rx_len: args.tcp_rx,
+        tcp_tx_len: args.tcp_tx,
+        mdns: !args.no_mdns,
+        access_log: !args.no_access_log,
+    };
+    match bramble_hosted::run(&config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bramble-hosted: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,611 @@
+//! Hosted integration tests: the real appliance loop over a TAP device in a network namespace
+//! each test creates (and deletes, even on failure), driven by ping, curl and dnsmasq.
+//!
+//! All traffic stays inside the namespace: the host side of the TAP is 192.168.77.1/24, the
+//! guest 192.168.77.2 (or a DHCP lease from 192.168.77.50-60). The tests skip with a printed
+//! reason only when not root, or when `ip` or /dev/net/tun is missing; CI runs as root.
+
+use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
+use std::fs;
+use std::io::Read;
+use std::net::{Ipv4Addr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const HOST: &str = "192.168.77.1";
+const GUEST: &str = "192.168.77.2";
+const TAP: &str = "btap0";
+const BIN: &str = env!("CARGO_BIN_EXE_bramble-hosted");
+
+static NEXT_NAMESPACE: AtomicU32 = AtomicU32::new(0);
+
+/// Why these tests cannot run here, if they cannot.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root (network namespaces and TAP devices need it)".into());
+    }
+    if Command::new("ip").arg("-V").output().is_err() {
+        return Some("`ip` (iproute2) is not installed".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("/dev/net/tun is missing".into());
+    }
+    None
+}
+
+macro_rules! skip_unless_able {
+    () => {
+        if let Some(reason) = skip_reason() {
+            eprintln!("SKIPPED: {reason}");
+            return;
+        }
+    };
+}
+
+fn run(command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
+    output
+}
+
+fn run_ok(command: &mut Command) -> Output {
+    let output = run(command);
+    assert!(
+        output.status.success(),
+        "{command:?} failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// A network namespace with a TAP device whose host side is 192.168.77.1/24. Deleted (with
+/// everything in it) on drop.
+struct Namespace {
+    name: String,
+    dir: PathBuf,
+}
+
+impl Namespace {
+    fn new() -> Self {
+        let n = NEXT_NAMESPACE.fetch_add(1, Ordering::SeqCst);
+        let name = format!("bramble-test-{}-{n}", std::process::id());
+        run_ok(Command::new("ip").args(["netns", "add", &name]));
+        let dir = std::env::temp_dir().join(&name);
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let ns = Namespace { name, dir };
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns.ip(&["tuntap", "add", "dev", TAP, "mode", "tap"]);
+        ns.ip(&["addr", "add", &format!("{HOST}/24"), "dev", TAP]);
+        ns.ip(&["link", "set", TAP, "up"]);
+        ns
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("ip");
+        command.args(["netns", "exec", &self.name, program]);
+        command
+    }
+
+    fn ip(&self, args: &[&str]) -> Output {
+        run_ok(self.command("ip").args(args))
+    }
+
+    /// `curl` inside the namespace, bounded to 20 s.
+    fn curl(&self, url: &str, extra: &[&str]) -> Output {
+        run(self
+            .command("curl")
+            .args(["--silent", "--show-error", "--max-time", "20"])
+            .args(extra)
+            .arg(url))
+    }
+
+    /// Writes `bytes` to a file in this namespace's scratch directory.
+    fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let path = self.dir.join(name);
+        fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// Starts `bramble-hosted` inside the namespace with `args`, logging to a file.
+    fn start_guest(&self, site: &Path, args: &[&str]) -> Guest {
+        let log = self.dir.join("guest.log");
+        let log_file = fs::File::create(&log).unwrap();
+        let child = self
+            .command(BIN)
+            .args(["--tap", TAP, "--site"])
+            .arg(site)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("start bramble-hosted");
+        Guest { child, log }
+    }
+
+    /// Pings `address` once per attempt until it answers; false if it never does.
+    fn wait_for_ping(&self, address: &str, attempts: u32) -> bool {
+        (0..attempts).any(|_| {
+            run(self.command("ping").args(["-c", "1", "-W", "1", address]))
+                .status
+                .success()
+        })
+    }
+}
+
+impl Drop for Namespace {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .output();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A running `bramble-hosted`; killed (by its PID, through `Child`) on drop.
+struct Guest {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Guest {
+    fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (bounded) until the log contains `needle`; returns the log.
+    fn wait_for_log(&mut self, needle: &str, limit: Duration) -> String {
+        let start = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("bramble-hosted exited ({status}) before logging {needle:?}:\n{log}");
+            }
+            assert!(
+                start.elapsed() < limit,
+                "no {needle:?} in the log within {limit:?}:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- bramble-hosted log ---\n{}", self.log());
+        }
+    }
+}
+
+/// Deterministic, incompressible-looking bytes.
+fn pseudo_random(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn file_spec(path: &str, content_type: &str, body: Vec<u8>) -> FileSpec {
+    FileSpec {
+        path: path.into(),
+        content_type: content_type.into(),
+        cache_control: "no-cache".into(),
+        last_modified: 1_700_000_000,
+        last_modified_http: http_date(1_700_000_000),
+        identity: VariantSpec {
+            etag: format!("\"{:08x}-{}\"", body.len(), path.len()),
+            body,
+        },
+        gzip: None,
+        brotli: None,
+    }
+}
+
+const INDEX: &[u8] =
+    b"<!doctype html><title>Bramble</title><h1>Hello from the hosted appliance</h1>\n";
+
+/// A site with an index page and a 300 KB file (many windows' worth of segments).
+fn test_site(ns: &Namespace) -> (PathBuf, Vec<u8>) {
+    let big = pseudo_random(300_000, 7);
+    let mut writer = SiteImageWriter::new();
+    writer
+        .add(file_spec(
+            "/index.html",
+            "text/html; charset=utf-8",
+            INDEX.to_vec(),
+        ))
+        .unwrap();
+    writer
+        .add(file_spec(
+            "/big.bin",
+            "application/octet-stream",
+            big.clone(),
+        ))
+        .unwrap();
+    let image = writer.finish().unwrap();
+    (ns.file("SITE.BIN", &image), big)
+}
+
+fn static_args() -> Vec<&'static str> {
+    vec!["--static", "192.168.77.2/24", "--hostname", "bramble-test"]
+}
+
+#[test]
+fn answers_arp_and_100_pings_without_loss() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, _) = test_site(&ns);
+    let _guest = ns.start_guest(&site, &static_args());
+    assert!(ns.wait_for_ping(GUEST, 20), "guest never answered a ping");
+    // ARP: the host's neighbour table learned the guest's MAC.
+    let neighbours = ns.ip(&["neigh", "show", "dev", TAP]);
+    let neighbours = String::from_utf8_lossy(&neighbours.stdout);
+    assert!(
+        neighbours.contains(GUEST) && neighbours.contains("02:00:00:62:72:01"),
+        "no ARP entry for the guest: {neighbours}"
+    );
+    let out = run(ns
+        .command("ping")
+        .args(["-c", "100", "-i", "0.01", "-W", "2", "-q", GUEST]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("100 packets transmitted, 100 received"),
+        "ping lost packets:\n{text}"
+    );
+}
+
+#[test]
+fn serves_the_site_over_http() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, big) = test_site(&ns);
+    let mut guest = ns.start_guest(&site, &static_args());
+    assert!(ns.wait_for_ping(GUEST, 20), "guest never answered a ping");
+
+    let out = ns.curl(&format!("http://{GUEST}/"), &["--fail"]);
+    assert!(
+        out.status.success(),
+        "curl /: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.stdout, INDEX);
+
+    let out = ns.curl(&format!("http://{GUEST}/big.bin"), &["--fail"]);
+    assert!(
+        out.status.success(),
+        "curl /big.bin: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout == big,
+        "big.bin differs ({} bytes received)",
+        out.stdout.len()
+    );
+
+    // Several requests on one kept-alive connection, then a miss.
+    let index_url = format!("http://{GUEST}/index.html");
+    let out = ns.curl(&index_url, &["--fail", &index_url, &index_url]);
+    assert!(out.status.success());
+    assert_eq!(out.stdout, [INDEX, INDEX, INDEX].concat());
+    let out = ns.curl(
+        &format!("http://{GUEST}/missing"),
+        &["--output", "/dev/null", "--write-out", "%{http_code}"],
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "404");
+
+    // Ten clients at once, each fetching the big file.
+    let children: Vec<Child> = (0..10)
+        .map(|_| {
+            ns.command("curl")
+                .args(["--silent", "--fail", "--max-time", "30"])
+                .arg(format!("http://{GUEST}/big.bin"))
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        assert!(
+            out.stdout == big,
+            "a concurrent client got {} bytes",
+            out.stdout.len()
+        );
+    }
+    let log = guest.wait_for_log(
+        "net: static address 192.168.77.2/24",
+        Duration::from_secs(5),
+    );
+    assert!(log.contains("GET /big.bin"), "no access log line:\n{log}");
+}
+
+#[test]
+fn survives_dropped_and_corrupted_frames() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, big) = test_site(&ns);
+    let mut args = static_args();
+    args.extend([
+        "--drop-percent",
+        "10",
+        "--corrupt-percent",
+        "5",
+        "--fault-seed",
+        "42",
+    ]);
+    let guest = ns.start_guest(&site, &args);
+    assert!(ns.wait_for_ping(GUEST, 30), "guest never answered a ping");
+
+    // Every fetch completes with the exact bytes: TCP retransmits what was dropped, and
+    // checksums reject what was corrupted (nothing corrupted reaches the client).
+    for round in 0..3 {
+        let out = ns.curl(
+            &format!("http://{GUEST}/big.bin"),
+            &["--fail", "--retry", "3", "--retry-all-errors"],
+        );
+        assert!(
+            out.status.success(),
+            "round {round}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.stdout == big, "round {round}: big.bin differs");
+    }
+
+    // Pings: some are lost (about one in five round trips), never all.
+    let out = run(ns
+        .command("ping")
+        .args(["-c", "50", "-i", "0.02", "-W", "1", "-q", GUEST]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let received: u32 = text
+        .split(", ")
+        .find_map(|part| part.strip_suffix(" received"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        (10..50).contains(&received),
+        "expected some but not all pings to survive 10% drop + 5% corruption:\n{text}"
+    );
+    drop(guest);
+}
+
+#[test]
+fn link_loss_is_logged_and_recovered() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, _) = test_site(&ns);
+    let mut guest = ns.start_guest(&site, &static_args());
+    assert!(ns.wait_for_ping(GUEST, 20));
+    ns.ip(&["link", "set", TAP, "down"]);
+    guest.wait_for_log("net: link down", Duration::from_secs(10));
+    ns.ip(&["link", "set", TAP, "up"]);
+    // The host forgets its routes when the link goes down: put the address back.
+    let _ = run(ns
+        .command("ip")
+        .args(["addr", "add", &format!("{HOST}/24"), "dev", TAP]));
+    guest.wait_for_log("net: link up", Duration::from_secs(10));
+    assert!(
+        ns.wait_for_ping(GUEST, 20),
+        "no ping after the link came back"
+    );
+    let out = ns.curl(&format!("http://{GUEST}/"), &["--fail"]);
+    assert_eq!(out.stdout, INDEX);
+}
+
+#[test]
+fn missing_site_gets_the_diagnostic_page() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let site = ns.dir.join("NOPE.BIN");
+    let _guest = ns.start_guest(&site, &static_args());
+    assert!(ns.wait_for_ping(GUEST, 20));
+    let out = ns.curl(
+        &format!("http://{GUEST}/"),
+        &["--write-out", "\n%{http_code}"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.ends_with("\n503"), "expected 503, got:\n{text}");
+    assert!(
+        text.contains("NOPE.BIN"),
+        "the page should name the problem:\n{text}"
+    );
+}
+
+#[test]
+fn gets_an_address_from_dhcp_and_sends_its_hostname() {
+    skip_unless_able!();
+    if Command::new("dnsmasq").arg("--version").output().is_err() {
+        // CI installs dnsmasq-base; a developer machine may not have it.
+        eprintln!("SKIPPED: dnsmasq is not installed (apt-get install -y dnsmasq-base)");
+        return;
+    }
+    let ns = Namespace::new();
+    let (site, _) = test_site(&ns);
+    let leases = ns.dir.join("leases");
+    let mut dnsmasq = ns
+        .command("dnsmasq")
+        .args([
+            "--keep-in-foreground",
+            "--no-resolv",
+            "--no-hosts",
+            "--port=0",
+            "--bind-interfaces",
+            &format!("--interface={TAP}"),
+            "--dhcp-range=192.168.77.50,192.168.77.60,255.255.255.0,2m",
+            "--dhcp-option=option:router,192.168.77.1",
+            "--dhcp-authoritative",
+            &format!("--pid-file={}", ns.dir.join("dnsmasq.pid").display()),
+        ])
+        .arg(format!("--dhcp-leasefile={}", leases.display()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start dnsmasq");
+    struct KillOnDrop<'a>(&'a mut Child);
+    impl Drop for KillOnDrop<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _dnsmasq = KillOnDrop(&mut dnsmasq);
+
+    let mut guest = ns.start_guest(&site, &["--hostname", "bramble-dhcp"]);
+    let log = guest.wait_for_log("dhcp: gateway", Duration::from_secs(30));
+    let address = log
+        .lines()
+        .find_map(|line| line.split("dhcp: lease ").nth(1))
+        .and_then(|rest| rest.split('/').next())
+        .expect("lease line")
+        .to_string();
+    let parsed: Ipv4Addr = address.parse().unwrap();
+    assert!((50..=60).contains(&parsed.octets()[3]), "leased {address}");
+    assert!(log.contains("for 120 s"), "lease time not logged:\n{log}");
+    assert!(log.contains("dhcp: gateway 192.168.77.1"), "{log}");
+
+    // dnsmasq recorded the hostname the guest sent in option 12.
+    let mut lease_text = String::new();
+    for _ in 0..50 {
+        lease_text = fs::read_to_string(&leases).unwrap_or_default();
+        if lease_text.contains("bramble-dhcp") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        lease_text.contains(&address) && lease_text.contains("bramble-dhcp"),
+        "lease file lacks the hostname: {lease_text:?}"
+    );
+    assert!(ns.wait_for_ping(&address, 20));
+    let out = ns.curl(&format!("http://{address}/"), &["--fail"]);
+    assert_eq!(out.stdout, INDEX);
+}
+
+/// Runs `f` on a thread that has entered the namespace's network namespace.
+fn in_namespace<T: Send + 'static>(ns: &Namespace, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let path = format!("/var/run/netns/{}", ns.name);
+    std::thread::spawn(move || {
+        let file = fs::File::open(&path).expect("open netns handle");
+        // SAFETY: setns on a namespace file descriptor that stays open during the call;
+        // it affects only this thread, which exits when `f` returns.
+        let result = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
+        assert_eq!(result, 0, "setns: {}", std::io::Error::last_os_error());
+        f()
+    })
+    .join()
+    .expect("namespace thread panicked")
+}
+
+/// A one-question mDNS query for `name` type A, as a legacy unicast resolver sends it.
+fn mdns_query(id: u16, name: &str) -> Vec<u8> {
+    let mut q = id.to_be_bytes().to_vec();
+    q.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]);
+    q
+}
+
+#[test]
+fn answers_mdns_for_its_hostname() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, _) = test_site(&ns);
+    let mut guest = ns.start_guest(&site, &static_args());
+    assert!(ns.wait_for_ping(GUEST, 20));
+    // Probing and announcing take about 2 s.
+    guest.wait_for_log("mdns: bramble-test.local is ours", Duration::from_secs(10));
+    ns.ip(&["route", "add", "224.0.0.0/4", "dev", TAP]);
+    let answer = in_namespace(&ns, || {
+        let socket = UdpSocket::bind((Ipv4Addr::new(192, 168, 77, 1), 0)).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut buffer = [0u8; 512];
+        for _ in 0..10 {
+            socket
+                .send_to(
+                    &mdns_query(0x4242, "bramble-test.local"),
+                    ("224.0.0.251", 5353),
+                )
+                .unwrap();
+            if let Ok((len, from)) = socket.recv_from(&mut buffer) {
+                return Some((buffer[..len].to_vec(), from));
+            }
+        }
+        None
+    });
+    let (answer, from) = answer.expect("no mDNS answer");
+    assert_eq!(from.ip().to_string(), GUEST);
+    assert_eq!(&answer[..2], &[0x42, 0x42], "legacy query's ID echoed");
+    assert_eq!(answer[2] & 0x80, 0x80, "a response");
+    assert_eq!(&answer[answer.len() - 4..], &[192, 168, 77, 2]);
+    // A different name gets no answer.
+    let silent = in_namespace(&ns, || {
+        let socket = UdpSocket::bind((Ipv4Addr::new(192, 168, 77, 1), 0)).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        socket
+            .send_to(&mdns_query(1, "someone-else.local"), ("224.0.0.251", 5353))
+            .unwrap();
+        let mut buffer = [0u8; 512];
+        socket.recv_from(&mut buffer).is_err()
+    });
+    assert!(silent);
+}
+
+#[test]
+fn pcap_capture_records_the_traffic() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, _) = test_site(&ns);
+    let capture = ns.dir.join("capture.pcap");
+    let capture_arg = capture.to_str().unwrap().to_string();
+    let mut args = static_args();
+    args.extend(["--pcap", &capture_arg]);
+    let _guest = ns.start_guest(&site, &args);
+    assert!(ns.wait_for_ping(GUEST, 20));
+    let out = ns.curl(&format!("http://{GUEST}/"), &["--fail"]);
+    assert_eq!(out.stdout, INDEX);
+    let mut bytes = Vec::new();
+    fs::File::open(&capture)
+        .unwrap()
+        .read_to_end(&mut bytes)
+        .unwrap();
+    assert_eq!(&bytes[..4], &0xa1b2_c3d4u32.to_le_bytes());
+    assert_eq!(&bytes[20..24], &1u32.to_le_bytes(), "link type Ethernet");
+    // Walk the records: the HTTP response body is in one of the guest's frames.
+    let mut offset = 24;
+    let mut frames = 0;
+    let mut saw_body = false;
+    while offset + 16 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[offset + 8..offset + 12].try_into().unwrap()) as usize;
+        let frame = &bytes[offset + 16..(offset + 16 + len).min(bytes.len())];
+        saw_body |= frame.windows(INDEX.len()).any(|w| w == INDEX);
+        offset += 16 + len;
+        frames += 1;
+    }
+    assert!(frames >= 8, "only {frames} frames captured");
+    assert!(saw_body, "the response is not in the capture");
+}

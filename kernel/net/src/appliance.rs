@@ -1,0 +1,665 @@
+//! The appliance loop: one smoltcp interface (DHCP or static IPv4, ARP, ICMP echo), a fixed
+//! pool of TCP sockets on port 80 each driving one HTTP connection, and the mDNS responder.
+//!
+//! The caller owns time and sleeping: it calls [`Appliance::poll`] with the current instant
+//! whenever something may have happened (a frame arrived, a timer fired) and sleeps until the
+//! instant `poll` returns, or until the next interrupt. Nothing here waits or spins.
+
+use crate::mdns::{self, Destination, MdnsResponder};
+use crate::phy::{EthernetPhy, PhyCounters};
+use bramble_hal::{EthernetDevice, Instant, LinkState};
+use bramble_http::{Connection, ConnectionAction, Server};
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet, SocketStorage};
+use smoltcp::socket::{dhcpv4, tcp, udp};
+use smoltcp::time::Instant as SmolInstant;
+use smoltcp::wire::{
+    DhcpOption, DhcpRepr, EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint,
+    Ipv4Address, Ipv4Cidr,
+};
+
+/// Most TCP sockets one appliance drives (a bound for the handle table, not a target).
+pub const MAX_CONNECTIONS: usize = 256;
+/// Sockets the appliance needs besides the TCP pool: DHCP and mDNS.
+pub const EXTRA_SOCKETS: usize = 2;
+/// DHCP option 12: host name (RFC 2132 §3.14).
+const DHCP_OPTION_HOSTNAME: u8 = 12;
+/// Bytes kept of the last DHCP packet, to read the lease time from it.
+pub const DHCP_PACKET_BUFFER_LEN: usize = 1024;
+/// Datagrams queued each way on the mDNS socket.
+pub const MDNS_PACKETS: usize = 4;
+/// Payload bytes queued each way on the mDNS socket.
+pub const MDNS_BUFFER_LEN: usize = 1024;
+/// Largest mDNS message the responder writes or reads whole.
+const MDNS_MESSAGE_LEN: usize = 512;
+
+/// Why the appliance could not start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NetError {
+    /// The memory given holds no complete TCP socket (too few socket slots, connections or
+    /// buffer bytes for even one).
+    NoSocketMemory,
+    /// A static address's prefix length is over 32.
+    BadPrefix,
+}
+
+impl core::fmt::Display for NetError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            NetError::NoSocketMemory => {
+                f.write_str("not enough memory given for even one TCP connection")
+            }
+            NetError::BadPrefix => f.write_str("static address prefix length is over 32"),
+        }
+    }
+}
+
+/// How the interface gets its IPv4 address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddressConfig {
+    /// Ask a DHCP server (the default), sending the hostname.
+    Dhcp,
+    /// A fixed address.
+    Static {
+        /// The interface address.
+        address: [u8; 4],
+        /// Network prefix length, 0-32.
+        prefix_len: u8,
+        /// Default gateway, if any.
+        gateway: Option<[u8; 4]>,
+    },
+}
+
+/// What the appliance is told at start-up.
+#[derive(Clone, Copy, Debug)]
+pub struct NetworkConfig<'a> {
+    /// Host name: sent in DHCP (option 12) and claimed in mDNS as `<hostname>.local`.
+    pub hostname: &'a str,
+    /// DHCP or static.
+    pub address: AddressConfig,
+    /// TCP port of the HTTP server (80).
+    pub http_port: u16,
+    /// Whether to run the mDNS responder.
+    pub mdns: bool,
+    /// Seed for TCP initial sequence numbers, DHCP transaction IDs and mDNS probe timing;
+    /// should differ between boots (the timer value at boot, mixed with the MAC, is enough).
+    pub random_seed: u64,
+}
+
+impl<'a> NetworkConfig<'a> {
+    /// DHCP, port 80, mDNS on.
+    pub fn dhcp(hostname: &'a str, random_seed: u64) -> Self {
+        Self {
+            hostname,
+            address: AddressConfig::Dhcp,
+            http_port: 80,
+            mdns: true,
+            random_seed,
+        }
+    }
+}
+
+/// Memory the caller lends the appliance for its whole life (the kernel gives static
+/// memory; the hosted build leaks a heap allocation). The TCP pool size is the smallest of
+/// `connections.len()`, `sockets.len() - EXTRA_SOCKETS` and the number of whole
+/// `tcp_rx_len + tcp_tx_len` chunks in `tcp_buffers`.
+pub struct ApplianceMemory<'a> {
+    /// smoltcp socket slots.
+    pub sockets: &'a mut [SocketStorage<'a>],
+    /// One HTTP connection state per TCP socket.
+    pub connections: &'a mut [Connection],
+    /// Backing store for every TCP socket's receive and transmit buffers.
+    pub tcp_buffers: &'a mut [u8],
+    /// Receive buffer bytes per TCP socket (requests are small: 2-4 KiB is plenty).
+    pub tcp_rx_len: usize,
+    /// Transmit buffer bytes per TCP socket (responses are large: bigger is faster).
+    pub tcp_tx_len: usize,
+    dhcp_options: [DhcpOption<'a>; 1],
+    dhcp_packet: [u8; DHCP_PACKET_BUFFER_LEN],
+    mdns_rx_meta: [udp::PacketMetadata; MDNS_PACKETS],
+    mdns_tx_meta: [udp::PacketMetadata; MDNS_PACKETS],
+    mdns_rx: [u8; MDNS_BUFFER_LEN],
+    mdns_tx: [u8; MDNS_BUFFER_LEN],
+}
+
+impl<'a> ApplianceMemory<'a> {
+    /// Bundles the caller's memory with the appliance's small fixed buffers.
+    pub fn new(
+        sockets: &'a mut [SocketStorage<'a>],
+        connections: &'a mut [Connection],
+        tcp_buffers: &'a mut [u8],
+        tcp_rx_len: usize,
+        tcp_tx_len: usize,
+    ) -> Self {
+        Self {
+            sockets,
+            connections,
+            tcp_buffers,
+            tcp_rx_len,
+            tcp_tx_len,
+            dhcp_options: [DhcpOption {
+                kind: DHCP_OPTION_HOSTNAME,
+                data: &[],
+            }],
+            dhcp_packet: [0; DHCP_PACKET_BUFFER_LEN],
+            mdns_rx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
+            mdns_tx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
+            mdns_rx: [0; MDNS_BUFFER_LEN],
+            mdns_tx: [0; MDNS_BUFFER_LEN],
+        }
+    }
+
+    /// How many TCP connections this memory holds.
+    pub fn pool_size(&self) -> usize {
+        let per_socket = self.tcp_rx_len + self.tcp_tx_len;
+        let by_buffers = if per_socket == 0 || self.tcp_rx_len == 0 || self.tcp_tx_len == 0 {
+            0
+        } else {
+            self.tcp_buffers.len() / per_socket
+        };
+        by_buffers
+            .min(self.connections.len())
+            .min(self.sockets.len().saturating_sub(EXTRA_SOCKETS))
+            .min(MAX_CONNECTIONS)
+    }
+}
+
+/// One TCP socket of the pool and whether its HTTP connection is open.
+#[derive(Clone, Copy)]
+struct PoolSlot {
+    handle: SocketHandle,
+    /// `Connection::open` was called for the current TCP connection.
+    open: bool,
+    /// `close()` (FIN) has been asked of the socket.
+    closing: bool,
+}
+
+/// Counts the appliance keeps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ApplianceCounters {
+    /// TCP connections handed to the HTTP engine.
+    pub connections_opened: u64,
+    /// Connections the engine asked to abort (reset).
+    pub connections_aborted: u64,
+    /// Times the link went down.
+    pub link_losses: u64,
+    /// mDNS datagrams that could not be parsed.
+    pub mdns_malformed: u64,
+}
+
+/// The network appliance: interface, sockets, HTTP connections, mDNS.
+pub struct Appliance<'a, D: EthernetDevice> {
+    phy: EthernetPhy<D>,
+    iface: Interface,
+    sockets: SocketSet<'a>,
+    connections: &'a mut [Connection],
+    pool: heapless::Vec<PoolSlot, MAX_CONNECTIONS>,
+    server: Server<'a>,
+    http_port: u16,
+    dhcp: Option<SocketHandle>,
+    mdns: Option<(SocketHandle, MdnsResponder)>,
+    link: LinkState,
+    counters: ApplianceCounters,
+}
+
+fn smol(now: Instant) -> SmolInstant {
+    // Microseconds since boot fit an i64 for 292,000 years.
+    SmolInstant::from_micros(now.as_micros() as i64)
+}
+
+fn ours(instant: SmolInstant) -> Instant {
+    Instant::from_micros(instant.total_micros().max(0) as u64)
+}
+
+impl<'a, D: EthernetDevice> Appliance<'a, D> {
+    /// Builds the interface and sockets over `device`, serving `server`'s site on
+    /// `config.http_port`, in `memory`.
+    pub fn new(
+        device: D,
+        config: NetworkConfig<'a>,
+        memory: &'a mut ApplianceMemory<'a>,
+        server: Server<'a>,
+        now: Instant,
+    ) -> Result<Self, NetError> {
+        let pool_size = memory.pool_size();
+        if pool_size == 0 {
+            return Err(NetError::NoSocketMemory);
+        }
+        let mac = device.mac_address();
+        let mut phy = EthernetPhy::new(device);
+        let mut iface_config = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
+        iface_config.random_seed = config.random_seed;
+        let mut iface = Interface::new(iface_config, &mut phy, smol(now));
+
+        let ApplianceMemory {
+            sockets: socket_storage,
+            connections,
+            tcp_buffers,
+            tcp_rx_len,
+            tcp_tx_len,
+            dhcp_options,
+            dhcp_packet,
+            mdns_rx_meta,
+            mdns_tx_meta,
+            mdns_rx,
+            mdns_tx,
+        } = memory;
+        let mut sockets = SocketSet::new(&mut socket_storage[..]);
+
+        let mut pool = heapless::Vec::new();
+        let mut rest: &'a mut [u8] = tcp_buffers;
+        for _ in 0..pool_size {
+            let (rx, tail) = rest.split_at_mut(*tcp_rx_len);
+            let (tx, tail) = tail.split_at_mut(*tcp_tx_len);
+            rest = tail;
+            let mut socket =
+                tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
+            // Cannot fail: the port is not zero and the socket is new.
+            let _ = socket.listen(config.http_port);
+            let handle = sockets.add(socket);
+            // Cannot fail: pool_size <= MAX_CONNECTIONS.
+            let _ = pool.push(PoolSlot {
+                handle,
+                open: false,
+                closing: false,
+            });
+        }
+        let connections = &mut connections[..pool_size];
+
+        let dhcp = match config.address {
+            AddressConfig::Dhcp => {
+                let mut socket = dhcpv4::Socket::new();
+                dhcp_options[0].data = config.hostname.as_bytes();
+                socket.set_outgoing_options(&dhcp_options[..]);
+                socket.set_receive_packet_buffer(&mut dhcp_packet[..]);
+                Some(sockets.add(socket))
+            }
+            AddressConfig::Static {
+                address,
+                prefix_len,
+                gateway,
+            } => {
+                if prefix_len > 32 {
+                    return Err(NetError::BadPrefix);
+                }
+                let cidr = Ipv4Cidr::new(Ipv4Address::from_octets(address), prefix_len);
+                iface.update_ip_addrs(|addrs| {
+                    // Cannot fail: the address list is empty and holds at least one.
+                    let _ = addrs.push(IpCidr::Ipv4(cidr));
+                });
+                log::info!("net: static address {cidr}");
+                if let Some(gateway) = gateway {
+                    let gateway = Ipv4Address::from_octets(gateway);
+                    // Cannot fail: the route table is empty.
+                    let _ = iface.routes_mut().add_default_ipv4_route(gateway);
+                    log::info!("net: gateway {gateway}");
+                }
+                None
+            }
+        };
+
+        let mdns = if config.mdns {
+            match MdnsResponder::new(
+                config.hostname,
+                (config.random_seed as u32) ^ u32::from(mac.0[5]),
+            ) {
+                Ok(mut responder) => {
+                    let mut socket = udp::Socket::new(
+                        udp::PacketBuffer::new(&mut mdns_rx_meta[..], &mut mdns_rx[..]),
+                        udp::PacketBuffer::new(&mut mdns_tx_meta[..], &mut mdns_tx[..]),
+                    );
+                    // RFC 6762 §11: mDNS packets are sent with IP TTL 255.
+                    socket.set_hop_limit(Some(255));
+                    // Cannot fail: the port is not zero and the socket is new.
+                    let _ = socket.bind(mdns::MDNS_PORT);
+                    let group = Ipv4Address::from_octets(mdns::MDNS_GROUP);
+                    if let Err(error) = iface.join_multicast_group(group) {
+                        log::warn!("mdns: cannot join {group}: {error}");
+                    }
+                    let handle = sockets.add(socket);
+                    if let Some(address) = iface.ipv4_addr() {
+                        responder.set_address(Some(address.octets()), now);
+                    }
+                    Some((handle, responder))
+                }
+                Err(_) => {
+                    log::warn!(
+                        "mdns: hostname {:?} is not a valid DNS label (letters, digits, '-', \
+                         at most 63); mDNS is off",
+                        config.hostname
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+
+        log::info!(
+            "net: {} HTTP connections on port {} ({} + {} bytes of buffer each), MAC {}",
+            pool_size,
+            config.http_port,
+            tcp_rx_len,
+            tcp_tx_len,
+            mac
+        );
+        let link = phy.link_state();
+        if link == LinkState::Down {
+            log::warn!("net: link down");
+        }
+        Ok(Self {
+            phy,
+            iface,
+            sockets,
+            connections,
+            pool,
+            server,
+            http_port: config.http_port,
+            dhcp,
+            mdns,
+            link,
+            counters: ApplianceCounters::default(),
+        })
+    }
+
+    /// Does all the work that is due at `now`: link check, frames in and out, DHCP events,
+    /// HTTP connections, mDNS. Returns when it next needs to run if nothing arrives first
+    /// (`None`: only a received frame or a link change can give it work).
+    pub fn poll(&mut self, now: Instant) -> Option<Instant> {
+        self.check_link(now);
+        if let Some(fault) = self.phy.take_fault() {
+            log::error!("net: network device reports {fault:?}; it needs to be probed again");
+        }
+        let timestamp = smol(now);
+        // Two rounds: frames in and socket work, then the replies that work produced.
+        for _ in 0..2 {
+            self.iface.poll(timestamp, &mut self.phy, &mut self.sockets);
+            self.poll_dhcp(now);
+            self.poll_connections(now);
+            self.poll_mdns(now);
+        }
+        self.iface.poll(timestamp, &mut self.phy, &mut self.sockets);
+        self.next_wake(now)
+    }
+
+    fn next_wake(&mut self, now: Instant) -> Option<Instant> {
+        let mut next = self.iface.poll_at(smol(now), &self.sockets).map(ours);
+        let mut earliest = |candidate: Option<Instant>| {
+            if let Some(candidate) = candidate {
+                next = Some(next.map_or(candidate, |n| n.min(candidate)));
+            }
+        };
+        for (slot, connection) in self.pool.iter().zip(self.connections.iter()) {
+            if slot.open {
+                earliest(connection.next_deadline());
+            }
+        }
+        if let Some((_, responder)) = &self.mdns {
+            earliest(responder.next_deadline());
+        }
+        if self.phy.has_held_frame() {
+            // A frame waits for transmit space: try again soon.
+            earliest(Some(now.add_micros(1_000)));
+        }
+        next
+    }
+
+    fn check_link(&mut self, now: Instant) {
+        let link = self.phy.link_state();
+        if link == self.link {
+            return;
+        }
+        self.link = link;
+        match link {
+            LinkState::Down => {
+                self.counters.link_losses += 1;
+                self.phy.discard_held_frame();
+                log::warn!("net: link down");
+            }
+            LinkState::Up => {
+                log::info!("net: link up");
+                if let Some(handle) = self.dhcp {
+                    // The network may be another one now: ask again from scratch.
+                    self.sockets.get_mut::<dhcpv4::Socket>(handle).reset();
+                    log::info!("dhcp: restarting after link return");
+                }
+                if let Some((_, responder)) = &mut self.mdns {
+                    // Probe and announce again: the name may be taken on this network.
+                    let address = self.iface.ipv4_addr().map(|a| a.octets());
+                    responder.set_address(None, now);
+                    responder.set_address(address, now);
+                }
+            }
+        }
+    }
+
+    fn poll_dhcp(&mut self, now: Instant) {
+        let Some(handle) = self.dhcp else {
+            return;
+        };
+        let event = self.sockets.get_mut::<dhcpv4::Socket>(handle).poll();
+        let address = match event {
+            None => return,
+            Some(dhcpv4::Event::Configured(config)) => {
+                let lease = config
+                    .packet
+                    .as_ref()
+                    .and_then(|packet| DhcpRepr::parse(packet).ok())
+                    .and_then(|repr| repr.lease_duration);
+                match lease {
+                    Some(seconds) => log::info!(
+                        "dhcp: lease {} from {} for {} s",
+                        config.address,
+                        config.server.address,
+                        seconds
+                    ),
+                    None => {
+                        log::info!(
+                            "dhcp: lease {} from {}",
+                            config.address,
+                            config.server.address
+                        )
+                    }
+                }
+                let cidr = config.address;
+                self.iface.update_ip_addrs(|addrs| {
+                    addrs.clear();
+                    // Cannot fail: the list was just emptied.
+                    let _ = addrs.push(IpCidr::Ipv4(cidr));
+                });
+                match config.router {
+                    Some(router) => {
+                        // Cannot fail: at most one default route is kept.
+                        let _ = self.iface.routes_mut().add_default_ipv4_route(router);
+                        log::info!("dhcp: gateway {router}");
+                    }
+                    None => {
+                        self.iface.routes_mut().remove_default_ipv4_route();
+                        log::info!("dhcp: no gateway offered");
+                    }
+                }
+                Some(cidr.address().octets())
+            }
+            Some(dhcpv4::Event::Deconfigured) => {
+                if self.iface.ipv4_addr().is_some() {
+                    log::warn!("dhcp: lease lost; address removed");
+                }
+                self.iface.update_ip_addrs(|addrs| addrs.clear());
+                self.iface.routes_mut().remove_default_ipv4_route();
+                None
+            }
+        };
+        if let Some((_, responder)) = &mut self.mdns {
+            responder.set_address(address, now);
+        }
+    }
+
+    fn poll_connections(&mut self, now: Instant) {
+        let port = self.http_port;
+        for (slot, connection) in self.pool.iter_mut().zip(self.connections.iter_mut()) {
+            let socket = self.sockets.get_mut::<tcp::Socket>(slot.handle);
+            if !slot.open {
+                if socket.state() == tcp::State::Established {
+                    connection.open(&mut self.server, now);
+                    slot.open = true;
+                    slot.closing = false;
+                    self.counters.connections_opened += 1;
+                } else {
+                    if !socket.is_open() {
+                        // Cannot fail: the port is not zero and the socket is not open.
+                        let _ = socket.listen(port);
+                    }
+                    continue;
+                }
+            }
+            // Request bytes in.
+            while socket.can_recv() {
+                let consumed = socket
+                    .recv(|data| {
+                        let n = connection
+                            .receive(&mut self.server, data, now)
+                            .min(data.len());
+                        (n, n)
+                    })
+                    .unwrap_or(0);
+                if consumed == 0 {
+                    break;
+                }
+            }
+            // Response bytes out, straight into the socket's transmit buffer.
+            let mut wrote = 0;
+            while socket.can_send() {
+                let n = socket
+                    .send(|buffer| {
+                        let n = connection
+                            .transmit(&mut self.server, buffer, now)
+                            .min(buffer.len());
+                        (n, n)
+                    })
+                    .unwrap_or(0);
+                wrote += n;
+                if n == 0 {
+                    break;
+                }
+            }
+            match connection.action(now) {
+                ConnectionAction::KeepOpen => {
+                    // The client finished sending and nothing more is queued for it: the
+                    // exchange is over, so close our half too.
+                    if !socket.may_recv() && wrote == 0 && socket.send_queue() == 0 && !slot.closing
+                    {
+                        socket.close();
+                        slot.closing = true;
+                    }
+                }
+                ConnectionAction::CloseWhenFlushed => {
+                    if !slot.closing {
+                        // FIN goes after whatever is still queued.
+                        socket.close();
+                        slot.closing = true;
+                    }
+                }
+                ConnectionAction::Abort => {
+                    socket.abort();
+                    self.counters.connections_aborted += 1;
+                }
+            }
+            if matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait) {
+                connection.close(&mut self.server);
+                slot.open = false;
+                slot.closing = false;
+                // Back to listening at once: the pool slot serves the next client. (TIME-WAIT
+                // protection is given up for the slot; the client's port differs anyway.)
+                let _ = socket.listen(port);
+            }
+        }
+    }
+
+    fn poll_mdns(&mut self, now: Instant) {
+        let Some((handle, responder)) = &mut self.mdns else {
+            return;
+        };
+        let socket = self.sockets.get_mut::<udp::Socket>(*handle);
+        let mut out = [0u8; MDNS_MESSAGE_LEN];
+        while let Ok((datagram, meta)) = socket.recv() {
+            let IpAddress::Ipv4(source) = meta.endpoint.addr;
+            let reply = responder.handle(
+                datagram,
+                (source.octets(), meta.endpoint.port),
+                now,
+                &mut out,
+            );
+            match reply {
+                Ok(Some((len, destination))) => {
+                    let endpoint = match destination {
+                        Destination::Multicast => IpEndpoint::new(
+                            Ipv4Address::from_octets(mdns::MDNS_GROUP).into(),
+                            mdns::MDNS_PORT,
+                        ),
+                        Destination::Unicast(address, port) => {
+                            IpEndpoint::new(Ipv4Address::from_octets(address).into(), port)
+                        }
+                    };
+                    if socket.send_slice(&out[..len], endpoint).is_err() {
+                        log::debug!("mdns: transmit queue full; answer dropped");
+                    }
+                }
+                Ok(None) => {}
+                Err(_) => self.counters.mdns_malformed += 1,
+            }
+        }
+        if let Some(len) = responder.poll(now, &mut out) {
+            let group = IpEndpoint::new(
+                Ipv4Address::from_octets(mdns::MDNS_GROUP).into(),
+                mdns::MDNS_PORT,
+            );
+            if socket.send_slice(&out[..len], group).is_err() {
+                log::debug!("mdns: transmit queue full; probe or announcement dropped");
+            }
+        }
+    }
+
+    /// The IPv4 address in use, if any.
+    pub fn ipv4_address(&self) -> Option<[u8; 4]> {
+        self.iface.ipv4_addr().map(|a| a.octets())
+    }
+
+    /// The name claimed over mDNS (the hostname, or it with a `-N` suffix after a conflict).
+    pub fn mdns_name(&self) -> Option<&str> {
+        self.mdns.as_ref().map(|(_, responder)| responder.name())
+    }
+
+    /// Number of TCP sockets in the pool.
+    pub fn pool_size(&self) -> usize {
+        self.pool.len()
+    }
+
+    /// Number of HTTP connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.pool.iter().filter(|slot| slot.open).count()
+    }
+
+    /// The appliance's counts.
+    pub fn counters(&self) -> ApplianceCounters {
+        self.counters
+    }
+
+    /// The device adapter's counts.
+    pub fn phy_counters(&self) -> PhyCounters {
+        self.phy.counters()
+    }
+
+    /// The HTTP server (for its counters).
+    pub fn server(&self) -> &Server<'a> {
+        &self.server
+    }
+
+    /// The network device.
+    pub fn device(&self) -> &D {
+        self.phy.device()
+    }
+
+    /// The network device, mutably.
+    pub fn device_mut(&mut self) -> &mut D {
+        self.phy.device_mut()
+    }
+}
