@@ -207,14 +207,11 @@ pub fn negotiate_coding<'v>(
             let mut q = Some(1000);
             for param in params {
                 let param = param.trim_ascii();
-                if let Some((key, val)) = param
-                    .iter()
-                    .position(|&b| b == b'=')
-                    .map(|i| (param[..i].trim_ascii(), param[i + 1..].trim_ascii()))
+                let split = param.iter().position(|&b| b == b'=');
+                if let Some(i) = split
+                    && param[..i].trim_ascii().eq_ignore_ascii_case(b"q")
                 {
-                    if key.eq_ignore_ascii_case(b"q") {
-                        q = qvalue(val);
-                    }
+                    q = qvalue(param[i + 1..].trim_ascii());
                 }
             }
             let Some(q) = q else { continue };
@@ -337,7 +334,7 @@ mod tests {
             parse_range(b"bytes=-1000", 100),
             Part { first: 0, last: 99 }
         );
-        assert_eq!(parse_range(b"Bytes = 5-5", 100).eq(&Full), true);
+        assert_eq!(parse_range(b"Bytes = 5-5", 100), Full);
         assert_eq!(parse_range(b"BYTES=5-5", 100), Part { first: 5, last: 5 });
         assert_eq!(parse_range(b"bytes=100-", 100), Unsatisfiable);
         assert_eq!(parse_range(b"bytes=100-200", 100), Unsatisfiable);

@@ -17,6 +17,8 @@
 
 mod connection;
 pub mod date;
+#[doc(hidden)]
+pub mod exercise;
 mod fields;
 mod path;
 mod response;

@@ -142,7 +142,7 @@ mod tests {
         ];
         for (input, expected) in cases {
             assert_eq!(
-                norm(input).as_deref().map(|s| s.as_ref()),
+                norm(input).as_deref().map(|s| s as &str),
                 Ok(expected),
                 "{input}"
             );

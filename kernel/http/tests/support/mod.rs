@@ -37,6 +37,15 @@ fn file(path: &str, content_type: &str, cache: &str, body: Vec<u8>, tag: &str) -
 /// The test site: `/index.html` (gzip and br variants), `/style.css`, `/dir/index.html`,
 /// `/a b.txt`, `/big.bin`, `/empty.txt`, and `/404.html` when `with_404`.
 pub fn site_image(with_404: bool) -> Vec<u8> {
+    build_site(with_404, true)
+}
+
+/// The test site without `/big.bin`, for loops that validate many images.
+pub fn small_site_image() -> Vec<u8> {
+    build_site(true, false)
+}
+
+fn build_site(with_404: bool, with_big: bool) -> Vec<u8> {
     let mut writer = SiteImageWriter::new();
     let mut index = file(
         "/index.html",
@@ -81,15 +90,17 @@ pub fn site_image(with_404: bool) -> Vec<u8> {
             "ab",
         ))
         .unwrap();
-    writer
-        .add(file(
-            "/big.bin",
-            "application/octet-stream",
-            "no-cache",
-            big_body(),
-            "big",
-        ))
-        .unwrap();
+    if with_big {
+        writer
+            .add(file(
+                "/big.bin",
+                "application/octet-stream",
+                "no-cache",
+                big_body(),
+                "big",
+            ))
+            .unwrap();
+    }
     writer
         .add(file(
             "/empty.txt",

@@ -1,0 +1,148 @@
+//! A byte-script driver for fuzzing: turns arbitrary bytes into a sequence of receive,
+//! transmit, clock and close operations on one connection and checks the invariants.
+//!
+//! Shared by the cargo-fuzz target (`fuzz/fuzz_targets/request_path.rs`) and the
+//! pseudo-random `#[test]` that runs in CI without cargo-fuzz.
+
+use bramble_hal::Instant;
+
+use crate::{Connection, ConnectionAction, Server};
+
+/// Valid request fragments the script can splice in, so that inputs reach deep states
+/// (keep-alive, ranges, conditionals, bodies) quickly.
+const FRAGMENTS: [&[u8]; 16] = [
+    b"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"HEAD /index.html HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"GET /index.html HTTP/1.1\r\nHost: a\r\nAccept-Encoding: br, gzip;q=0.5\r\n\r\n",
+    b"GET /big.bin HTTP/1.1\r\nHost: a\r\nRange: bytes=5-",
+    b"GET /dir HTTP/1.1\r\nHost: a\r\nIf-None-Match: W/\"x\", *\r\n\r\n",
+    b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n0123456789",
+    b"GET /%2e%2e/x?y HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+    b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n",
+    b"\r\n",
+    b"GET /missing HTTP/1.1\r\nHost: a\r\nIf-Modified-Since: Sun, 06 Nov 1994 08:49:37 GMT\r\n\r\n",
+    b"GET /big.bin HTTP/1.1\r\nHost: a\r\nRange: bytes=-100\r\nIf-Range: \"big\"\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+    b"GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n",
+    b"GET /a%20b.txt HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+    b"X-Header: value\r\n",
+];
+
+/// Runs `script` against `server` on a fresh connection, then drains and closes it.
+/// Panics if an invariant breaks (bytes counted twice, output larger than the window,
+/// a response that never ends, connection counts out of step).
+pub fn run_script(server: &mut Server, script: &[u8]) {
+    let open_before = server.counters.open_connections;
+    let mut connection = Connection::new();
+    let mut now = Instant::from_micros(1);
+    connection.open(server, now);
+    let mut out = [0u8; 4096];
+    let mut i = 0;
+    while i + 1 < script.len() {
+        let (op, arg) = (script[i], script[i + 1]);
+        i += 2;
+        match op % 5 {
+            0 => {
+                let len = usize::from(arg).min(script.len() - i);
+                let data = &script[i..i + len];
+                i += len;
+                let consumed = connection.receive(server, data, now);
+                assert!(consumed <= data.len());
+            }
+            1 => {
+                let window = (usize::from(arg) * 16 + 1).min(out.len());
+                let sent_before = server.counters.bytes_sent;
+                let n = connection.transmit(server, &mut out[..window], now);
+                assert!(n <= window);
+                assert_eq!(server.counters.bytes_sent - sent_before, n as u64);
+            }
+            2 => {
+                now = now.add_micros(u64::from(arg) * 250_000);
+                if let Some(deadline) = connection.next_deadline() {
+                    assert!(deadline.as_micros() > 0);
+                }
+                if connection.action(now) != ConnectionAction::KeepOpen {
+                    connection.close(server);
+                    connection.open(server, now);
+                }
+            }
+            3 => {
+                let fragment = FRAGMENTS[usize::from(arg) % FRAGMENTS.len()];
+                let consumed = connection.receive(server, fragment, now);
+                assert!(consumed <= fragment.len());
+            }
+            _ => {
+                if arg & 1 == 1 {
+                    connection.close(server);
+                    connection.open(server, now);
+                }
+            }
+        }
+    }
+    // Drain: every queued response must end.
+    let mut rounds = 0;
+    while connection.transmit(server, &mut out, now) > 0 {
+        rounds += 1;
+        assert!(rounds < 100_000, "a response that never ends");
+    }
+    let _ = connection.action(now);
+    connection.close(server);
+    assert_eq!(server.counters.open_connections, open_before);
+}
+
+/// Makes a mutated image pass the length and checksum checks again (fields at bytes 16 and
+/// 20, see site/FORMAT.md), so that fuzzing reaches the table and string validation.
+pub fn reseal_image(bytes: &mut [u8]) {
+    if bytes.len() < bramble_site::HEADER_LEN {
+        return;
+    }
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+    bytes[16..20].copy_from_slice(&len.to_le_bytes());
+    let at = bramble_site::CHECKSUM_OFFSET;
+    bytes[at..at + 4].copy_from_slice(&[0; 4]);
+    let crc = bramble_site::crc32(bytes);
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Validates `bytes` as a site image; if accepted, reads every accessor and serves a GET
+/// (identity and compressed) for every file, checking the reader's answers are consistent.
+/// Returns whether the image was accepted.
+pub fn exercise_image(bytes: &[u8]) -> bool {
+    let Ok(image) = bramble_site::SiteImage::new_checked(bytes) else {
+        return false;
+    };
+    let _ = (image.checksum(), image.len(), image.not_found_page());
+    let mut server = Server::new(
+        crate::SiteSource::Ready(image),
+        crate::ServerConfig::default(),
+    );
+    for (index, file) in image.files().enumerate().take(64) {
+        assert!(index < image.file_count());
+        assert!(matches!(
+            image.resolve(file.path),
+            bramble_site::Resolved::File(_)
+        ));
+        for accept in ["identity", "gzip, br"] {
+            let mut script = heapless::Vec::<u8, 2048>::new();
+            let mut request = heapless::String::<1536>::new();
+            if core::fmt::Write::write_fmt(
+                &mut request,
+                format_args!(
+                    "GET {} HTTP/1.1\r\nHost: a\r\nAccept-Encoding: {accept}\r\n\r\n",
+                    file.path
+                ),
+            )
+            .is_err()
+            {
+                continue;
+            }
+            for chunk in request.as_bytes().chunks(255) {
+                let _ = script.extend_from_slice(&[0, chunk.len() as u8]);
+                let _ = script.extend_from_slice(chunk);
+            }
+            run_script(&mut server, &script);
+        }
+    }
+    true
+}
