@@ -168,6 +168,11 @@ impl<H: UsbHost> CdcEcm<H> {
     pub fn into_host(self) -> H {
         self.host
     }
+
+    /// The host controller (for controller-specific calls such as interrupt handling).
+    pub fn host_mut(&mut self) -> &mut H {
+        &mut self.host
+    }
 }
 
 impl<H: UsbHost> EthernetDevice for CdcEcm<H> {

@@ -595,3 +595,223 @@ impl HubDescriptor {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+
+    #[test]
+    fn usb_net_device_descriptor_decodes() {
+        let d = DeviceDescriptor::parse(&USB_NET_DEVICE).unwrap();
+        assert_eq!((d.vendor_id, d.product_id), (0x0525, 0xa4a2));
+        assert_eq!(d.class, class::COMMUNICATIONS);
+        assert_eq!(d.max_packet_size0, 64);
+        assert_eq!(d.num_configurations, 2);
+        assert_eq!(d.usb_version, 0x0200);
+        assert_eq!(
+            DeviceDescriptor::max_packet_size0_from_prefix(&USB_NET_DEVICE[..8]),
+            Ok(64)
+        );
+    }
+
+    #[test]
+    fn usb_net_ecm_configuration_has_ethernet_descriptor_and_alternate_data_interface() {
+        let c = ConfigurationDescriptor::new_checked(&USB_NET_CONFIG_ECM).unwrap();
+        assert_eq!(c.value(), 1);
+        assert_eq!(c.num_interfaces(), 2);
+        let ifaces: std::vec::Vec<_> = c
+            .interfaces()
+            .map(|i| {
+                (
+                    i.number(),
+                    i.alternate_setting(),
+                    i.class(),
+                    i.num_endpoints(),
+                )
+            })
+            .collect();
+        assert_eq!(ifaces, [(0, 0, 2, 1), (1, 0, 0x0A, 0), (1, 1, 0x0A, 2)]);
+        let control = c.interface(0, 0).unwrap();
+        assert_eq!(control.subclass(), class::CDC_SUBCLASS_ETHERNET);
+        let functional: std::vec::Vec<_> = control.functional_descriptors().collect();
+        assert_eq!(
+            functional[0],
+            CdcFunctional::Header {
+                cdc_version: 0x0110
+            }
+        );
+        assert_eq!(
+            functional[1],
+            CdcFunctional::Union {
+                control_interface: 0,
+                data_interface: 1
+            }
+        );
+        let eth = control.ethernet_functional().unwrap();
+        assert_eq!(eth.mac_string_index, 3);
+        assert_eq!(eth.max_segment_size, 1514);
+        let status = control.endpoints().next().unwrap();
+        assert_eq!(
+            (
+                status.address,
+                status.kind(),
+                status.max_packet_size,
+                status.interval
+            ),
+            (0x81, EndpointKind::Interrupt, 16, 32)
+        );
+        assert_eq!(c.interface(1, 0).unwrap().endpoints().count(), 0);
+        let data = c.interface(1, 1).unwrap();
+        let bulk_in = data.find_endpoint(EndpointKind::Bulk, true).unwrap();
+        let bulk_out = data.find_endpoint(EndpointKind::Bulk, false).unwrap();
+        assert_eq!((bulk_in.address, bulk_in.max_packet_size), (0x82, 64));
+        assert_eq!((bulk_out.address, bulk_out.number()), (0x02, 2));
+    }
+
+    #[test]
+    fn usb_net_rndis_configuration_decodes() {
+        let c = ConfigurationDescriptor::new_checked(&USB_NET_CONFIG_RNDIS).unwrap();
+        assert_eq!(c.value(), 2);
+        let control = c.interface(0, 0).unwrap();
+        assert_eq!(
+            (control.class(), control.subclass(), control.protocol()),
+            (2, 2, 0xFF)
+        );
+        let subtypes: std::vec::Vec<_> = control
+            .functional_descriptors()
+            .map(|f| match f {
+                CdcFunctional::Other { subtype } => subtype,
+                CdcFunctional::Header { .. } => cdc_subtype::HEADER,
+                CdcFunctional::Union { .. } => cdc_subtype::UNION,
+                CdcFunctional::Ethernet(_) => cdc_subtype::ETHERNET,
+            })
+            .collect();
+        assert_eq!(subtypes, [0x00, 0x01, 0x02, 0x06]);
+        assert!(control.ethernet_functional().is_none());
+        assert_eq!(c.interface(1, 0).unwrap().endpoints().count(), 2);
+    }
+
+    #[test]
+    fn lan9514_descriptors_decode() {
+        let d = DeviceDescriptor::parse(&LAN9514_ETH_DEVICE).unwrap();
+        assert_eq!((d.vendor_id, d.product_id, d.class), (0x0424, 0xec00, 0xFF));
+        let c = ConfigurationDescriptor::new_checked(&LAN9514_ETH_CONFIG).unwrap();
+        let i = c.interface(0, 0).unwrap();
+        let eps: std::vec::Vec<_> = i
+            .endpoints()
+            .map(|e| (e.address, e.kind(), e.max_packet_size))
+            .collect();
+        assert_eq!(
+            eps,
+            [
+                (0x81, EndpointKind::Bulk, 512),
+                (0x02, EndpointKind::Bulk, 512),
+                (0x83, EndpointKind::Interrupt, 16)
+            ]
+        );
+
+        let hub = DeviceDescriptor::parse(&LAN9514_HUB_DEVICE).unwrap();
+        assert_eq!((hub.class, hub.protocol), (class::HUB, 2));
+        let hc = ConfigurationDescriptor::new_checked(&LAN9514_HUB_CONFIG).unwrap();
+        let alts: std::vec::Vec<_> = hc
+            .interfaces()
+            .map(|i| (i.alternate_setting(), i.protocol()))
+            .collect();
+        assert_eq!(alts, [(0, 1), (1, 2)]);
+        let hd = HubDescriptor::parse(&LAN9514_HUB_DESCRIPTOR).unwrap();
+        assert_eq!(
+            (hd.num_ports, hd.power_on_to_good_ms, hd.non_removable),
+            (5, 100, 0x02)
+        );
+        let qd = HubDescriptor::parse(&QEMU_HUB_DESCRIPTOR).unwrap();
+        assert_eq!(
+            (qd.num_ports, qd.characteristics, qd.power_on_to_good_ms),
+            (8, 0x0a, 2)
+        );
+    }
+
+    #[test]
+    fn malformed_configurations_are_rejected() {
+        // Truncated: fewer bytes than wTotalLength.
+        assert_eq!(
+            ConfigurationDescriptor::new_checked(&USB_NET_CONFIG_ECM[..60]),
+            Err(DescriptorError::Truncated)
+        );
+        // A sub-descriptor with bLength 0 would loop forever in a naive parser.
+        let mut zero = USB_NET_CONFIG_ECM;
+        zero[9] = 0;
+        assert_eq!(
+            ConfigurationDescriptor::new_checked(&zero),
+            Err(DescriptorError::BadLength)
+        );
+        // A sub-descriptor running past wTotalLength.
+        let mut long = USB_NET_CONFIG_ECM;
+        long[73] = 9;
+        assert_eq!(
+            ConfigurationDescriptor::new_checked(&long),
+            Err(DescriptorError::Truncated)
+        );
+        // An endpoint descriptor shorter than 7 bytes.
+        let mut short_ep = LAN9514_ETH_CONFIG;
+        short_ep[32] = 6;
+        short_ep[38] = 0x00;
+        assert!(ConfigurationDescriptor::new_checked(&short_ep[..38]).is_err());
+        // Not a configuration at all.
+        assert_eq!(
+            ConfigurationDescriptor::new_checked(&USB_NET_DEVICE),
+            Err(DescriptorError::WrongType)
+        );
+        assert_eq!(
+            DeviceDescriptor::parse(&USB_NET_DEVICE[..17]),
+            Err(DescriptorError::Truncated)
+        );
+    }
+
+    #[test]
+    fn string_descriptors_decode_utf16_and_macs() {
+        let bytes = string_descriptor("405400123456");
+        let s = StringDescriptor::new_checked(&bytes).unwrap();
+        assert!(s.chars().eq("405400123456".chars()));
+        assert_eq!(
+            s.to_mac_address(),
+            Some(MacAddress([0x40, 0x54, 0x00, 0x12, 0x34, 0x56]))
+        );
+        let upper = string_descriptor("B827EB0102FF");
+        assert_eq!(
+            StringDescriptor::new_checked(&upper)
+                .unwrap()
+                .to_mac_address(),
+            Some(MacAddress([0xb8, 0x27, 0xeb, 0x01, 0x02, 0xff]))
+        );
+        for bad in ["40540012345", "4054001234567", "40540012345g"] {
+            let b = string_descriptor(bad);
+            assert_eq!(
+                StringDescriptor::new_checked(&b).unwrap().to_mac_address(),
+                None
+            );
+        }
+        let accented = string_descriptor("Grüße ✓");
+        assert!(
+            StringDescriptor::new_checked(&accented)
+                .unwrap()
+                .chars()
+                .eq("Grüße ✓".chars())
+        );
+        let langs = [4u8, 3, 0x09, 0x04];
+        assert_eq!(
+            StringDescriptor::new_checked(&langs)
+                .unwrap()
+                .first_language(),
+            Some(0x0409)
+        );
+        assert_eq!(
+            StringDescriptor::new_checked(&[5, 3, 0x41, 0, 0x42]),
+            Err(DescriptorError::BadLength)
+        );
+        assert_eq!(
+            StringDescriptor::new_checked(&[8, 3, 0x41, 0]),
+            Err(DescriptorError::Truncated)
+        );
+    }
+}

@@ -25,6 +25,8 @@ pub mod smsc95xx;
 
 #[cfg(test)]
 mod fixtures;
+#[cfg(test)]
+mod model;
 
 pub use host::{
     DeviceTarget, PipeConfig, PipeId, SetupPacket, Speed, TransactionTranslator, TransferStatus,

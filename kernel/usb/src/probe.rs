@@ -83,6 +83,15 @@ impl<H: UsbHost> UsbNic<H> {
         }
     }
 
+    /// The host controller (for controller-specific calls such as interrupt handling).
+    pub fn host_mut(&mut self) -> &mut H {
+        match self {
+            UsbNic::Smsc95xx(d) => d.host_mut(),
+            UsbNic::CdcEcm(d) => d.host_mut(),
+            UsbNic::Rndis(d) => d.host_mut(),
+        }
+    }
+
     /// Gives the host back, e.g. to [`probe`] again after [`DeviceError::Gone`].
     pub fn into_host(self) -> H {
         match self {

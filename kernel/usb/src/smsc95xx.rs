@@ -593,6 +593,11 @@ impl<H: UsbHost> Smsc95xx<H> {
         self.host
     }
 
+    /// The host controller (for controller-specific calls such as interrupt handling).
+    pub fn host_mut(&mut self) -> &mut H {
+        &mut self.host
+    }
+
     /// Reads link and duplex from the PHY now and programs MAC_CR's duplex bits to match.
     pub fn refresh_link(&mut self) -> Result<LinkState, UsbError> {
         let mut regs = Registers {
