@@ -779,8 +779,9 @@ fn respond(
     // Origin-form, or absolute-form (which servers must accept, RFC 9112 §3.2.2).
     let mut target = view.target;
     for scheme in ["http://", "https://"] {
-        if target.len() >= scheme.len() && target[..scheme.len()].eq_ignore_ascii_case(scheme) {
-            let rest = &target[scheme.len()..];
+        let prefix = target.get(..scheme.len());
+        if prefix.is_some_and(|p| p.eq_ignore_ascii_case(scheme)) {
+            let rest = target.get(scheme.len()..).unwrap_or("");
             target = rest.find('/').map_or("/", |slash| &rest[slash..]);
         }
     }

@@ -87,8 +87,8 @@ pub struct Counters {
     pub connections_accepted: u64,
     /// Connections currently open.
     pub open_connections: u32,
-    /// Connections aborted because a deadline passed while a response or request was under
-    /// way, or closed because the client never sent a byte.
+    /// Connections ended because a deadline passed: first byte, header, idle keep-alive or
+    /// whole response.
     pub timeouts: u64,
     /// Responses per status code, indexed like [`STATUSES`].
     pub by_status: [u64; STATUSES.len()],

@@ -885,3 +885,27 @@ fn a_fresh_connection_is_closed_and_reusable() {
     assert!(connection.is_open());
     assert_eq!(server.counters().open_connections, 1);
 }
+
+#[test]
+fn non_ascii_targets_do_not_confuse_the_parser() {
+    let image = site_image(true);
+    let mut server = server(&image);
+    for target in [
+        "htt\u{e9}p://x/",
+        "http\u{e9}://x/",
+        "/caf\u{e9}",
+        "h\u{e9}",
+    ] {
+        let mut client = Client::open(&mut server);
+        let bytes = client.send(
+            &mut server,
+            format!("GET {target} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes(),
+        );
+        let r = parse_responses(&bytes, &[false]);
+        assert!(
+            matches!(r[0].status, 400 | 404),
+            "{target}: {}",
+            r[0].status
+        );
+    }
+}

@@ -1,0 +1,83 @@
+//! The access log: one line per request through the `log` facade, and none when disabled.
+
+mod support;
+
+use std::sync::Mutex;
+
+use bramble_http::{Server, ServerConfig, SiteSource};
+use bramble_site::SiteImage;
+use support::*;
+
+static LINES: Mutex<Vec<(String, String)>> = Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, record: &log::Record) {
+        LINES
+            .lock()
+            .unwrap()
+            .push((record.target().to_string(), record.args().to_string()));
+    }
+    fn flush(&self) {}
+}
+
+static CAPTURE: Capture = Capture;
+
+fn lines_with(marker: &str) -> Vec<(String, String)> {
+    LINES
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(_, line)| line.contains(marker))
+        .cloned()
+        .collect()
+}
+
+#[test]
+fn one_line_per_request_or_none_when_disabled() {
+    let _ = log::set_logger(&CAPTURE);
+    log::set_max_level(log::LevelFilter::Info);
+    let image = site_image(true);
+
+    let mut server = support::server(&image);
+    let mut client = Client::open(&mut server);
+    let bytes = client.send(
+        &mut server,
+        b"GET /style.css?logged-1 HTTP/1.1\r\nHost: x\r\n\r\nHEAD /nothing?logged-1 HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    let responses = parse_responses(&bytes, &[false, true]);
+    let lines = lines_with("logged-1");
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0].0, "bramble_http::access");
+    let fields: Vec<&str> = lines[0].1.split(' ').collect();
+    assert_eq!(&fields[..3], ["GET", "/style.css?logged-1", "200"]);
+    // The byte count is the whole response: head plus body.
+    let head_len = bytes.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    assert_eq!(fields[3], (head_len + responses[0].body.len()).to_string());
+    assert!(fields[4].ends_with("ms"));
+    assert!(
+        lines[1].1.starts_with("HEAD /nothing?logged-1 404 "),
+        "{}",
+        lines[1].1
+    );
+
+    let config = ServerConfig {
+        access_log: false,
+        ..ServerConfig::default()
+    };
+    let mut quiet = Server::new(
+        SiteSource::Ready(SiteImage::new_checked(&image).unwrap()),
+        config,
+    );
+    let mut client = Client::open(&mut quiet);
+    client.send(
+        &mut quiet,
+        b"GET /style.css?logged-2 HTTP/1.1\r\nHost: x\r\n\r\n",
+    );
+    assert!(lines_with("logged-2").is_empty());
+    assert_eq!(quiet.counters().requests, 1);
+}
