@@ -1,0 +1,446 @@
+//! `bramble pack`: turns a site folder into one site image (SITE.BIN), everything precomputed.
+//!
+//! For each file: the URL path (`dir/index.html` also answers `/dir/`), the content type
+//! ([`mime`]), the cache policy ([`policy`]), Last-Modified (the file's mtime, or
+//! `SOURCE_DATE_EPOCH` for reproducible builds), a strong ETag from the SHA-256 of the body
+//! (`"<16 hex digits>"`, `-gz` / `-br` suffixed for the encoded variants), and gzip and brotli
+//! variants at maximum settings, kept only when smaller. Compression runs on all cores (rayon)
+//! and is cached by content hash ([`compress`]), so a re-pack after one edit compresses one file.
+//! The image layout is in `site/FORMAT.md`.
+
+pub mod compress;
+pub mod mime;
+pub mod policy;
+pub mod walk;
+
+use std::fmt;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
+use indicatif::{ProgressBar, ProgressStyle};
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use compress::{CompressionCache, Encoding};
+use walk::SourceFile;
+
+/// The largest image the packer makes: 400 MiB. A Pi B+ has 512 MB shared with the GPU; with
+/// `gpu_mem=16` the ARM gets 496 MB, and the kernel, stacks, socket buffers and heap need well
+/// under the remaining 96 MB.
+pub const MAX_IMAGE_BYTES: u64 = 400 * 1024 * 1024;
+
+/// Everything `bramble pack` can be told.
+#[derive(Clone, Debug)]
+pub struct PackOptions {
+    /// Include dotfiles and dot-directories (`/.well-known/` is always included).
+    pub include_dotfiles: bool,
+    /// Where to cache compressed bodies; `None` compresses everything every time.
+    pub cache_dir: Option<PathBuf>,
+    /// Refuse images larger than this many bytes.
+    pub max_image_bytes: u64,
+    /// Last-Modified for every file (Unix seconds) instead of each file's mtime.
+    pub source_date_epoch: Option<u64>,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+}
+
+impl Default for PackOptions {
+    /// Pure defaults, no environment: no dotfiles, no cache, mtimes, 400 MiB, no progress bar.
+    fn default() -> Self {
+        PackOptions {
+            include_dotfiles: false,
+            cache_dir: None,
+            max_image_bytes: MAX_IMAGE_BYTES,
+            source_date_epoch: None,
+            progress: false,
+        }
+    }
+}
+
+impl PackOptions {
+    /// What the command line uses: the cache in `$XDG_CACHE_HOME/bramble/pack` (or
+    /// `~/.cache/bramble/pack`), `SOURCE_DATE_EPOCH` when set (an invalid value is an error),
+    /// and a progress bar when stderr is a terminal.
+    pub fn from_env() -> Result<Self, PackError> {
+        let source_date_epoch = match std::env::var("SOURCE_DATE_EPOCH") {
+            Ok(value) if !value.is_empty() => Some(
+                value
+                    .trim()
+                    .parse::<u64>()
+                    .map_err(|_| PackError::BadSourceDateEpoch(value))?,
+            ),
+            _ => None,
+        };
+        Ok(PackOptions {
+            cache_dir: compress::default_cache_dir(),
+            source_date_epoch,
+            progress: std::io::stderr().is_terminal(),
+            ..PackOptions::default()
+        })
+    }
+}
+
+/// What a pack produced.
+#[derive(Clone, Debug)]
+pub struct PackOutput {
+    /// The site image bytes (write them to SITE.BIN).
+    pub image: Vec<u8>,
+    /// The numbers for the closing line.
+    pub summary: PackSummary,
+}
+
+/// The numbers of one pack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PackSummary {
+    /// Files in the image.
+    pub files: usize,
+    /// Sum of the identity bodies.
+    pub raw_bytes: u64,
+    /// Files that kept a gzip variant.
+    pub gzip_files: usize,
+    /// Sum of the kept gzip variants.
+    pub gzip_bytes: u64,
+    /// Files that kept a brotli variant.
+    pub brotli_files: usize,
+    /// Sum of the kept brotli variants.
+    pub brotli_bytes: u64,
+    /// Files of a compressible type (both encodings were tried).
+    pub compressible_files: usize,
+    /// Compressible files whose both encodings came from the cache.
+    pub cached_files: usize,
+    /// Size of the image.
+    pub image_bytes: u64,
+    /// The image's CRC-32, as the kernel prints it at boot.
+    pub checksum: u32,
+    /// Wall time of the pack.
+    pub elapsed: Duration,
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+}
+
+impl fmt::Display for PackSummary {
+    /// One line, stable enough to parse: `packed N files` and `checksum 0x%08x` always appear.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "packed {} files: raw {}, gzip {} ({} files), brotli {} ({} files); image {} bytes, \
+             checksum 0x{:08x}; {:.2} s, {}/{} compressed from cache",
+            self.files,
+            mib(self.raw_bytes),
+            mib(self.gzip_bytes),
+            self.gzip_files,
+            mib(self.brotli_bytes),
+            self.brotli_files,
+            self.image_bytes,
+            self.checksum,
+            self.elapsed.as_secs_f64(),
+            self.cached_files,
+            self.compressible_files
+        )
+    }
+}
+
+/// Every way a pack can fail.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// The site path is not a directory.
+    #[error("{0} is not a directory")]
+    NotADirectory(PathBuf),
+    /// Reading a file or directory failed.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// What was being read.
+        path: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// A symlink points at nothing.
+    #[error("broken symlink {path} -> {target} (it points at nothing)")]
+    BrokenSymlink {
+        /// The link.
+        path: PathBuf,
+        /// What it points at.
+        target: PathBuf,
+    },
+    /// A symlink leads back into one of its own ancestors (or to itself).
+    #[error("symlink loop at {path}: it leads back into a folder that contains it")]
+    SymlinkLoop {
+        /// The link that closes the loop.
+        path: PathBuf,
+    },
+    /// A file or folder name is not valid UTF-8 (URLs need UTF-8).
+    #[error("{} has a name that is not valid UTF-8; rename it", path.display())]
+    NonUtf8Name {
+        /// The entry (shown lossily).
+        path: PathBuf,
+    },
+    /// A name that cannot be served.
+    #[error("{} cannot be served: {reason}", path.display())]
+    InvalidName {
+        /// The entry.
+        path: PathBuf,
+        /// Why.
+        reason: &'static str,
+    },
+    /// Two paths that are the same after Unicode normalisation.
+    #[error("{first:?} and {second:?} collide: they are the same name in different Unicode forms")]
+    Collision {
+        /// The first path (URL form).
+        first: String,
+        /// The second path (URL form).
+        second: String,
+    },
+    /// Something other than a file, folder or symlink (a socket, a device, a FIFO).
+    #[error("{} is not a regular file or folder", path.display())]
+    UnsupportedFileType {
+        /// The entry.
+        path: PathBuf,
+    },
+    /// Nothing to pack.
+    #[error("{} holds no files to pack (dotfiles are left out unless --include-dotfiles)", dir.display())]
+    EmptySite {
+        /// The site folder.
+        dir: PathBuf,
+    },
+    /// The site does not fit in the Pi's RAM.
+    #[error(
+        "the site is too big for a Pi B+: {what} is {bytes} bytes ({}), the limit is {limit} bytes \
+         ({}) to leave RAM for the kernel; remove at least {} of files",
+        mib(*bytes), mib(*limit), mib(bytes.saturating_sub(*limit))
+    )]
+    TooLarge {
+        /// What was measured ("the files" before compression, "the image" after).
+        what: &'static str,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// `SOURCE_DATE_EPOCH` is set but is not a number of seconds.
+    #[error("SOURCE_DATE_EPOCH={0:?} is not a non-negative integer number of seconds")]
+    BadSourceDateEpoch(String),
+    /// The image writer refused a file.
+    #[error("cannot build the image: {0}")]
+    Image(#[from] bramble_site::WriteError),
+    /// The finished image failed its own reader's check (a bug).
+    #[error("internal error: the packed image does not read back: {0}")]
+    SelfCheck(bramble_site::FormatError),
+    /// Writing the output failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The output file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// One file, ready for the writer, with what the summary needs.
+struct PackedFile {
+    spec: FileSpec,
+    compressible: bool,
+    from_cache: bool,
+}
+
+/// Packs the site folder `dir` into an image.
+pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError> {
+    let started = Instant::now();
+    let sources = walk::walk(dir, opts.include_dotfiles)?;
+    if sources.is_empty() {
+        return Err(PackError::EmptySite {
+            dir: dir.to_path_buf(),
+        });
+    }
+    let raw: u64 = sources.iter().map(|file| file.len).sum();
+    if raw > opts.max_image_bytes {
+        return Err(PackError::TooLarge {
+            what: "the files",
+            bytes: raw,
+            limit: opts.max_image_bytes,
+        });
+    }
+    let cache = opts.cache_dir.as_deref().and_then(CompressionCache::open);
+
+    let progress = if opts.progress {
+        let bar = ProgressBar::new(sources.len() as u64);
+        if let Ok(style) = ProgressStyle::with_template(
+            "packing [{bar:30}] {pos}/{len} files, {elapsed} elapsed, {eta} left",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+    // Largest first, so that one big file does not start last and hold up the end.
+    let mut order: Vec<&SourceFile> = sources.iter().collect();
+    order.sort_by(|a, b| b.len.cmp(&a.len));
+    let packed = order
+        .par_iter()
+        .map(|source| {
+            let result = pack_file(source, cache.as_ref(), opts.source_date_epoch);
+            progress.inc(1);
+            result
+        })
+        .collect::<Result<Vec<_>, _>>();
+    progress.finish_and_clear();
+    let packed = packed?;
+
+    let mut summary = PackSummary {
+        files: packed.len(),
+        raw_bytes: 0,
+        gzip_files: 0,
+        gzip_bytes: 0,
+        brotli_files: 0,
+        brotli_bytes: 0,
+        compressible_files: 0,
+        cached_files: 0,
+        image_bytes: 0,
+        checksum: 0,
+        elapsed: Duration::ZERO,
+    };
+    let mut writer = SiteImageWriter::new();
+    for file in packed {
+        summary.raw_bytes += file.spec.identity.body.len() as u64;
+        if let Some(gzip) = &file.spec.gzip {
+            summary.gzip_files += 1;
+            summary.gzip_bytes += gzip.body.len() as u64;
+        }
+        if let Some(brotli) = &file.spec.brotli {
+            summary.brotli_files += 1;
+            summary.brotli_bytes += brotli.body.len() as u64;
+        }
+        summary.compressible_files += usize::from(file.compressible);
+        summary.cached_files += usize::from(file.from_cache);
+        writer.add(file.spec)?;
+    }
+    let image = writer.finish()?;
+    if image.len() as u64 > opts.max_image_bytes {
+        return Err(PackError::TooLarge {
+            what: "the image",
+            bytes: image.len() as u64,
+            limit: opts.max_image_bytes,
+        });
+    }
+    let checked = SiteImage::new_checked(&image).map_err(PackError::SelfCheck)?;
+    summary.checksum = checked.checksum();
+    summary.image_bytes = image.len() as u64;
+    summary.elapsed = started.elapsed();
+    Ok(PackOutput { image, summary })
+}
+
+/// Reads, hashes and compresses one file.
+fn pack_file(
+    source: &SourceFile,
+    cache: Option<&CompressionCache>,
+    source_date_epoch: Option<u64>,
+) -> Result<PackedFile, PackError> {
+    let body = std::fs::read(&source.fs_path).map_err(|error| PackError::Io {
+        path: source.fs_path.clone(),
+        source: error,
+    })?;
+    let digest = Sha256::digest(&body);
+    let hash_hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+    let tag = &hash_hex[..16];
+    let (content_type, compressible) = mime::content_type(&source.url_path);
+    let mut from_cache = compressible;
+    let mut variant = |encoding: Encoding, suffix: &str| -> Option<VariantSpec> {
+        let (compressed, hit) = match cache {
+            Some(cache) => cache.get_or_compress(&hash_hex, encoding, &body),
+            None => (encoding.compress(&body), false),
+        };
+        from_cache &= hit;
+        (compressed.len() < body.len()).then(|| VariantSpec {
+            body: compressed,
+            etag: format!("\"{tag}-{suffix}\""),
+        })
+    };
+    let (gzip, brotli) = if compressible && !body.is_empty() {
+        (
+            variant(Encoding::Gzip, "gz"),
+            variant(Encoding::Brotli, "br"),
+        )
+    } else {
+        (None, None)
+    };
+    let modified = source_date_epoch.unwrap_or(source.modified);
+    Ok(PackedFile {
+        spec: FileSpec {
+            path: source.url_path.clone(),
+            content_type: content_type.to_string(),
+            cache_control: policy::cache_control(&source.url_path, content_type).to_string(),
+            last_modified: modified,
+            last_modified_http: http_date(modified),
+            identity: VariantSpec {
+                body,
+                etag: format!("\"{tag}\""),
+            },
+            gzip,
+            brotli,
+        },
+        compressible,
+        from_cache: compressible && from_cache,
+    })
+}
+
+/// Arguments of `bramble pack`.
+#[derive(clap::Args, Debug)]
+pub struct PackArgs {
+    /// The site folder (e.g. Hugo's public/, Jekyll's _site/).
+    pub site_dir: PathBuf,
+    /// Where to write the site image.
+    #[arg(short, long, default_value = "site.bin")]
+    pub output: PathBuf,
+    /// Include dotfiles and dot-folders (/.well-known/ is always included).
+    #[arg(long)]
+    pub include_dotfiles: bool,
+    /// Compress everything again instead of using the compression cache.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Compression cache folder [default: $XDG_CACHE_HOME/bramble/pack or ~/.cache/bramble/pack].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it, so a failed or interrupted
+/// write never leaves a half image under the final name.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), PackError> {
+    let error = |source| PackError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file_name = path.file_name().ok_or_else(|| {
+        error(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a file name",
+        ))
+    })?;
+    let mut temporary_name = std::ffi::OsString::from(".");
+    temporary_name.push(file_name);
+    temporary_name.push(format!(".{}.tmp", std::process::id()));
+    let temporary = path.with_file_name(temporary_name);
+    let result = std::fs::write(&temporary, bytes).and_then(|()| std::fs::rename(&temporary, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result.map_err(error)
+}
+
+/// Runs `bramble pack`.
+pub fn run(args: PackArgs) -> anyhow::Result<()> {
+    let mut opts = PackOptions::from_env()?;
+    opts.include_dotfiles = args.include_dotfiles;
+    if args.no_cache {
+        opts.cache_dir = None;
+    } else if let Some(dir) = args.cache_dir {
+        opts.cache_dir = Some(dir);
+    }
+    let output = pack_site(&args.site_dir, &opts)?;
+    write_atomically(&args.output, &output.image)?;
+    println!("{} -> {}", output.summary, args.output.display());
+    Ok(())
+}
