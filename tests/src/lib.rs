@@ -1,1 +1,101 @@
-//! Shared helpers for the integration tests.
+//! Shared helpers for the integration tests: build the kernel once, boot QEMU guests whose
+//! serial output can be awaited line by line, and always stop them by PID.
+
+use bramble::kernel::KernelArtifacts;
+use bramble_qemu::QemuConfig;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Builds the kernel once per test binary (the build itself is incremental across binaries).
+pub fn kernel() -> &'static KernelArtifacts {
+    static KERNEL: OnceLock<KernelArtifacts> = OnceLock::new();
+    static BUILD: Mutex<()> = Mutex::new(());
+    let _guard = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    KERNEL.get_or_init(|| bramble::kernel::build_kernel().expect("kernel build"))
+}
+
+/// A running QEMU guest. Dropping it kills QEMU (by its PID) and reaps it, also when the test
+/// fails or panics.
+pub struct Guest {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    /// Every serial line seen so far, for failure messages.
+    pub transcript: Vec<String>,
+}
+
+impl Guest {
+    /// Starts QEMU with `config`; serial output is collected line by line.
+    pub fn start(config: &QemuConfig) -> Guest {
+        let qemu = bramble_qemu::find_qemu().unwrap_or_else(|message| panic!("{message}"));
+        let mut child = Command::new(qemu)
+            .args(config.args())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting qemu-system-arm");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender.send(line.trim_end_matches('\r').to_string()).is_err() {
+                    break;
+                }
+            }
+        });
+        Guest { child, stdin, lines, transcript: Vec::new() }
+    }
+
+    /// Waits up to `timeout` for a serial line containing `needle`; returns it. Panics with the
+    /// transcript when it does not come (a hung boot fails in bounded time).
+    pub fn expect_line(&mut self, needle: &str, timeout: Duration) -> String {
+        self.wait_for(|line| line.contains(needle), timeout)
+            .unwrap_or_else(|| panic!("no serial line containing {needle:?} within {timeout:?}; \
+                                       serial so far:\n{}", self.transcript.join("\n")))
+    }
+
+    /// Waits up to `timeout` for a line matching `predicate`.
+    pub fn wait_for(&mut self, predicate: impl Fn(&str) -> bool, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.transcript.push(line.clone());
+                    if predicate(&line) {
+                        return Some(line);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    /// Types `line` on the serial console.
+    pub fn send_line(&mut self, line: &str) {
+        self.stdin.write_all(format!("{line}\n").as_bytes()).expect("writing to the serial console");
+        self.stdin.flush().expect("flushing the serial console");
+    }
+
+    /// QEMU's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Guest {
+    fn drop(&mut self) {
+        // Child::kill sends SIGKILL to exactly this PID; wait reaps it.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How long a boot may take before the test fails: generous, for a loaded 2-core CI machine.
+pub const BOOT_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,0 +1,93 @@
+//! `bramble qemu`: build the kernel and boot it in QEMU, serial console on stdout.
+
+use anyhow::Context;
+use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Arguments of `bramble qemu`.
+#[derive(clap::Args, Debug)]
+pub struct QemuArgs {
+    /// Emulated board (both have the B+'s BCM2835 and 512 MiB).
+    #[arg(long, default_value = "raspi1ap")]
+    pub machine: Machine,
+    /// Boot this kernel image or ELF instead of building one.
+    #[arg(long)]
+    pub kernel: Option<PathBuf>,
+    /// Boot the ELF with `-kernel` instead of kernel.img with `-bios`.
+    #[arg(long)]
+    pub elf: bool,
+    /// Attach this SD card image.
+    #[arg(long)]
+    pub image: Option<PathBuf>,
+    /// Forward 127.0.0.1:PORT to the guest's port 80.
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Put the USB NIC on the root port instead of behind a hub (the B+ shape).
+    #[arg(long)]
+    pub root_port: bool,
+    /// No network card.
+    #[arg(long)]
+    pub no_network: bool,
+}
+
+/// Runs `bramble qemu`.
+pub fn run(args: QemuArgs) -> anyhow::Result<()> {
+    let qemu = bramble_qemu::find_qemu().map_err(anyhow::Error::msg)?;
+    let kernel = match (&args.kernel, args.elf) {
+        (Some(path), _) if is_elf(path)? => Kernel::Elf(path.clone()),
+        (Some(path), _) => Kernel::Raw(path.clone()),
+        (None, true) => Kernel::Elf(crate::kernel::build_kernel()?.elf),
+        (None, false) => Kernel::Raw(crate::kernel::build_kernel()?.raw),
+    };
+    let mut config = QemuConfig::new(args.machine, kernel);
+    config.sd_card = args.image.clone();
+    if !args.no_network {
+        let topology = if args.root_port { Topology::RootPort } else { Topology::BehindHub };
+        config.network = Some(Network::User { host_port: args.port, topology });
+    }
+    eprintln!(
+        "booting {} in QEMU; serial console follows. Stop with Ctrl-C.",
+        args.machine
+    );
+    run_until_stopped(Command::new(qemu).args(config.args()))
+}
+
+fn is_elf(path: &PathBuf) -> anyhow::Result<bool> {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    Ok(file.read(&mut magic)? == 4 && magic == *b"\x7fELF")
+}
+
+/// Runs QEMU in the foreground; on Ctrl-C or SIGTERM, asks it to stop (SIGTERM, which QEMU
+/// handles by shutting down cleanly) and waits for it.
+pub fn run_until_stopped(command: &mut Command) -> anyhow::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
+    }
+    let mut child = command.spawn().context("starting QEMU")?;
+    let pid = child.id();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            if !status.success() && !stop.load(Ordering::SeqCst) {
+                anyhow::bail!("QEMU exited with {status}");
+            }
+            return Ok(());
+        }
+        if stop.swap(false, Ordering::SeqCst) {
+            terminate(pid);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sends SIGTERM to `pid`, a child we spawned and have not reaped (so the PID is still ours).
+fn terminate(pid: u32) {
+    // `kill` from procps is on every Linux machine; it keeps libc's unsafe API out of here.
+    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+}
