@@ -106,7 +106,7 @@ pub struct PackSummary {
     pub brotli_files: usize,
     /// Sum of the kept brotli variants.
     pub brotli_bytes: u64,
-    /// Files of a compressible type (both encodings were tried).
+    /// Non-empty files of a compressible type (both encodings were tried).
     pub compressible_files: usize,
     /// Compressible files whose both encodings came from the cache.
     pub cached_files: usize,
@@ -278,7 +278,7 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
     };
     // Largest first, so that one big file does not start last and hold up the end.
     let mut order: Vec<&SourceFile> = sources.iter().collect();
-    order.sort_by(|a, b| b.len.cmp(&a.len));
+    order.sort_by_key(|file| std::cmp::Reverse(file.len));
     let packed = order
         .par_iter()
         .map(|source| {
@@ -346,7 +346,8 @@ fn pack_file(
     let digest = Sha256::digest(&body);
     let hash_hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
     let tag = &hash_hex[..16];
-    let (content_type, compressible) = mime::content_type(&source.url_path);
+    let (content_type, compressible_type) = mime::content_type(&source.url_path);
+    let compressible = compressible_type && !body.is_empty();
     let mut from_cache = compressible;
     let mut variant = |encoding: Encoding, suffix: &str| -> Option<VariantSpec> {
         let (compressed, hit) = match cache {
@@ -359,7 +360,7 @@ fn pack_file(
             etag: format!("\"{tag}-{suffix}\""),
         })
     };
-    let (gzip, brotli) = if compressible && !body.is_empty() {
+    let (gzip, brotli) = if compressible {
         (
             variant(Encoding::Gzip, "gz"),
             variant(Encoding::Brotli, "br"),
