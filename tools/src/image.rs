@@ -1,10 +1,310 @@
-//! `bramble image` (being written by its owner; see the workspace issue list).
+//! `bramble image`: a flashable SD card image holding the Pi firmware, config.txt, the kernel,
+//! the site image (SITE.BIN) and the owner's settings (BRAMBLE.TXT).
+//!
+//! The image is an MBR disk with one FAT partition (FAT16 under 128 MiB, FAT32 from there),
+//! starting at 1 MiB; its size is a power of two because QEMU's SD card model requires one.
+//! It is written as it will sit on the card, so `dd` or Raspberry Pi Imager can flash it as is.
+
+pub mod config;
+pub mod disk;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use bramble_settings::Settings;
+use sha2::{Digest, Sha256};
+
+use crate::firmware::{self, FirmwareBlob, FirmwareError};
+pub use config::CONFIG_TXT;
+pub use disk::{BootFile, DiskError, FatKind, Layout};
+
+/// The kernel's name on the card (`kernel=` in config.txt).
+pub const KERNEL_NAME: &str = "kernel.img";
+/// The site image's name on the card, as the kernel looks for it.
+pub const SITE_NAME: &str = "SITE.BIN";
+/// The firmware configuration's name on the card.
+pub const CONFIG_NAME: &str = "config.txt";
+
+const MIB: u64 = 1024 * 1024;
 
 /// Arguments of `bramble image`.
 #[derive(clap::Args, Debug)]
-pub struct ImageArgs {}
+pub struct ImageArgs {
+    /// The site folder to pack onto the card [default: the default site in site/default].
+    #[arg(long, value_name = "SITE_DIR", conflicts_with = "site_image")]
+    pub site: Option<PathBuf>,
+    /// A site image already made with `bramble pack`, instead of --site.
+    #[arg(long, value_name = "FILE")]
+    pub site_image: Option<PathBuf>,
+    /// Where to write the SD card image.
+    #[arg(short, long, value_name = "IMG")]
+    pub output: PathBuf,
+    /// The flat kernel image (kernel.img) to use [default: build the kernel now].
+    #[arg(long, value_name = "FILE")]
+    pub kernel: Option<PathBuf>,
+    /// A folder holding bootcode.bin, start.elf and fixup.dat (and optionally start_cd.elf
+    /// and fixup_cd.dat) from the boot/ folder of the Raspberry Pi firmware repository.
+    #[arg(long, value_name = "DIR", conflicts_with = "fetch_firmware")]
+    pub firmware: Option<PathBuf>,
+    /// Download the firmware files of the pinned release and check their SHA-256 sums.
+    #[arg(long)]
+    pub fetch_firmware: bool,
+    /// A BRAMBLE.TXT to put on the card instead of the commented template (checked first).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Image size in MiB, a power of two [default: the smallest that fits, at least 32].
+    #[arg(long, value_name = "MIB")]
+    pub size: Option<u64>,
+}
+
+/// Everything that goes on a card, already read and checked.
+#[derive(Clone, Debug)]
+pub struct ImageInputs {
+    /// The flat kernel image (kernel.img).
+    pub kernel: Vec<u8>,
+    /// The site image (SITE.BIN).
+    pub site: Vec<u8>,
+    /// The text of BRAMBLE.TXT.
+    pub settings: String,
+    /// The Pi firmware files; empty for a QEMU-only image.
+    pub firmware: Vec<FirmwareBlob>,
+    /// The image size in MiB; `None` picks the smallest power of two that fits.
+    pub size_mib: Option<u64>,
+}
+
+/// What [`build_image`] wrote.
+#[derive(Clone, Debug)]
+pub struct ImageReport {
+    /// The image's shape.
+    pub layout: Layout,
+    /// The files in the partition, in the order written: name and size.
+    pub files: Vec<(String, usize)>,
+}
+
+/// Why an image could not be made from its inputs.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The kernel file is an ELF, not the flat image the firmware loads.
+    #[error(
+        "{0} is an ELF file; the card needs the flat kernel.img (what `objcopy -O binary` \
+         makes, and what `bramble image` builds when --kernel is left out)"
+    )]
+    KernelIsElf(PathBuf),
+    /// The kernel file is empty.
+    #[error("{0} is empty")]
+    KernelEmpty(PathBuf),
+    /// The site image is not a valid site image.
+    #[error("{path} is not a valid site image ({problem}); make it with `bramble pack`")]
+    BadSiteImage {
+        /// The file.
+        path: PathBuf,
+        /// What the reader said.
+        problem: String,
+    },
+    /// The settings file has a bad line.
+    #[error("{path}: {message}")]
+    BadSettings {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message: line number, key and what is wrong.
+        message: String,
+    },
+    /// An input file could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// What the OS said.
+        source: std::io::Error,
+    },
+    /// The firmware could not be had.
+    #[error(transparent)]
+    Firmware(#[from] FirmwareError),
+    /// The image could not be written.
+    #[error(transparent)]
+    Disk(#[from] DiskError),
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ImageError> {
+    fs::read(path).map_err(|source| ImageError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads a flat kernel image, refusing an ELF (a common mix-up) or an empty file.
+pub fn read_kernel(path: &Path) -> Result<Vec<u8>, ImageError> {
+    let bytes = read(path)?;
+    if bytes.starts_with(b"\x7fELF") {
+        return Err(ImageError::KernelIsElf(path.to_path_buf()));
+    }
+    if bytes.is_empty() {
+        return Err(ImageError::KernelEmpty(path.to_path_buf()));
+    }
+    Ok(bytes)
+}
+
+/// Reads a site image made by `bramble pack` and checks it the way the kernel will.
+pub fn read_site_image(path: &Path) -> Result<Vec<u8>, ImageError> {
+    let bytes = read(path)?;
+    bramble_site::SiteImage::new_checked(&bytes).map_err(|problem| ImageError::BadSiteImage {
+        path: path.to_path_buf(),
+        problem: problem.to_string(),
+    })?;
+    Ok(bytes)
+}
+
+/// Reads a BRAMBLE.TXT and checks every line with the kernel's own parser.
+pub fn read_settings(path: &Path) -> Result<String, ImageError> {
+    let bytes = read(path)?;
+    let bad = |message: String| ImageError::BadSettings {
+        path: path.to_path_buf(),
+        message,
+    };
+    let text = String::from_utf8(bytes).map_err(|_| bad("the file is not UTF-8 text".into()))?;
+    Settings::parse(&text).map_err(|error| bad(error.to_string()))?;
+    Ok(text)
+}
+
+/// The files of the boot partition, in the order they are written.
+pub fn boot_files(inputs: &ImageInputs) -> Vec<BootFile> {
+    let mut files: Vec<BootFile> = inputs
+        .firmware
+        .iter()
+        .map(|blob| BootFile {
+            name: blob.name.to_string(),
+            bytes: blob.bytes.clone(),
+        })
+        .collect();
+    files.push(BootFile {
+        name: CONFIG_NAME.into(),
+        bytes: CONFIG_TXT.as_bytes().to_vec(),
+    });
+    files.push(BootFile {
+        name: KERNEL_NAME.into(),
+        bytes: inputs.kernel.clone(),
+    });
+    files.push(BootFile {
+        name: SITE_NAME.into(),
+        bytes: inputs.site.clone(),
+    });
+    files.push(BootFile {
+        name: bramble_settings::FILE_NAME.into(),
+        bytes: inputs.settings.as_bytes().to_vec(),
+    });
+    files
+}
+
+/// Writes the SD card image for `inputs` to `output`.
+pub fn build_image(inputs: &ImageInputs, output: &Path) -> Result<ImageReport, ImageError> {
+    let files = boot_files(inputs);
+    let layout = match inputs.size_mib {
+        Some(mib) => Layout::with_size(mib.saturating_mul(MIB))?,
+        None => Layout::smallest_for(&files)?,
+    };
+    // A disk signature that differs between images of different contents, and is the same
+    // for the same contents (reproducible images).
+    let mut hash = Sha256::new();
+    for file in &files {
+        hash.update(file.name.as_bytes());
+        hash.update(&file.bytes);
+    }
+    let digest = hash.finalize();
+    let signature = [digest[0], digest[1], digest[2], digest[3]];
+    disk::write_image(output, &layout, &files, signature)?;
+    Ok(ImageReport {
+        layout,
+        files: files
+            .iter()
+            .map(|f| (f.name.clone(), f.bytes.len()))
+            .collect(),
+    })
+}
+
+/// The message for an image made without firmware.
+pub fn no_firmware_note() -> String {
+    format!(
+        "note: this image has no Raspberry Pi firmware. It boots in QEMU (which loads the \
+         kernel itself), but a real Pi also needs bootcode.bin, start.elf and fixup.dat on the \
+         card. Run again with --fetch-firmware (downloads release {} and checks pinned SHA-256 \
+         sums), or with --firmware DIR holding those files from the boot/ folder of {}.",
+        firmware::RELEASE,
+        firmware::HOME_PAGE
+    )
+}
+
+/// The site image for `bramble image`: a packed file, a packed folder, or the default site.
+fn site_bytes(args: &ImageArgs) -> anyhow::Result<Vec<u8>> {
+    if let Some(path) = &args.site_image {
+        return Ok(read_site_image(path)?);
+    }
+    let dir = match &args.site {
+        Some(dir) => dir.clone(),
+        None => {
+            let default = crate::workspace_root().join("site").join("default");
+            anyhow::ensure!(
+                default.is_dir(),
+                "no --site given and the default site ({}) is not there",
+                default.display()
+            );
+            default
+        }
+    };
+    let opts = crate::pack::PackOptions::from_env()?;
+    let packed = crate::pack::pack_site(&dir, &opts)
+        .with_context(|| format!("packing {}", dir.display()))?;
+    eprintln!("{}", packed.summary);
+    Ok(packed.image)
+}
 
 /// Runs `bramble image`.
-pub fn run(_args: ImageArgs) -> anyhow::Result<()> {
-    anyhow::bail!("bramble image is not implemented yet")
+pub fn run(args: ImageArgs) -> anyhow::Result<()> {
+    let settings = match &args.config {
+        Some(path) => read_settings(path)?,
+        None => bramble_settings::TEMPLATE.to_string(),
+    };
+    let firmware = if let Some(dir) = &args.firmware {
+        firmware::load_dir(dir)?
+    } else if args.fetch_firmware {
+        firmware::fetch(&firmware::default_cache_dir())?
+    } else {
+        Vec::new()
+    };
+    let site = site_bytes(&args)?;
+    let kernel = match &args.kernel {
+        Some(path) => read_kernel(path)?,
+        None => read_kernel(&crate::kernel::build_kernel()?.raw)?,
+    };
+    let inputs = ImageInputs {
+        kernel,
+        site,
+        settings,
+        firmware,
+        size_mib: args.size,
+    };
+    let report = build_image(&inputs, &args.output)?;
+
+    let layout = report.layout;
+    println!(
+        "{}: {} MiB SD card image, one {} partition from {} MiB",
+        args.output.display(),
+        layout.image_bytes / MIB,
+        match layout.fat {
+            FatKind::Fat16 => "FAT16",
+            FatKind::Fat32 => "FAT32",
+        },
+        layout.partition_start / MIB,
+    );
+    for (name, size) in &report.files {
+        println!("  {name:<13} {size:>10} bytes");
+    }
+    if inputs.firmware.is_empty() {
+        eprintln!("{}", no_firmware_note());
+    }
+    println!(
+        "Flash it with `bramble flash {} /dev/sdX` (or dd, or Raspberry Pi Imager).",
+        args.output.display()
+    );
+    Ok(())
 }

@@ -1,0 +1,520 @@
+//! The SD card image on disk: an MBR partition table and one FAT16/FAT32 partition, written
+//! with the `mbrman` and `fatfs` crates.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Bytes per sector, the only size SD cards and QEMU's SDHCI model use.
+pub const SECTOR_BYTES: u64 = 512;
+
+/// Where the partition starts: 1 MiB, the usual alignment to SD card erase blocks.
+pub const PARTITION_START_BYTES: u64 = 1024 * 1024;
+
+/// The smallest image Bramble writes (enough for firmware, kernel and a small site).
+pub const MIN_IMAGE_BYTES: u64 = 32 * MIB;
+
+/// Images from this size on get FAT32; smaller ones FAT16 (FAT32 needs at least 65,525
+/// clusters, and small FAT16 volumes waste less space on a little card).
+pub const FAT32_FROM_BYTES: u64 = 128 * MIB;
+
+/// The largest image Bramble writes: MBR partitions end at 2 TiB, and no Pi B+ site needs
+/// more than a few hundred MiB anyway.
+pub const MAX_IMAGE_BYTES: u64 = 64 * 1024 * MIB;
+
+/// The volume label of the boot partition, 11 bytes padded with spaces.
+pub const VOLUME_LABEL: [u8; 11] = *b"BRAMBLE    ";
+
+const MIB: u64 = 1024 * 1024;
+
+/// Which FAT variant the partition holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FatKind {
+    /// FAT16, for images under [`FAT32_FROM_BYTES`].
+    Fat16,
+    /// FAT32.
+    Fat32,
+}
+
+impl FatKind {
+    /// The MBR partition type byte: 0x0E (FAT16, LBA) or 0x0C (FAT32, LBA). Both are what the
+    /// Pi's boot ROM and embedded-sdmmc look for.
+    pub fn partition_type(self) -> u8 {
+        match self {
+            FatKind::Fat16 => 0x0E,
+            FatKind::Fat32 => 0x0C,
+        }
+    }
+
+    fn fatfs_type(self) -> fatfs::FatType {
+        match self {
+            FatKind::Fat16 => fatfs::FatType::Fat16,
+            FatKind::Fat32 => fatfs::FatType::Fat32,
+        }
+    }
+}
+
+/// The shape of an image: its total size and where its one partition lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Total image size in bytes, a power of two.
+    pub image_bytes: u64,
+    /// Offset of the partition in bytes.
+    pub partition_start: u64,
+    /// Length of the partition in bytes (to the end of the image).
+    pub partition_bytes: u64,
+    /// The FAT variant.
+    pub fat: FatKind,
+}
+
+impl Layout {
+    /// The layout of an image of exactly `image_bytes`, which must be a power of two from
+    /// [`MIN_IMAGE_BYTES`] to [`MAX_IMAGE_BYTES`].
+    pub fn with_size(image_bytes: u64) -> Result<Layout, DiskError> {
+        if !image_bytes.is_power_of_two()
+            || !(MIN_IMAGE_BYTES..=MAX_IMAGE_BYTES).contains(&image_bytes)
+        {
+            return Err(DiskError::BadSize { bytes: image_bytes });
+        }
+        let fat = if image_bytes >= FAT32_FROM_BYTES {
+            FatKind::Fat32
+        } else {
+            FatKind::Fat16
+        };
+        Ok(Layout {
+            image_bytes,
+            partition_start: PARTITION_START_BYTES,
+            partition_bytes: image_bytes - PARTITION_START_BYTES,
+            fat,
+        })
+    }
+
+    /// The smallest layout whose partition holds `files`, with room to spare for the file
+    /// system's own tables.
+    pub fn smallest_for(files: &[BootFile]) -> Result<Layout, DiskError> {
+        let needed = needed_image_bytes(files);
+        let size = needed.max(MIN_IMAGE_BYTES).next_power_of_two();
+        Layout::with_size(size).map_err(|_| DiskError::TooSmall {
+            image_bytes: MAX_IMAGE_BYTES,
+            needed_bytes: needed,
+        })
+    }
+
+    /// The partition's first sector.
+    pub fn partition_first_lba(&self) -> u32 {
+        (self.partition_start / SECTOR_BYTES) as u32
+    }
+
+    /// The partition's length in sectors.
+    pub fn partition_sectors(&self) -> u32 {
+        (self.partition_bytes / SECTOR_BYTES) as u32
+    }
+}
+
+/// A file for the root folder of the boot partition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BootFile {
+    /// Its 8.3 name, e.g. `kernel.img`.
+    pub name: String,
+    /// Its contents.
+    pub bytes: Vec<u8>,
+}
+
+/// A generous estimate of the image size `files` need: the partition offset, each file
+/// rounded up to the largest cluster size used (32 KiB), the FAT tables (4 bytes per 512-byte
+/// cluster, twice) and root folder, plus 1 MiB of slack.
+pub fn needed_image_bytes(files: &[BootFile]) -> u64 {
+    const CLUSTER: u64 = 32 * 1024;
+    let data: u64 = files
+        .iter()
+        .map(|f| (f.bytes.len() as u64).div_ceil(CLUSTER) * CLUSTER)
+        .sum();
+    let tables = data / 512 * 4 * 2;
+    PARTITION_START_BYTES + data + tables + MIB
+}
+
+/// Everything that can go wrong writing an image.
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    /// The requested size is not a power of two in the allowed range.
+    #[error(
+        "an image must be a power of two from {} to {} MiB (QEMU's SD card needs a power of \
+         two); {} bytes is not",
+        MIN_IMAGE_BYTES / MIB,
+        MAX_IMAGE_BYTES / MIB,
+        bytes
+    )]
+    BadSize {
+        /// The size asked for, in bytes.
+        bytes: u64,
+    },
+    /// The files do not fit in an image of the requested size.
+    #[error(
+        "the files need an image of about {} MiB, more than the {} MiB asked for; give a \
+         larger --size (a power of two) or leave it out",
+        needed_bytes.div_ceil(MIB),
+        image_bytes / MIB
+    )]
+    TooSmall {
+        /// The image size, in bytes.
+        image_bytes: u64,
+        /// The estimated size needed, in bytes.
+        needed_bytes: u64,
+    },
+    /// A file name is not a valid 8.3 name (a programming error in the caller).
+    #[error("{0:?} is not an 8.3 file name")]
+    BadName(String),
+    /// Writing the output failed.
+    #[error("writing {path}: {source}")]
+    Io {
+        /// The file being written.
+        path: PathBuf,
+        /// What the OS or the FAT writer said.
+        source: io::Error,
+    },
+    /// Writing the partition table failed.
+    #[error("writing the partition table of {path}: {message}")]
+    PartitionTable {
+        /// The file being written.
+        path: PathBuf,
+        /// What mbrman said.
+        message: String,
+    },
+}
+
+/// Whether `name` is a valid 8.3 name: 1-8 characters, a dot, 1-3 characters, from letters,
+/// digits and `_`-`~` style punctuation allowed in short names (we only need `_`).
+pub fn is_short_name(name: &str) -> bool {
+    let ok = |part: &str, max: usize| {
+        !part.is_empty()
+            && part.len() <= max
+            && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    matches!(name.split_once('.'), Some((stem, ext)) if ok(stem, 8) && ok(ext, 3))
+}
+
+/// Writes the image to `path`: MBR, one FAT partition, `files` in its root folder. The image
+/// is built in `path` with `.partial` added and renamed into place when complete, so a failed
+/// run leaves no half-written image under the final name. `disk_signature` is the MBR's disk
+/// signature and, read little-endian, the FAT volume ID.
+pub fn write_image(
+    path: &Path,
+    layout: &Layout,
+    files: &[BootFile],
+    disk_signature: [u8; 4],
+) -> Result<(), DiskError> {
+    if let Some(bad) = files.iter().find(|f| !is_short_name(&f.name)) {
+        return Err(DiskError::BadName(bad.name.clone()));
+    }
+    let needed_bytes = needed_image_bytes(files);
+    if needed_bytes > layout.image_bytes {
+        return Err(DiskError::TooSmall {
+            image_bytes: layout.image_bytes,
+            needed_bytes,
+        });
+    }
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    let io_error = |source| DiskError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&partial)
+            .map_err(io_error)?;
+        // Sparse: the zeros of an empty card cost no disk space here.
+        file.set_len(layout.image_bytes).map_err(io_error)?;
+        write_partition_table(&mut file, layout, disk_signature).map_err(|message| {
+            DiskError::PartitionTable {
+                path: path.to_path_buf(),
+                message,
+            }
+        })?;
+        write_file_system(&mut file, layout, files, u32::from_le_bytes(disk_signature)).map_err(
+            |source| {
+                if is_out_of_space(&source) {
+                    DiskError::TooSmall {
+                        image_bytes: layout.image_bytes,
+                        needed_bytes,
+                    }
+                } else {
+                    io_error(source)
+                }
+            },
+        )?;
+        file.sync_all().map_err(io_error)?;
+        fs::rename(&partial, path).map_err(io_error)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&partial);
+    }
+    result
+}
+
+fn is_out_of_space(error: &io::Error) -> bool {
+    // fatfs reports a full volume as an `Other` error with this text.
+    error.to_string().contains("No space left")
+}
+
+fn write_partition_table(
+    file: &mut File,
+    layout: &Layout,
+    disk_signature: [u8; 4],
+) -> Result<(), String> {
+    let mut mbr = mbrman::MBR::new_from(file, SECTOR_BYTES as u32, disk_signature)
+        .map_err(|e| e.to_string())?;
+    let first = layout.partition_first_lba();
+    let last = first + layout.partition_sectors() - 1;
+    mbr[1] = mbrman::MBRPartitionEntry {
+        boot: mbrman::BOOT_ACTIVE,
+        first_chs: chs_of(first),
+        sys: layout.fat.partition_type(),
+        last_chs: chs_of(last),
+        starting_lba: first,
+        sectors: layout.partition_sectors(),
+    };
+    mbr.write_into(file).map_err(|e| e.to_string())
+}
+
+/// The cylinder/head/sector address of `lba` in the conventional 255-head, 63-sector geometry,
+/// or the "use LBA" maximum (1023/254/63) past what CHS can address. Only very old BIOSes read
+/// these; the Pi and embedded-sdmmc use the LBA fields.
+fn chs_of(lba: u32) -> mbrman::CHS {
+    const HEADS: u32 = 255;
+    const SECTORS: u32 = 63;
+    let cylinder = lba / (HEADS * SECTORS);
+    if cylinder > 1023 {
+        return mbrman::CHS::new(1023, 254, 63);
+    }
+    let head = (lba / SECTORS) % HEADS;
+    let sector = lba % SECTORS + 1;
+    mbrman::CHS::new(cylinder as u16, head as u8, sector as u8)
+}
+
+fn write_file_system(
+    file: &mut File,
+    layout: &Layout,
+    files: &[BootFile],
+    volume_id: u32,
+) -> io::Result<()> {
+    let mut partition = PartitionStream::new(file, layout.partition_start, layout.partition_bytes);
+    fatfs::format_volume(
+        &mut partition,
+        fatfs::FormatVolumeOptions::new()
+            .fat_type(layout.fat.fatfs_type())
+            .volume_id(volume_id)
+            .volume_label(VOLUME_LABEL),
+    )?;
+    set_hidden_sectors(&mut partition, layout)?;
+    partition.seek(SeekFrom::Start(0))?;
+    let fs = fatfs::FileSystem::new(&mut partition, fatfs::FsOptions::new())?;
+    {
+        let root = fs.root_dir();
+        for boot_file in files {
+            let mut out = root.create_file(&boot_file.name)?;
+            out.truncate()?;
+            out.write_all(&boot_file.bytes)?;
+            out.flush()?;
+        }
+    }
+    fs.unmount()
+}
+
+/// Sets the boot sector's "hidden sectors" field (BPB offset 28: the sectors before the
+/// partition) to the partition's first LBA, as mkfs.fat and Windows do on a partitioned disk;
+/// fatfs leaves it 0. On FAT32 the backup boot sector (its sector number at BPB offset 50)
+/// gets the same value.
+fn set_hidden_sectors<S: Read + Write + Seek>(
+    partition: &mut S,
+    layout: &Layout,
+) -> io::Result<()> {
+    const HIDDEN_SECTORS: u64 = 28;
+    const BACKUP_BOOT_SECTOR: u64 = 50;
+    let hidden = layout.partition_first_lba().to_le_bytes();
+    let mut sectors = vec![0u64];
+    if layout.fat == FatKind::Fat32 {
+        let mut backup = [0u8; 2];
+        partition.seek(SeekFrom::Start(BACKUP_BOOT_SECTOR))?;
+        partition.read_exact(&mut backup)?;
+        let backup = u16::from_le_bytes(backup);
+        if backup != 0 {
+            sectors.push(u64::from(backup));
+        }
+    }
+    for sector in sectors {
+        partition.seek(SeekFrom::Start(sector * SECTOR_BYTES + HIDDEN_SECTORS))?;
+        partition.write_all(&hidden)?;
+    }
+    Ok(())
+}
+
+/// A window of `len` bytes at `start` in a larger stream: what the FAT writer sees as its
+/// whole disk.
+struct PartitionStream<'a, S> {
+    inner: &'a mut S,
+    start: u64,
+    len: u64,
+    position: u64,
+}
+
+impl<'a, S: Seek> PartitionStream<'a, S> {
+    fn new(inner: &'a mut S, start: u64, len: u64) -> Self {
+        PartitionStream {
+            inner,
+            start,
+            len,
+            position: 0,
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        usize::try_from(self.len.saturating_sub(self.position)).unwrap_or(usize::MAX)
+    }
+
+    fn place_inner(&mut self) -> io::Result<()> {
+        self.inner
+            .seek(SeekFrom::Start(self.start + self.position))
+            .map(|_| ())
+    }
+}
+
+impl<S: Read + Seek> Read for PartitionStream<'_, S> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = buf.len().min(self.remaining());
+        if n == 0 {
+            return Ok(0);
+        }
+        self.place_inner()?;
+        let read = self.inner.read(&mut buf[..n])?;
+        self.position += read as u64;
+        Ok(read)
+    }
+}
+
+impl<S: Write + Seek> Write for PartitionStream<'_, S> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = buf.len().min(self.remaining());
+        if n == 0 && !buf.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "write past the partition end",
+            ));
+        }
+        self.place_inner()?;
+        let written = self.inner.write(&buf[..n])?;
+        self.position += written as u64;
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<S: Seek> Seek for PartitionStream<'_, S> {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let target = match to {
+            SeekFrom::Start(offset) => Some(offset),
+            SeekFrom::Current(delta) => self.position.checked_add_signed(delta),
+            SeekFrom::End(delta) => self.len.checked_add_signed(delta),
+        };
+        match target {
+            Some(position) => {
+                self.position = position;
+                Ok(position)
+            }
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "seek before the partition",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    #[test]
+    fn layouts() {
+        assert!(matches!(
+            Layout::with_size(48 * MIB),
+            Err(DiskError::BadSize { .. })
+        ));
+        assert!(matches!(
+            Layout::with_size(16 * MIB),
+            Err(DiskError::BadSize { .. })
+        ));
+        let small = Layout::with_size(32 * MIB).unwrap();
+        assert_eq!(small.fat, FatKind::Fat16);
+        assert_eq!(small.partition_first_lba(), 2048);
+        assert_eq!(
+            small.partition_sectors() as u64 * 512 + 1024 * 1024,
+            32 * MIB
+        );
+        assert_eq!(Layout::with_size(128 * MIB).unwrap().fat, FatKind::Fat32);
+
+        let tiny = [BootFile {
+            name: "a.bin".into(),
+            bytes: vec![1; 10],
+        }];
+        assert_eq!(
+            Layout::smallest_for(&tiny).unwrap().image_bytes,
+            MIN_IMAGE_BYTES
+        );
+        let big = [BootFile {
+            name: "a.bin".into(),
+            bytes: vec![0; 40 * MIB as usize],
+        }];
+        assert_eq!(Layout::smallest_for(&big).unwrap().image_bytes, 64 * MIB);
+    }
+
+    #[test]
+    fn short_names() {
+        for good in ["kernel.img", "SITE.BIN", "start_cd.elf", "a.b"] {
+            assert!(is_short_name(good), "{good}");
+        }
+        for bad in [
+            "bootcode",
+            "toolongname.bin",
+            "a.text",
+            ".bin",
+            "a b.txt",
+            "a.b.c",
+        ] {
+            assert!(!is_short_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn chs_addresses() {
+        let chs = chs_of(2048);
+        assert_eq!((chs.cylinder, chs.head, chs.sector), (0, 32, 33));
+        let far = chs_of(u32::MAX);
+        assert_eq!((far.cylinder, far.head, far.sector), (1023, 254, 63));
+    }
+
+    #[test]
+    fn partition_stream_stays_inside_its_window() {
+        let mut disk = Cursor::new(vec![0u8; 64]);
+        let mut part = PartitionStream::new(&mut disk, 16, 32);
+        part.write_all(&[7; 32]).unwrap();
+        assert!(part.write(&[9]).is_err(), "no writes past the end");
+        assert_eq!(part.seek(SeekFrom::End(-2)).unwrap(), 30);
+        let mut two = [0; 4];
+        assert_eq!(part.read(&mut two).unwrap(), 2, "reads stop at the end");
+        assert!(part.seek(SeekFrom::Current(-100)).is_err());
+        let bytes = disk.into_inner();
+        assert_eq!(&bytes[..16], &[0; 16]);
+        assert_eq!(&bytes[16..48], &[7; 32]);
+        assert_eq!(&bytes[48..], &[0; 16]);
+    }
+}

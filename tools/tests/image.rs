@@ -1,0 +1,341 @@
+//! `bramble image` tests: images are read back with mtools, an independent FAT implementation
+//! (Debian package `mtools`), and their partition table is checked byte by byte.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use bramble::firmware::FirmwareBlob;
+use bramble::image::{self, FatKind, ImageError, ImageInputs};
+
+const MIB: u64 = 1024 * 1024;
+
+/// Deterministic pseudo-random bytes (xorshift), so that a misplaced cluster shows up.
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+fn inputs(firmware: Vec<FirmwareBlob>) -> ImageInputs {
+    ImageInputs {
+        kernel: noise(70_000, 1),
+        site: noise(300_000, 2),
+        settings: bramble_settings::TEMPLATE.to_string(),
+        firmware,
+        size_mib: None,
+    }
+}
+
+fn fake_firmware() -> Vec<FirmwareBlob> {
+    bramble::firmware::FILES
+        .iter()
+        .enumerate()
+        .map(|(i, f)| FirmwareBlob {
+            name: f.name,
+            bytes: noise(f.size as usize, 10 + i as u64),
+        })
+        .collect()
+}
+
+fn mtools(tool: &str, args: &[&str]) -> std::process::Output {
+    let output = Command::new(tool)
+        .args(args)
+        .env("MTOOLS_SKIP_CHECK", "1")
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run {tool} ({e}): these tests need mtools (apt-get install -y mtools)")
+        });
+    assert!(
+        output.status.success(),
+        "{tool} {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// The image file with the partition offset, as mtools takes it.
+fn partition_of(image: &Path) -> String {
+    format!("{}@@{}", image.display(), 1024 * 1024)
+}
+
+/// The short (8.3) names in the root folder, as mdir lists them ("NAME    EXT").
+fn short_names(image: &Path) -> Vec<String> {
+    let listing = mtools("mdir", &["-i", &partition_of(image), "::"]);
+    String::from_utf8(listing.stdout)
+        .unwrap()
+        .lines()
+        .filter(|line| {
+            // File lines carry a date like 2026-11-30; headers and totals do not.
+            line.len() > 12
+                && line.split_whitespace().any(|field| {
+                    let f = field.as_bytes();
+                    f.len() == 10 && f[4] == b'-' && f[7] == b'-'
+                })
+        })
+        .map(|line| {
+            let (stem, ext) = (line[..8].trim(), line[9..12].trim());
+            format!("{stem}.{ext}")
+        })
+        .collect()
+}
+
+/// Copies one file out of the image with mcopy.
+fn read_back(image: &Path, name: &str, scratch: &Path) -> Vec<u8> {
+    let out = scratch.join(format!("out-{name}"));
+    let _ = fs::remove_file(&out);
+    mtools(
+        "mcopy",
+        &[
+            "-n",
+            "-i",
+            &partition_of(image),
+            &format!("::{name}"),
+            out.to_str().unwrap(),
+        ],
+    );
+    fs::read(out).unwrap()
+}
+
+/// The first MBR partition entry: (boot flag, type, first LBA, sectors).
+fn partition_entry(image: &Path) -> (u8, u8, u32, u32) {
+    let bytes = fs::read(image).unwrap();
+    assert_eq!(&bytes[510..512], &[0x55, 0xAA], "MBR boot signature");
+    for unused in 1..4 {
+        let entry = &bytes[446 + 16 * unused..446 + 16 * (unused + 1)];
+        assert!(
+            entry.iter().all(|&b| b == 0),
+            "partition {} should be empty",
+            unused + 1
+        );
+    }
+    let e = &bytes[446..462];
+    let u32_at = |o: usize| u32::from_le_bytes([e[o], e[o + 1], e[o + 2], e[o + 3]]);
+    (e[0], e[4], u32_at(8), u32_at(12))
+}
+
+#[test]
+fn image_reads_back_with_mtools_and_has_a_correct_partition_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("bramble.img");
+    let inputs = inputs(fake_firmware());
+    let report = image::build_image(&inputs, &img).unwrap();
+
+    let size = fs::metadata(&img).unwrap().len();
+    assert!(size.is_power_of_two(), "{size} is not a power of two");
+    assert_eq!(size, report.layout.image_bytes);
+    assert_eq!(size, 32 * MIB, "the smallest image that fits");
+    assert_eq!(report.layout.fat, FatKind::Fat16);
+    assert_eq!(
+        partition_entry(&img),
+        (0x80, 0x0E, 2048, (size / 512 - 2048) as u32)
+    );
+
+    let mut expected: Vec<(String, Vec<u8>)> = inputs
+        .firmware
+        .iter()
+        .map(|blob| (blob.name.to_string(), blob.bytes.clone()))
+        .collect();
+    expected.push(("config.txt".into(), image::CONFIG_TXT.as_bytes().to_vec()));
+    expected.push(("kernel.img".into(), inputs.kernel.clone()));
+    expected.push(("SITE.BIN".into(), inputs.site.clone()));
+    expected.push(("BRAMBLE.TXT".into(), inputs.settings.as_bytes().to_vec()));
+
+    let upper: Vec<String> = expected
+        .iter()
+        .map(|(name, _)| name.to_uppercase())
+        .collect();
+    assert_eq!(
+        short_names(&img),
+        upper,
+        "8.3 names, in order, and nothing else"
+    );
+    for (name, bytes) in &expected {
+        assert!(
+            read_back(&img, name, dir.path()) == *bytes,
+            "{name} differs"
+        );
+    }
+
+    // The boot sector says where the partition is (hidden sectors = first LBA).
+    let minfo = mtools("minfo", &["-i", &partition_of(&img), "::"]);
+    let minfo = String::from_utf8(minfo.stdout).unwrap();
+    assert!(minfo.contains("hidden sectors: 2048"), "{minfo}");
+    assert!(minfo.contains("disk type=\"FAT16"), "{minfo}");
+}
+
+#[test]
+fn large_image_is_fat32_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("big.img");
+    let mut inputs = inputs(Vec::new());
+    inputs.size_mib = Some(128);
+    let report = image::build_image(&inputs, &img).unwrap();
+    assert_eq!(report.layout.fat, FatKind::Fat32);
+    assert_eq!(fs::metadata(&img).unwrap().len(), 128 * MIB);
+    assert_eq!(
+        partition_entry(&img),
+        (0x80, 0x0C, 2048, (128 * MIB / 512 - 2048) as u32)
+    );
+    assert_eq!(
+        short_names(&img),
+        ["CONFIG.TXT", "KERNEL.IMG", "SITE.BIN", "BRAMBLE.TXT"]
+    );
+    assert!(read_back(&img, "SITE.BIN", dir.path()) == inputs.site);
+    let minfo = mtools("minfo", &["-i", &partition_of(&img), "::"]);
+    let minfo = String::from_utf8(minfo.stdout).unwrap();
+    assert!(minfo.contains("disk type=\"FAT32"), "{minfo}");
+}
+
+#[test]
+fn big_site_gets_the_next_power_of_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("site.img");
+    let mut inputs = inputs(Vec::new());
+    inputs.site = noise(40 * MIB as usize, 3);
+    let report = image::build_image(&inputs, &img).unwrap();
+    assert_eq!(report.layout.image_bytes, 64 * MIB);
+    assert!(read_back(&img, "SITE.BIN", dir.path()) == inputs.site);
+}
+
+#[test]
+fn sizes_that_cannot_work_are_refused_and_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("x.img");
+    let mut inputs = inputs(Vec::new());
+
+    inputs.size_mib = Some(48);
+    let err = image::build_image(&inputs, &img).unwrap_err();
+    assert!(err.to_string().contains("power of two"), "{err}");
+
+    inputs.size_mib = Some(32);
+    inputs.site = noise(40 * MIB as usize, 4);
+    let err = image::build_image(&inputs, &img).unwrap_err();
+    assert!(
+        matches!(err, ImageError::Disk(image::DiskError::TooSmall { .. })),
+        "{err}"
+    );
+    assert!(err.to_string().contains("32 MiB"), "{err}");
+
+    assert_eq!(
+        fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no image, no .partial file"
+    );
+}
+
+#[test]
+fn input_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let elf = dir.path().join("kernel.elf");
+    fs::write(&elf, b"\x7fELF\x01\x01\x01rest").unwrap();
+    assert!(matches!(
+        image::read_kernel(&elf),
+        Err(ImageError::KernelIsElf(_))
+    ));
+
+    let bad_site = dir.path().join("site.bin");
+    fs::write(&bad_site, b"not a site image at all, just text").unwrap();
+    let err = image::read_site_image(&bad_site).unwrap_err();
+    assert!(matches!(err, ImageError::BadSiteImage { .. }), "{err}");
+
+    let settings = dir.path().join("bramble.txt");
+    fs::write(&settings, "hostname = garden\r\naddress = 192.168.1.50\r\n").unwrap();
+    let err = image::read_settings(&settings).unwrap_err().to_string();
+    assert!(err.contains("line 2") && err.contains("address"), "{err}");
+    fs::write(&settings, "hostname = garden\naddress = 192.168.1.50/24\n").unwrap();
+    assert!(image::read_settings(&settings).unwrap().contains("garden"));
+}
+
+fn bramble() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bramble"))
+}
+
+fn write_site(dir: &Path) -> PathBuf {
+    let site = dir.join("site");
+    fs::create_dir_all(site.join("notes")).unwrap();
+    fs::write(
+        site.join("index.html"),
+        "<!doctype html><title>t</title><p>hello".repeat(20),
+    )
+    .unwrap();
+    fs::write(site.join("notes/index.html"), "<p>notes").unwrap();
+    site
+}
+
+#[test]
+fn cli_packs_a_site_and_says_a_real_pi_needs_firmware() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = write_site(dir.path());
+    let kernel = dir.path().join("kernel.img");
+    fs::write(&kernel, noise(4096, 5)).unwrap();
+    let settings = dir.path().join("mine.txt");
+    fs::write(&settings, "hostname = garden\nled = off\n").unwrap();
+    let img = dir.path().join("out.img");
+
+    let output = bramble()
+        .args(["image", "--site"])
+        .arg(&site)
+        .arg("--kernel")
+        .arg(&kernel)
+        .arg("--config")
+        .arg(&settings)
+        .arg("-o")
+        .arg(&img)
+        .env("XDG_CACHE_HOME", dir.path().join("cache"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("real Pi"), "{stderr}");
+    assert!(stderr.contains("--fetch-firmware"), "{stderr}");
+    assert!(
+        stderr.contains("github.com/raspberrypi/firmware"),
+        "{stderr}"
+    );
+
+    assert_eq!(
+        short_names(&img),
+        ["CONFIG.TXT", "KERNEL.IMG", "SITE.BIN", "BRAMBLE.TXT"]
+    );
+    assert!(read_back(&img, "kernel.img", dir.path()) == fs::read(&kernel).unwrap());
+    assert!(read_back(&img, "BRAMBLE.TXT", dir.path()) == fs::read(&settings).unwrap());
+    let site_image = read_back(&img, "SITE.BIN", dir.path());
+    let parsed = bramble_site::SiteImage::new_checked(&site_image).expect("a valid site image");
+    assert!(parsed.get("/notes/index.html").is_some());
+}
+
+#[test]
+fn cli_refuses_a_bad_settings_file_naming_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = write_site(dir.path());
+    let kernel = dir.path().join("kernel.img");
+    fs::write(&kernel, noise(4096, 6)).unwrap();
+    let settings = dir.path().join("BRAMBLE.TXT");
+    fs::write(&settings, "# mine\nhostname = my_pi\n").unwrap();
+    let img = dir.path().join("out.img");
+    let output = bramble()
+        .args(["image", "--site"])
+        .arg(&site)
+        .arg("--kernel")
+        .arg(&kernel)
+        .arg("--config")
+        .arg(&settings)
+        .arg("-o")
+        .arg(&img)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("line 2") && stderr.contains("hostname"),
+        "{stderr}"
+    );
+    assert!(!img.exists());
+}
