@@ -1,0 +1,890 @@
+//! Host-mode driver for the BCM2835's Synopsys DWC2 USB controller in buffer-DMA mode,
+//! implementing [`bramble_usb::UsbHost`].
+//!
+//! Bring-up follows the usb-ethernet reference §2.3 (USPi/Circle, hardware-proven): vendor
+//! check (hardware 0x4F54280A, QEMU 0x4F54294A), core reset with the 100 ms settle, UTMI+
+//! PHY, DMA on, FIFO sizes programmed (mandatory even with DMA, §2.10), root port powered.
+//!
+//! Channels: channel 0 runs control transfers synchronously (every stage bounded by a
+//! deadline). Every pipe owns one of channels 1..=7 for its lifetime, so a bulk-IN can stay
+//! parked on its channel: the controller (or QEMU, every 250 µs) retries NAKs by itself and
+//! the transfer is never cancelled (§0.4, §2.7). Interrupt endpoints, whose NAK halts the
+//! channel, are re-issued after their interval. Transaction errors are retried up to
+//! [`MAX_TRANSFER_TRIES`] times from where the transfer stopped. Data toggles are read back
+//! from HCTSIZ after every transfer and kept per pipe.
+//!
+//! DMA buffers come from the board's `.dma` section (normal, non-cacheable memory, so the L1
+//! data cache never holds stale copies and needs no maintenance), 32-byte aligned, handed to
+//! the controller through the 0x4000_0000 bus alias ([`crate::bus_address`], §2.6); a DSB
+//! orders buffer writes before a channel is enabled.
+//!
+//! Completion is visible by polling HCINT, so the driver works with interrupts off. With
+//! [`Dwc2Host::enable_interrupts`] and [`handle_interrupt`] registered on [`IRQ`], a channel
+//! halt wakes the core from WFI; the handler only records and acknowledges the channel's
+//! HCINT bits, which the next [`UsbHost::poll`] collects.
+
+pub mod registers;
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use bramble_hal::{Clock, Instant};
+use bramble_usb::host::{
+    DeviceTarget, PipeConfig, PipeId, SetupPacket, Speed, TransferStatus, TransferType, UsbError,
+    UsbHost,
+};
+
+use crate::dma::{DmaAllocator, DmaError};
+use crate::mmio::{Register, RegisterBlock};
+use crate::timer::SystemTimer;
+use registers as reg;
+use registers::{ahbcfg, gint, hcchar, hcint, hctsiz, hprt, rstctl, usbcfg};
+
+pub use registers::IRQ;
+
+/// Host channels the driver uses (the BCM2835 and QEMU both have 8).
+pub const CHANNELS: usize = 8;
+/// Channel reserved for control transfers.
+const CONTROL_CHANNEL: usize = 0;
+/// Pipes that can be open at once (one channel each).
+pub const MAX_PIPES: usize = CHANNELS - 1;
+/// DMA buffer for control transfers: the SETUP packet and up to 1 KiB of data stage.
+const CONTROL_BUFFER_LEN: usize = 1024 + 32;
+/// Offset of the data stage in the control buffer (cache-line aligned).
+const CONTROL_DATA_OFFSET: usize = 32;
+/// DMA memory shared by all pipes' buffers (SMSC95xx in burst mode needs about 21 KiB).
+pub const PIPE_ARENA_LEN: usize = 48 * 1024;
+/// Attempts per transfer on transaction errors (Circle's `MAX_BULK_TRIES`).
+pub const MAX_TRANSFER_TRIES: u8 = 8;
+/// Attempts per control stage.
+const CONTROL_STAGE_TRIES: u8 = 3;
+/// Deadline of one control stage (QEMU answers in well under a millisecond; real devices
+/// may NAK a status stage for a while).
+const CONTROL_STAGE_TIMEOUT_US: u64 = 500_000;
+/// Deadline of a bulk-OUT transfer before it is abandoned.
+const OUT_TRANSFER_TIMEOUT_US: u64 = 1_000_000;
+/// Deadline for a channel to halt after a disable request.
+const HALT_TIMEOUT_US: u64 = 10_000;
+/// Time to wait for a device to connect to the root port.
+const CONNECT_TIMEOUT_MS: u32 = 500;
+
+/// HCINT bits the interrupt handler collected per channel; [`UsbHost::poll`] takes them.
+static CHANNEL_STATUS: [AtomicU32; CHANNELS] = [const { AtomicU32::new(0) }; CHANNELS];
+/// Root port change interrupts seen by the handler.
+static PORT_CHANGES: AtomicU32 = AtomicU32::new(0);
+
+/// Why the controller could not be brought up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dwc2Error {
+    /// GSNPSID is neither the BCM2835's nor QEMU's DWC2 (powered off, or not a DWC2).
+    UnknownCore(u32),
+    /// The core is not configured for internal DMA (GHWCFG2 arch != 2).
+    NoInternalDma(u32),
+    /// Soft reset or a FIFO flush did not complete.
+    ResetTimeout,
+    /// No DMA memory for the control buffer or the pipe arena.
+    Dma(DmaError),
+}
+
+impl From<DmaError> for Dwc2Error {
+    fn from(e: DmaError) -> Self {
+        Dwc2Error::Dma(e)
+    }
+}
+
+/// A data-stage direction and PID for one channel programming.
+#[derive(Clone, Copy)]
+struct Transaction {
+    device: DeviceTarget,
+    endpoint: u8,
+    direction_in: bool,
+    kind: u32,
+    max_packet: u16,
+    pid: u32,
+    bus_address: u32,
+    len: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Active {
+    /// Bytes asked for (IN) or to send (OUT).
+    requested: usize,
+    /// Bytes moved by earlier segments (after retries).
+    done: usize,
+    /// Length and packet count of the segment now on the channel.
+    segment_len: usize,
+    segment_packets: u32,
+    /// HCINT bits collected so far.
+    status: u32,
+    tries: u8,
+    /// OUT: a zero-length packet still has to follow.
+    zlp_pending: bool,
+    /// Interrupt pipes after a NAK: re-issue at this time (µs).
+    restart_at: Option<u64>,
+    /// OUT: give up at this time (µs).
+    deadline: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum PipeState {
+    Idle,
+    Active(Active),
+    Done(usize),
+}
+
+struct Pipe {
+    config: PipeConfig,
+    channel: usize,
+    offset: usize,
+    len: usize,
+    pid: u32,
+    state: PipeState,
+}
+
+/// The DWC2 host controller.
+pub struct Dwc2Host {
+    registers: RegisterBlock,
+    timer: SystemTimer,
+    control: &'static mut [u8],
+    arena: &'static mut [u8],
+    arena_used: usize,
+    pipes: [Option<Pipe>; MAX_PIPES],
+    channels: usize,
+}
+
+fn channel_register(registers: RegisterBlock, channel: usize, offset: usize) -> Register {
+    registers.register(reg::channel(channel) + offset)
+}
+
+/// Orders normal-memory writes (DMA buffers) before the device register write that starts
+/// the DMA, and device reads before the CPU reads the buffer.
+#[inline(always)]
+fn dsb() {
+    #[cfg(target_arch = "arm")]
+    // SAFETY: "drain write buffer" (ARMv6 DSB) has no effect on memory safety.
+    unsafe {
+        core::arch::asm!("mcr p15, 0, {0}, c7, c10, 4", in(reg) 0u32, options(nostack))
+    }
+    #[cfg(not(target_arch = "arm"))]
+    core::sync::atomic::fence(Ordering::SeqCst);
+}
+
+/// The controller's interrupt handler: records and acknowledges every halted channel's HCINT
+/// bits and root port changes. Register it on [`IRQ`] after [`Dwc2Host::enable_interrupts`].
+pub fn handle_interrupt() {
+    // SAFETY: BASE is the DWC2 register block; the handler only reads status registers and
+    // writes their write-1-to-clear bits, which the driver's own accesses tolerate.
+    let registers = unsafe { RegisterBlock::new(reg::BASE) };
+    let pending = registers.register(reg::HAINT).read();
+    for (channel, status) in CHANNEL_STATUS.iter().enumerate() {
+        if pending & (1 << channel) != 0 {
+            let hcint_register = channel_register(registers, channel, reg::HCINT);
+            let bits = hcint_register.read();
+            hcint_register.write(bits);
+            status.fetch_or(bits, Ordering::AcqRel);
+        }
+    }
+    if registers.register(reg::GINTSTS).read() & gint::PORT != 0 {
+        let port = registers.register(reg::HPRT0).read();
+        // Write the change bits back to clear them, never the enable bit (that disables).
+        registers
+            .register(reg::HPRT0)
+            .write(port & !hprt::ENABLE & !hprt::RESET);
+        PORT_CHANGES.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+impl Dwc2Host {
+    /// Brings the core up in host mode with DMA and powers the root port. The board must
+    /// have powered the controller through the mailbox first (SET_POWER_STATE, device 3,
+    /// reference §2.2). Takes its DMA buffers from `dma`.
+    pub fn new(timer: SystemTimer, dma: &mut DmaAllocator) -> Result<Self, Dwc2Error> {
+        // SAFETY: BASE is the DWC2 register block on every BCM2835 (and in QEMU).
+        let registers = unsafe { RegisterBlock::new(reg::BASE) };
+        let mut host = Self {
+            registers,
+            timer,
+            control: dma.allocate_bytes(CONTROL_BUFFER_LEN)?,
+            arena: dma.allocate_bytes(PIPE_ARENA_LEN)?,
+            arena_used: 0,
+            pipes: [const { None }; MAX_PIPES],
+            channels: CHANNELS,
+        };
+        host.init_core()?;
+        Ok(host)
+    }
+
+    fn r(&self, offset: usize) -> Register {
+        self.registers.register(offset)
+    }
+
+    fn ch(&self, channel: usize, offset: usize) -> Register {
+        channel_register(self.registers, channel, offset)
+    }
+
+    fn micros(&self) -> u64 {
+        self.timer.micros()
+    }
+
+    /// Polls `register` until `(value & mask) == expected`, at most `timeout_us`.
+    fn wait_for(&self, register: Register, mask: u32, expected: u32, timeout_us: u64) -> bool {
+        let deadline = self.micros() + timeout_us;
+        loop {
+            if register.read() & mask == expected {
+                return true;
+            }
+            if self.micros() > deadline {
+                return false;
+            }
+        }
+    }
+
+    fn init_core(&mut self) -> Result<(), Dwc2Error> {
+        let id = self.r(reg::GSNPSID).read();
+        if id != reg::SNPSID_BCM2835 && id != reg::SNPSID_QEMU {
+            log::error!("dwc2: unknown core id {id:#010x}");
+            return Err(Dwc2Error::UnknownCore(id));
+        }
+        self.r(reg::GAHBCFG)
+            .modify(ahbcfg::GLOBAL_INTERRUPT_ENABLE, 0);
+        self.r(reg::GUSBCFG).modify(
+            usbcfg::ULPI_EXT_VBUS_DRV | usbcfg::TERM_SEL_DL_PULSE,
+            0,
+        );
+
+        // Core soft reset (§2.3 step 5).
+        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::AHB_IDLE, rstctl::AHB_IDLE, 100_000) {
+            return Err(Dwc2Error::ResetTimeout);
+        }
+        self.r(reg::GRSTCTL).write(rstctl::CORE_SOFT_RESET);
+        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::CORE_SOFT_RESET, 0, 10_000) {
+            return Err(Dwc2Error::ResetTimeout);
+        }
+        // U-Boot: "This long sleep is very important, otherwise the core will not stay in
+        // host mode".
+        self.timer.delay_micros(100_000);
+
+        self.r(reg::GUSBCFG).modify(
+            usbcfg::ULPI_UTMI_SEL | usbcfg::PHY_IF | usbcfg::ULPI_FSLS | usbcfg::ULPI_CLK_SUS_M,
+            0,
+        );
+        let hw2 = self.r(reg::GHWCFG2).read();
+        if (hw2 >> 3) & 3 != 2 {
+            return Err(Dwc2Error::NoInternalDma(hw2));
+        }
+        self.channels = ((((hw2 >> 14) & 0xF) + 1) as usize).min(CHANNELS);
+        self.r(reg::GAHBCFG).modify(
+            ahbcfg::AXI_BURST_MASK | ahbcfg::DMA_ENABLE | ahbcfg::WAIT_AXI_WRITES,
+            ahbcfg::DMA_ENABLE | ahbcfg::WAIT_AXI_WRITES,
+        );
+        self.r(reg::GUSBCFG)
+            .modify(usbcfg::HNP_CAP | usbcfg::SRP_CAP, 0);
+        self.r(reg::GINTSTS).write(0xFFFF_FFFF);
+        self.r(reg::PCGCCTL).write(0);
+        self.r(reg::HCFG).modify(3, 0);
+
+        // FIFO sizes in words (USPi/Circle values), mandatory even in DMA mode (§2.10).
+        self.r(reg::GRXFSIZ).write(1024);
+        self.r(reg::GNPTXFSIZ).write((1024 << 16) | 1024);
+        self.r(reg::HPTXFSIZ).write((1024 << 16) | 2048);
+        self.r(reg::GRSTCTL)
+            .write(rstctl::TX_FIFO_FLUSH | rstctl::TX_FIFO_ALL);
+        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::TX_FIFO_FLUSH, 0, 10_000) {
+            return Err(Dwc2Error::ResetTimeout);
+        }
+        self.r(reg::GRSTCTL).write(rstctl::RX_FIFO_FLUSH);
+        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::RX_FIFO_FLUSH, 0, 10_000) {
+            return Err(Dwc2Error::ResetTimeout);
+        }
+        self.timer.delay_micros(1);
+
+        self.r(reg::GINTMSK).write(0);
+        self.r(reg::HAINTMSK).write(0);
+        for channel in 0..self.channels {
+            self.ch(channel, reg::HCINTMSK).write(0);
+            self.ch(channel, reg::HCINT).write(0xFFFF_FFFF);
+        }
+        self.power_port();
+        log::info!(
+            "dwc2: core {}.{:03x} ({}), {} channels, buffer DMA",
+            (id >> 12) & 0xF,
+            id & 0xFFF,
+            if id == reg::SNPSID_QEMU { "QEMU" } else { "BCM2835" },
+            self.channels
+        );
+        Ok(())
+    }
+
+    /// Enables the controller's interrupt output for channel halts and root port changes.
+    /// Register [`handle_interrupt`] on [`IRQ`] first.
+    pub fn enable_interrupts(&mut self) {
+        self.r(reg::GINTSTS).write(0xFFFF_FFFF);
+        self.r(reg::GINTMSK)
+            .write(gint::HOST_CHANNELS | gint::PORT);
+        self.r(reg::GAHBCFG)
+            .modify(ahbcfg::GLOBAL_INTERRUPT_ENABLE, ahbcfg::GLOBAL_INTERRUPT_ENABLE);
+    }
+
+    /// Root port change interrupts seen so far (a change means re-probe).
+    pub fn port_changes(&self) -> u32 {
+        PORT_CHANGES.load(Ordering::Acquire)
+    }
+
+    /// Whether a device is attached and the port enabled.
+    pub fn port_enabled(&self) -> bool {
+        let port = self.r(reg::HPRT0).read();
+        port & (hprt::CONNECT_STATUS | hprt::ENABLE) == hprt::CONNECT_STATUS | hprt::ENABLE
+    }
+
+    /// Writes HPRT0 with `set` added, never writing 1 to a write-1-to-clear bit.
+    fn write_port(&self, set: u32, clear: u32) {
+        let port = self.r(reg::HPRT0).read() & !hprt::WRITE_CLEAR_MASK;
+        self.r(reg::HPRT0).write((port | set) & !clear);
+    }
+
+    fn power_port(&self) {
+        if self.r(reg::HPRT0).read() & hprt::POWER == 0 {
+            self.write_port(hprt::POWER, 0);
+        }
+    }
+
+    fn bus_address(&self, slice: &[u8]) -> u32 {
+        crate::bus_address(slice.as_ptr() as usize)
+    }
+
+    /// Collects (and acknowledges) the channel's HCINT bits, including those the interrupt
+    /// handler already took.
+    fn take_status(&self, channel: usize) -> u32 {
+        let register = self.ch(channel, reg::HCINT);
+        let bits = register.read();
+        if bits != 0 {
+            register.write(bits);
+        }
+        bits | CHANNEL_STATUS[channel].swap(0, Ordering::AcqRel)
+    }
+
+    /// Stops a channel if it is enabled (bounded wait for the halt).
+    fn halt_channel(&self, channel: usize) {
+        let chars = self.ch(channel, reg::HCCHAR);
+        if chars.read() & hcchar::ENABLE != 0 {
+            chars.write(chars.read() | hcchar::DISABLE | hcchar::ENABLE);
+            let deadline = self.micros() + HALT_TIMEOUT_US;
+            while self.ch(channel, reg::HCINT).read() & hcint::HALTED == 0
+                && self.micros() < deadline
+            {}
+        }
+        self.ch(channel, reg::HCINTMSK).write(0);
+        self.r(reg::HAINTMSK).modify(1 << channel, 0);
+        self.take_status(channel);
+    }
+
+    /// Programs and enables `channel` for one transaction sequence (§2.5 start sequence).
+    fn start_channel(&self, channel: usize, t: &Transaction) -> u32 {
+        let mps = t.max_packet.max(1) as usize;
+        let packets = if t.len == 0 { 1 } else { t.len.div_ceil(mps) } as u32;
+        if self.ch(channel, reg::HCCHAR).read() & hcchar::ENABLE != 0 {
+            self.halt_channel(channel);
+        }
+        self.take_status(channel);
+        self.ch(channel, reg::HCTSIZ).write(
+            (t.len as u32 & hctsiz::SIZE_MASK)
+                | ((packets & hctsiz::PACKETS_MASK) << hctsiz::PACKETS_SHIFT)
+                | (t.pid << hctsiz::PID_SHIFT),
+        );
+        self.ch(channel, reg::HCDMA).write(t.bus_address);
+        self.ch(channel, reg::HCSPLT).write(0);
+        self.ch(channel, reg::HCINTMSK)
+            .write(hcint::HALTED | hcint::AHB_ERROR);
+        self.r(reg::HAINTMSK).modify(1 << channel, 1 << channel);
+        let mut chars = (t.max_packet as u32 & hcchar::MPS_MASK)
+            | (((t.endpoint & 0x0F) as u32) << hcchar::EP_SHIFT)
+            | (t.kind << hcchar::TYPE_SHIFT)
+            | (1 << hcchar::MC_SHIFT)
+            | (((t.device.address & 0x7F) as u32) << hcchar::ADDRESS_SHIFT);
+        if t.direction_in {
+            chars |= hcchar::EP_DIR_IN;
+        }
+        if t.device.speed == Speed::Low {
+            chars |= hcchar::LOW_SPEED;
+        }
+        if t.kind == hcchar::TYPE_INTERRUPT && self.r(reg::HFNUM).read() & 1 == 0 {
+            // Periodic transfers go out in the next (odd) frame; read once, never spun on.
+            chars |= hcchar::ODD_FRAME;
+        }
+        dsb();
+        self.ch(channel, reg::HCCHAR).write(chars);
+        self.ch(channel, reg::HCCHAR).write(chars | hcchar::ENABLE);
+        packets
+    }
+
+    /// Runs one control stage on channel 0 and returns the bytes moved.
+    fn control_stage(
+        &mut self,
+        device: &DeviceTarget,
+        direction_in: bool,
+        pid: u32,
+        offset: usize,
+        len: usize,
+    ) -> Result<usize, UsbError> {
+        let bus_address = self.bus_address(&self.control[offset..]);
+        let t = Transaction {
+            device: *device,
+            endpoint: 0,
+            direction_in,
+            kind: hcchar::TYPE_CONTROL,
+            max_packet: device.ep0_max_packet,
+            pid,
+            bus_address,
+            len,
+        };
+        for _ in 0..CONTROL_STAGE_TRIES {
+            self.start_channel(CONTROL_CHANNEL, &t);
+            let deadline = self.micros() + CONTROL_STAGE_TIMEOUT_US;
+            let mut status = 0;
+            while status & hcint::HALTED == 0 {
+                status |= self.take_status(CONTROL_CHANNEL);
+                if status & hcint::HALTED != 0 {
+                    break;
+                }
+                if !self.port_enabled() {
+                    self.halt_channel(CONTROL_CHANNEL);
+                    return Err(UsbError::Disconnected);
+                }
+                if self.micros() > deadline {
+                    self.halt_channel(CONTROL_CHANNEL);
+                    return Err(UsbError::Timeout);
+                }
+            }
+            dsb();
+            if status & hcint::STALL != 0 {
+                return Err(UsbError::Stall);
+            }
+            if status & (hcint::AHB_ERROR | hcint::BABBLE) != 0 {
+                log::warn!("dwc2: control stage failed, HCINT {status:#x}");
+                return Err(UsbError::Transfer);
+            }
+            if status & hcint::TRANSFER_COMPLETE != 0 {
+                let remaining =
+                    (self.ch(CONTROL_CHANNEL, reg::HCTSIZ).read() & hctsiz::SIZE_MASK) as usize;
+                return Ok(if direction_in {
+                    len.saturating_sub(remaining)
+                } else {
+                    len
+                });
+            }
+            // Transaction error, toggle error or an unexplained halt: try the stage again.
+        }
+        Err(UsbError::Transfer)
+    }
+
+    fn control_transfer(
+        &mut self,
+        device: &DeviceTarget,
+        setup: SetupPacket,
+        data_in: Option<&mut [u8]>,
+        data_out: &[u8],
+    ) -> Result<usize, UsbError> {
+        if !self.port_enabled() {
+            return Err(UsbError::Disconnected);
+        }
+        if device.translator.is_some() {
+            log::warn!("dwc2: split transactions (FS/LS behind a HS hub) are not supported");
+            return Err(UsbError::InvalidRequest);
+        }
+        let len = setup.length as usize;
+        let capacity = CONTROL_BUFFER_LEN - CONTROL_DATA_OFFSET;
+        if len > capacity {
+            return Err(UsbError::InvalidRequest);
+        }
+        self.control[..8].copy_from_slice(&setup.to_bytes());
+        self.control_stage(device, false, hctsiz::PID_SETUP, 0, 8)?;
+        let mut moved = 0;
+        if len > 0 {
+            if setup.is_in() {
+                // IN stages are programmed in whole packets (§2.5).
+                let mps = device.ep0_max_packet.max(8) as usize;
+                let request = len.div_ceil(mps) * mps;
+                let request = request.min(capacity / mps * mps);
+                moved = self
+                    .control_stage(device, true, hctsiz::PID_DATA1, CONTROL_DATA_OFFSET, request)?
+                    .min(len);
+                if let Some(out) = data_in {
+                    let n = moved.min(out.len());
+                    out[..n].copy_from_slice(
+                        &self.control[CONTROL_DATA_OFFSET..CONTROL_DATA_OFFSET + n],
+                    );
+                    moved = n;
+                }
+            } else {
+                self.control[CONTROL_DATA_OFFSET..CONTROL_DATA_OFFSET + len]
+                    .copy_from_slice(data_out);
+                moved =
+                    self.control_stage(device, false, hctsiz::PID_DATA1, CONTROL_DATA_OFFSET, len)?;
+            }
+        }
+        // Status stage: the opposite direction, IN when there was no data stage.
+        let status_in = len == 0 || !setup.is_in();
+        self.control_stage(device, status_in, hctsiz::PID_DATA1, CONTROL_DATA_OFFSET, 0)?;
+        Ok(moved)
+    }
+
+    fn pipe_mut(&mut self, pipe: PipeId) -> Result<&mut Pipe, UsbError> {
+        self.pipes
+            .get_mut(pipe.0 as usize)
+            .and_then(|p| p.as_mut())
+            .ok_or(UsbError::InvalidRequest)
+    }
+
+    /// Programs the next segment of the pipe's active transfer.
+    fn start_segment(&mut self, index: usize) {
+        let Some(pipe) = self.pipes[index].as_ref() else {
+            return;
+        };
+        let PipeState::Active(active) = pipe.state else {
+            return;
+        };
+        let config = pipe.config;
+        let len = active.requested - active.done;
+        let offset = pipe.offset + active.done;
+        let t = Transaction {
+            device: config.device,
+            endpoint: config.endpoint,
+            direction_in: config.is_in(),
+            kind: match config.transfer_type {
+                TransferType::Bulk => hcchar::TYPE_BULK,
+                TransferType::Interrupt => hcchar::TYPE_INTERRUPT,
+            },
+            max_packet: config.max_packet,
+            pid: pipe.pid,
+            bus_address: self.bus_address(&self.arena[offset..]),
+            len,
+        };
+        let packets = self.start_channel(pipe.channel, &t);
+        if let Some(pipe) = self.pipes[index].as_mut()
+            && let PipeState::Active(a) = &mut pipe.state
+        {
+            a.segment_len = len;
+            a.segment_packets = packets;
+            a.status = 0;
+        }
+    }
+
+    fn start_transfer(&mut self, pipe: PipeId, len: usize, direction_in: bool) -> Result<(), UsbError> {
+        if !self.port_enabled() {
+            return Err(UsbError::Disconnected);
+        }
+        let now = self.micros();
+        let p = self.pipe_mut(pipe)?;
+        if p.config.is_in() != direction_in || len > p.len {
+            return Err(UsbError::InvalidRequest);
+        }
+        if matches!(p.state, PipeState::Active(_)) {
+            return Err(UsbError::InvalidRequest);
+        }
+        let mps = p.config.max_packet.max(1) as usize;
+        if direction_in && !len.is_multiple_of(mps) {
+            return Err(UsbError::InvalidRequest);
+        }
+        if p.config.device.translator.is_some() {
+            return Err(UsbError::InvalidRequest);
+        }
+        p.state = PipeState::Active(Active {
+            requested: len,
+            done: 0,
+            segment_len: 0,
+            segment_packets: 0,
+            status: 0,
+            tries: 0,
+            zlp_pending: !direction_in
+                && p.config.zero_length_termination
+                && len > 0
+                && len.is_multiple_of(mps),
+            restart_at: None,
+            deadline: (!direction_in).then_some(now + OUT_TRANSFER_TIMEOUT_US),
+        });
+        self.start_segment(pipe.0 as usize);
+        Ok(())
+    }
+
+    /// Advances the pipe's transfer from the channel's state.
+    fn service(&mut self, index: usize) -> Result<TransferStatus, UsbError> {
+        let now = self.micros();
+        let port_ok = self.port_enabled();
+        let Some(pipe) = self.pipes[index].as_ref() else {
+            return Err(UsbError::InvalidRequest);
+        };
+        let channel = pipe.channel;
+        let config = pipe.config;
+        let PipeState::Active(mut a) = pipe.state else {
+            unreachable!("service is only called on active pipes");
+        };
+        let fail = |host: &mut Self, e: UsbError| {
+            host.halt_channel(channel);
+            if let Some(p) = host.pipes[index].as_mut() {
+                p.state = PipeState::Idle;
+                if e == UsbError::Stall {
+                    p.pid = hctsiz::PID_DATA0;
+                }
+            }
+            Err(e)
+        };
+        if !port_ok {
+            return fail(self, UsbError::Disconnected);
+        }
+        if let Some(at) = a.restart_at {
+            if now < at {
+                return Ok(TransferStatus::Pending);
+            }
+            a.restart_at = None;
+            self.set_active(index, a);
+            self.start_segment(index);
+            return Ok(TransferStatus::Pending);
+        }
+        a.status |= self.take_status(channel);
+        if a.status & hcint::HALTED == 0 {
+            self.set_active(index, a);
+            if a.deadline.is_some_and(|d| now > d) {
+                log::warn!("dwc2: bulk-OUT to endpoint {:#x} timed out", config.endpoint);
+                return fail(self, UsbError::Timeout);
+            }
+            return Ok(TransferStatus::Pending);
+        }
+        dsb();
+        let status = a.status;
+        a.status = 0;
+        let size = self.ch(channel, reg::HCTSIZ).read();
+        let remaining_bytes = (size & hctsiz::SIZE_MASK) as usize;
+        let remaining_packets = (size >> hctsiz::PACKETS_SHIFT) & hctsiz::PACKETS_MASK;
+        let pid = (size >> hctsiz::PID_SHIFT) & 3;
+        let mps = config.max_packet.max(1) as usize;
+        // Progress: IN from the byte count; OUT from the packet count (Xinu: XferSize is not
+        // reliable for OUT).
+        let moved = if config.is_in() {
+            a.segment_len.saturating_sub(remaining_bytes)
+        } else {
+            (((a.segment_packets.saturating_sub(remaining_packets)) as usize) * mps)
+                .min(a.segment_len)
+        };
+        a.done += moved;
+        if let Some(p) = self.pipes[index].as_mut() {
+            p.pid = pid;
+        }
+
+        if status & hcint::STALL != 0 {
+            return fail(self, UsbError::Stall);
+        }
+        if status & (hcint::AHB_ERROR | hcint::BABBLE) != 0 {
+            log::warn!("dwc2: endpoint {:#x}: HCINT {status:#x}", config.endpoint);
+            return fail(self, UsbError::Transfer);
+        }
+        if status & hcint::TRANSFER_COMPLETE != 0 && remaining_packets == 0
+            || status & hcint::TRANSFER_COMPLETE != 0 && config.is_in()
+        {
+            if a.zlp_pending {
+                a.zlp_pending = false;
+                a.requested = a.done;
+                self.set_active(index, a);
+                // A zero-length segment: requested == done gives len 0.
+                self.start_segment(index);
+                return Ok(TransferStatus::Pending);
+            }
+            let total = if config.is_in() { a.done } else { a.requested };
+            if let Some(p) = self.pipes[index].as_mut() {
+                p.state = PipeState::Done(total);
+            }
+            return Ok(TransferStatus::Complete(total));
+        }
+        if status & hcint::NAK != 0 && config.transfer_type == TransferType::Interrupt {
+            // Nothing new; ask again after the endpoint's interval.
+            a.restart_at = Some(now + config.interval_ms.max(1) as u64 * 1000);
+            self.set_active(index, a);
+            return Ok(TransferStatus::Pending);
+        }
+        // Transaction error, frame overrun, toggle error, or an unexplained halt: retry from
+        // where the transfer stopped, a bounded number of times.
+        a.tries += 1;
+        if a.tries >= MAX_TRANSFER_TRIES {
+            log::warn!(
+                "dwc2: endpoint {:#x}: giving up after {} tries, HCINT {status:#x}",
+                config.endpoint,
+                a.tries
+            );
+            return fail(self, UsbError::Transfer);
+        }
+        self.set_active(index, a);
+        self.start_segment(index);
+        Ok(TransferStatus::Pending)
+    }
+
+    fn set_active(&mut self, index: usize, a: Active) {
+        if let Some(p) = self.pipes[index].as_mut() {
+            p.state = PipeState::Active(a);
+        }
+    }
+
+    fn close_all_pipes(&mut self) {
+        for index in 0..MAX_PIPES {
+            if self.pipes[index].is_some() {
+                self.close_pipe(PipeId(index as u8));
+            }
+        }
+        self.arena_used = 0;
+    }
+}
+
+impl UsbHost for Dwc2Host {
+    fn now(&self) -> Instant {
+        self.timer.now()
+    }
+
+    fn delay_ms(&mut self, ms: u32) {
+        self.timer.delay_micros(ms as u64 * 1000);
+    }
+
+    fn reset_root_port(&mut self) -> Result<Speed, UsbError> {
+        self.close_all_pipes();
+        self.halt_channel(CONTROL_CHANNEL);
+        self.power_port();
+        let mut connected = false;
+        for _ in 0..CONNECT_TIMEOUT_MS {
+            if self.r(reg::HPRT0).read() & hprt::CONNECT_STATUS != 0 {
+                connected = true;
+                break;
+            }
+            self.delay_ms(1);
+        }
+        if !connected {
+            log::warn!("dwc2: nothing connected to the root port");
+            return Err(UsbError::NoDevice);
+        }
+        self.delay_ms(100);
+        self.write_port(hprt::RESET, 0);
+        self.delay_ms(50);
+        self.write_port(0, hprt::RESET);
+        self.delay_ms(20);
+        let port = self.r(reg::HPRT0).read();
+        // Acknowledge connect/enable changes (write them back; never write ENABLE).
+        self.r(reg::HPRT0)
+            .write(port & !hprt::ENABLE & !hprt::RESET);
+        if port & hprt::ENABLE == 0 {
+            log::warn!("dwc2: root port did not enable after reset (HPRT0 {port:#x})");
+            return Err(UsbError::NoDevice);
+        }
+        let speed = match (port >> hprt::SPEED_SHIFT) & 3 {
+            0 => Speed::High,
+            1 => Speed::Full,
+            _ => Speed::Low,
+        };
+        log::info!("dwc2: root port enabled, {speed:?} speed device");
+        Ok(speed)
+    }
+
+    fn control_in(
+        &mut self,
+        device: &DeviceTarget,
+        setup: SetupPacket,
+        data: &mut [u8],
+    ) -> Result<usize, UsbError> {
+        if !setup.is_in() || data.len() < setup.length as usize {
+            return Err(UsbError::InvalidRequest);
+        }
+        self.control_transfer(device, setup, Some(data), &[])
+    }
+
+    fn control_out(
+        &mut self,
+        device: &DeviceTarget,
+        setup: SetupPacket,
+        data: &[u8],
+    ) -> Result<(), UsbError> {
+        if setup.is_in() || data.len() != setup.length as usize {
+            return Err(UsbError::InvalidRequest);
+        }
+        self.control_transfer(device, setup, None, data).map(|_| ())
+    }
+
+    fn open_pipe(&mut self, config: PipeConfig) -> Result<PipeId, UsbError> {
+        if config.is_in() && !config.buffer_len.is_multiple_of(config.max_packet.max(1) as usize) {
+            return Err(UsbError::InvalidRequest);
+        }
+        let index = self
+            .pipes
+            .iter()
+            .take(self.channels - 1)
+            .position(|p| p.is_none())
+            .ok_or(UsbError::NoResources)?;
+        let len = config.buffer_len.next_multiple_of(32);
+        if self.arena_used + len > self.arena.len() {
+            return Err(UsbError::NoResources);
+        }
+        let offset = self.arena_used;
+        self.arena_used += len;
+        self.pipes[index] = Some(Pipe {
+            config,
+            channel: index + 1,
+            offset,
+            len: config.buffer_len,
+            pid: hctsiz::PID_DATA0,
+            state: PipeState::Idle,
+        });
+        Ok(PipeId(index as u8))
+    }
+
+    fn close_pipe(&mut self, pipe: PipeId) {
+        let Some(p) = self.pipes.get_mut(pipe.0 as usize).and_then(|p| p.take()) else {
+            return;
+        };
+        self.halt_channel(p.channel);
+        if self.pipes.iter().all(|p| p.is_none()) {
+            self.arena_used = 0;
+        }
+    }
+
+    fn reset_data_toggle(&mut self, pipe: PipeId) {
+        if let Ok(p) = self.pipe_mut(pipe) {
+            p.pid = hctsiz::PID_DATA0;
+        }
+    }
+
+    fn start_in(&mut self, pipe: PipeId, len: usize) -> Result<(), UsbError> {
+        self.start_transfer(pipe, len, true)
+    }
+
+    fn received(&self, pipe: PipeId) -> &[u8] {
+        match self.pipes.get(pipe.0 as usize).and_then(|p| p.as_ref()) {
+            Some(p) if p.config.is_in() => match p.state {
+                PipeState::Done(n) => &self.arena[p.offset..p.offset + n.min(p.len)],
+                _ => &[],
+            },
+            _ => &[],
+        }
+    }
+
+    fn out_buffer(&mut self, pipe: PipeId) -> &mut [u8] {
+        match self.pipes.get(pipe.0 as usize).and_then(|p| p.as_ref()) {
+            Some(p) if !p.config.is_in() && !matches!(p.state, PipeState::Active(_)) => {
+                let (offset, len) = (p.offset, p.len);
+                &mut self.arena[offset..offset + len]
+            }
+            _ => &mut [],
+        }
+    }
+
+    fn start_out(&mut self, pipe: PipeId, len: usize) -> Result<(), UsbError> {
+        self.start_transfer(pipe, len, false)
+    }
+
+    fn poll(&mut self, pipe: PipeId) -> Result<TransferStatus, UsbError> {
+        let index = pipe.0 as usize;
+        let state = self
+            .pipes
+            .get(index)
+            .and_then(|p| p.as_ref())
+            .map(|p| p.state)
+            .ok_or(UsbError::InvalidRequest)?;
+        match state {
+            PipeState::Idle => Ok(TransferStatus::Idle),
+            PipeState::Done(n) => Ok(TransferStatus::Complete(n)),
+            PipeState::Active(_) => self.service(index),
+        }
+    }
+}
