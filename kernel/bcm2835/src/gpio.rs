@@ -18,6 +18,8 @@ pub enum Function {
     Output = 0b001,
     /// Alternate function 0 (for GPIO14/15: the PL011's TXD0/RXD0).
     Alt0 = 0b100,
+    /// Alternate function 3 (for GPIO48-53: the EMMC controller's SD card signals).
+    Alt3 = 0b111,
 }
 
 /// Pull-up/down control (GPPUD).

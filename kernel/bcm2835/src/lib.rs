@@ -10,6 +10,7 @@
 extern crate std;
 
 pub mod dma;
+pub mod emmc;
 pub mod gpio;
 pub mod interrupts;
 pub mod mailbox;

@@ -9,6 +9,7 @@ mod commands;
 mod console;
 mod faults;
 mod platform;
+mod storage;
 
 use bramble_bcm2835::{revision, timer, uart};
 use bramble_boot::cpu;
@@ -31,6 +32,11 @@ fn kernel_main() -> ! {
     let platform = platform::init();
     console::init_logger();
     print_banner(&platform, mmu_up);
+    let emmc_clock = platform.board.as_ref().map(|info| info.emmc_clock_hz).unwrap_or(0);
+    let card = storage::load(emmc_clock, platform::free_memory(&platform.board));
+    if let Err(problem) = &card.site {
+        log::error!("site: {problem}; the server will answer with a diagnostic page");
+    }
 
     TIMER.clear_alarm();
     INTERRUPTS.register(timer::ALARM_IRQ, on_alarm);

@@ -62,6 +62,20 @@ pub fn init() -> Platform {
     Platform { board, dma, mailbox_buffer }
 }
 
+/// The RAM after everything the linker placed, up to the end of the ARM's memory: where the
+/// site image is loaded. Call once.
+pub fn free_memory(board: &Result<BoardInfo, MailboxError>) -> &'static mut [u8] {
+    let start = bramble_boot::cpu::layout::heap_start();
+    // Without the mailbox, assume the smallest split (256 MiB boards with gpu_mem=64 leave 192).
+    let end = match board {
+        Ok(info) => (info.arm_memory_base as usize + info.arm_memory_size as usize).min(bramble_boot::mmu::RAM_END),
+        Err(_) => 192 << 20,
+    };
+    // SAFETY: [heap_start, end) is RAM the linker left free, mapped by the MMU, and this is
+    // its only owner (called once).
+    unsafe { core::slice::from_raw_parts_mut(start as *mut u8, end.saturating_sub(start)) }
+}
+
 /// Resets the board through the PM watchdog.
 pub fn reset() -> ! {
     CONSOLE.flush();

@@ -17,7 +17,24 @@ pub enum BlockError {
     OutOfRange,
     /// The caller's buffer is not a whole number of blocks.
     BadBuffer,
+    /// Something asked to write. Bramble never writes to its card, so no driver can.
+    ReadOnly,
 }
+
+impl core::fmt::Display for BlockError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            BlockError::NoCard => "no SD card answered",
+            BlockError::Timeout => "the card did not answer in time",
+            BlockError::Transfer => "a transfer failed its CRC or end-bit check",
+            BlockError::OutOfRange => "read past the end of the card",
+            BlockError::BadBuffer => "buffer is not a whole number of blocks",
+            BlockError::ReadOnly => "writing is not allowed",
+        })
+    }
+}
+
+impl core::error::Error for BlockError {}
 
 /// A device that reads fixed-size blocks.
 pub trait BlockDevice {

@@ -660,6 +660,10 @@ impl Dwc2Host {
         // reliable for OUT).
         let moved = if config.is_in() {
             a.segment_len.saturating_sub(remaining_bytes)
+        } else if status & hcint::TRANSFER_COMPLETE != 0 {
+            // Without split transactions XferCompl is reliable; QEMU leaves PktCnt at 1
+            // after a zero-length packet.
+            a.segment_len
         } else {
             (((a.segment_packets.saturating_sub(remaining_packets)) as usize) * mps)
                 .min(a.segment_len)
@@ -676,9 +680,7 @@ impl Dwc2Host {
             log::warn!("dwc2: endpoint {:#x}: HCINT {status:#x}", config.endpoint);
             return fail(self, UsbError::Transfer);
         }
-        if status & hcint::TRANSFER_COMPLETE != 0 && remaining_packets == 0
-            || status & hcint::TRANSFER_COMPLETE != 0 && config.is_in()
-        {
+        if status & hcint::TRANSFER_COMPLETE != 0 {
             if a.zlp_pending {
                 a.zlp_pending = false;
                 a.requested = a.done;

@@ -1,0 +1,182 @@
+//! The SD card at boot: initialise the EMMC controller, read BRAMBLE.TXT and SITE.BIN from the
+//! FAT partition, and verify the site image. Nothing is ever written to the card.
+
+use crate::platform::{GPIO, micros};
+use bramble_bcm2835::emmc::{Emmc, EmmcError};
+use bramble_bcm2835::gpio::Function;
+use bramble_hal::block::{BlockDevice, BlockError};
+use bramble_settings::Settings;
+use core::cell::RefCell;
+use embedded_sdmmc::{Block, BlockCount, BlockIdx, Mode, TimeSource, Timestamp, VolumeIdx, VolumeManager};
+
+/// Name of the site image on the card (8.3, as the image tool writes it).
+pub const SITE_FILE: &str = "SITE.BIN";
+/// Largest BRAMBLE.TXT read (the template is about 3 KiB).
+const MAX_SETTINGS_BYTES: usize = 16 * 1024;
+
+/// Why the site could not be loaded; each names the problem for the serial console and the
+/// diagnostic page.
+#[derive(Debug)]
+pub enum StorageError {
+    /// The EMMC controller or the card failed to initialise.
+    Card(EmmcError),
+    /// The card has no readable FAT partition, or a read failed.
+    Filesystem(embedded_sdmmc::Error<BlockError>),
+    /// SITE.BIN is not on the card.
+    SiteMissing,
+    /// SITE.BIN does not fit in the memory left for it.
+    SiteTooLarge {
+        /// Size of SITE.BIN.
+        size: usize,
+        /// Bytes available.
+        available: usize,
+    },
+    /// SITE.BIN failed verification.
+    SiteCorrupt(bramble_site::FormatError),
+}
+
+impl core::fmt::Display for StorageError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            StorageError::Card(error) => write!(f, "SD card: {error:?} (is a card inserted?)"),
+            StorageError::Filesystem(error) => write!(f, "SD card filesystem: {error:?}"),
+            StorageError::SiteMissing => write!(f, "{SITE_FILE} is not on the SD card"),
+            StorageError::SiteTooLarge { size, available } => {
+                write!(f, "{SITE_FILE} is {size} bytes but only {available} bytes of RAM are free")
+            }
+            StorageError::SiteCorrupt(error) => write!(f, "{SITE_FILE} is corrupt: {error:?}"),
+        }
+    }
+}
+
+/// embedded-sdmmc's view of the card: reads only.
+struct ReadOnlyCard<D: BlockDevice>(RefCell<D>);
+
+impl<D: BlockDevice> embedded_sdmmc::BlockDevice for ReadOnlyCard<D> {
+    type Error = BlockError;
+
+    fn read(&self, blocks: &mut [Block], start: BlockIdx) -> Result<(), BlockError> {
+        let mut device = self.0.borrow_mut();
+        for (offset, block) in blocks.iter_mut().enumerate() {
+            device.read_blocks(start.0 as u64 + offset as u64, &mut block.contents)?;
+        }
+        Ok(())
+    }
+
+    fn write(&self, _blocks: &[Block], _start: BlockIdx) -> Result<(), BlockError> {
+        Err(BlockError::ReadOnly)
+    }
+
+    fn num_blocks(&self) -> Result<BlockCount, BlockError> {
+        Ok(BlockCount(self.0.borrow().block_count().min(u32::MAX as u64) as u32))
+    }
+}
+
+/// Files never get timestamps from us (we never write), but the API asks for a clock.
+struct NoClock;
+
+impl TimeSource for NoClock {
+    fn get_timestamp(&self) -> Timestamp {
+        Timestamp::from_fat(0x21, 0) // 1980-01-01
+    }
+}
+
+/// What the card held.
+pub struct CardContents {
+    /// The owner's settings (defaults where BRAMBLE.TXT is absent or a line is bad).
+    pub settings: Settings,
+    /// The verified site image, or why there is none.
+    pub site: Result<bramble_site::SiteImage<'static>, StorageError>,
+}
+
+/// Reads settings and site from the card into `memory` (the free RAM after the kernel).
+pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> CardContents {
+    let started = micros();
+    for pin in 48..=53 {
+        GPIO.set_function(pin, Function::Alt3);
+    }
+    // SAFETY: the only EMMC instance; GPIO48-53 were just routed to it.
+    let card = match unsafe { Emmc::new(emmc_clock_hz, micros as fn() -> u64) } {
+        Ok(card) => card,
+        Err(error) => {
+            return CardContents { settings: Settings::default(), site: Err(StorageError::Card(error)) };
+        }
+    };
+    let info = card.card();
+    log::info!(
+        "sd: {} card, {} MiB, ready after {} us",
+        if info.high_capacity { "SDHC/SDXC" } else { "SDSC" },
+        info.blocks / 2048,
+        micros() - started
+    );
+    let volumes: VolumeManager<_, _, 2, 2, 1> = VolumeManager::new_with_limits(ReadOnlyCard(RefCell::new(card)), NoClock, 0);
+    let mut settings = Settings::default();
+    let site = read_files(&volumes, &mut settings, memory);
+    CardContents { settings, site }
+}
+
+fn read_files(
+    volumes: &VolumeManager<ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>,
+    settings: &mut Settings,
+    memory: &'static mut [u8],
+) -> Result<bramble_site::SiteImage<'static>, StorageError> {
+    let volume = volumes.open_volume(VolumeIdx(0)).map_err(StorageError::Filesystem)?;
+    let root = volume.open_root_dir().map_err(StorageError::Filesystem)?;
+
+    match root.open_file_in_dir(bramble_settings::FILE_NAME, Mode::ReadOnly) {
+        Ok(file) => {
+            let mut text = [0u8; MAX_SETTINGS_BYTES];
+            let mut length = 0;
+            while length < text.len() {
+                match file.read(&mut text[length..]) {
+                    Ok(0) => break,
+                    Ok(read) => length += read,
+                    Err(error) => {
+                        log::warn!("settings: reading {}: {error:?}", bramble_settings::FILE_NAME);
+                        break;
+                    }
+                }
+            }
+            *settings = Settings::parse_bytes(&text[..length], |error| {
+                log::warn!("settings: {error}; using the default for that line")
+            });
+            log::info!("settings: {} bytes read; hostname {}", length, settings.hostname.as_str());
+        }
+        Err(embedded_sdmmc::Error::NotFound) => {
+            log::info!("settings: no {} on the card, using defaults", bramble_settings::FILE_NAME)
+        }
+        Err(error) => log::warn!("settings: {error:?}; using defaults"),
+    }
+
+    let read_started = micros();
+    let file = match root.open_file_in_dir(SITE_FILE, Mode::ReadOnly) {
+        Ok(file) => file,
+        Err(embedded_sdmmc::Error::NotFound) => return Err(StorageError::SiteMissing),
+        Err(error) => return Err(StorageError::Filesystem(error)),
+    };
+    let size = file.length() as usize;
+    if size > memory.len() {
+        return Err(StorageError::SiteTooLarge { size, available: memory.len() });
+    }
+    let (image, _) = memory.split_at_mut(size);
+    let mut filled = 0;
+    while filled < size {
+        match file.read(&mut image[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(error) => return Err(StorageError::Filesystem(error)),
+        }
+    }
+    let read_micros = micros() - read_started;
+    let verify_started = micros();
+    let site = bramble_site::SiteImage::new_checked(&image[..filled]).map_err(StorageError::SiteCorrupt)?;
+    log::info!(
+        "site: {} files, {} bytes, checksum {:#010x}, read in {} ms, verified in {} ms",
+        site.file_count(),
+        site.len(),
+        site.checksum(),
+        read_micros / 1000,
+        (micros() - verify_started) / 1000
+    );
+    Ok(site)
+}
