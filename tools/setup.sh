@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what Bramble needs on a fresh Debian/Ubuntu machine, or says exactly what is missing:
+# the pinned Rust toolchain (rust-toolchain.toml, with rust-src for the kernel's build-std) and
+# the Debian packages for QEMU and the tests. Safe to run again: it only installs what is absent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: QEMU for the Pi machines; mtools to read SD images back independently;
+# iproute2 and iputils-ping for the network-namespace tests; curl as a real HTTP client;
+# dnsmasq as a real DHCP server in the namespace tests.
+packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base git)
+commands=(qemu-system-arm mdir ip ping curl dnsmasq git)
+
+missing=()
+for i in "${!commands[@]}"; do
+    command -v "${commands[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    else
+        echo "setup: missing Debian packages: ${missing[*]}" >&2
+        echo "setup: install them with: sudo apt-get install -y ${missing[*]}" >&2
+        exit 1
+    fi
+fi
+
+if ! command -v rustup >/dev/null 2>&1; then
+    echo "setup: rustup is missing. Install it from https://rustup.rs, then run this again." >&2
+    exit 1
+fi
+# Reads rust-toolchain.toml: the dated nightly with rust-src, rustfmt and clippy.
+# (RUSTUP_AUTO_INSTALL=0 may be set, so cargo would not fetch it by itself.)
+rustup toolchain install >/dev/null
+echo "setup: $(rustc --version), $(qemu-system-arm --version | head -1)"
