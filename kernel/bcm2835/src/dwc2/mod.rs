@@ -71,6 +71,15 @@ const CONNECT_TIMEOUT_MS: u32 = 500;
 static CHANNEL_STATUS: [AtomicU32; CHANNELS] = [const { AtomicU32::new(0) }; CHANNELS];
 /// Root port change interrupts seen by the handler.
 static PORT_CHANGES: AtomicU32 = AtomicU32::new(0);
+/// Interrupts taken by the handler (a generation counter for the idle loop).
+static INTERRUPTS_TAKEN: AtomicU32 = AtomicU32::new(0);
+
+/// How many controller interrupts [`handle_interrupt`] has taken. The idle loop remembers
+/// the value when it polls the NIC and, with IRQs masked, sleeps in WFI only if it is
+/// unchanged: a completion whose interrupt ran between the poll and the WFI is not lost.
+pub fn interrupts_taken() -> u32 {
+    INTERRUPTS_TAKEN.load(Ordering::Acquire)
+}
 
 /// Why the controller could not be brought up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -174,6 +183,7 @@ pub fn handle_interrupt() {
     // SAFETY: BASE is the DWC2 register block; the handler only reads status registers and
     // writes their write-1-to-clear bits, which the driver's own accesses tolerate.
     let registers = unsafe { RegisterBlock::new(reg::BASE) };
+    INTERRUPTS_TAKEN.fetch_add(1, Ordering::AcqRel);
     let pending = registers.register(reg::HAINT).read();
     for (channel, status) in CHANNEL_STATUS.iter().enumerate() {
         if pending & (1 << channel) != 0 {
@@ -246,13 +256,16 @@ impl Dwc2Host {
         }
         self.r(reg::GAHBCFG)
             .modify(ahbcfg::GLOBAL_INTERRUPT_ENABLE, 0);
-        self.r(reg::GUSBCFG).modify(
-            usbcfg::ULPI_EXT_VBUS_DRV | usbcfg::TERM_SEL_DL_PULSE,
-            0,
-        );
+        self.r(reg::GUSBCFG)
+            .modify(usbcfg::ULPI_EXT_VBUS_DRV | usbcfg::TERM_SEL_DL_PULSE, 0);
 
         // Core soft reset (§2.3 step 5).
-        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::AHB_IDLE, rstctl::AHB_IDLE, 100_000) {
+        if !self.wait_for(
+            self.r(reg::GRSTCTL),
+            rstctl::AHB_IDLE,
+            rstctl::AHB_IDLE,
+            100_000,
+        ) {
             return Err(Dwc2Error::ResetTimeout);
         }
         self.r(reg::GRSTCTL).write(rstctl::CORE_SOFT_RESET);
@@ -308,7 +321,11 @@ impl Dwc2Host {
             "dwc2: core {}.{:03x} ({}), {} channels, buffer DMA",
             (id >> 12) & 0xF,
             id & 0xFFF,
-            if id == reg::SNPSID_QEMU { "QEMU" } else { "BCM2835" },
+            if id == reg::SNPSID_QEMU {
+                "QEMU"
+            } else {
+                "BCM2835"
+            },
             self.channels
         );
         Ok(())
@@ -318,10 +335,11 @@ impl Dwc2Host {
     /// Register [`handle_interrupt`] on [`IRQ`] first.
     pub fn enable_interrupts(&mut self) {
         self.r(reg::GINTSTS).write(0xFFFF_FFFF);
-        self.r(reg::GINTMSK)
-            .write(gint::HOST_CHANNELS | gint::PORT);
-        self.r(reg::GAHBCFG)
-            .modify(ahbcfg::GLOBAL_INTERRUPT_ENABLE, ahbcfg::GLOBAL_INTERRUPT_ENABLE);
+        self.r(reg::GINTMSK).write(gint::HOST_CHANNELS | gint::PORT);
+        self.r(reg::GAHBCFG).modify(
+            ahbcfg::GLOBAL_INTERRUPT_ENABLE,
+            ahbcfg::GLOBAL_INTERRUPT_ENABLE,
+        );
     }
 
     /// Root port change interrupts seen so far (a change means re-probe).
@@ -505,7 +523,13 @@ impl Dwc2Host {
                 let request = len.div_ceil(mps) * mps;
                 let request = request.min(capacity / mps * mps);
                 moved = self
-                    .control_stage(device, true, hctsiz::PID_DATA1, CONTROL_DATA_OFFSET, request)?
+                    .control_stage(
+                        device,
+                        true,
+                        hctsiz::PID_DATA1,
+                        CONTROL_DATA_OFFSET,
+                        request,
+                    )?
                     .min(len);
                 if let Some(out) = data_in {
                     let n = moved.min(out.len());
@@ -568,7 +592,12 @@ impl Dwc2Host {
         }
     }
 
-    fn start_transfer(&mut self, pipe: PipeId, len: usize, direction_in: bool) -> Result<(), UsbError> {
+    fn start_transfer(
+        &mut self,
+        pipe: PipeId,
+        len: usize,
+        direction_in: bool,
+    ) -> Result<(), UsbError> {
         if !self.port_enabled() {
             return Err(UsbError::Disconnected);
         }
@@ -643,7 +672,10 @@ impl Dwc2Host {
         if a.status & hcint::HALTED == 0 {
             self.set_active(index, a);
             if a.deadline.is_some_and(|d| now > d) {
-                log::warn!("dwc2: bulk-OUT to endpoint {:#x} timed out", config.endpoint);
+                log::warn!(
+                    "dwc2: bulk-OUT to endpoint {:#x} timed out",
+                    config.endpoint
+                );
                 return fail(self, UsbError::Timeout);
             }
             return Ok(TransferStatus::Pending);
@@ -805,7 +837,11 @@ impl UsbHost for Dwc2Host {
     }
 
     fn open_pipe(&mut self, config: PipeConfig) -> Result<PipeId, UsbError> {
-        if config.is_in() && !config.buffer_len.is_multiple_of(config.max_packet.max(1) as usize) {
+        if config.is_in()
+            && !config
+                .buffer_len
+                .is_multiple_of(config.max_packet.max(1) as usize)
+        {
             return Err(UsbError::InvalidRequest);
         }
         let index = self
