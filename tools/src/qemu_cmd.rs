@@ -20,9 +20,18 @@ pub struct QemuArgs {
     /// Boot the ELF with `-kernel` instead of kernel.img with `-bios`.
     #[arg(long)]
     pub elf: bool,
-    /// Attach this SD card image.
-    #[arg(long)]
+    /// Attach this SD card image instead of building one.
+    #[arg(long, conflicts_with_all = ["site", "no_card"])]
     pub image: Option<PathBuf>,
+    /// Pack this site folder onto a fresh SD card image [default: site/default].
+    #[arg(long)]
+    pub site: Option<PathBuf>,
+    /// BRAMBLE.TXT for the card built from --site.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Boot without an SD card.
+    #[arg(long)]
+    pub no_card: bool,
     /// Forward 127.0.0.1:PORT to the guest's port 80.
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
@@ -37,14 +46,23 @@ pub struct QemuArgs {
 /// Runs `bramble qemu`.
 pub fn run(args: QemuArgs) -> anyhow::Result<()> {
     let qemu = bramble_qemu::find_qemu().map_err(anyhow::Error::msg)?;
-    let kernel = match (&args.kernel, args.elf) {
+    let built = match &args.kernel {
+        Some(_) => None,
+        None => Some(crate::kernel::build_kernel()?),
+    };
+    let kernel = match (&args.kernel, &built) {
         (Some(path), _) if is_elf(path)? => Kernel::Elf(path.clone()),
         (Some(path), _) => Kernel::Raw(path.clone()),
-        (None, true) => Kernel::Elf(crate::kernel::build_kernel()?.elf),
-        (None, false) => Kernel::Raw(crate::kernel::build_kernel()?.raw),
+        (None, Some(built)) if args.elf => Kernel::Elf(built.elf.clone()),
+        (None, Some(built)) => Kernel::Raw(built.raw.clone()),
+        (None, None) => unreachable!("a kernel is either given or built"),
     };
     let mut config = QemuConfig::new(args.machine, kernel);
-    config.sd_card = args.image.clone();
+    config.sd_card = match (&args.image, args.no_card) {
+        (Some(image), _) => Some(image.clone()),
+        (None, true) => None,
+        (None, false) => Some(card_for_site(&args, built.as_ref())?),
+    };
     if !args.no_network {
         let topology = if args.root_port { Topology::RootPort } else { Topology::BehindHub };
         config.network = Some(Network::User { host_port: args.port, topology });
@@ -54,6 +72,32 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         args.machine
     );
     run_until_stopped(Command::new(qemu).args(config.args()))
+}
+
+/// Builds target/qemu/bramble.img from --site (or the default site) and the kernel.
+fn card_for_site(
+    args: &QemuArgs,
+    built: Option<&crate::kernel::KernelArtifacts>,
+) -> anyhow::Result<PathBuf> {
+    let root = crate::workspace_root();
+    let output = root.join("target/qemu/bramble.img");
+    std::fs::create_dir_all(output.parent().expect("has a parent"))?;
+    let kernel = match (built, &args.kernel) {
+        (Some(built), _) => built.raw.clone(),
+        (None, Some(path)) if !is_elf(path)? => path.clone(),
+        (None, _) => crate::kernel::build_kernel()?.raw,
+    };
+    crate::image::run(crate::image::ImageArgs {
+        site: Some(args.site.clone().unwrap_or_else(|| root.join("site/default"))),
+        site_image: None,
+        output: output.clone(),
+        kernel: Some(kernel),
+        firmware: None,
+        fetch_firmware: false,
+        config: args.config.clone(),
+        size: None,
+    })?;
+    Ok(output)
 }
 
 fn is_elf(path: &PathBuf) -> anyhow::Result<bool> {
