@@ -2,8 +2,9 @@
 //! many USB Ethernet adapters speak. Raw Ethernet frames on a bulk pair; a short packet (or a
 //! zero-length packet) ends each frame.
 
+use crate::nic::check_liveness;
 use bramble_hal::ethernet::MAX_FRAME_LEN;
-use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, EndpointKind, class};
 use crate::device::{UsbDevice, default_language, read_string, set_configuration, set_interface};
@@ -82,6 +83,7 @@ pub struct CdcEcm<H: UsbHost> {
     rx_len: usize,
     cursor: RxCursor,
     stats: NicStats,
+    last_liveness_check: Option<Instant>,
 }
 
 impl<H: UsbHost> CdcEcm<H> {
@@ -97,6 +99,7 @@ impl<H: UsbHost> CdcEcm<H> {
                 rx_len,
                 cursor: RxCursor::default(),
                 stats: NicStats::default(),
+                last_liveness_check: None,
             }),
             Err(e) => Err((e, host)),
         }
@@ -195,7 +198,10 @@ impl<H: UsbHost> EthernetDevice for CdcEcm<H> {
             self.rx_len,
             &mut self.stats,
         )? {
-            RxPoll::Empty => return Ok(None),
+            RxPoll::Empty => {
+                check_liveness(&mut self.host, &self.device, &mut self.last_liveness_check)?;
+                return Ok(None);
+            }
             RxPoll::Ready(n) => n,
         };
         // One frame per transfer; an empty transfer (a lone ZLP) carries nothing.

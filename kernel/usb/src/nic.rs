@@ -1,11 +1,13 @@
 //! What the three USB Ethernet drivers share: counters, error mapping, bulk pipe set-up and
 //! the transmit path bookkeeping.
 
-use bramble_hal::DeviceError;
+use bramble_hal::{DeviceError, Instant};
 
 use crate::descriptor::Endpoint;
-use crate::device::{UsbDevice, clear_endpoint_halt};
-use crate::host::{PipeConfig, PipeId, TransferStatus, TransferType, UsbError, UsbHost};
+use crate::device::{UsbDevice, clear_endpoint_halt, request};
+use crate::host::{
+    PipeConfig, PipeId, SetupPacket, TransferStatus, TransferType, UsbError, UsbHost,
+};
 
 /// Receive buffer size for drivers that get one frame per transfer: a multiple of 512 (HS)
 /// and 64 (FS), and above QEMU's 1,536-byte "small transfer" threshold so a whole frame
@@ -173,6 +175,44 @@ pub fn transmit_ready<H: UsbHost + ?Sized>(
             stats.tx_errors += 1;
             log::warn!("usb nic: transmit failed: {e}");
             Ok(true)
+        }
+    }
+}
+
+/// How often an idle driver checks that its device still answers on EP0.
+pub const LIVENESS_INTERVAL_US: u64 = 1_000_000;
+
+/// Checks, at most once per [`LIVENESS_INTERVAL_US`], that the device still answers a
+/// GET_STATUS request. A parked bulk-IN cannot notice a device that vanished behind a hub
+/// (QEMU simply never completes transfers to an unknown address, and a real hub reports the
+/// loss only on its own status endpoint), so idle receive paths call this and report
+/// [`DeviceError::Gone`] when the device is silent.
+pub fn check_liveness<H: UsbHost + ?Sized>(
+    host: &mut H,
+    device: &UsbDevice,
+    last_check: &mut Option<Instant>,
+) -> Result<(), DeviceError> {
+    let now = host.now();
+    if last_check.is_some_and(|t| now.micros_since(t) < LIVENESS_INTERVAL_US) {
+        return Ok(());
+    }
+    *last_check = Some(now);
+    let mut status = [0u8; 2];
+    let setup = SetupPacket {
+        request_type: 0x80,
+        request: request::GET_STATUS,
+        value: 0,
+        index: 0,
+        length: 2,
+    };
+    match host.control_in(&device.target, setup, &mut status) {
+        Ok(_) | Err(UsbError::Stall) => Ok(()),
+        Err(e) => {
+            log::warn!(
+                "usb nic: device at address {} stopped answering: {e}",
+                device.target.address
+            );
+            Err(DeviceError::Gone)
         }
     }
 }

@@ -3,8 +3,9 @@
 //! GET_ENCAPSULATED_RESPONSE on EP0; each data-path frame carries a 44-byte
 //! RNDIS_PACKET_MSG header, and a bulk-IN transfer may hold several of them.
 
+use crate::nic::check_liveness;
 use bramble_hal::ethernet::MAX_FRAME_LEN;
-use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, EndpointKind, class};
 use crate::device::{UsbDevice, set_configuration};
@@ -204,6 +205,7 @@ pub struct Rndis<H: UsbHost> {
     rx_len: usize,
     cursor: RxCursor,
     stats: NicStats,
+    last_liveness_check: Option<Instant>,
     link: LinkState,
     limits: DeviceLimits,
 }
@@ -314,6 +316,7 @@ impl<H: UsbHost> Rndis<H> {
                 rx_len,
                 cursor: RxCursor::default(),
                 stats: NicStats::default(),
+                last_liveness_check: None,
                 link,
                 limits,
             }),
@@ -423,7 +426,10 @@ impl<H: UsbHost> EthernetDevice for Rndis<H> {
             self.rx_len,
             &mut self.stats,
         )? {
-            RxPoll::Empty => return Ok(None),
+            RxPoll::Empty => {
+                check_liveness(&mut self.host, &self.device, &mut self.last_liveness_check)?;
+                return Ok(None);
+            }
             RxPoll::Ready(n) => n,
         };
         let found = {

@@ -3,6 +3,7 @@
 //! command words and RX status words. Register map and init order from the reference §3
 //! (Linux `smsc95xx.{c,h}`, U-Boot `smsc95xx.c`, Circle `smsc951x.cpp`).
 
+use crate::nic::check_liveness;
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
@@ -420,6 +421,7 @@ pub struct Smsc95xx<H: UsbHost> {
     rx_len: usize,
     cursor: RxCursor,
     stats: NicStats,
+    last_liveness_check: Option<Instant>,
     link: LinkState,
     full_duplex: bool,
     last_link_poll: Option<Instant>,
@@ -443,6 +445,7 @@ impl<H: UsbHost> Smsc95xx<H> {
                 rx_len,
                 cursor: RxCursor::default(),
                 stats: NicStats::default(),
+                last_liveness_check: None,
                 link: LinkState::Down,
                 full_duplex: false,
                 last_link_poll: None,
@@ -674,7 +677,10 @@ impl<H: UsbHost> EthernetDevice for Smsc95xx<H> {
             self.rx_len,
             &mut self.stats,
         )? {
-            RxPoll::Empty => return Ok(None),
+            RxPoll::Empty => {
+                check_liveness(&mut self.host, &self.device, &mut self.last_liveness_check)?;
+                return Ok(None);
+            }
             RxPoll::Ready(n) => n,
         };
         // Walk the status words until a good frame or the end of the transfer.

@@ -187,6 +187,9 @@ pub struct MockHost {
     pub out_latency_polls: u32,
     /// Maximum number of pipes (DWC2: 8 channels minus control).
     pub max_pipes: usize,
+    /// Addresses of devices that vanished behind a hub: like QEMU, transfers to them
+    /// never complete (bulk stays pending, control times out).
+    pub vanished: Vec<u8>,
 }
 
 impl MockHost {
@@ -200,10 +203,14 @@ impl MockHost {
             unplugged: false,
             out_latency_polls: 0,
             max_pipes: 7,
+            vanished: Vec::new(),
         }
     }
 
     fn find(&mut self, address: u8) -> Option<&mut dyn DeviceModel> {
+        if self.vanished.contains(&address) {
+            return None;
+        }
         let root = self.root.as_deref_mut()?;
         find_device(root, address)
     }
@@ -432,9 +439,9 @@ impl UsbHost for MockHost {
             PipeState::Idle => return Ok(TransferStatus::Idle),
             PipeState::Done(n) => return Ok(TransferStatus::Complete(n)),
             PipeState::In(len) => {
-                let dev = self
-                    .find(config.device.address)
-                    .ok_or(UsbError::Disconnected)?;
+                let Some(dev) = self.find(config.device.address) else {
+                    return Ok(TransferStatus::Pending);
+                };
                 match dev.bulk_in(endpoint & 0x0F, len) {
                     Ok(None) => return Ok(TransferStatus::Pending),
                     Ok(Some(data)) if data.len() > len => Err(UsbError::Transfer),

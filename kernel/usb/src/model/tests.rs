@@ -557,3 +557,34 @@ fn smsc_device_gone_reports_gone() {
     nic.host_mut().delay_ms(1000);
     assert_eq!(nic.link_state(), LinkState::Down);
 }
+
+#[test]
+fn a_device_that_vanishes_behind_the_hub_is_reported_gone_within_a_second() {
+    for prefer in [CdcPreference::Rndis, CdcPreference::CdcEcm] {
+        let (mut nic, _state) = usb_net_behind_hub(prefer);
+        assert_eq!(recv(&mut nic), None); // bulk-IN parked, first liveness check passes
+        nic.host_mut().vanished.push(2);
+        // The parked transfer just stays pending; the next check is not due yet.
+        assert_eq!(nic.receive(|_| ()), Ok(None));
+        nic.host_mut().delay_ms(1000);
+        assert_eq!(nic.receive(|_| ()), Err(DeviceError::Gone));
+    }
+    let (mut nic, _state) = smsc(Partner::FullDuplex, true);
+    assert_eq!(recv(&mut nic), None);
+    nic.host_mut().vanished.push(2);
+    nic.host_mut().delay_ms(1000);
+    assert_eq!(nic.receive(|_| ()), Err(DeviceError::Gone));
+}
+
+#[test]
+fn an_idle_device_that_still_answers_is_not_reported_gone() {
+    let (mut nic, state) = usb_net_behind_hub(CdcPreference::Rndis);
+    for _ in 0..5 {
+        assert_eq!(nic.receive(|_| ()), Ok(None));
+        nic.host_mut().delay_ms(1000);
+    }
+    // One GET_STATUS per second at most.
+    assert!(nic.host_mut().count_requests(2, 0x80, 0) <= 6);
+    state.borrow_mut().rx.push_back(frame(60, 1));
+    assert_eq!(recv_eventually(&mut nic), Some(frame(60, 1)));
+}
