@@ -1,0 +1,236 @@
+//! `bramble serve` end to end: pack a folder, serve it on a free 127.0.0.1 port, fetch with a
+//! real HTTP client (ureq) and compare bytes; conditional and range requests; `--watch`
+//! picks up an edit. The server is stopped by PID.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Kills the server (by its PID) however the test ends.
+struct ServerProcess {
+    child: Child,
+    base: String,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `bramble serve DIR --port 0 [extra]` and waits (bounded) for its address line.
+fn start(dir: &Path, extra: &[&str]) -> ServerProcess {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bramble"))
+        .arg("serve")
+        .arg(dir)
+        .args(["--port", "0", "--bind", "127.0.0.1"])
+        .args(extra)
+        .env("XDG_CACHE_HOME", dir.join("..").join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run bramble serve");
+    let stdout = child.stdout.take().unwrap();
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("http://") {
+                let url = line[at..]
+                    .split_whitespace()
+                    .next()
+                    .unwrap()
+                    .trim_end_matches('/');
+                let _ = send.send(url.to_string());
+            }
+        }
+    });
+    let mut process = ServerProcess {
+        child,
+        base: String::new(),
+    };
+    process.base = receive
+        .recv_timeout(Duration::from_secs(120))
+        .expect("bramble serve printed its address");
+    assert!(
+        process.base.starts_with("http://127.0.0.1:"),
+        "{}",
+        process.base
+    );
+    process
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+struct Fetched {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Fetched {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn fetch(agent: &ureq::Agent, url: &str, headers: &[(&str, &str)]) -> Fetched {
+    let mut request = agent.get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let mut response = request.call().expect("HTTP exchange");
+    let headers = response
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("").to_string()))
+        .collect();
+    Fetched {
+        status: response.status().as_u16(),
+        headers,
+        body: response
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_vec()
+            .expect("body"),
+    }
+}
+
+fn write_site(dir: &Path) -> Vec<u8> {
+    std::fs::create_dir_all(dir.join("docs")).unwrap();
+    std::fs::write(
+        dir.join("index.html"),
+        "<!DOCTYPE html><title>t</title><p>home page</p>\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("style.css"), "body { margin: 0 }\n".repeat(50)).unwrap();
+    std::fs::write(dir.join("docs/index.html"), "<p>docs</p>\n").unwrap();
+    let big: Vec<u8> = (0..300_000u32).map(|i| (i * 31 % 253) as u8).collect();
+    std::fs::write(dir.join("data.bin"), &big).unwrap();
+    big
+}
+
+#[test]
+fn serves_a_folder_byte_for_byte_with_conditionals_and_ranges() {
+    let temp = tempfile::tempdir().unwrap();
+    let site = temp.path().join("site");
+    let big = write_site(&site);
+    let server = start(&site, &["--quiet"]);
+    let agent = agent();
+
+    let index = fetch(&agent, &format!("{}/", server.base), &[]);
+    assert_eq!(index.status, 200);
+    assert_eq!(index.body, std::fs::read(site.join("index.html")).unwrap());
+    assert_eq!(
+        index.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(index.header("x-content-type-options"), Some("nosniff"));
+
+    let css = fetch(&agent, &format!("{}/style.css", server.base), &[]);
+    assert_eq!(css.status, 200);
+    assert_eq!(css.body, std::fs::read(site.join("style.css")).unwrap());
+    let etag = css.header("etag").expect("ETag").to_string();
+
+    // Conditional: the ETag validates, the Last-Modified too.
+    let again = fetch(
+        &agent,
+        &format!("{}/style.css", server.base),
+        &[("If-None-Match", &etag)],
+    );
+    assert_eq!(again.status, 304);
+    assert!(again.body.is_empty());
+    let last_modified = css
+        .header("last-modified")
+        .expect("Last-Modified")
+        .to_string();
+    let again = fetch(
+        &agent,
+        &format!("{}/style.css", server.base),
+        &[("If-Modified-Since", &last_modified)],
+    );
+    assert_eq!(again.status, 304);
+
+    // Compression: the packer's gzip variant, with Vary.
+    let gz = fetch(
+        &agent,
+        &format!("{}/style.css", server.base),
+        &[("Accept-Encoding", "gzip")],
+    );
+    assert_eq!(gz.header("content-encoding"), Some("gzip"));
+    assert_eq!(gz.header("vary"), Some("Accept-Encoding"));
+    assert!(gz.body.len() < css.body.len());
+
+    // Range.
+    let whole = fetch(&agent, &format!("{}/data.bin", server.base), &[]);
+    assert_eq!(whole.body, big);
+    let part = fetch(
+        &agent,
+        &format!("{}/data.bin", server.base),
+        &[("Range", "bytes=1000-1999")],
+    );
+    assert_eq!(part.status, 206);
+    assert_eq!(part.body, &big[1000..2000]);
+    assert_eq!(
+        part.header("content-range"),
+        Some(format!("bytes 1000-1999/{}", big.len()).as_str())
+    );
+    let beyond = fetch(
+        &agent,
+        &format!("{}/data.bin", server.base),
+        &[("Range", "bytes=999999999-")],
+    );
+    assert_eq!(beyond.status, 416);
+
+    // Directories and misses.
+    let redirect = fetch(&agent, &format!("{}/docs", server.base), &[]);
+    assert_eq!(
+        (redirect.status, redirect.header("location")),
+        (301, Some("/docs/"))
+    );
+    let docs = fetch(&agent, &format!("{}/docs/", server.base), &[]);
+    assert_eq!(docs.body, b"<p>docs</p>\n");
+    assert_eq!(
+        fetch(&agent, &format!("{}/nope", server.base), &[]).status,
+        404
+    );
+}
+
+#[test]
+fn watch_repacks_after_an_edit() {
+    let temp = tempfile::tempdir().unwrap();
+    let site = temp.path().join("site");
+    write_site(&site);
+    let server = start(&site, &["--watch", "--quiet"]);
+    let agent = agent();
+    let url = format!("{}/index.html", server.base);
+    assert_eq!(
+        fetch(&agent, &url, &[]).body,
+        std::fs::read(site.join("index.html")).unwrap()
+    );
+
+    let edited = b"<!DOCTYPE html><p>edited while serving</p>\n";
+    std::fs::write(site.join("index.html"), edited).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let page = fetch(&agent, &url, &[]);
+        if page.body == edited {
+            break;
+        }
+        assert!(Instant::now() < deadline, "edit not served within 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
