@@ -10,6 +10,7 @@
 extern crate std;
 
 pub mod dma;
+pub mod dwc2;
 pub mod emmc;
 pub mod gpio;
 pub mod interrupts;

@@ -5,9 +5,11 @@
 #![no_std]
 #![no_main]
 
+mod arena;
 mod commands;
 mod console;
 mod faults;
+mod network;
 mod platform;
 mod storage;
 
@@ -32,11 +34,22 @@ fn kernel_main() -> ! {
     let platform = platform::init();
     console::init_logger();
     print_banner(&platform, mmu_up);
+    let mut platform = platform;
     let emmc_clock = platform.board.as_ref().map(|info| info.emmc_clock_hz).unwrap_or(0);
-    let card = storage::load(emmc_clock, platform::free_memory(&platform.board));
-    if let Err(problem) = &card.site {
-        log::error!("site: {problem}; the server will answer with a diagnostic page");
-    }
+    let (card, free) = storage::load(emmc_clock, platform::free_memory(&platform.board));
+    let mut arena = arena::Arena::new(free);
+    let site = match card.site {
+        Ok(site) => bramble_http::SiteSource::Ready(site),
+        Err(problem) => {
+            log::error!("site: {problem}; the server will answer with a diagnostic page");
+            let mut text = heapless::String::<200>::new();
+            let _ = core::fmt::Write::write_fmt(&mut text, format_args!("{problem}"));
+            match arena.value(text) {
+                Some(text) => bramble_http::SiteSource::Unavailable(text.as_str()),
+                None => bramble_http::SiteSource::Unavailable("the site image could not be loaded"),
+            }
+        }
+    };
 
     TIMER.clear_alarm();
     INTERRUPTS.register(timer::ALARM_IRQ, on_alarm);
@@ -44,14 +57,40 @@ fn kernel_main() -> ! {
     INTERRUPTS.register(uart::IRQ, console::on_uart_interrupt);
     // SAFETY: the dispatcher (`__bramble_irq`) and every registered handler are ready.
     unsafe { cpu::enable_irq() };
+    let board_mac = platform.board.as_ref().ok().map(|info| info.mac_address);
+    let mut net = network::start(
+        &mut platform.dma,
+        platform.mailbox_buffer,
+        board_mac,
+        &card.settings,
+        site,
+        &mut arena,
+    );
     log::info!("ready: idle in WFI; type 'help' on this console for commands");
+    let mut address_reported = false;
 
     let mut lines = console::LineReader::new();
     let mut commands = commands::Commands::new();
     loop {
         lines.poll(|line| commands.run(line));
         commands.poll(TIMER.micros());
-        if let Some(deadline) = commands.next_deadline() {
+        // Remember the USB interrupt count before polling: a completion that lands during
+        // or after the poll changes it, and then we poll again instead of sleeping.
+        let usb_interrupts = bramble_bcm2835::dwc2::interrupts_taken();
+        let mut deadline = commands.next_deadline();
+        if let Some(appliance) = net.as_mut() {
+            let next = appliance.poll(Instant::from_micros(TIMER.micros()));
+            if !address_reported && let Some(address) = appliance.ipv4_address() {
+                address_reported = true;
+                let [a, b, c, d] = address;
+                log::info!("serving: http://{a}.{b}.{c}.{d}/ at {} us since reset", TIMER.micros());
+            }
+            deadline = match (deadline, next.map(|next| next.as_micros())) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        if let Some(deadline) = deadline {
             if !TIMER.set_alarm(Instant::from_micros(deadline)) {
                 continue; // already due: run the loop again instead of sleeping
             }
@@ -59,7 +98,9 @@ fn kernel_main() -> ! {
         // Mask, re-check, sleep: an interrupt arriving between the check and WFI still wakes
         // us, because WFI returns on a pending interrupt even while IRQs are masked.
         cpu::disable_irq();
-        if !console::LineReader::pending() {
+        if !console::LineReader::pending()
+            && bramble_bcm2835::dwc2::interrupts_taken() == usb_interrupts
+        {
             cpu::wait_for_interrupt();
         }
         // SAFETY: as above; unmasking lets the pending interrupt's handler run now.

@@ -89,8 +89,9 @@ pub struct CardContents {
     pub site: Result<bramble_site::SiteImage<'static>, StorageError>,
 }
 
-/// Reads settings and site from the card into `memory` (the free RAM after the kernel).
-pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> CardContents {
+/// Reads settings and site from the card into the start of `memory` (the free RAM after the
+/// kernel); returns what it found and the memory it did not use.
+pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> (CardContents, &'static mut [u8]) {
     let started = micros();
     for pin in 48..=53 {
         GPIO.set_function(pin, Function::Alt3);
@@ -99,7 +100,8 @@ pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> CardContents {
     let card = match unsafe { Emmc::new(emmc_clock_hz, micros as fn() -> u64) } {
         Ok(card) => card,
         Err(error) => {
-            return CardContents { settings: Settings::default(), site: Err(StorageError::Card(error)) };
+            let contents = CardContents { settings: Settings::default(), site: Err(StorageError::Card(error)) };
+            return (contents, memory);
         }
     };
     let info = card.card();
@@ -111,14 +113,16 @@ pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> CardContents {
     );
     let volumes: VolumeManager<_, _, 2, 2, 1> = VolumeManager::new_with_limits(ReadOnlyCard(RefCell::new(card)), NoClock, 0);
     let mut settings = Settings::default();
-    let site = read_files(&volumes, &mut settings, memory);
-    CardContents { settings, site }
+    let mut memory = Some(memory);
+    let site = read_files(&volumes, &mut settings, &mut memory);
+    let rest = memory.unwrap_or(&mut []);
+    (CardContents { settings, site }, rest)
 }
 
 fn read_files(
     volumes: &VolumeManager<ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>,
     settings: &mut Settings,
-    memory: &'static mut [u8],
+    memory: &mut Option<&'static mut [u8]>,
 ) -> Result<bramble_site::SiteImage<'static>, StorageError> {
     let volume = volumes.open_volume(VolumeIdx(0)).map_err(StorageError::Filesystem)?;
     let root = volume.open_root_dir().map_err(StorageError::Filesystem)?;
@@ -155,10 +159,12 @@ fn read_files(
         Err(error) => return Err(StorageError::Filesystem(error)),
     };
     let size = file.length() as usize;
-    if size > memory.len() {
-        return Err(StorageError::SiteTooLarge { size, available: memory.len() });
+    let available = memory.as_ref().map_or(0, |memory| memory.len());
+    if size > available {
+        return Err(StorageError::SiteTooLarge { size, available });
     }
-    let (image, _) = memory.split_at_mut(size);
+    let (image, rest) = memory.take().expect("checked above").split_at_mut(size);
+    *memory = Some(rest);
     let mut filled = 0;
     while filled < size {
         match file.read(&mut image[filled..]) {
@@ -169,6 +175,7 @@ fn read_files(
     }
     let read_micros = micros() - read_started;
     let verify_started = micros();
+    let image: &'static [u8] = image;
     let site = bramble_site::SiteImage::new_checked(&image[..filled]).map_err(StorageError::SiteCorrupt)?;
     log::info!(
         "site: {} files, {} bytes, checksum {:#010x}, read in {} ms, verified in {} ms",

@@ -18,3 +18,5 @@ pub mod phy;
 mod test_support;
 
 pub use phy::{EthernetPhy, PhyCounters};
+/// Socket slots for [`appliance::ApplianceMemory`], re-exported so callers need not name smoltcp.
+pub use smoltcp::iface::SocketStorage;

@@ -1,0 +1,110 @@
+//! The network: power the USB controller, find the NIC (SMSC95xx on a B+, RNDIS or CDC-ECM
+//! on QEMU's usb-net), and run the smoltcp appliance serving the site.
+
+use crate::arena::Arena;
+use crate::platform::{INTERRUPTS, MAILBOX, TIMER, micros};
+use bramble_bcm2835::dma::DmaAllocator;
+use bramble_bcm2835::dwc2::{self, Dwc2Host};
+use bramble_bcm2835::mailbox::{PropertyBuffer, device};
+use bramble_hal::{Instant, MacAddress};
+use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+use bramble_net::SocketStorage;
+use bramble_net::appliance::{
+    AddressConfig, Appliance, ApplianceMemory, EXTRA_SOCKETS, MAX_CONNECTIONS, NetworkConfig,
+};
+use bramble_settings::{AddressMode, Settings};
+use bramble_usb::probe::{CdcPreference, ProbeOptions, UsbNic, probe};
+
+/// Receive buffer per TCP connection: requests are small.
+const TCP_RX_LEN: usize = 4 * 1024;
+/// Transmit buffer per TCP connection: bigger means fewer round trips for large files.
+const TCP_TX_LEN: usize = 32 * 1024;
+/// Share of the free RAM the connection pool may take.
+const POOL_SHARE_DIVISOR: usize = 4;
+
+/// The running appliance over the USB NIC.
+pub type Network = Appliance<'static, UsbNic<Dwc2Host>>;
+
+/// Brings up USB and the NIC and starts the appliance. Logs and returns `None` on failure
+/// (the console keeps working).
+pub fn start(
+    dma: &mut DmaAllocator,
+    mailbox_buffer: &mut PropertyBuffer,
+    board_mac: Option<[u8; 6]>,
+    settings: &Settings,
+    site: SiteSource<'static>,
+    arena: &mut Arena,
+) -> Option<Network> {
+    let started = micros();
+    match MAILBOX.set_power(mailbox_buffer, device::USB_HCD, true, micros) {
+        Ok(true) => {}
+        Ok(false) => log::warn!("usb: the firmware did not power the controller on"),
+        Err(error) => log::warn!("usb: power-on request failed: {error:?}"),
+    }
+    let mut host = match Dwc2Host::new(TIMER, dma) {
+        Ok(host) => host,
+        Err(error) => {
+            log::error!("usb: controller did not start: {error:?}");
+            return None;
+        }
+    };
+    host.enable_interrupts();
+    INTERRUPTS.register(dwc2::IRQ, dwc2::handle_interrupt);
+    let options = ProbeOptions {
+        prefer: CdcPreference::Rndis,
+        board_mac: board_mac.map(MacAddress),
+        smsc_multiple_frames: true,
+    };
+    let nic = match probe(host, options) {
+        Ok(nic) => nic,
+        Err((error, _host)) => {
+            log::error!("usb: no network device found: {error:?}");
+            return None;
+        }
+    };
+    log::info!(
+        "usb: {:?} network device ready after {} us, MAC {}",
+        nic.kind(),
+        micros() - started,
+        bramble_hal::EthernetDevice::mac_address(&nic)
+    );
+
+    let per_connection = TCP_RX_LEN + TCP_TX_LEN + core::mem::size_of::<Connection>() + 64;
+    let pool = (arena.remaining() / POOL_SHARE_DIVISOR / per_connection).clamp(1, MAX_CONNECTIONS);
+    let sockets = arena.slice(pool + EXTRA_SOCKETS, || SocketStorage::EMPTY)?;
+    let connections = arena.slice(pool, Connection::new)?;
+    let buffers = arena.slice(pool * (TCP_RX_LEN + TCP_TX_LEN), || 0u8)?;
+    let memory = arena.value(ApplianceMemory::new(sockets, connections, buffers, TCP_RX_LEN, TCP_TX_LEN))?;
+    let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
+    let address = match settings.address {
+        AddressMode::Dhcp => AddressConfig::Dhcp,
+        AddressMode::Static(fixed) => AddressConfig::Static {
+            address: fixed.address.octets(),
+            prefix_len: fixed.prefix_len,
+            gateway: settings.gateway.map(|gateway| gateway.octets()),
+        },
+    };
+    let mac = bramble_hal::EthernetDevice::mac_address(&nic).0;
+    let seed = micros() ^ u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0x5a, 0xa5]);
+    let config = NetworkConfig {
+        hostname,
+        address,
+        http_port: settings.http_port,
+        mdns: settings.mdns,
+        random_seed: seed,
+    };
+    let server = Server::new(site, ServerConfig { access_log: settings.access_log, ..ServerConfig::default() });
+    match Appliance::new(nic, config, memory, server, Instant::from_micros(micros())) {
+        Ok(appliance) => {
+            log::info!("net: {pool} connections, port {}, {}", settings.http_port, match address {
+                AddressConfig::Dhcp => "asking DHCP for an address",
+                AddressConfig::Static { .. } => "static address",
+            });
+            Some(appliance)
+        }
+        Err(error) => {
+            log::error!("net: {error:?}");
+            None
+        }
+    }
+}
