@@ -158,9 +158,22 @@ pub fn verify(file: &FirmwareFile, bytes: &[u8]) -> Result<(), FirmwareError> {
     }
 }
 
+/// The environment variable that replaces [`BASE_URL`], for a mirror or a local copy of the
+/// repository's files (laid out as `{base}/{RELEASE}/boot/{name}`). The pinned sums still
+/// apply, so a mirror cannot change what goes on the card.
+pub const BASE_URL_VARIABLE: &str = "BRAMBLE_FIRMWARE_BASE_URL";
+
 /// The download address of `file` in the pinned release.
 pub fn url_of(file: &FirmwareFile) -> String {
-    format!("{BASE_URL}/{RELEASE}/boot/{}", file.name)
+    let base = std::env::var(BASE_URL_VARIABLE)
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| BASE_URL.to_string());
+    format!(
+        "{}/{RELEASE}/boot/{}",
+        base.trim_end_matches('/'),
+        file.name
+    )
 }
 
 /// Reads the firmware files from a folder given with `--firmware`: the required files must be
@@ -401,6 +414,42 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// Serves `responses` (whole HTTP responses) to one connection each on 127.0.0.1 and
+    /// returns the base URL.
+    fn local_server(responses: Vec<Vec<u8>>) -> String {
+        use std::io::{BufRead, BufReader};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for response in responses {
+                let (stream, _) = listener.accept().unwrap();
+                stream
+                    .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                    .unwrap();
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                    line.clear();
+                }
+                let mut stream = reader.into_inner();
+                let _ = stream.write_all(&response);
+            }
+        });
+        format!("http://{address}")
+    }
+
+    #[test]
+    fn download_reads_the_body_and_reports_http_errors() {
+        let base = local_server(vec![
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc".to_vec(),
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".to_vec(),
+        ]);
+        assert_eq!(download(&format!("{base}/a")).unwrap(), b"abc");
+        let err = download(&format!("{base}/b")).unwrap_err();
+        assert!(matches!(&err, FirmwareError::Download { .. }), "{err}");
+        assert!(err.to_string().contains("404"), "{err}");
     }
 
     /// Checks real firmware files against the pins when a folder of them is named in

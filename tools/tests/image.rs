@@ -339,3 +339,71 @@ fn cli_refuses_a_bad_settings_file_naming_line_and_key() {
     );
     assert!(!img.exists());
 }
+
+/// Answers each of `count` connections on 127.0.0.1 with `body` (200 OK); returns the base URL.
+fn serve_locally(count: usize, body: &'static [u8]) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for _ in 0..count {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            let mut reader = BufReader::new(stream);
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 0) && line != "\r\n" {
+                line.clear();
+            }
+            let mut stream = reader.into_inner();
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes());
+            let _ = stream.write_all(body);
+        }
+    });
+    format!("http://{address}")
+}
+
+#[test]
+fn cli_fetch_firmware_refuses_files_that_do_not_match_the_pins() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = write_site(dir.path());
+    let kernel = dir.path().join("kernel.img");
+    fs::write(&kernel, noise(4096, 7)).unwrap();
+    let img = dir.path().join("out.img");
+    let cache = dir.path().join("cache");
+    let base = serve_locally(5, b"this is not bootcode.bin");
+    let output = bramble()
+        .args(["image", "--fetch-firmware", "--site"])
+        .arg(&site)
+        .arg("--kernel")
+        .arg(&kernel)
+        .arg("-o")
+        .arg(&img)
+        .env("XDG_CACHE_HOME", &cache)
+        .env(bramble::firmware::BASE_URL_VARIABLE, &base)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("bootcode.bin") && stderr.contains("SHA-256"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(bramble::firmware::FILES[0].sha256),
+        "{stderr}"
+    );
+    assert!(!img.exists(), "no image from bad firmware");
+    let cached = cache
+        .join("bramble/firmware")
+        .join(bramble::firmware::RELEASE)
+        .join("bootcode.bin");
+    assert!(!cached.exists(), "bad bytes are not cached");
+}
