@@ -195,10 +195,9 @@ pub fn handle_interrupt() {
     }
     if registers.register(reg::GINTSTS).read() & gint::PORT != 0 {
         let port = registers.register(reg::HPRT0).read();
-        // Write the change bits back to clear them, never the enable bit (that disables).
-        registers
-            .register(reg::HPRT0)
-            .write(port & !hprt::ENABLE & !hprt::RESET);
+        // Write the change bits back to clear them, never the enable bit (that disables);
+        // power and a reset in progress are written back unchanged.
+        registers.register(reg::HPRT0).write(port & !hprt::ENABLE);
         PORT_CHANGES.fetch_add(1, Ordering::AcqRel);
     }
 }
