@@ -407,3 +407,42 @@ fn cli_fetch_firmware_refuses_files_that_do_not_match_the_pins() {
         .join("bootcode.bin");
     assert!(!cached.exists(), "bad bytes are not cached");
 }
+
+#[test]
+fn same_inputs_and_source_date_epoch_give_the_same_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site.bin");
+    let packed = bramble::pack::pack_site(&write_site(dir.path()), &Default::default()).unwrap();
+    fs::write(&site, &packed.image).unwrap();
+    let kernel = dir.path().join("kernel.img");
+    fs::write(&kernel, noise(8192, 8)).unwrap();
+    let build = |name: &str, epoch: &str| {
+        let img = dir.path().join(name);
+        let output = bramble()
+            .args(["image", "--site-image"])
+            .arg(&site)
+            .arg("--kernel")
+            .arg(&kernel)
+            .arg("-o")
+            .arg(&img)
+            .env("SOURCE_DATE_EPOCH", epoch)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        fs::read(img).unwrap()
+    };
+    let first = build("a.img", "1767225600");
+    let second = build("b.img", "1767225600");
+    assert!(first == second, "two builds of the same inputs differ");
+    let later = build("c.img", "1767312000");
+    assert!(first != later, "the timestamp is recorded");
+    let listing = mtools(
+        "mdir",
+        &["-i", &partition_of(&dir.path().join("a.img")), "::"],
+    );
+    assert!(String::from_utf8_lossy(&listing.stdout).contains("2026-01-01"));
+}

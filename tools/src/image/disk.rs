@@ -314,7 +314,8 @@ fn write_file_system(
     )?;
     set_hidden_sectors(&mut partition, layout)?;
     partition.seek(SeekFrom::Start(0))?;
-    let fs = fatfs::FileSystem::new(&mut partition, fatfs::FsOptions::new())?;
+    let options = fatfs::FsOptions::new().time_provider(&IMAGE_CLOCK);
+    let fs = fatfs::FileSystem::new(&mut partition, options)?;
     {
         let root = fs.root_dir();
         for boot_file in files {
@@ -325,6 +326,70 @@ fn write_file_system(
         }
     }
     fs.unmount()
+}
+
+/// The time stamped on the files of an image: `SOURCE_DATE_EPOCH` when set (so that the same
+/// inputs give a byte-identical image, see reproducible-builds.org), else now; in UTC, as FAT
+/// has no time zones.
+#[derive(Debug)]
+struct ImageClock;
+
+static IMAGE_CLOCK: ImageClock = ImageClock;
+
+impl fatfs::TimeProvider for ImageClock {
+    fn get_current_date(&self) -> fatfs::Date {
+        self.get_current_date_time().date
+    }
+
+    fn get_current_date_time(&self) -> fatfs::DateTime {
+        let now = std::env::var("SOURCE_DATE_EPOCH")
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+            });
+        fat_date_time(now)
+    }
+}
+
+/// Unix seconds as a FAT date and time (UTC), clamped to FAT's range, 1980 to 2107.
+fn fat_date_time(unix_seconds: u64) -> fatfs::DateTime {
+    const FAT_EPOCH: u64 = 315_532_800; // 1980-01-01T00:00:00Z
+    const FAT_END: u64 = 4_354_819_199; // 2107-12-31T23:59:59Z
+    let seconds = unix_seconds.clamp(FAT_EPOCH, FAT_END);
+    let (days, in_day) = (seconds / 86_400, seconds % 86_400);
+    // Days since 1970-01-01 to a civil date (the proleptic Gregorian algorithm of
+    // H. Hinnant's "chrono-Compatible Low-Level Date Algorithms").
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    fatfs::DateTime {
+        date: fatfs::Date {
+            year: year as u16,
+            month: month as u16,
+            day: day as u16,
+        },
+        time: fatfs::Time {
+            hour: (in_day / 3600) as u16,
+            min: (in_day / 60 % 60) as u16,
+            sec: (in_day % 60) as u16,
+            millis: 0,
+        },
+    }
 }
 
 /// Sets the boot sector's "hidden sectors" field (BPB offset 28: the sectors before the
@@ -475,6 +540,30 @@ mod tests {
             bytes: vec![0; 40 * MIB as usize],
         }];
         assert_eq!(Layout::smallest_for(&big).unwrap().image_bytes, 64 * MIB);
+    }
+
+    #[test]
+    fn fat_timestamps() {
+        let at = |secs| {
+            let t = fat_date_time(secs);
+            (
+                t.date.year,
+                t.date.month,
+                t.date.day,
+                t.time.hour,
+                t.time.min,
+                t.time.sec,
+            )
+        };
+        assert_eq!(at(0), (1980, 1, 1, 0, 0, 0), "clamped to the FAT epoch");
+        assert_eq!(at(951_782_400), (2000, 2, 29, 0, 0, 0), "leap day");
+        assert_eq!(at(1_798_761_599), (2026, 12, 31, 23, 59, 59));
+        assert_eq!(at(1_709_251_199), (2024, 2, 29, 23, 59, 59));
+        assert_eq!(
+            at(u64::MAX),
+            (2107, 12, 31, 23, 59, 59),
+            "clamped to FAT's end"
+        );
     }
 
     #[test]
