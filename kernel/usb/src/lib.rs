@@ -10,10 +10,10 @@
 //!
 //! Wiring on the Pi (see `kernel/board/src/network.rs`): power the controller through the
 //! mailbox, `Dwc2Host::new`, `enable_interrupts` and register `dwc2::handle_interrupt` on
-//! `dwc2::IRQ`, then [`probe`] with the board MAC. Drive the returned [`UsbNic`] through
+//! `dwc2::IRQ`, then [`probe()`] with the board MAC. Drive the returned [`UsbNic`] through
 //! `EthernetDevice`; sleep in WFI only if `dwc2::interrupts_taken()` did not change since
 //! the last poll. On `DeviceError::Gone` (device unplugged, or silent on EP0 for a second),
-//! take the host back with [`UsbNic::into_host`] and [`probe`] again; a failed probe also
+//! take the host back with [`UsbNic::into_host`] and [`probe()`] again; a failed probe also
 //! returns the host, so the caller can retry later.
 //!
 //! Tests run the whole stack on the host against models in `model/`: a mock host controller
