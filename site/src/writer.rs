@@ -98,7 +98,10 @@ pub struct SiteImageWriter {
 struct Regions<'f> {
     strings: Vec<u8>,
     string_index: HashMap<&'f str, (u32, u32)>,
-    bodies: Vec<u8>,
+    /// Bodies in region order with their offsets; copied once, into the finished image.
+    bodies: Vec<(usize, &'f [u8])>,
+    /// Length of the body region so far.
+    bodies_len: usize,
     body_index: HashMap<&'f [u8], (u32, u32)>,
 }
 
@@ -117,9 +120,10 @@ impl<'f> Regions<'f> {
         if let Some(&found) = self.body_index.get(value) {
             return Ok(found);
         }
-        pad(&mut self.bodies);
-        let reference = (to_u32(self.bodies.len())?, to_u32(value.len())?);
-        self.bodies.extend_from_slice(value);
+        let start = self.bodies_len.next_multiple_of(ALIGN);
+        let reference = (to_u32(start)?, to_u32(value.len())?);
+        self.bodies.push((start, value));
+        self.bodies_len = start + value.len();
         self.body_index.insert(value, reference);
         Ok(reference)
     }
@@ -209,6 +213,7 @@ impl SiteImageWriter {
             strings: Vec::new(),
             string_index: HashMap::new(),
             bodies: Vec::new(),
+            bodies_len: 0,
             body_index: HashMap::new(),
         };
         let mut table = vec![0u8; self.files.len() * ENTRY_LEN];
@@ -266,7 +271,7 @@ impl SiteImageWriter {
         let table_offset = HEADER_LEN;
         let strings_offset = table_offset + table.len();
         let bodies_offset = strings_offset + regions.strings.len();
-        let total = bodies_offset as u64 + regions.bodies.len() as u64;
+        let total = bodies_offset as u64 + regions.bodies_len as u64;
         if total > u64::from(u32::MAX) {
             return Err(WriteError::TooLarge { bytes: total });
         }
@@ -286,10 +291,13 @@ impl SiteImageWriter {
             regions.strings.len() as u32,
         );
         put_u32(&mut image, header::BODIES_OFFSET, bodies_offset as u32);
-        put_u32(&mut image, header::BODIES_LEN, regions.bodies.len() as u32);
+        put_u32(&mut image, header::BODIES_LEN, regions.bodies_len as u32);
         image.extend_from_slice(&table);
         image.extend_from_slice(&regions.strings);
-        image.extend_from_slice(&regions.bodies);
+        for (start, body) in &regions.bodies {
+            image.resize(bodies_offset + start, 0);
+            image.extend_from_slice(body);
+        }
         let checksum = crate::crc32::image_checksum(&image);
         put_u32(&mut image, header::CHECKSUM, checksum);
         Ok(image)
