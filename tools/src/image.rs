@@ -162,6 +162,13 @@ pub fn read_settings(path: &Path) -> Result<String, ImageError> {
         path: path.to_path_buf(),
         message,
     };
+    if bytes.len() > bramble_settings::MAX_FILE_BYTES {
+        return Err(bad(format!(
+            "the file is {} bytes; the kernel reads at most {}",
+            bytes.len(),
+            bramble_settings::MAX_FILE_BYTES
+        )));
+    }
     let text = String::from_utf8(bytes).map_err(|_| bad("the file is not UTF-8 text".into()))?;
     Settings::parse(&text).map_err(|error| bad(error.to_string()))?;
     Ok(text)

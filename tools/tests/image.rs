@@ -251,6 +251,10 @@ fn input_checks() {
     assert!(err.contains("line 2") && err.contains("address"), "{err}");
     fs::write(&settings, "hostname = garden\naddress = 192.168.1.50/24\n").unwrap();
     assert!(image::read_settings(&settings).unwrap().contains("garden"));
+    let long = format!("{}hostname = garden\n", "# a long note\n".repeat(2000));
+    fs::write(&settings, long).unwrap();
+    let err = image::read_settings(&settings).unwrap_err().to_string();
+    assert!(err.contains("at most 16384"), "{err}");
 }
 
 fn bramble() -> Command {

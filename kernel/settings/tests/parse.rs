@@ -25,6 +25,11 @@ fn template_parses_to_the_defaults() {
 }
 
 #[test]
+fn template_fits_the_size_limit_with_room_to_spare() {
+    assert!(TEMPLATE.len() * 4 < bramble_settings::MAX_FILE_BYTES);
+}
+
+#[test]
 fn template_mentions_every_setting() {
     for key in [
         "hostname",
