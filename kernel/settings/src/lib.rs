@@ -197,10 +197,11 @@ pub struct Settings {
     pub hostname: Hostname,
     /// `address`: `dhcp` (default) or a fixed address such as `192.168.1.50/24`.
     pub address: AddressMode,
-    /// `gateway`: the default router. Needed for a fixed address to reach other networks;
-    /// with DHCP it replaces the router the DHCP server names. Default none.
+    /// `gateway`: the default router for a fixed address (it must lie in the address's
+    /// network). Ignored with DHCP, where the DHCP server names the router. Default none.
     pub gateway: Option<Ipv4Addr>,
-    /// `dns`: up to [`MAX_DNS_SERVERS`] name servers, comma-separated. Default none.
+    /// `dns`: up to [`MAX_DNS_SERVERS`] name servers for a fixed address, comma-separated.
+    /// Ignored with DHCP. Default none.
     pub dns: heapless::Vec<Ipv4Addr, MAX_DNS_SERVERS>,
     /// `http_port`: the TCP port the web server listens on. Default 80.
     pub http_port: u16,

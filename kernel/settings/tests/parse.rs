@@ -272,7 +272,7 @@ fn addresses() {
 fn gateway_and_dns() {
     assert_eq!(problem_of("gateway = router"), Problem::NotAnIpv4Address);
     assert_eq!(problem_of("gateway = 0.0.0.0"), Problem::NotAHostAddress);
-    // With DHCP a gateway is an override and is not checked against a network.
+    // With DHCP there is no network to check a gateway against (the kernel ignores it).
     assert_eq!(
         Settings::parse("gateway = 10.9.9.9").unwrap().gateway,
         Some(Ipv4Addr::new(10, 9, 9, 9))
