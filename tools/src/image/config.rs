@@ -21,9 +21,6 @@ enable_uart=1
 disable_splash=1
 boot_delay=0
 
-# Bramble powers the HDMI and composite outputs down itself unless BRAMBLE.TXT
-# says hdmi = on.
-
 # To see the firmware's own boot messages on the serial console, uncomment:
 #uart_2ndstage=1
 ";
