@@ -627,3 +627,21 @@ fn command_line_writes_the_image_and_prints_its_checksum() {
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("SOURCE_DATE_EPOCH"));
 }
+
+#[test]
+fn command_line_refuses_to_write_the_image_into_the_site() {
+    let dir = tempfile::tempdir().unwrap();
+    blog(dir.path());
+    let inside = dir.path().join("blog/site.bin");
+    let result = std::process::Command::new(env!("CARGO_BIN_EXE_bramble"))
+        .arg("pack")
+        .arg(dir.path())
+        .arg("-o")
+        .arg(&inside)
+        .arg("--no-cache")
+        .output()
+        .unwrap();
+    assert!(!result.status.success());
+    assert!(String::from_utf8_lossy(&result.stderr).contains("inside the site folder"));
+    assert!(!inside.exists());
+}

@@ -431,6 +431,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), PackError> {
     result.map_err(error)
 }
 
+/// Would `output` land inside `site_dir` (through any symlinks)?
+fn output_inside(site_dir: &Path, output: &Path) -> bool {
+    let parent = match output.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    match (site_dir.canonicalize(), parent.canonicalize()) {
+        (Ok(site), Ok(parent)) => parent.starts_with(site),
+        _ => false,
+    }
+}
+
 /// Runs `bramble pack`.
 pub fn run(args: PackArgs) -> anyhow::Result<()> {
     let mut opts = PackOptions::from_env()?;
@@ -439,6 +451,14 @@ pub fn run(args: PackArgs) -> anyhow::Result<()> {
         opts.cache_dir = None;
     } else if let Some(dir) = args.cache_dir {
         opts.cache_dir = Some(dir);
+    }
+    if output_inside(&args.site_dir, &args.output) {
+        anyhow::bail!(
+            "the output {} is inside the site folder {}: the next pack would include it; \
+             write it somewhere else",
+            args.output.display(),
+            args.site_dir.display()
+        );
     }
     let output = pack_site(&args.site_dir, &opts)?;
     write_atomically(&args.output, &output.image)?;
