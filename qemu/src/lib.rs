@@ -48,7 +48,9 @@ impl std::str::FromStr for Machine {
         match name {
             "raspi1ap" => Ok(Machine::Raspi1ap),
             "raspi0" => Ok(Machine::Raspi0),
-            other => Err(format!("unknown machine '{other}' (use raspi1ap or raspi0)")),
+            other => Err(format!(
+                "unknown machine '{other}' (use raspi1ap or raspi0)"
+            )),
         }
     }
 }
@@ -134,9 +136,19 @@ impl QemuConfig {
     pub fn args(&self) -> Vec<OsString> {
         let mut args: Vec<OsString> = Vec::new();
         let mut push = |parts: &[&str]| args.extend(parts.iter().map(OsString::from));
-        push(&["-M", self.machine.qemu_name(), "-display", "none", "-serial", "stdio"]);
+        push(&[
+            "-M",
+            self.machine.qemu_name(),
+            "-display",
+            "none",
+            "-serial",
+            "stdio",
+        ]);
         match &self.monitor_socket {
-            Some(path) => push(&["-monitor", &format!("unix:{},server=on,wait=off", path.display())]),
+            Some(path) => push(&[
+                "-monitor",
+                &format!("unix:{},server=on,wait=off", path.display()),
+            ]),
             None => push(&["-monitor", "none"]),
         }
         match &self.kernel {
@@ -144,15 +156,24 @@ impl QemuConfig {
             Kernel::Raw(path) => push(&["-bios", &path.display().to_string()]),
         }
         if let Some(card) = &self.sd_card {
-            push(&["-drive", &format!("if=sd,format=raw,file={}", escape_option(card))]);
+            push(&[
+                "-drive",
+                &format!("if=sd,format=raw,file={}", escape_option(card)),
+            ]);
         }
         if let Some(network) = &self.network {
             let (netdev, topology) = match network {
-                Network::User { host_port, topology } => (
+                Network::User {
+                    host_port,
+                    topology,
+                } => (
                     format!("user,id=net0,hostfwd=tcp:127.0.0.1:{host_port}-:80"),
                     topology,
                 ),
-                Network::Tap { interface, topology } => (
+                Network::Tap {
+                    interface,
+                    topology,
+                } => (
                     format!("tap,id=net0,ifname={interface},script=no,downscript=no"),
                     topology,
                 ),
@@ -194,7 +215,12 @@ mod tests {
     use super::*;
 
     fn joined(config: &QemuConfig) -> String {
-        config.args().iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
+        config
+            .args()
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
     }
 
     #[test]
@@ -217,7 +243,10 @@ mod tests {
     fn network_sd_monitor_and_icount() {
         let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw("k.img".into()));
         config.sd_card = Some("/tmp/a,b.img".into());
-        config.network = Some(Network::User { host_port: 8080, topology: Topology::RootPort });
+        config.network = Some(Network::User {
+            host_port: 8080,
+            topology: Topology::RootPort,
+        });
         config.monitor_socket = Some("/tmp/mon.sock".into());
         config.count_instructions = true;
         let line = joined(&config);
@@ -226,10 +255,16 @@ mod tests {
         assert!(line.contains("-device usb-net,netdev=net0,port=1"));
         assert!(line.contains("-monitor unix:/tmp/mon.sock,server=on,wait=off"));
         assert!(line.ends_with("-icount shift=0"));
-        config.network = Some(Network::Tap { interface: "tap7".into(), topology: Topology::BehindHub });
+        config.network = Some(Network::Tap {
+            interface: "tap7".into(),
+            topology: Topology::BehindHub,
+        });
         let line = joined(&config);
         assert!(line.contains("-netdev tap,id=net0,ifname=tap7,script=no,downscript=no"));
-        assert!(line.contains("-device usb-net,netdev=net0 ") || line.ends_with("-device usb-net,netdev=net0 -icount shift=0"));
+        assert!(
+            line.contains("-device usb-net,netdev=net0 ")
+                || line.ends_with("-device usb-net,netdev=net0 -icount shift=0")
+        );
     }
 
     #[test]

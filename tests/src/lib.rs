@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 pub fn kernel() -> &'static KernelArtifacts {
     static KERNEL: OnceLock<KernelArtifacts> = OnceLock::new();
     static BUILD: Mutex<()> = Mutex::new(());
-    let _guard = BUILD.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _guard = BUILD
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     KERNEL.get_or_init(|| bramble::kernel::build_kernel().expect("kernel build"))
 }
 
@@ -44,24 +46,41 @@ impl Guest {
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                if sender.send(line.trim_end_matches('\r').to_string()).is_err() {
+                if sender
+                    .send(line.trim_end_matches('\r').to_string())
+                    .is_err()
+                {
                     break;
                 }
             }
         });
-        Guest { child, stdin, lines, transcript: Vec::new() }
+        Guest {
+            child,
+            stdin,
+            lines,
+            transcript: Vec::new(),
+        }
     }
 
     /// Waits up to `timeout` for a serial line containing `needle`; returns it. Panics with the
     /// transcript when it does not come (a hung boot fails in bounded time).
     pub fn expect_line(&mut self, needle: &str, timeout: Duration) -> String {
         self.wait_for(|line| line.contains(needle), timeout)
-            .unwrap_or_else(|| panic!("no serial line containing {needle:?} within {timeout:?}; \
-                                       serial so far:\n{}", self.transcript.join("\n")))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no serial line containing {needle:?} within {timeout:?}; \
+                                       serial so far:\n{}",
+                    self.transcript.join("\n")
+                )
+            })
     }
 
     /// Waits up to `timeout` for a line matching `predicate`.
-    pub fn wait_for(&mut self, predicate: impl Fn(&str) -> bool, timeout: Duration) -> Option<String> {
+    pub fn wait_for(
+        &mut self,
+        predicate: impl Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> Option<String> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
@@ -72,14 +91,18 @@ impl Guest {
                         return Some(line);
                     }
                 }
-                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return None,
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
+                    return None;
+                }
             }
         }
     }
 
     /// Types `line` on the serial console.
     pub fn send_line(&mut self, line: &str) {
-        self.stdin.write_all(format!("{line}\n").as_bytes()).expect("writing to the serial console");
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .expect("writing to the serial console");
         self.stdin.flush().expect("flushing the serial console");
     }
 

@@ -11,15 +11,27 @@ fn boot(machine: Machine) -> Guest {
 
 /// The number right after `label` in `line`.
 fn number_after(line: &str, label: &str) -> u64 {
-    let rest = &line[line.find(label).unwrap_or_else(|| panic!("{label:?} in {line:?}")) + label.len()..];
-    let digits: String = rest.trim_start().chars().take_while(|c| c.is_ascii_digit()).collect();
-    digits.parse().unwrap_or_else(|_| panic!("a number after {label:?} in {line:?}"))
+    let rest = &line[line
+        .find(label)
+        .unwrap_or_else(|| panic!("{label:?} in {line:?}"))
+        + label.len()..];
+    let digits: String = rest
+        .trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_digit())
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("a number after {label:?} in {line:?}"))
 }
 
 fn check_banner(machine: Machine) {
     let mut guest = boot(machine);
     let version = guest.expect_line("Bramble ", BOOT_TIMEOUT);
-    assert!(version.contains(env!("CARGO_PKG_VERSION")), "version in {version:?}");
+    assert!(
+        version.contains(env!("CARGO_PKG_VERSION")),
+        "version in {version:?}"
+    );
 
     let board = guest.expect_line("board: ", Duration::from_secs(5));
     assert!(
@@ -33,16 +45,30 @@ fn check_banner(machine: Machine) {
     assert_eq!(number_after(&memory, "ARM has"), 448, "{memory:?}");
 
     let mac = guest.expect_line("mac: ", Duration::from_secs(5));
-    let address = mac.split("mac: ").nth(1).unwrap().split(',').next().unwrap();
+    let address = mac
+        .split("mac: ")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap();
     let octets: Vec<_> = address.split(':').collect();
     assert_eq!(octets.len(), 6, "MAC in {mac:?}");
-    assert!(octets.iter().all(|o| o.len() == 2 && u8::from_str_radix(o, 16).is_ok()), "{mac:?}");
+    assert!(
+        octets
+            .iter()
+            .all(|o| o.len() == 2 && u8::from_str_radix(o, 16).is_ok()),
+        "{mac:?}"
+    );
     assert_ne!(address, "00:00:00:00:00:00");
 
     let boot_line = guest.expect_line("boot: ", Duration::from_secs(5));
     let mmu = number_after(&boot_line, "caches on at");
     let banner = number_after(&boot_line, "banner at");
-    assert!(mmu > 0 && banner > mmu, "boot microseconds in {boot_line:?}");
+    assert!(
+        mmu > 0 && banner > mmu,
+        "boot microseconds in {boot_line:?}"
+    );
     guest.expect_line("ready: idle in WFI", Duration::from_secs(5));
 }
 
@@ -63,7 +89,10 @@ fn timer_interrupt_wakes_the_idle_loop() {
     guest.send_line("sleep 250");
     let woke = guest.expect_line("sleep: woke after", Duration::from_secs(10));
     assert!(number_after(&woke, "woke after") >= 250_000, "{woke:?}");
-    assert!(number_after(&woke, "us,") >= 1, "an alarm interrupt was taken: {woke:?}");
+    assert!(
+        number_after(&woke, "us,") >= 1,
+        "an alarm interrupt was taken: {woke:?}"
+    );
 }
 
 fn crash_reports_and_resets(kind: &str, expected: &[&str]) {
@@ -74,7 +103,10 @@ fn crash_reports_and_resets(kind: &str, expected: &[&str]) {
     guest.expect_line("resetting in", Duration::from_secs(10));
     let all = guest.transcript.join("\n");
     for needle in expected {
-        assert!(all.contains(needle), "{needle:?} missing from the {kind} report:\n{all}");
+        assert!(
+            all.contains(needle),
+            "{needle:?} missing from the {kind} report:\n{all}"
+        );
     }
     // The watchdog reset reboots the board, which prints its banner again.
     guest.expect_line("Bramble ", Duration::from_secs(20));
@@ -85,7 +117,14 @@ fn crash_reports_and_resets(kind: &str, expected: &[&str]) {
 fn data_abort_prints_registers_and_fault_address_then_resets() {
     crash_reports_and_resets(
         "data",
-        &["DataAbort at pc", "fault address 0x30000000", "(DFSR)", "r0 ", "r12", "lr "],
+        &[
+            "DataAbort at pc",
+            "fault address 0x30000000",
+            "(DFSR)",
+            "r0 ",
+            "r12",
+            "lr ",
+        ],
     );
 }
 
@@ -101,5 +140,8 @@ fn undefined_instruction_is_reported_then_resets() {
 
 #[test]
 fn panic_prints_message_and_location_then_resets() {
-    crash_reports_and_resets("panic", &["PANIC at kernel/board/src/commands.rs", "panic requested"]);
+    crash_reports_and_resets(
+        "panic",
+        &["PANIC at kernel/board/src/commands.rs", "panic requested"],
+    );
 }

@@ -13,11 +13,21 @@ use std::time::Duration;
 /// A small but realistic site: nested directories, text and binary files.
 fn make_site(dir: &Path) {
     std::fs::create_dir_all(dir.join("blog/first-post")).unwrap();
-    std::fs::write(dir.join("index.html"), "<!doctype html><title>t</title><h1>Hello</h1>\n".repeat(40)).unwrap();
+    std::fs::write(
+        dir.join("index.html"),
+        "<!doctype html><title>t</title><h1>Hello</h1>\n".repeat(40),
+    )
+    .unwrap();
     std::fs::write(dir.join("style.css"), "body { color: #222; }\n".repeat(50)).unwrap();
-    std::fs::write(dir.join("blog/first-post/index.html"), "<p>first</p>\n".repeat(30)).unwrap();
+    std::fs::write(
+        dir.join("blog/first-post/index.html"),
+        "<p>first</p>\n".repeat(30),
+    )
+    .unwrap();
     std::fs::write(dir.join("404.html"), "<h1>Not here</h1>").unwrap();
-    let noise: Vec<u8> = (0u32..20_000).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let noise: Vec<u8> = (0u32..20_000)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     std::fs::write(dir.join("photo.jpg"), noise).unwrap();
 }
 
@@ -33,7 +43,9 @@ fn build_card(corrupt_site: bool) -> Card {
     let site_dir = dir.path().join("site");
     make_site(&site_dir);
     let packed = pack_site(&site_dir, &PackOptions::default()).expect("pack");
-    let checksum = bramble_site::SiteImage::new_checked(&packed.image).unwrap().checksum();
+    let checksum = bramble_site::SiteImage::new_checked(&packed.image)
+        .unwrap()
+        .checksum();
     let mut site = packed.image;
     if corrupt_site {
         let middle = site.len() / 2;
@@ -48,7 +60,12 @@ fn build_card(corrupt_site: bool) -> Card {
         size_mib: None,
     };
     build_image(&inputs, &path).expect("build image");
-    Card { path, files: packed.summary.files, checksum, _dir: dir }
+    Card {
+        path,
+        files: packed.summary.files,
+        checksum,
+        _dir: dir,
+    }
 }
 
 fn sha256(path: &Path) -> Vec<u8> {
@@ -81,7 +98,11 @@ fn kernel_loads_and_verifies_the_packed_site() {
     );
     guest.expect_line("ready:", Duration::from_secs(10));
     drop(guest);
-    assert_eq!(sha256(&card.path), before, "the kernel must never write to its card");
+    assert_eq!(
+        sha256(&card.path),
+        before,
+        "the kernel must never write to its card"
+    );
 }
 
 #[test]
@@ -90,19 +111,32 @@ fn corrupt_site_is_reported_without_crash_or_write() {
     let before = sha256(&card.path);
     let mut guest = boot_with(&card.path);
     let error = guest.expect_line("site: ", BOOT_TIMEOUT);
-    assert!(error.contains("ERROR") && error.contains("SITE.BIN is corrupt"), "{error:?}");
+    assert!(
+        error.contains("ERROR") && error.contains("SITE.BIN is corrupt"),
+        "{error:?}"
+    );
     // Still alive and answering on its console.
     guest.expect_line("ready:", Duration::from_secs(10));
     guest.send_line("status");
     guest.expect_line("status: up", Duration::from_secs(10));
-    assert!(!guest.transcript.iter().any(|line| line.contains("!!!")), "no fault or panic");
+    assert!(
+        !guest.transcript.iter().any(|line| line.contains("!!!")),
+        "no fault or panic"
+    );
     drop(guest);
-    assert_eq!(sha256(&card.path), before, "the kernel must never write to its card");
+    assert_eq!(
+        sha256(&card.path),
+        before,
+        "the kernel must never write to its card"
+    );
 }
 
 #[test]
 fn missing_card_is_reported_and_the_kernel_keeps_running() {
-    let mut guest = Guest::start(&QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone())));
+    let mut guest = Guest::start(&QemuConfig::new(
+        Machine::Raspi1ap,
+        Kernel::Raw(kernel().raw.clone()),
+    ));
     let error = guest.expect_line("site: ", BOOT_TIMEOUT);
     assert!(error.contains("SD card"), "{error:?}");
     guest.expect_line("ready:", Duration::from_secs(10));

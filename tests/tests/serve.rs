@@ -11,19 +11,39 @@ use std::path::Path;
 use std::time::Duration;
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// One HTTP/1.1 GET with `Connection: close`; returns (status, headers, body).
 fn get(port: u16, path: &str) -> (u16, String, Vec<u8>) {
-    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
-    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: bramble\r\nConnection: close\r\n\r\n").unwrap();
+    let mut stream =
+        TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: bramble\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut response = Vec::new();
-    stream.read_to_end(&mut response).expect("read the response");
-    let split = response.windows(4).position(|w| w == b"\r\n\r\n").expect("end of headers");
+    stream
+        .read_to_end(&mut response)
+        .expect("read the response");
+    let split = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("end of headers");
     let head = String::from_utf8_lossy(&response[..split]).to_string();
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("status code");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("status code");
     (status, head, response[split + 4..].to_vec())
 }
 
@@ -48,10 +68,16 @@ fn serve_and_fetch_everything(topology: Topology) {
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     std::fs::create_dir_all(site.join("docs")).unwrap();
-    std::fs::write(site.join("index.html"), "<!doctype html><h1>Bramble test</h1>\n".repeat(20)).unwrap();
+    std::fs::write(
+        site.join("index.html"),
+        "<!doctype html><h1>Bramble test</h1>\n".repeat(20),
+    )
+    .unwrap();
     std::fs::write(site.join("docs/index.html"), "<p>docs</p>").unwrap();
     std::fs::write(site.join("app.js"), "console.log('hi');\n".repeat(300)).unwrap();
-    let noise: Vec<u8> = (0u32..40_000).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    let noise: Vec<u8> = (0u32..40_000)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
     std::fs::write(site.join("photo.jpg"), noise).unwrap();
     let packed = pack_site(&site, &PackOptions::default()).unwrap();
     let card = dir.path().join("card.img");
@@ -67,11 +93,22 @@ fn serve_and_fetch_everything(topology: Topology) {
     let port = free_port();
     let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
     config.sd_card = Some(card);
-    config.network = Some(Network::User { host_port: port, topology });
+    config.network = Some(Network::User {
+        host_port: port,
+        topology,
+    });
     let mut guest = Guest::start(&config);
     guest.expect_line("network device ready", BOOT_TIMEOUT);
-    let hub_seen = guest.transcript.iter().any(|line| line.contains("usb: hub "));
-    assert_eq!(hub_seen, topology == Topology::BehindHub, "hub enumeration:\n{}", guest.transcript.join("\n"));
+    let hub_seen = guest
+        .transcript
+        .iter()
+        .any(|line| line.contains("usb: hub "));
+    assert_eq!(
+        hub_seen,
+        topology == Topology::BehindHub,
+        "hub enumeration:\n{}",
+        guest.transcript.join("\n")
+    );
     let lease = guest.expect_line("dhcp: lease", BOOT_TIMEOUT);
     assert!(lease.contains("10.0.2.15"), "{lease:?}");
     guest.expect_line("serving: http://10.0.2.15/", Duration::from_secs(30));
@@ -79,7 +116,12 @@ fn serve_and_fetch_everything(topology: Topology) {
     for (url, bytes) in site_files(&site) {
         let (status, head, body) = get(port, &url);
         assert_eq!(status, 200, "{url}: {head}");
-        assert!(body == bytes, "{url}: {} bytes served, {} on disk", body.len(), bytes.len());
+        assert!(
+            body == bytes,
+            "{url}: {} bytes served, {} on disk",
+            body.len(),
+            bytes.len()
+        );
     }
     let (status, _, body) = get(port, "/docs/");
     assert_eq!((status, body.as_slice()), (200, b"<p>docs</p>".as_slice()));

@@ -60,7 +60,10 @@ fn u32_at(bytes: &[u8], offset: usize) -> anyhow::Result<u32> {
 /// The loadable contents of a 32-bit little-endian ARM ELF as one flat image starting at
 /// [`LOAD_ADDRESS`] (what `objcopy -O binary` produces), gaps zero-filled.
 pub fn flat_image(elf: &[u8]) -> anyhow::Result<Vec<u8>> {
-    ensure!(elf.len() >= 52 && elf[..4] == *b"\x7fELF", "not an ELF file");
+    ensure!(
+        elf.len() >= 52 && elf[..4] == *b"\x7fELF",
+        "not an ELF file"
+    );
     ensure!(elf[4] == 1 && elf[5] == 1, "not a 32-bit little-endian ELF");
     ensure!(u16_at(elf, 18)? == 40, "not an ARM ELF");
     let program_headers = u32_at(elf, 28)? as usize;
@@ -79,11 +82,16 @@ pub fn flat_image(elf: &[u8]) -> anyhow::Result<Vec<u8>> {
         if file_size == 0 {
             continue; // .bss and friends: zeroed at boot, not stored
         }
-        let data = elf.get(offset..offset + file_size).context("segment past end of ELF")?;
+        let data = elf
+            .get(offset..offset + file_size)
+            .context("segment past end of ELF")?;
         segments.push((physical, data));
     }
     segments.sort_by_key(|(address, _)| *address);
-    let first = segments.first().context("the ELF has no loadable contents")?.0;
+    let first = segments
+        .first()
+        .context("the ELF has no loadable contents")?
+        .0;
     ensure!(
         first == LOAD_ADDRESS,
         "the kernel starts at {first:#x}, but the firmware loads it at {LOAD_ADDRESS:#x}"
@@ -92,7 +100,10 @@ pub fn flat_image(elf: &[u8]) -> anyhow::Result<Vec<u8>> {
     for (address, data) in segments {
         let start = (address - LOAD_ADDRESS) as usize;
         ensure!(start >= image.len(), "overlapping segments at {address:#x}");
-        ensure!(start - image.len() < 16 << 20, "a 16 MiB gap in the kernel: wrong linker script?");
+        ensure!(
+            start - image.len() < 16 << 20,
+            "a 16 MiB gap in the kernel: wrong linker script?"
+        );
         image.resize(start, 0);
         image.extend_from_slice(data);
     }

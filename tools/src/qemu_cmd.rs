@@ -64,8 +64,15 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         (None, false) => Some(card_for_site(&args, built.as_ref())?),
     };
     if !args.no_network {
-        let topology = if args.root_port { Topology::RootPort } else { Topology::BehindHub };
-        config.network = Some(Network::User { host_port: args.port, topology });
+        let topology = if args.root_port {
+            Topology::RootPort
+        } else {
+            Topology::BehindHub
+        };
+        config.network = Some(Network::User {
+            host_port: args.port,
+            topology,
+        });
     }
     eprintln!(
         "booting {} in QEMU; serial console follows. Stop with Ctrl-C.",
@@ -88,7 +95,11 @@ fn card_for_site(
         (None, _) => crate::kernel::build_kernel()?.raw,
     };
     crate::image::run(crate::image::ImageArgs {
-        site: Some(args.site.clone().unwrap_or_else(|| root.join("site/default"))),
+        site: Some(
+            args.site
+                .clone()
+                .unwrap_or_else(|| root.join("site/default")),
+        ),
         site_image: None,
         output: output.clone(),
         kernel: Some(kernel),
@@ -103,7 +114,8 @@ fn card_for_site(
 fn is_elf(path: &PathBuf) -> anyhow::Result<bool> {
     use std::io::Read;
     let mut magic = [0u8; 4];
-    let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut file =
+        std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     Ok(file.read(&mut magic)? == 4 && magic == *b"\x7fELF")
 }
 
@@ -133,5 +145,7 @@ pub fn run_until_stopped(command: &mut Command) -> anyhow::Result<()> {
 /// Sends SIGTERM to `pid`, a child we spawned and have not reaped (so the PID is still ours).
 fn terminate(pid: u32) {
     // `kill` from procps is on every Linux machine; it keeps libc's unsafe API out of here.
-    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status();
 }

@@ -35,7 +35,10 @@ impl DmaAllocator {
     /// `region` must be memory nothing else uses, mapped for the life of the program, and only
     /// one allocator may exist for it.
     pub const unsafe fn new(region: Range<usize>) -> Self {
-        Self { next: region.start, end: region.end }
+        Self {
+            next: region.start,
+            end: region.end,
+        }
     }
 
     /// Bytes not yet handed out.
@@ -49,7 +52,10 @@ impl DmaAllocator {
         let end = start
             .checked_add(size.next_multiple_of(DMA_ALIGN))
             .filter(|&end| end <= self.end)
-            .ok_or(DmaError::Exhausted { requested: size, remaining: self.remaining() })?;
+            .ok_or(DmaError::Exhausted {
+                requested: size,
+                remaining: self.remaining(),
+            })?;
         self.next = end;
         Ok(start)
     }
@@ -93,6 +99,12 @@ mod tests {
         assert_eq!(a % DMA_ALIGN, 0);
         assert_eq!(b % DMA_ALIGN, 0);
         assert!(b >= a + 10);
-        assert!(matches!(dma.allocate_bytes(1024), Err(DmaError::Exhausted { requested: 1024, .. })));
+        assert!(matches!(
+            dma.allocate_bytes(1024),
+            Err(DmaError::Exhausted {
+                requested: 1024,
+                ..
+            })
+        ));
     }
 }

@@ -87,7 +87,11 @@ pub const fn command_word(index: u32, response: Response, read_blocks: u32) -> u
 /// The SDHCI clock divider field for a card clock of at most `target_hz` from `base_hz`
 /// (SDHCI 3.0 10-bit divided clock mode: f = base / (2 * divider), divider 0 = base).
 pub const fn clock_divider_bits(base_hz: u32, target_hz: u32) -> u32 {
-    let divider = if target_hz >= base_hz { 0 } else { base_hz.div_ceil(2 * target_hz) };
+    let divider = if target_hz >= base_hz {
+        0
+    } else {
+        base_hz.div_ceil(2 * target_hz)
+    };
     let divider = if divider > 0x3FF { 0x3FF } else { divider };
     ((divider & 0xFF) << 8) | ((divider >> 8) << 6)
 }
@@ -172,7 +176,11 @@ impl<C: Fn() -> u64> Emmc<C> {
             // SAFETY: the EMMC controller is at 0x7E30_0000 (bus) on every BCM2835.
             registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x30_0000) },
             now_micros,
-            card: CardInfo { high_capacity: false, blocks: 0, rca: 0 },
+            card: CardInfo {
+                high_capacity: false,
+                blocks: 0,
+                rca: 0,
+            },
         };
         emmc.reset(base_clock_hz)?;
         emmc.identify(base_clock_hz)?;
@@ -218,7 +226,8 @@ impl<C: Fn() -> u64> Emmc<C> {
     fn set_clock(&mut self, base_clock_hz: u32, target_hz: u32) -> Result<(), EmmcError> {
         let control = self.register(CONTROL1);
         control.write(control.read() & !CLOCK_CARD_ENABLE);
-        let value = CLOCK_INTERNAL_ENABLE | DATA_TIMEOUT_MAX | clock_divider_bits(base_clock_hz, target_hz);
+        let value =
+            CLOCK_INTERNAL_ENABLE | DATA_TIMEOUT_MAX | clock_divider_bits(base_clock_hz, target_hz);
         control.write(value);
         if !self.wait(100_000, |e| e.register(CONTROL1).read() & CLOCK_STABLE != 0) {
             return Err(EmmcError::Controller);
@@ -233,13 +242,17 @@ impl<C: Fn() -> u64> Emmc<C> {
     }
 
     fn send(&mut self, index: u32, argument: u32, word: u32) -> Result<u32, EmmcError> {
-        if !self.wait(100_000, |e| e.register(STATUS).read() & STATUS_CMD_INHIBIT == 0) {
+        if !self.wait(100_000, |e| {
+            e.register(STATUS).read() & STATUS_CMD_INHIBIT == 0
+        }) {
             return Err(EmmcError::CommandTimeout(index));
         }
         self.register(INTERRUPT).write(0xFFFF_FFFF);
         self.register(ARG1).write(argument);
         self.register(CMDTM).write(word);
-        let finished = self.wait(500_000, |e| e.register(INTERRUPT).read() & (INT_CMD_DONE | INT_ERRORS) != 0);
+        let finished = self.wait(500_000, |e| {
+            e.register(INTERRUPT).read() & (INT_CMD_DONE | INT_ERRORS) != 0
+        });
         let status = self.register(INTERRUPT).read();
         if !finished || status & INT_CMD_TIMEOUT != 0 {
             self.recover_command_line();
@@ -261,7 +274,12 @@ impl<C: Fn() -> u64> Emmc<C> {
         self.register(INTERRUPT).write(0xFFFF_FFFF);
     }
 
-    fn application_command(&mut self, index: u32, argument: u32, response: Response) -> Result<u32, EmmcError> {
+    fn application_command(
+        &mut self,
+        index: u32,
+        argument: u32,
+        response: Response,
+    ) -> Result<u32, EmmcError> {
         self.command(55, self.card.rca << 16, Response::Short)?;
         self.command(index, argument, response)
     }
@@ -310,32 +328,51 @@ impl<C: Fn() -> u64> Emmc<C> {
 
     fn read(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
         let blocks = buffer.len() / BLOCK_SIZE;
-        if buffer.len() % BLOCK_SIZE != 0 || blocks == 0 || blocks > 0xFFFF {
+        if !buffer.len().is_multiple_of(BLOCK_SIZE) || blocks == 0 || blocks > 0xFFFF {
             return Err(BlockError::BadBuffer);
         }
         if first_block + blocks as u64 > self.card.blocks {
             return Err(BlockError::OutOfRange);
         }
-        let address = if self.card.high_capacity { first_block } else { first_block * BLOCK_SIZE as u64 };
-        if !self.wait(500_000, |e| e.register(STATUS).read() & STATUS_DAT_INHIBIT == 0) {
+        let address = if self.card.high_capacity {
+            first_block
+        } else {
+            first_block * BLOCK_SIZE as u64
+        };
+        if !self.wait(500_000, |e| {
+            e.register(STATUS).read() & STATUS_DAT_INHIBIT == 0
+        }) {
             return Err(BlockError::Timeout);
         }
-        self.register(BLKSIZECNT).write(((blocks as u32) << 16) | BLOCK_SIZE as u32);
+        self.register(BLKSIZECNT)
+            .write(((blocks as u32) << 16) | BLOCK_SIZE as u32);
         let index = if blocks == 1 { 17 } else { 18 }; // READ_SINGLE_BLOCK / READ_MULTIPLE_BLOCK
-        self.send(index, address as u32, command_word(index, Response::Short, blocks as u32))?;
+        self.send(
+            index,
+            address as u32,
+            command_word(index, Response::Short, blocks as u32),
+        )?;
         for block in buffer.chunks_exact_mut(BLOCK_SIZE) {
-            let ready = self.wait(500_000, |e| e.register(INTERRUPT).read() & (INT_READ_READY | INT_ERRORS) != 0);
+            let ready = self.wait(500_000, |e| {
+                e.register(INTERRUPT).read() & (INT_READ_READY | INT_ERRORS) != 0
+            });
             let status = self.register(INTERRUPT).read();
             if !ready || status & INT_ERRORS != 0 {
                 self.recover_command_line();
-                return Err(if ready { BlockError::Transfer } else { BlockError::Timeout });
+                return Err(if ready {
+                    BlockError::Transfer
+                } else {
+                    BlockError::Timeout
+                });
             }
             self.register(INTERRUPT).write(INT_READ_READY);
             for word in block.chunks_exact_mut(4) {
                 word.copy_from_slice(&self.register(DATA).read().to_le_bytes());
             }
         }
-        if !self.wait(500_000, |e| e.register(INTERRUPT).read() & (INT_DATA_DONE | INT_ERRORS) != 0) {
+        if !self.wait(500_000, |e| {
+            e.register(INTERRUPT).read() & (INT_DATA_DONE | INT_ERRORS) != 0
+        }) {
             self.recover_command_line();
             return Err(BlockError::Timeout);
         }
@@ -359,7 +396,7 @@ impl<C: Fn() -> u64> BlockDevice for Emmc<C> {
 
     /// Reads with multi-block commands, retrying a failed chunk up to three times.
     fn read_blocks(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
-        if buffer.len() % BLOCK_SIZE != 0 {
+        if !buffer.len().is_multiple_of(BLOCK_SIZE) {
             return Err(BlockError::BadBuffer);
         }
         let mut block = first_block;
@@ -368,7 +405,9 @@ impl<C: Fn() -> u64> BlockDevice for Emmc<C> {
             loop {
                 match self.read(block, chunk) {
                     Ok(()) => break,
-                    Err(error @ (BlockError::BadBuffer | BlockError::OutOfRange)) => return Err(error),
+                    Err(error @ (BlockError::BadBuffer | BlockError::OutOfRange)) => {
+                        return Err(error);
+                    }
                     Err(error) if attempt == 2 => return Err(error),
                     Err(error) => {
                         log::warn!("sd: read of block {block} failed ({error:?}), retrying");
@@ -404,7 +443,10 @@ mod tests {
         // 50 MHz (QEMU's EMMC clock) to 400 kHz: divider 63 -> 396.8 kHz.
         assert_eq!(clock_divider_bits(50_000_000, 400_000), 63 << 8);
         // 250 MHz (a real Pi's EMMC clock) to 400 kHz: divider 313 = 0x139.
-        assert_eq!(clock_divider_bits(250_000_000, 400_000), (0x39 << 8) | (0x1 << 6));
+        assert_eq!(
+            clock_divider_bits(250_000_000, 400_000),
+            (0x39 << 8) | (0x1 << 6)
+        );
         assert_eq!(clock_divider_bits(50_000_000, 25_000_000), 1 << 8);
         assert_eq!(clock_divider_bits(25_000_000, 25_000_000), 0);
     }

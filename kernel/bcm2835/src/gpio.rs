@@ -46,7 +46,9 @@ impl Gpio {
     /// Only one `Gpio` may change a given pin at a time.
     pub const unsafe fn new() -> Self {
         // SAFETY: the GPIO block is at 0x7E20_0000 (bus) on every BCM2835.
-        Self { registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x20_0000) } }
+        Self {
+            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x20_0000) },
+        }
     }
 
     /// Selects the function of `pin` (0..=53).
@@ -71,6 +73,8 @@ impl Gpio {
     /// Drives output `pin` high or low.
     pub fn write(&self, pin: u32, high: bool) {
         let offset = if high { GPSET0 } else { GPCLR0 };
-        self.registers.register(offset + (pin as usize / 32) * 4).write(1 << (pin % 32));
+        self.registers
+            .register(offset + (pin as usize / 32) * 4)
+            .write(1 << (pin % 32));
     }
 }

@@ -33,21 +33,30 @@ impl InterruptController {
     /// Only one owner may enable and disable lines.
     pub const unsafe fn new() -> Self {
         // SAFETY: the ARM interrupt registers are at 0x7E00_B200 (bus).
-        Self { registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0xB200) } }
+        Self {
+            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0xB200) },
+        }
     }
 
     /// Installs `handler` for `line` and enables the line.
     pub fn register(&self, line: u32, handler: Handler) {
-        assert!((line as usize) < LINES, "interrupt line {line} out of range");
+        assert!(
+            (line as usize) < LINES,
+            "interrupt line {line} out of range"
+        );
         HANDLERS[line as usize].store(handler as usize, Ordering::Release);
         let bank = (line / 32) as usize * 4;
-        self.registers.register(ENABLE_IRQS_1 + bank).write(1 << (line % 32));
+        self.registers
+            .register(ENABLE_IRQS_1 + bank)
+            .write(1 << (line % 32));
     }
 
     /// Disables `line`.
     pub fn disable(&self, line: u32) {
         let bank = (line / 32) as usize * 4;
-        self.registers.register(DISABLE_IRQS_1 + bank).write(1 << (line % 32));
+        self.registers
+            .register(DISABLE_IRQS_1 + bank)
+            .write(1 << (line % 32));
     }
 
     /// Whether any enabled GPU line is pending (usable with IRQs masked, before WFI).
@@ -61,7 +70,10 @@ impl InterruptController {
     pub fn dispatch(&self) -> u32 {
         let mut unhandled = 0;
         for bank in 0..2u32 {
-            let mut pending = self.registers.register(IRQ_PENDING_1 + bank as usize * 4).read();
+            let mut pending = self
+                .registers
+                .register(IRQ_PENDING_1 + bank as usize * 4)
+                .read();
             while pending != 0 {
                 let bit = pending.trailing_zeros();
                 pending &= pending - 1;

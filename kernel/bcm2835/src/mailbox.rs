@@ -122,7 +122,11 @@ impl<'a> MessageBuilder<'a> {
         values.fill(0);
         values[..request.len()].copy_from_slice(request);
         self.len += 3 + value_words;
-        Ok(TagSlot { tag, offset, value_words })
+        Ok(TagSlot {
+            tag,
+            offset,
+            value_words,
+        })
     }
 
     /// Writes the header and end tag; returns the message length in words (a multiple of 4,
@@ -130,7 +134,7 @@ impl<'a> MessageBuilder<'a> {
     pub fn finish(self) -> usize {
         let mut total = self.len + 1;
         self.words[self.len] = 0;
-        while total % 4 != 0 && total < self.words.len() {
+        while !total.is_multiple_of(4) && total < self.words.len() {
             self.words[total] = 0;
             total += 1;
         }
@@ -151,12 +155,14 @@ pub fn check_response(words: &[u32]) -> Result<(), MailboxError> {
 }
 
 /// The answer to `slot`, at least `min_bytes` long, as words.
-pub fn response<'w>(
-    words: &'w [u32],
+pub fn response(
+    words: &[u32],
     slot: TagSlot,
     min_bytes: usize,
-) -> Result<&'w [u32], MailboxError> {
-    let header = words.get(slot.offset..slot.offset + 3).ok_or(MailboxError::ShortResponse(slot.tag))?;
+) -> Result<&[u32], MailboxError> {
+    let header = words
+        .get(slot.offset..slot.offset + 3)
+        .ok_or(MailboxError::ShortResponse(slot.tag))?;
     if header[0] != slot.tag || header[2] & TAG_RESPONSE == 0 {
         return Err(MailboxError::TagNotAnswered(slot.tag));
     }
@@ -256,7 +262,9 @@ impl Mailbox {
     /// Only one `Mailbox` may exist.
     pub const unsafe fn new() -> Self {
         // SAFETY: mailbox 0 is at 0x7E00_B880 (bus).
-        Self { registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0xB880) } }
+        Self {
+            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0xB880) },
+        }
     }
 
     /// Sends the message in `buffer` on the property channel and waits for the answer.
@@ -276,7 +284,9 @@ impl Mailbox {
             }
         }
         barrier();
-        self.registers.register(WRITE).write(address | PROPERTY_CHANNEL);
+        self.registers
+            .register(WRITE)
+            .write(address | PROPERTY_CHANNEL);
         loop {
             while self.registers.register(STATUS_READ).read() & STATUS_EMPTY != 0 {
                 if now_micros() > deadline {
@@ -392,7 +402,10 @@ mod tests {
     fn too_small_buffer_is_an_error_not_a_panic() {
         let mut words = [0u32; 6];
         let mut message = MessageBuilder::new(&mut words).unwrap();
-        assert_eq!(message.add(tag::ARM_MEMORY, &[], 2), Err(MailboxError::BufferTooSmall));
+        assert_eq!(
+            message.add(tag::ARM_MEMORY, &[], 2),
+            Err(MailboxError::BufferTooSmall)
+        );
         assert!(MessageBuilder::new(&mut [0u32; 2]).is_err());
     }
 
@@ -406,7 +419,7 @@ mod tests {
             &[
                 &[0x5f3d_2a4c],
                 &[0x0090_0032],
-                &[0xeb27_b8 | (0x12 << 24), 0x5634],
+                &[0x00eb_27b8 | (0x12 << 24), 0x5634],
                 &[0x89ab_cdef, 0x0000_0001],
                 &[0, 448 << 20],
                 &[clock::UART, 48_000_000],
@@ -429,9 +442,15 @@ mod tests {
     fn unanswered_tag_and_error_codes_are_reported() {
         let mut words = [0u32; 64];
         let slots = encode_board_info(&mut words).unwrap();
-        assert_eq!(decode_board_info(&words, &slots), Err(MailboxError::NotProcessed(0)));
+        assert_eq!(
+            decode_board_info(&words, &slots),
+            Err(MailboxError::NotProcessed(0))
+        );
         words[1] = RESPONSE_ERROR;
-        assert_eq!(decode_board_info(&words, &slots), Err(MailboxError::RequestRejected));
+        assert_eq!(
+            decode_board_info(&words, &slots),
+            Err(MailboxError::RequestRejected)
+        );
         words[1] = RESPONSE_SUCCESS;
         assert_eq!(
             decode_board_info(&words, &slots),
@@ -447,9 +466,15 @@ mod tests {
         message.finish();
         words[1] = RESPONSE_SUCCESS;
         words[slot.offset + 2] = TAG_RESPONSE | 4;
-        assert_eq!(response(&words, slot, 8), Err(MailboxError::ShortResponse(tag::ARM_MEMORY)));
+        assert_eq!(
+            response(&words, slot, 8),
+            Err(MailboxError::ShortResponse(tag::ARM_MEMORY))
+        );
         words[slot.offset + 2] = TAG_RESPONSE | 64;
-        assert_eq!(response(&words, slot, 8), Err(MailboxError::ShortResponse(tag::ARM_MEMORY)));
+        assert_eq!(
+            response(&words, slot, 8),
+            Err(MailboxError::ShortResponse(tag::ARM_MEMORY))
+        );
         words[slot.offset + 2] = TAG_RESPONSE | 8;
         assert!(response(&words, slot, 8).is_ok());
     }

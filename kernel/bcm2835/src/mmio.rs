@@ -12,7 +12,9 @@ impl Register {
     /// # Safety
     /// The address must be a valid, mapped device register for the life of the program.
     pub const unsafe fn at(base: usize, offset: usize) -> Self {
-        Self { address: base + offset }
+        Self {
+            address: base + offset,
+        }
     }
 
     /// Reads the register.

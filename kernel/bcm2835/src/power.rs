@@ -21,7 +21,11 @@ pub const TICKS_PER_SECOND: u32 = 65_536;
 /// Converts milliseconds to watchdog ticks, clamped to the 20-bit counter.
 pub const fn millis_to_ticks(millis: u32) -> u32 {
     let ticks = (millis as u64 * TICKS_PER_SECOND as u64) / 1000;
-    if ticks > WDOG_TIME_MASK as u64 { WDOG_TIME_MASK } else { ticks as u32 }
+    if ticks > WDOG_TIME_MASK as u64 {
+        WDOG_TIME_MASK
+    } else {
+        ticks as u32
+    }
 }
 
 /// The PM watchdog.
@@ -36,15 +40,21 @@ impl Watchdog {
     /// Only one `Watchdog` may exist.
     pub const unsafe fn new() -> Self {
         // SAFETY: the PM block is at 0x7E10_0000 (bus).
-        Self { registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x10_0000) } }
+        Self {
+            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x10_0000) },
+        }
     }
 
     /// Arms the watchdog: the board resets unless [`Watchdog::start`] is called again within
     /// `millis` milliseconds.
     pub fn start(&self, millis: u32) {
         let rstc = self.registers.register(RSTC).read() & !RSTC_WRCFG_MASK;
-        self.registers.register(WDOG).write(PASSWORD | millis_to_ticks(millis));
-        self.registers.register(RSTC).write(PASSWORD | rstc | RSTC_WRCFG_FULL_RESET);
+        self.registers
+            .register(WDOG)
+            .write(PASSWORD | millis_to_ticks(millis));
+        self.registers
+            .register(RSTC)
+            .write(PASSWORD | rstc | RSTC_WRCFG_FULL_RESET);
     }
 
     /// Disarms the watchdog.

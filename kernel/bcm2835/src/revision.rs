@@ -106,7 +106,13 @@ pub fn decode(code: u32) -> Option<BoardRevision> {
         0x15 => ("Raspberry Pi A+", "1.1", 256, "Embest"),
         _ => return None,
     };
-    Some(BoardRevision { model, pcb_revision, processor: "BCM2835", memory_mib, manufacturer })
+    Some(BoardRevision {
+        model,
+        pcb_revision,
+        processor: "BCM2835",
+        memory_mib,
+        manufacturer,
+    })
 }
 
 #[cfg(test)]

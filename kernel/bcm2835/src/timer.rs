@@ -26,7 +26,9 @@ impl SystemTimer {
     /// Only one owner may program compare channel 1.
     pub const unsafe fn new() -> Self {
         // SAFETY: the system timer is at 0x7E00_3000 (bus).
-        Self { registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x3000) } }
+        Self {
+            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x3000) },
+        }
     }
 
     /// Microseconds since the SoC came out of reset.
@@ -52,7 +54,9 @@ impl SystemTimer {
     pub fn set_alarm(&self, deadline: Instant) -> bool {
         self.clear_alarm();
         // The compare is against the low 32 bits: fine for deadlines under 71 minutes away.
-        self.registers.register(C1).write(deadline.as_micros() as u32);
+        self.registers
+            .register(C1)
+            .write(deadline.as_micros() as u32);
         // If the counter passed the deadline while we wrote it, the match never happens.
         self.micros() + 2 < deadline.as_micros()
     }

@@ -45,7 +45,9 @@ impl Pl011 {
     /// Only one `Pl011` may exist.
     pub const unsafe fn new() -> Self {
         // SAFETY: UART0 is at 0x7E20_1000 (bus) on every BCM2835.
-        Self { registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x20_1000) } }
+        Self {
+            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x20_1000) },
+        }
     }
 
     /// Configures 8N1 with FIFOs at `baud`, given the UART reference clock (from the mailbox:
@@ -61,7 +63,8 @@ impl Pl011 {
         r.register(FBRD).write(fraction);
         r.register(LCRH).write(LCRH_8_BITS | LCRH_FIFO_ENABLE);
         r.register(IMSC).write(0);
-        r.register(CR).write(CR_UART_ENABLE | CR_TX_ENABLE | CR_RX_ENABLE);
+        r.register(CR)
+            .write(CR_UART_ENABLE | CR_TX_ENABLE | CR_RX_ENABLE);
     }
 
     /// Sends one byte, waiting while the transmit FIFO is full.
@@ -91,7 +94,9 @@ impl Pl011 {
 
     /// Raises [`IRQ`] when bytes arrive (receive and receive-timeout interrupts).
     pub fn enable_receive_interrupt(&self) {
-        self.registers.register(IMSC).write(IMSC_RECEIVE | IMSC_RECEIVE_TIMEOUT);
+        self.registers
+            .register(IMSC)
+            .write(IMSC_RECEIVE | IMSC_RECEIVE_TIMEOUT);
     }
 
     /// Acknowledges every pending UART interrupt.

@@ -18,7 +18,11 @@ impl Arena {
     }
 
     /// `count` values made by `init`, or `None` if they do not fit.
-    pub fn slice<T>(&mut self, count: usize, mut init: impl FnMut() -> T) -> Option<&'static mut [T]> {
+    pub fn slice<T>(
+        &mut self,
+        count: usize,
+        mut init: impl FnMut() -> T,
+    ) -> Option<&'static mut [T]> {
         let start = self.memory.as_ptr() as usize;
         let padding = start.next_multiple_of(core::mem::align_of::<T>()) - start;
         let bytes = padding.checked_add(core::mem::size_of::<T>().checked_mul(count)?)?;
@@ -40,6 +44,7 @@ impl Arena {
     /// One value moved into the arena.
     pub fn value<T>(&mut self, value: T) -> Option<&'static mut T> {
         let mut value = Some(value);
-        self.slice(1, || value.take().expect("called once")).map(|slice| &mut slice[0])
+        self.slice(1, || value.take().expect("called once"))
+            .map(|slice| &mut slice[0])
     }
 }

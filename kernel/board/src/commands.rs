@@ -52,15 +52,15 @@ impl Commands {
 
     /// Finishes commands whose time has come.
     pub fn poll(&mut self, now: u64) {
-        if let Some((due, asked)) = self.sleep {
-            if now >= due {
-                self.sleep = None;
-                log::info!(
-                    "sleep: woke after {} us, {} timer interrupts so far",
-                    now - asked,
-                    crate::ALARMS.load(Ordering::Relaxed)
-                );
-            }
+        if let Some((due, asked)) = self.sleep
+            && now >= due
+        {
+            self.sleep = None;
+            log::info!(
+                "sleep: woke after {} us, {} timer interrupts so far",
+                now - asked,
+                crate::ALARMS.load(Ordering::Relaxed)
+            );
         }
     }
 }

@@ -22,9 +22,9 @@ impl log::Log for SerialLogger {
         let micros = TIMER.micros();
         cpu::without_interrupts(|| {
             let mut console = ConsoleWriter;
-            let _ = write!(
+            let _ = writeln!(
                 console,
-                "[{:>5}.{:06}] {:<5} {}\n",
+                "[{:>5}.{:06}] {:<5} {}",
                 micros / 1_000_000,
                 micros % 1_000_000,
                 record.level(),
@@ -83,7 +83,9 @@ pub struct LineReader {
 impl LineReader {
     /// An empty reader.
     pub const fn new() -> Self {
-        Self { line: heapless::Vec::new() }
+        Self {
+            line: heapless::Vec::new(),
+        }
     }
 
     /// Whether received bytes are waiting.

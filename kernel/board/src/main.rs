@@ -35,7 +35,11 @@ fn kernel_main() -> ! {
     console::init_logger();
     print_banner(&platform, mmu_up);
     let mut platform = platform;
-    let emmc_clock = platform.board.as_ref().map(|info| info.emmc_clock_hz).unwrap_or(0);
+    let emmc_clock = platform
+        .board
+        .as_ref()
+        .map(|info| info.emmc_clock_hz)
+        .unwrap_or(0);
     let (card, free) = storage::load(emmc_clock, platform::free_memory(&platform.board));
     let mut arena = arena::Arena::new(free);
     let site = match card.site {
@@ -83,17 +87,20 @@ fn kernel_main() -> ! {
             if !address_reported && let Some(address) = appliance.ipv4_address() {
                 address_reported = true;
                 let [a, b, c, d] = address;
-                log::info!("serving: http://{a}.{b}.{c}.{d}/ at {} us since reset", TIMER.micros());
+                log::info!(
+                    "serving: http://{a}.{b}.{c}.{d}/ at {} us since reset",
+                    TIMER.micros()
+                );
             }
             deadline = match (deadline, next.map(|next| next.as_micros())) {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
         }
-        if let Some(deadline) = deadline {
-            if !TIMER.set_alarm(Instant::from_micros(deadline)) {
-                continue; // already due: run the loop again instead of sleeping
-            }
+        if let Some(deadline) = deadline
+            && !TIMER.set_alarm(Instant::from_micros(deadline))
+        {
+            continue; // already due: run the loop again instead of sleeping
         }
         // Mask, re-check, sleep: an interrupt arriving between the check and WFI still wakes
         // us, because WFI returns on a pending interrupt even while IRQs are masked.
@@ -142,7 +149,8 @@ fn print_banner(platform: &platform::Platform, mmu_up: u64) {
                 "memory: ARM has {} MiB at {:#010x}; kernel uses {} KiB",
                 board.arm_memory_size >> 20,
                 board.arm_memory_base,
-                (bramble_boot::cpu::layout::heap_start() - bramble_boot::cpu::layout::kernel_start())
+                (bramble_boot::cpu::layout::heap_start()
+                    - bramble_boot::cpu::layout::kernel_start())
                     / 1024
             );
             log::info!(

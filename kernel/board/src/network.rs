@@ -74,7 +74,13 @@ pub fn start(
     let sockets = arena.slice(pool + EXTRA_SOCKETS, || SocketStorage::EMPTY)?;
     let connections = arena.slice(pool, Connection::new)?;
     let buffers = arena.slice(pool * (TCP_RX_LEN + TCP_TX_LEN), || 0u8)?;
-    let memory = arena.value(ApplianceMemory::new(sockets, connections, buffers, TCP_RX_LEN, TCP_TX_LEN))?;
+    let memory = arena.value(ApplianceMemory::new(
+        sockets,
+        connections,
+        buffers,
+        TCP_RX_LEN,
+        TCP_TX_LEN,
+    ))?;
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
     let address = match settings.address {
         AddressMode::Dhcp => AddressConfig::Dhcp,
@@ -85,7 +91,8 @@ pub fn start(
         },
     };
     let mac = bramble_hal::EthernetDevice::mac_address(&nic).0;
-    let seed = micros() ^ u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0x5a, 0xa5]);
+    let seed =
+        micros() ^ u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0x5a, 0xa5]);
     let config = NetworkConfig {
         hostname,
         address,
@@ -93,13 +100,23 @@ pub fn start(
         mdns: settings.mdns,
         random_seed: seed,
     };
-    let server = Server::new(site, ServerConfig { access_log: settings.access_log, ..ServerConfig::default() });
+    let server = Server::new(
+        site,
+        ServerConfig {
+            access_log: settings.access_log,
+            ..ServerConfig::default()
+        },
+    );
     match Appliance::new(nic, config, memory, server, Instant::from_micros(micros())) {
         Ok(appliance) => {
-            log::info!("net: {pool} connections, port {}, {}", settings.http_port, match address {
-                AddressConfig::Dhcp => "asking DHCP for an address",
-                AddressConfig::Static { .. } => "static address",
-            });
+            log::info!(
+                "net: {pool} connections, port {}, {}",
+                settings.http_port,
+                match address {
+                    AddressConfig::Dhcp => "asking DHCP for an address",
+                    AddressConfig::Static { .. } => "static address",
+                }
+            );
             Some(appliance)
         }
         Err(error) => {

@@ -56,10 +56,18 @@ pub fn init() -> Platform {
     };
     GPIO.set_function(14, Function::Alt0);
     GPIO.set_function(15, Function::Alt0);
-    GPIO.set_pull(14, Pull::None, |cycles| TIMER.delay_micros(cycles.div_ceil(250) as u64));
-    GPIO.set_pull(15, Pull::None, |cycles| TIMER.delay_micros(cycles.div_ceil(250) as u64));
+    GPIO.set_pull(14, Pull::None, |cycles| {
+        TIMER.delay_micros(cycles.div_ceil(250) as u64)
+    });
+    GPIO.set_pull(15, Pull::None, |cycles| {
+        TIMER.delay_micros(cycles.div_ceil(250) as u64)
+    });
     CONSOLE.init(uart_clock, CONSOLE_BAUD);
-    Platform { board, dma, mailbox_buffer }
+    Platform {
+        board,
+        dma,
+        mailbox_buffer,
+    }
 }
 
 /// The RAM after everything the linker placed, up to the end of the ARM's memory: where the
@@ -68,7 +76,8 @@ pub fn free_memory(board: &Result<BoardInfo, MailboxError>) -> &'static mut [u8]
     let start = bramble_boot::cpu::layout::heap_start();
     // Without the mailbox, assume the smallest split (256 MiB boards with gpu_mem=64 leave 192).
     let end = match board {
-        Ok(info) => (info.arm_memory_base as usize + info.arm_memory_size as usize).min(bramble_boot::mmu::RAM_END),
+        Ok(info) => (info.arm_memory_base as usize + info.arm_memory_size as usize)
+            .min(bramble_boot::mmu::RAM_END),
         Err(_) => 192 << 20,
     };
     // SAFETY: [heap_start, end) is RAM the linker left free, mapped by the MMU, and this is

@@ -7,7 +7,9 @@ use bramble_bcm2835::gpio::Function;
 use bramble_hal::block::{BlockDevice, BlockError};
 use bramble_settings::Settings;
 use core::cell::RefCell;
-use embedded_sdmmc::{Block, BlockCount, BlockIdx, Mode, TimeSource, Timestamp, VolumeIdx, VolumeManager};
+use embedded_sdmmc::{
+    Block, BlockCount, BlockIdx, Mode, TimeSource, Timestamp, VolumeIdx, VolumeManager,
+};
 
 /// Name of the site image on the card (8.3, as the image tool writes it).
 pub const SITE_FILE: &str = "SITE.BIN";
@@ -42,7 +44,10 @@ impl core::fmt::Display for StorageError {
             StorageError::Filesystem(error) => write!(f, "SD card filesystem: {error:?}"),
             StorageError::SiteMissing => write!(f, "{SITE_FILE} is not on the SD card"),
             StorageError::SiteTooLarge { size, available } => {
-                write!(f, "{SITE_FILE} is {size} bytes but only {available} bytes of RAM are free")
+                write!(
+                    f,
+                    "{SITE_FILE} is {size} bytes but only {available} bytes of RAM are free"
+                )
             }
             StorageError::SiteCorrupt(error) => write!(f, "{SITE_FILE} is corrupt: {error:?}"),
         }
@@ -68,7 +73,9 @@ impl<D: BlockDevice> embedded_sdmmc::BlockDevice for ReadOnlyCard<D> {
     }
 
     fn num_blocks(&self) -> Result<BlockCount, BlockError> {
-        Ok(BlockCount(self.0.borrow().block_count().min(u32::MAX as u64) as u32))
+        Ok(BlockCount(
+            self.0.borrow().block_count().min(u32::MAX as u64) as u32,
+        ))
     }
 }
 
@@ -100,18 +107,26 @@ pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> (CardContents, &'s
     let card = match unsafe { Emmc::new(emmc_clock_hz, micros as fn() -> u64) } {
         Ok(card) => card,
         Err(error) => {
-            let contents = CardContents { settings: Settings::default(), site: Err(StorageError::Card(error)) };
+            let contents = CardContents {
+                settings: Settings::default(),
+                site: Err(StorageError::Card(error)),
+            };
             return (contents, memory);
         }
     };
     let info = card.card();
     log::info!(
         "sd: {} card, {} MiB, ready after {} us",
-        if info.high_capacity { "SDHC/SDXC" } else { "SDSC" },
+        if info.high_capacity {
+            "SDHC/SDXC"
+        } else {
+            "SDSC"
+        },
         info.blocks / 2048,
         micros() - started
     );
-    let volumes: VolumeManager<_, _, 2, 2, 1> = VolumeManager::new_with_limits(ReadOnlyCard(RefCell::new(card)), NoClock, 0);
+    let volumes: CardVolumes =
+        VolumeManager::new_with_limits(ReadOnlyCard(RefCell::new(card)), NoClock, 0);
     let mut settings = Settings::default();
     let mut memory = Some(memory);
     let site = read_files(&volumes, &mut settings, &mut memory);
@@ -119,12 +134,17 @@ pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> (CardContents, &'s
     (CardContents { settings, site }, rest)
 }
 
+/// The filesystem stack over the card: 2 directories, 2 files, 1 volume open at once.
+type CardVolumes = VolumeManager<ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>;
+
 fn read_files(
-    volumes: &VolumeManager<ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>,
+    volumes: &CardVolumes,
     settings: &mut Settings,
     memory: &mut Option<&'static mut [u8]>,
 ) -> Result<bramble_site::SiteImage<'static>, StorageError> {
-    let volume = volumes.open_volume(VolumeIdx(0)).map_err(StorageError::Filesystem)?;
+    let volume = volumes
+        .open_volume(VolumeIdx(0))
+        .map_err(StorageError::Filesystem)?;
     let root = volume.open_root_dir().map_err(StorageError::Filesystem)?;
 
     match root.open_file_in_dir(bramble_settings::FILE_NAME, Mode::ReadOnly) {
@@ -136,7 +156,10 @@ fn read_files(
                     Ok(0) => break,
                     Ok(read) => length += read,
                     Err(error) => {
-                        log::warn!("settings: reading {}: {error:?}", bramble_settings::FILE_NAME);
+                        log::warn!(
+                            "settings: reading {}: {error:?}",
+                            bramble_settings::FILE_NAME
+                        );
                         break;
                     }
                 }
@@ -144,10 +167,17 @@ fn read_files(
             *settings = Settings::parse_bytes(&text[..length], |error| {
                 log::warn!("settings: {error}; using the default for that line")
             });
-            log::info!("settings: {} bytes read; hostname {}", length, settings.hostname.as_str());
+            log::info!(
+                "settings: {} bytes read; hostname {}",
+                length,
+                settings.hostname.as_str()
+            );
         }
         Err(embedded_sdmmc::Error::NotFound) => {
-            log::info!("settings: no {} on the card, using defaults", bramble_settings::FILE_NAME)
+            log::info!(
+                "settings: no {} on the card, using defaults",
+                bramble_settings::FILE_NAME
+            )
         }
         Err(error) => log::warn!("settings: {error:?}; using defaults"),
     }
@@ -176,7 +206,8 @@ fn read_files(
     let read_micros = micros() - read_started;
     let verify_started = micros();
     let image: &'static [u8] = image;
-    let site = bramble_site::SiteImage::new_checked(&image[..filled]).map_err(StorageError::SiteCorrupt)?;
+    let site = bramble_site::SiteImage::new_checked(&image[..filled])
+        .map_err(StorageError::SiteCorrupt)?;
     log::info!(
         "site: {} files, {} bytes, checksum {:#010x}, read in {} ms, verified in {} ms",
         site.file_count(),
