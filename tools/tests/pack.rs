@@ -599,6 +599,12 @@ fn command_line_writes_the_image_and_prints_its_checksum() {
     );
     assert!(stdout.contains("packed 11 files"), "{stdout}");
     assert!(cache.join("v1").is_dir());
+    // stderr is not a terminal here: no progress bar, nothing at all on success.
+    assert!(
+        result.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&result.stderr)
+    );
 
     // No temporary files are left beside the output.
     let leftovers: Vec<_> = fs::read_dir(out_dir.path())
@@ -644,4 +650,37 @@ fn command_line_refuses_to_write_the_image_into_the_site() {
     assert!(!result.status.success());
     assert!(String::from_utf8_lossy(&result.stderr).contains("inside the site folder"));
     assert!(!inside.exists());
+}
+
+#[test]
+fn command_line_honours_source_date_epoch_for_reproducible_images() {
+    let dir = tempfile::tempdir().unwrap();
+    blog(dir.path());
+    let out = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let path = out.path().join(name);
+        let status = std::process::Command::new(env!("CARGO_BIN_EXE_bramble"))
+            .arg("pack")
+            .arg(dir.path())
+            .arg("-o")
+            .arg(&path)
+            .arg("--no-cache")
+            .env("SOURCE_DATE_EPOCH", "1700000000")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        fs::read(path).unwrap()
+    };
+    let first = run("one.bin");
+    let file = fs::File::options()
+        .write(true)
+        .open(dir.path().join("index.html"))
+        .unwrap();
+    file.set_modified(UNIX_EPOCH + Duration::from_secs(1_000_000))
+        .unwrap();
+    drop(file);
+    let second = run("two.bin");
+    assert_eq!(first, second);
+    let image = SiteImage::new_checked(&first).unwrap();
+    assert!(image.files().all(|f| f.last_modified == 1_700_000_000));
 }
