@@ -133,9 +133,11 @@ impl Namespace {
     /// Pings `address` once per attempt until it answers; false if it never does.
     fn wait_for_ping(&self, address: &str, attempts: u32) -> bool {
         (0..attempts).any(|_| {
-            run(self.command("ping").args(["-c", "1", "-W", "1", address]))
-                .status
-                .success()
+            run(self
+                .command("ping")
+                .args(["-c", "1", "-W", "1", "-w", "2", address]))
+            .status
+            .success()
         })
     }
 }
@@ -262,9 +264,9 @@ fn answers_arp_and_100_pings_without_loss() {
         neighbours.contains(GUEST) && neighbours.contains("02:00:00:62:72:01"),
         "no ARP entry for the guest: {neighbours}"
     );
-    let out = run(ns
-        .command("ping")
-        .args(["-c", "100", "-i", "0.01", "-W", "2", "-q", GUEST]));
+    let out = run(ns.command("ping").args([
+        "-c", "100", "-i", "0.01", "-W", "2", "-w", "30", "-q", GUEST,
+    ]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("100 packets transmitted, 100 received"),
@@ -346,9 +348,9 @@ fn survives_dropped_and_corrupted_frames() {
     let mut args = static_args();
     args.extend([
         "--drop-percent",
-        "10",
+        "3",
         "--corrupt-percent",
-        "5",
+        "2",
         "--fault-seed",
         "42",
     ]);
@@ -356,33 +358,48 @@ fn survives_dropped_and_corrupted_frames() {
     assert!(ns.wait_for_ping(GUEST, 30), "guest never answered a ping");
 
     // Every fetch completes with the exact bytes: TCP retransmits what was dropped, and
-    // checksums reject what was corrupted (nothing corrupted reaches the client).
-    for round in 0..3 {
-        let out = ns.curl(
-            &format!("http://{GUEST}/big.bin"),
-            &["--fail", "--retry", "3", "--retry-all-errors"],
-        );
+    // checksums reject what was corrupted (nothing corrupted reaches the client). Lost
+    // segments cost a retransmission timeout (1 s at least), hence the long bound.
+    let out = ns.curl(
+        &format!("http://{GUEST}/big.bin"),
+        &["--fail", "--max-time", "120"],
+    );
+    assert!(
+        out.status.success(),
+        "big.bin: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first_difference = out.stdout.iter().zip(&big).position(|(a, b)| a != b);
+    assert!(
+        out.stdout == big,
+        "big.bin differs: {} bytes, first difference at {first_difference:?}",
+        out.stdout.len()
+    );
+    for round in 0..5 {
+        let out = ns.curl(&format!("http://{GUEST}/"), &["--fail", "--max-time", "60"]);
         assert!(
             out.status.success(),
             "round {round}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        assert!(out.stdout == big, "round {round}: big.bin differs");
+        assert_eq!(out.stdout, INDEX, "round {round}");
     }
 
-    // Pings: some are lost (about one in five round trips), never all.
-    let out = run(ns
-        .command("ping")
-        .args(["-c", "50", "-i", "0.02", "-W", "1", "-q", GUEST]));
+    // Pings: about one round trip in ten is lost; never all, and (with 100 tries) not none.
+    let out = run(ns.command("ping").args([
+        "-c", "100", "-i", "0.01", "-W", "1", "-w", "10", "-q", GUEST,
+    ]));
     let text = String::from_utf8_lossy(&out.stdout);
-    let received: u32 = text
-        .split(", ")
-        .find_map(|part| part.strip_suffix(" received"))
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or(0);
+    let count = |suffix: &str| -> u32 {
+        text.split([',', '\n'])
+            .find_map(|part| part.trim().strip_suffix(suffix))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let (transmitted, received) = (count(" packets transmitted"), count(" received"));
     assert!(
-        (10..50).contains(&received),
-        "expected some but not all pings to survive 10% drop + 5% corruption:\n{text}"
+        received > 0 && received < transmitted && received * 2 > transmitted,
+        "expected most but not all pings to survive 3% drop + 2% corruption:\n{text}"
     );
     drop(guest);
 }
