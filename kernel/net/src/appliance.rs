@@ -663,3 +663,393 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.phy.device_mut()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_support::{MockDevice, WiredDevice, wired_pair};
+    use bramble_http::{ServerConfig, SiteSource};
+    use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
+    use smoltcp::wire::{
+        DhcpMessageType, DhcpPacket, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet,
+        UdpPacket,
+    };
+    use std::boxed::Box;
+    use std::string::String;
+    use std::vec::Vec;
+
+    const GUEST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+    const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const BODY: &[u8] = b"<h1>hello from the appliance</h1>";
+
+    fn site() -> &'static [u8] {
+        let mut writer = SiteImageWriter::new();
+        writer
+            .add(FileSpec {
+                path: "/index.html".into(),
+                content_type: "text/html; charset=utf-8".into(),
+                cache_control: "no-cache".into(),
+                last_modified: 1_700_000_000,
+                last_modified_http: http_date(1_700_000_000),
+                identity: VariantSpec {
+                    body: BODY.to_vec(),
+                    etag: "\"abc\"".into(),
+                },
+                gzip: None,
+                brotli: None,
+            })
+            .unwrap();
+        Box::leak(writer.finish().unwrap().into_boxed_slice())
+    }
+
+    fn server() -> Server<'static> {
+        let image = SiteImage::new_checked(site()).unwrap();
+        Server::new(SiteSource::Ready(image), ServerConfig::default())
+    }
+
+    /// Leaked memory for `pool` connections of 2 KiB + 4 KiB.
+    fn memory(pool: usize) -> &'static mut ApplianceMemory<'static> {
+        let sockets = Box::leak(
+            (0..pool + EXTRA_SOCKETS)
+                .map(|_| SocketStorage::EMPTY)
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let connections = Box::leak(
+            (0..pool)
+                .map(|_| Connection::new())
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let buffers = Box::leak(std::vec![0u8; pool * 6144].into_boxed_slice());
+        Box::leak(Box::new(ApplianceMemory::new(
+            sockets,
+            connections,
+            buffers,
+            2048,
+            4096,
+        )))
+    }
+
+    fn static_config(mdns: bool) -> NetworkConfig<'static> {
+        NetworkConfig {
+            hostname: "bramble",
+            address: AddressConfig::Static {
+                address: [10, 0, 0, 2],
+                prefix_len: 24,
+                gateway: Some([10, 0, 0, 1]),
+            },
+            http_port: 80,
+            mdns,
+            random_seed: 7,
+        }
+    }
+
+    fn at(millis: u64) -> Instant {
+        Instant::from_micros(millis * 1000)
+    }
+
+    /// The DHCP message type and options of a frame, if it is a DHCP client message.
+    fn dhcp_options(frame: &[u8]) -> Option<(DhcpMessageType, Vec<(u8, Vec<u8>)>)> {
+        let ethernet = EthernetFrame::new_checked(frame).ok()?;
+        if ethernet.ethertype() != EthernetProtocol::Ipv4 {
+            return None;
+        }
+        let ip = Ipv4Packet::new_checked(ethernet.payload()).ok()?;
+        if ip.next_header() != IpProtocol::Udp {
+            return None;
+        }
+        let udp = UdpPacket::new_checked(ip.payload()).ok()?;
+        if udp.dst_port() != 67 {
+            return None;
+        }
+        let dhcp = DhcpPacket::new_checked(udp.payload()).ok()?;
+        let options: Vec<(u8, Vec<u8>)> =
+            dhcp.options().map(|o| (o.kind, o.data.to_vec())).collect();
+        let kind = options.iter().find(|(k, _)| *k == 53)?.1[0];
+        Some((DhcpMessageType::from(kind), options))
+    }
+
+    fn discovers(device: &MockDevice) -> usize {
+        device
+            .tx
+            .iter()
+            .filter(|f| matches!(dhcp_options(f), Some((DhcpMessageType::Discover, _))))
+            .count()
+    }
+
+    #[test]
+    fn refuses_memory_without_room_for_a_connection() {
+        let mem = memory(0);
+        assert_eq!(mem.pool_size(), 0);
+        let result = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            static_config(false),
+            mem,
+            server(),
+            at(0),
+        );
+        assert_eq!(result.err(), Some(NetError::NoSocketMemory));
+        let mut small = memory(4);
+        small.tcp_rx_len = 5000; // only two 9 KiB pairs fit in 24 KiB
+        small.tcp_tx_len = 4000;
+        assert_eq!(small.pool_size(), 2);
+        let _ = &mut small;
+    }
+
+    #[test]
+    fn dhcp_discover_carries_the_hostname() {
+        let config = NetworkConfig::dhcp("pi-on-the-shelf", 99);
+        let mut appliance = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            config,
+            memory(2),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        appliance.poll(at(0));
+        let (kind, options) = appliance
+            .device()
+            .tx
+            .iter()
+            .find_map(|f| dhcp_options(f))
+            .expect("a DHCP message was sent");
+        assert_eq!(kind, DhcpMessageType::Discover);
+        let hostname = options.iter().find(|(k, _)| *k == 12).expect("option 12");
+        assert_eq!(hostname.1, b"pi-on-the-shelf");
+        assert_eq!(appliance.ipv4_address(), None);
+    }
+
+    #[test]
+    fn link_loss_is_noticed_and_dhcp_restarts_when_it_returns() {
+        let config = NetworkConfig::dhcp("bramble", 1);
+        let mut appliance = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            config,
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        appliance.poll(at(0));
+        assert_eq!(discovers(appliance.device()), 1);
+        appliance.device_mut().tx.clear();
+        appliance.device_mut().link = LinkState::Down;
+        appliance.poll(at(500));
+        assert_eq!(appliance.counters().link_losses, 1);
+        appliance.device_mut().tx.clear();
+        appliance.device_mut().link = LinkState::Up;
+        appliance.poll(at(1000));
+        // Well before the DHCP client's own retry (10 s), a fresh DISCOVER goes out.
+        assert_eq!(discovers(appliance.device()), 1);
+    }
+
+    #[test]
+    fn idle_poll_sleeps_until_the_mdns_probe_and_sends_it() {
+        let mut appliance = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            static_config(true),
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        let wake = appliance.poll(at(0)).expect("the mDNS probe is pending");
+        assert!(wake > at(0) && wake <= at(250), "{wake:?}");
+        appliance.device_mut().tx.clear();
+        // Polling early sends nothing multicast.
+        let early = appliance.poll(Instant::from_micros(wake.as_micros() - 1));
+        assert_eq!(early, Some(wake));
+        let multicast = |d: &MockDevice| {
+            d.tx.iter()
+                .filter(|f| f[..6] == [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb])
+                .count()
+        };
+        assert_eq!(multicast(appliance.device()), 0);
+        appliance.poll(wake);
+        assert_eq!(multicast(appliance.device()), 1, "one probe to 224.0.0.251");
+        // With mDNS off and nothing happening, there is nothing to wake for.
+        let mut quiet = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            static_config(false),
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        assert_eq!(quiet.poll(at(0)), None);
+        assert_eq!(quiet.poll(at(60_000)), None);
+    }
+
+    /// A plain smoltcp client on the other end of the wire.
+    struct Client {
+        phy: EthernetPhy<WiredDevice>,
+        iface: Interface,
+        sockets: SocketSet<'static>,
+    }
+
+    impl Client {
+        fn new(device: WiredDevice) -> Self {
+            let mut phy = EthernetPhy::new(device);
+            let config = Config::new(HardwareAddress::Ethernet(EthernetAddress(CLIENT_MAC)));
+            let mut iface = Interface::new(config, &mut phy, smol(at(0)));
+            iface.update_ip_addrs(|a| {
+                a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 1), 24)).unwrap();
+            });
+            let storage = Box::leak(Box::new([SocketStorage::EMPTY; 4]));
+            Self {
+                phy,
+                iface,
+                sockets: SocketSet::new(&mut storage[..]),
+            }
+        }
+
+        fn connect(&mut self, local_port: u16) -> SocketHandle {
+            let rx = Box::leak(std::vec![0u8; 65536].into_boxed_slice());
+            let tx = Box::leak(std::vec![0u8; 4096].into_boxed_slice());
+            let mut socket =
+                tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
+            socket
+                .connect(
+                    self.iface.context(),
+                    (Ipv4Address::new(10, 0, 0, 2), 80),
+                    local_port,
+                )
+                .unwrap();
+            self.sockets.add(socket)
+        }
+
+        fn socket(&mut self, handle: SocketHandle) -> &mut tcp::Socket<'static> {
+            self.sockets.get_mut::<tcp::Socket>(handle)
+        }
+
+        fn poll(&mut self, now: Instant) {
+            self.iface.poll(smol(now), &mut self.phy, &mut self.sockets);
+        }
+    }
+
+    /// Runs both ends for up to `steps` milliseconds or until `done` says so.
+    fn run_until(
+        appliance: &mut Appliance<'static, WiredDevice>,
+        client: &mut Client,
+        clock: &mut u64,
+        steps: u64,
+        mut done: impl FnMut(&mut Client) -> bool,
+    ) -> bool {
+        for _ in 0..steps {
+            appliance.poll(at(*clock));
+            client.poll(at(*clock));
+            if done(client) {
+                return true;
+            }
+            *clock += 1;
+        }
+        false
+    }
+
+    fn read_all(client: &mut Client, handle: SocketHandle, into: &mut Vec<u8>) {
+        let socket = client.socket(handle);
+        while socket.can_recv() {
+            socket
+                .recv(|d| {
+                    into.extend_from_slice(d);
+                    (d.len(), ())
+                })
+                .unwrap();
+        }
+    }
+
+    #[test]
+    fn serves_http_to_a_tcp_client_over_the_wire() {
+        let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+        let mut appliance =
+            Appliance::new(guest, static_config(false), memory(2), server(), at(0)).unwrap();
+        let mut client = Client::new(host);
+        let handle = client.connect(40000);
+        let mut clock = 0;
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            1000,
+            |c| c.socket(handle).may_send()
+        ));
+        let request = b"GET / HTTP/1.1\r\nHost: bramble\r\n\r\nGET /nothing HTTP/1.0\r\n\r\n";
+        client.socket(handle).send_slice(request).unwrap();
+        let mut response = Vec::new();
+        let closed = run_until(&mut appliance, &mut client, &mut clock, 5000, |c| {
+            read_all(c, handle, &mut response);
+            !c.socket(handle).may_recv()
+        });
+        let text = String::from_utf8_lossy(&response);
+        assert!(
+            closed,
+            "the HTTP/1.0 request should close the connection:\n{text}"
+        );
+        assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+        assert!(response.windows(BODY.len()).any(|w| w == BODY));
+        let second = text
+            .find("HTTP/1.1 404")
+            .expect("pipelined 404 after the 200");
+        assert!(second > text.find(core::str::from_utf8(BODY).unwrap()).unwrap());
+        assert_eq!(appliance.counters().connections_opened, 1);
+        client.socket(handle).close();
+        run_until(&mut appliance, &mut client, &mut clock, 2000, |_| false);
+        assert_eq!(appliance.open_connections(), 0, "the slot is free again");
+    }
+
+    #[test]
+    fn a_full_pool_refuses_extra_clients_and_serves_the_next_one_after() {
+        let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+        let mut appliance =
+            Appliance::new(guest, static_config(false), memory(1), server(), at(0)).unwrap();
+        let mut client = Client::new(host);
+        let first = client.connect(40001);
+        let mut clock = 0;
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            1000,
+            |c| c.socket(first).may_send()
+        ));
+        // The only socket is taken: a second connection is refused with a reset.
+        let second = client.connect(40002);
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            1000,
+            |c| c.socket(second).state() == tcp::State::Closed
+        ));
+        // The first is served, and once it is done the slot takes the next client.
+        client
+            .socket(first)
+            .send_slice(b"GET / HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut response = Vec::new();
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            5000,
+            |c| {
+                read_all(c, first, &mut response);
+                !c.socket(first).may_recv()
+            }
+        ));
+        assert!(response.starts_with(b"HTTP/1.1 200 OK"));
+        client.socket(first).close();
+        run_until(&mut appliance, &mut client, &mut clock, 1000, |_| false);
+        assert_eq!(appliance.open_connections(), 0);
+        let third = client.connect(40003);
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            3000,
+            |c| c.socket(third).may_send()
+        ));
+    }
+}
