@@ -234,3 +234,29 @@ fn watch_repacks_after_an_edit() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn watch_serves_the_pack_error_until_the_folder_is_fixed() {
+    let temp = tempfile::tempdir().unwrap();
+    let site = temp.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    // An empty folder cannot be packed: the browser gets the reason as a 503 page.
+    let server = start(&site, &["--watch", "--quiet"]);
+    let agent = agent();
+    let url = format!("{}/", server.base);
+    let page = fetch(&agent, &url, &[]);
+    assert_eq!(page.status, 503);
+    assert!(String::from_utf8_lossy(&page.body).contains("holds no files"));
+
+    std::fs::write(site.join("index.html"), "<p>fixed</p>").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let page = fetch(&agent, &url, &[]);
+        if page.status == 200 {
+            assert_eq!(page.body, b"<p>fixed</p>");
+            break;
+        }
+        assert!(Instant::now() < deadline, "fix not served within 60 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

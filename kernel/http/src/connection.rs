@@ -388,6 +388,13 @@ impl Connection {
         if !self.open || self.request.is_empty() || self.responding || self.closing {
             return false;
         }
+        if self.request.iter().all(|&b| b == b'\r' || b == b'\n') {
+            // Blank lines between requests (RFC 9112 §2.2): ignore them, and do not let them
+            // start the header clock of a request that has not begun.
+            self.request.clear();
+            self.request_started = None;
+            return false;
+        }
         let started = self.request_started.unwrap_or(now);
         let date = server.unix_time(now);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];

@@ -909,3 +909,27 @@ fn non_ascii_targets_do_not_confuse_the_parser() {
         );
     }
 }
+
+#[test]
+fn blank_lines_between_requests_are_ignored() {
+    let image = site_image(true);
+    let mut server = limits_server(&image);
+    let mut client = Client::open(&mut server);
+    let r = client.exchange(
+        &mut server,
+        b"GET /style.css HTTP/1.1\r\nHost: x\r\n\r\n\r\n",
+        &[false],
+    );
+    assert_eq!(r.len(), 1);
+    // The stray CRLF leaves the connection idle (idle deadline), not mid-request.
+    assert_eq!(
+        client.connection.next_deadline(),
+        Some(client.now.add_micros(3_000))
+    );
+    let r = client.exchange(
+        &mut server,
+        b"\r\nGET /a%20b.txt HTTP/1.1\r\nHost: x\r\n\r\n",
+        &[false],
+    );
+    assert_eq!(r[0].body, b"spaced");
+}
