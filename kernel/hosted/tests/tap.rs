@@ -47,10 +47,9 @@ macro_rules! skip_unless_able {
 }
 
 fn run(command: &mut Command) -> Output {
-    let output = command
+    command
         .output()
-        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
-    output
+        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
 }
 
 fn run_ok(command: &mut Command) -> Output {

@@ -749,8 +749,11 @@ mod tests {
         Instant::from_micros(millis * 1000)
     }
 
+    /// DHCP options as (kind, data) pairs.
+    type Options = Vec<(u8, Vec<u8>)>;
+
     /// The DHCP message type and options of a frame, if it is a DHCP client message.
-    fn dhcp_options(frame: &[u8]) -> Option<(DhcpMessageType, Vec<(u8, Vec<u8>)>)> {
+    fn dhcp_options(frame: &[u8]) -> Option<(DhcpMessageType, Options)> {
         let ethernet = EthernetFrame::new_checked(frame).ok()?;
         if ethernet.ethertype() != EthernetProtocol::Ipv4 {
             return None;

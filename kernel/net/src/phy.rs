@@ -405,8 +405,7 @@ mod tests {
         let response: Vec<u8> = (0..20_000u32).map(|i| (i * 13 % 241) as u8).collect();
         let (mut sent_req, mut sent_resp) = (0, 0);
         let (mut got_req, mut got_resp) = (Vec::new(), Vec::new());
-        let mut clock = 0i64;
-        for _ in 0..10_000 {
+        for clock in 0..10_000i64 {
             let t = SmolInstant::from_millis(clock);
             iface_a.poll(t, &mut phy_a, &mut sockets_a);
             iface_b.poll(t, &mut phy_b, &mut sockets_b);
@@ -444,7 +443,6 @@ mod tests {
             {
                 break;
             }
-            clock += 1;
         }
         assert_eq!(got_req, request);
         assert_eq!(got_resp, response);
