@@ -99,6 +99,9 @@ pub struct Connection {
     responding: bool,
     /// No more requests will be read; close once everything is handed out.
     closing: bool,
+    /// A response could not be completed (its body vanished): reset the connection so the
+    /// client sees the truncation.
+    broken: bool,
     /// Request-body bytes still to read and throw away.
     discard: u64,
     opened_at: Instant,
@@ -178,6 +181,7 @@ impl Connection {
             },
             responding: false,
             closing: false,
+            broken: false,
             discard: 0,
             opened_at: Instant(0),
             request_started: None,
@@ -295,6 +299,7 @@ impl Connection {
                         // The image changed under a response: nothing sensible to send.
                         self.sending.body_end = self.sending.body_next;
                         self.closing = true;
+                        self.broken = true;
                         break;
                     }
                 }
@@ -318,6 +323,9 @@ impl Connection {
     pub fn action(&self, now: Instant) -> ConnectionAction {
         if !self.open {
             return ConnectionAction::CloseWhenFlushed;
+        }
+        if self.broken {
+            return ConnectionAction::Abort;
         }
         if self.closing && !self.responding {
             return ConnectionAction::CloseWhenFlushed;

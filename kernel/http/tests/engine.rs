@@ -933,3 +933,27 @@ fn blank_lines_between_requests_are_ignored() {
     );
     assert_eq!(r[0].body, b"spaced");
 }
+
+#[test]
+fn a_response_whose_image_went_away_is_aborted() {
+    let image = site_image(true);
+    let mut server = server(&image);
+    let mut client = Client::open(&mut server);
+    client
+        .connection
+        .receive(&mut server, get("/big.bin", "").as_bytes(), client.now);
+    let mut buffer = [0u8; 1000];
+    assert_eq!(
+        client
+            .connection
+            .transmit(&mut server, &mut buffer, client.now),
+        1000
+    );
+    // The loop swapped in a (much smaller) image mid-response: the body range is gone.
+    let small = small_site_image();
+    let mut other = support::server(&small);
+    client
+        .connection
+        .transmit(&mut other, &mut buffer, client.now);
+    assert_eq!(client.action(), ConnectionAction::Abort);
+}
