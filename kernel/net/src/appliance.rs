@@ -29,6 +29,8 @@ pub const DHCP_PACKET_BUFFER_LEN: usize = 1024;
 pub const MDNS_PACKETS: usize = 4;
 /// Payload bytes queued each way on the mDNS socket.
 pub const MDNS_BUFFER_LEN: usize = 1024;
+/// Receive/transmit alternations per connection per poll.
+const PROGRESS_ROUNDS: usize = 8;
 /// Largest mDNS message the responder writes or reads whole.
 const MDNS_MESSAGE_LEN: usize = 512;
 
@@ -511,33 +513,44 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     continue;
                 }
             }
-            // Request bytes in.
-            while socket.can_recv() {
-                let consumed = socket
-                    .recv(|data| {
-                        let n = connection
-                            .receive(&mut self.server, data, now)
-                            .min(data.len());
-                        (n, n)
-                    })
-                    .unwrap_or(0);
-                if consumed == 0 {
-                    break;
-                }
-            }
-            // Response bytes out, straight into the socket's transmit buffer.
+            // Alternate between request bytes in and response bytes out until neither moves:
+            // sending a response can make room for the next pipelined request, and reading
+            // a request can produce the next response. Bounded, so one connection cannot
+            // hold the loop.
             let mut wrote = 0;
-            while socket.can_send() {
-                let n = socket
-                    .send(|buffer| {
-                        let n = connection
-                            .transmit(&mut self.server, buffer, now)
-                            .min(buffer.len());
-                        (n, n)
-                    })
-                    .unwrap_or(0);
-                wrote += n;
-                if n == 0 {
+            for _ in 0..PROGRESS_ROUNDS {
+                let mut moved = 0;
+                while socket.can_recv() {
+                    let consumed = socket
+                        .recv(|data| {
+                            let n = connection
+                                .receive(&mut self.server, data, now)
+                                .min(data.len());
+                            (n, n)
+                        })
+                        .unwrap_or(0);
+                    moved += consumed;
+                    if consumed == 0 {
+                        break;
+                    }
+                }
+                // Response bytes go straight into the socket's transmit buffer.
+                while socket.can_send() {
+                    let n = socket
+                        .send(|buffer| {
+                            let n = connection
+                                .transmit(&mut self.server, buffer, now)
+                                .min(buffer.len());
+                            (n, n)
+                        })
+                        .unwrap_or(0);
+                    wrote += n;
+                    moved += n;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                if moved == 0 {
                     break;
                 }
             }
@@ -1000,6 +1013,52 @@ mod tests {
         client.socket(handle).close();
         run_until(&mut appliance, &mut client, &mut clock, 2000, |_| false);
         assert_eq!(appliance.open_connections(), 0, "the slot is free again");
+    }
+
+    #[test]
+    fn answers_many_pipelined_requests_in_order() {
+        let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+        let mut appliance =
+            Appliance::new(guest, static_config(false), memory(1), server(), at(0)).unwrap();
+        let mut client = Client::new(host);
+        let handle = client.connect(40010);
+        let mut clock = 0;
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            1000,
+            |c| c.socket(handle).may_send()
+        ));
+        let mut requests = Vec::new();
+        for i in 0..30 {
+            let path = if i % 3 == 2 { "/missing" } else { "/" };
+            requests.extend_from_slice(
+                std::format!("GET {path} HTTP/1.1\r\nHost: b\r\n\r\n").as_bytes(),
+            );
+        }
+        requests.extend_from_slice(b"GET / HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n");
+        let mut sent = 0;
+        let mut response = Vec::new();
+        let closed = run_until(&mut appliance, &mut client, &mut clock, 20_000, |c| {
+            let socket = c.socket(handle);
+            if sent < requests.len() && socket.can_send() {
+                sent += socket.send_slice(&requests[sent..]).unwrap();
+            }
+            read_all(c, handle, &mut response);
+            !c.socket(handle).may_recv()
+        });
+        let text = String::from_utf8_lossy(&response);
+        assert!(closed, "not closed after the last request");
+        let statuses: Vec<&str> = text
+            .match_indices("HTTP/1.1 ")
+            .map(|(i, _)| &text[i + 9..i + 12])
+            .collect();
+        let mut expected: Vec<&str> = (0..30)
+            .map(|i| if i % 3 == 2 { "404" } else { "200" })
+            .collect();
+        expected.push("200");
+        assert_eq!(statuses, expected);
     }
 
     #[test]
