@@ -146,3 +146,110 @@ impl<D: EthernetDevice> EthernetDevice for FaultyDevice<D> {
         self.inner.transmit(len, f)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// A device with a queue of frames to receive and a log of frames sent.
+    #[derive(Default)]
+    struct QueueDevice {
+        rx: VecDeque<Vec<u8>>,
+        tx: Vec<Vec<u8>>,
+    }
+
+    impl EthernetDevice for QueueDevice {
+        fn mac_address(&self) -> MacAddress {
+            MacAddress([2, 0, 0, 0, 0, 1])
+        }
+        fn link_state(&mut self) -> LinkState {
+            LinkState::Up
+        }
+        fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, DeviceError> {
+            Ok(self.rx.pop_front().map(|frame| f(&frame)))
+        }
+        fn can_transmit(&mut self) -> bool {
+            true
+        }
+        fn transmit<R>(
+            &mut self,
+            len: usize,
+            f: impl FnOnce(&mut [u8]) -> R,
+        ) -> Result<R, DeviceError> {
+            let mut frame = vec![0; len];
+            let result = f(&mut frame);
+            self.tx.push(frame);
+            Ok(result)
+        }
+    }
+
+    fn frames(n: usize) -> VecDeque<Vec<u8>> {
+        (0..n).map(|i| vec![i as u8; 64]).collect()
+    }
+
+    fn faulty(drop_percent: u8, corrupt_percent: u8, rx: usize) -> FaultyDevice<QueueDevice> {
+        let inner = QueueDevice {
+            rx: frames(rx),
+            tx: Vec::new(),
+        };
+        FaultyDevice::new(
+            inner,
+            FaultConfig {
+                drop_percent,
+                corrupt_percent,
+                seed: 99,
+            },
+        )
+    }
+
+    fn receive_all<D: EthernetDevice>(device: &mut D) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        while let Some(frame) = device.receive(|f| f.to_vec()).unwrap() {
+            out.push(frame);
+        }
+        out
+    }
+
+    #[test]
+    fn no_faults_passes_everything_through() {
+        let mut device = faulty(0, 0, 50);
+        assert_eq!(receive_all(&mut device), Vec::from(frames(50)));
+        for frame in frames(50) {
+            device
+                .transmit(frame.len(), |b| b.copy_from_slice(&frame))
+                .unwrap();
+        }
+        assert_eq!(device.inner().tx, Vec::from(frames(50)));
+        assert_eq!(device.counters(), FaultCounters::default());
+    }
+
+    #[test]
+    fn drops_all_at_100_percent_and_about_the_share_asked() {
+        let mut device = faulty(100, 0, 20);
+        assert!(receive_all(&mut device).is_empty());
+        assert_eq!(device.counters().dropped, 20);
+        let mut device = faulty(30, 0, 1000);
+        let received = receive_all(&mut device).len();
+        assert!(
+            (600..800).contains(&received),
+            "{received} of 1000 kept at 30% drop"
+        );
+        assert_eq!(device.counters().dropped as usize + received, 1000);
+    }
+
+    #[test]
+    fn corruption_changes_exactly_one_byte() {
+        let mut device = faulty(0, 100, 100);
+        let received = receive_all(&mut device);
+        assert_eq!(received.len(), 100);
+        for (i, frame) in received.iter().enumerate() {
+            let changed = frame.iter().filter(|&&b| b != i as u8).count();
+            assert_eq!(changed, 1, "frame {i}");
+        }
+        device.transmit(64, |b| b.fill(0xaa)).unwrap();
+        let sent = &device.inner().tx[0];
+        assert_eq!(sent.iter().filter(|&&b| b != 0xaa).count(), 1);
+        assert_eq!(device.counters().corrupted, 101);
+    }
+}

@@ -129,3 +129,26 @@ impl<D: EthernetDevice, W: Write> EthernetDevice for CapturingDevice<D, W> {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_a_libpcap_header_and_records() {
+        let mut writer = PcapWriter::new(Vec::new()).unwrap();
+        writer.record(&[1, 2, 3, 4, 5]).unwrap();
+        writer.record(&[9; 60]).unwrap();
+        let bytes = writer.into_inner();
+        assert_eq!(bytes.len(), 24 + 16 + 5 + 16 + 60);
+        assert_eq!(&bytes[0..4], &[0xd4, 0xc3, 0xb2, 0xa1]);
+        assert_eq!(&bytes[4..8], &[2, 0, 4, 0], "version 2.4");
+        assert_eq!(&bytes[16..20], &65_535u32.to_le_bytes());
+        assert_eq!(&bytes[20..24], &1u32.to_le_bytes(), "Ethernet");
+        assert_eq!(&bytes[24 + 8..24 + 16], &[5, 0, 0, 0, 5, 0, 0, 0]);
+        assert_eq!(&bytes[24 + 16..24 + 21], &[1, 2, 3, 4, 5]);
+        let second = 24 + 21;
+        assert_eq!(&bytes[second + 8..second + 12], &60u32.to_le_bytes());
+        assert!(bytes[second + 16..].iter().all(|&b| b == 9));
+    }
+}
