@@ -94,6 +94,9 @@ pub struct SiteImageWriter {
     files: Vec<FileSpec>,
 }
 
+/// A `(offset, length)` reference into a region.
+type Reference = (u32, u32);
+
 /// Interns strings and bodies into their regions, deduplicating identical ones.
 struct Regions<'f> {
     strings: Vec<u8>,
@@ -102,7 +105,9 @@ struct Regions<'f> {
     bodies: Vec<(usize, &'f [u8])>,
     /// Length of the body region so far.
     bodies_len: usize,
-    body_index: HashMap<&'f [u8], (u32, u32)>,
+    /// Bodies stored so far, by length: identical bodies have equal lengths, and comparing
+    /// the few candidates is much cheaper than hashing every byte of a large site.
+    body_index: HashMap<usize, Vec<(&'f [u8], Reference)>>,
 }
 
 impl<'f> Regions<'f> {
@@ -117,14 +122,15 @@ impl<'f> Regions<'f> {
     }
 
     fn body(&mut self, value: &'f [u8]) -> Result<(u32, u32), WriteError> {
-        if let Some(&found) = self.body_index.get(value) {
+        let candidates = self.body_index.entry(value.len()).or_default();
+        if let Some(&(_, found)) = candidates.iter().find(|(stored, _)| *stored == value) {
             return Ok(found);
         }
         let start = self.bodies_len.next_multiple_of(ALIGN);
         let reference = (to_u32(start)?, to_u32(value.len())?);
         self.bodies.push((start, value));
         self.bodies_len = start + value.len();
-        self.body_index.insert(value, reference);
+        candidates.push((value, reference));
         Ok(reference)
     }
 }
@@ -298,7 +304,13 @@ impl SiteImageWriter {
             image.resize(bodies_offset + start, 0);
             image.extend_from_slice(body);
         }
-        let checksum = crate::crc32::image_checksum(&image);
+        // Same CRC-32 as the reader's, computed with crc32fast (carry-less multiply on the
+        // host: a large image is checksummed in milliseconds).
+        let mut hasher = crc32fast::Hasher::new();
+        hasher.update(&image[..header::CHECKSUM]);
+        hasher.update(&[0; 4]);
+        hasher.update(&image[header::CHECKSUM + 4..]);
+        let checksum = hasher.finalize();
         put_u32(&mut image, header::CHECKSUM, checksum);
         Ok(image)
     }

@@ -18,7 +18,7 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
+use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -226,9 +226,6 @@ pub enum PackError {
     /// The image writer refused a file.
     #[error("cannot build the image: {0}")]
     Image(#[from] bramble_site::WriteError),
-    /// The finished image failed its own reader's check (a bug).
-    #[error("internal error: the packed image does not read back: {0}")]
-    SelfCheck(bramble_site::FormatError),
     /// Writing the output failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -326,8 +323,9 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
             limit: opts.max_image_bytes,
         });
     }
-    let checked = SiteImage::new_checked(&image).map_err(PackError::SelfCheck)?;
-    summary.checksum = checked.checksum();
+    // The writer's checksum; the tests read every image back with the kernel's reader.
+    let at = bramble_site::CHECKSUM_OFFSET;
+    summary.checksum = u32::from_le_bytes([image[at], image[at + 1], image[at + 2], image[at + 3]]);
     summary.image_bytes = image.len() as u64;
     summary.elapsed = started.elapsed();
     Ok(PackOutput { image, summary })
