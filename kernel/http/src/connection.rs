@@ -104,6 +104,9 @@ pub struct Connection {
     broken: bool,
     /// Request-body bytes still to read and throw away.
     discard: u64,
+    /// A line ended since the last incomplete parse: worth parsing again. Re-parsing only
+    /// when a line completes keeps a byte-at-a-time client from costing a parse per byte.
+    parse_pending: bool,
     opened_at: Instant,
     /// First byte of the request being received, if any.
     request_started: Option<Instant>,
@@ -183,6 +186,7 @@ impl Connection {
             closing: false,
             broken: false,
             discard: 0,
+            parse_pending: false,
             opened_at: Instant(0),
             request_started: None,
             response_started: Instant(0),
@@ -248,11 +252,17 @@ impl Connection {
             } else if !rest.is_empty() {
                 let n = rest.len().min(REQUEST_BUFFER_LEN - self.request.len());
                 if n > 0 {
-                    if self.request.is_empty() && self.request_started.is_none() {
-                        self.request_started = Some(now);
+                    if self.request.is_empty() {
+                        // The first bytes of a request are always parsed, so garbage (a TLS
+                        // hello on port 80) is answered at once even without a line end.
+                        self.parse_pending = true;
+                        if self.request_started.is_none() {
+                            self.request_started = Some(now);
+                        }
                     }
                     // Cannot fail: n fits the free space.
                     let _ = self.request.extend_from_slice(&rest[..n]);
+                    self.parse_pending |= rest[..n].contains(&b'\n');
                     consumed += n;
                     progress = true;
                 }
@@ -403,6 +413,12 @@ impl Connection {
             self.request_started = None;
             return false;
         }
+        let full = self.request.len() >= REQUEST_BUFFER_LEN;
+        let long_line = self.request.len() > MAX_TARGET_LEN + 32;
+        if !self.parse_pending && !full && !long_line {
+            return false;
+        }
+        self.parse_pending = false;
         let started = self.request_started.unwrap_or(now);
         let date = server.unix_time(now);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -519,6 +535,7 @@ impl Connection {
         if self.request_started.is_some() || !self.request.is_empty() {
             // A pipelined request waited behind this response: its header clock starts now.
             self.request_started = Some(now);
+            self.parse_pending = true;
         }
         if self.closing {
             self.request.clear();

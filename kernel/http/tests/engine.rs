@@ -957,3 +957,17 @@ fn a_response_whose_image_went_away_is_aborted() {
         .transmit(&mut other, &mut buffer, client.now);
     assert_eq!(client.action(), ConnectionAction::Abort);
 }
+
+#[test]
+fn garbage_without_a_line_end_is_refused_at_once() {
+    let image = site_image(true);
+    let mut server = server(&image);
+    let mut client = Client::open(&mut server);
+    // The start of a TLS ClientHello: no newline anywhere.
+    let bytes = client.send(&mut server, b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03");
+    let r = parse_responses(&bytes, &[false]);
+    assert_eq!(
+        (r[0].status, r[0].header("connection")),
+        (400, Some("close"))
+    );
+}
