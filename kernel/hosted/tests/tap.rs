@@ -625,3 +625,29 @@ fn pcap_capture_records_the_traffic() {
     assert!(frames >= 8, "only {frames} frames captured");
     assert!(saw_body, "the response is not in the capture");
 }
+
+/// CPU time (user + system, in clock ticks) a process has used, from /proc.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn idle_guest_sleeps_instead_of_spinning() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, _) = test_site(&ns);
+    let mut guest = ns.start_guest(&site, &static_args());
+    assert!(ns.wait_for_ping(GUEST, 20));
+    guest.wait_for_log("is ours", Duration::from_secs(10));
+    // `ip netns exec` execs the program, so the child's PID is bramble-hosted's.
+    let pid = guest.child.id();
+    let before = cpu_ticks(pid);
+    std::thread::sleep(Duration::from_secs(3));
+    let used = cpu_ticks(pid) - before;
+    // A polling loop would burn ~300 ticks (100 Hz) in 3 s; a sleeping one a handful.
+    assert!(used < 30, "{used} ticks of CPU while idle for 3 s");
+}
