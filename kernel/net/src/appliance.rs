@@ -7,7 +7,7 @@
 
 use crate::mdns::{self, Destination, MdnsResponder};
 use crate::phy::{EthernetPhy, PhyCounters};
-use bramble_hal::{EthernetDevice, Instant, LinkState};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState};
 use bramble_http::{Connection, ConnectionAction, Server};
 use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet, SocketStorage};
 use smoltcp::socket::{dhcpv4, tcp, udp};
@@ -200,6 +200,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     dhcp: Option<SocketHandle>,
     mdns: Option<(SocketHandle, MdnsResponder)>,
     link: LinkState,
+    /// A "device gone" error seen, kept until the device is replaced.
+    device_fault: Option<DeviceError>,
     counters: ApplianceCounters,
 }
 
@@ -359,6 +361,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             dhcp,
             mdns,
             link,
+            device_fault: None,
             counters: ApplianceCounters::default(),
         })
     }
@@ -368,9 +371,6 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// (`None`: only a received frame or a link change can give it work).
     pub fn poll(&mut self, now: Instant) -> Option<Instant> {
         self.check_link(now);
-        if let Some(fault) = self.phy.take_fault() {
-            log::error!("net: network device reports {fault:?}; it needs to be probed again");
-        }
         let timestamp = smol(now);
         // Two rounds: frames in and socket work, then the replies that work produced.
         for _ in 0..2 {
@@ -380,6 +380,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             self.poll_mdns(now);
         }
         self.iface.poll(timestamp, &mut self.phy, &mut self.sockets);
+        if let Some(fault) = self.phy.take_fault()
+            && self.device_fault.is_none()
+        {
+            log::error!("net: network device reports {fault:?}; it needs to be probed again");
+            self.device_fault = Some(fault);
+        }
         self.next_wake(now)
     }
 
@@ -631,6 +637,26 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         }
     }
 
+    /// The error that says the device went away (USB unplug or reset), if one was seen: the
+    /// owner should probe again and hand the new device to [`Appliance::replace_device`].
+    pub fn device_fault(&self) -> Option<DeviceError> {
+        self.device_fault
+    }
+
+    /// Swaps in a freshly probed device and returns the old one. Sockets, connections and
+    /// the address are kept; the link is treated as having just come up, so DHCP asks again
+    /// and mDNS probes again. A changed MAC address is adopted.
+    pub fn replace_device(&mut self, device: D) -> D {
+        let mac = device.mac_address();
+        let old = self.phy.replace_device(device);
+        self.iface
+            .set_hardware_addr(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
+        self.device_fault = None;
+        self.link = LinkState::Down;
+        log::info!("net: network device replaced, MAC {mac}");
+        old
+    }
+
     /// The IPv4 address in use, if any.
     pub fn ipv4_address(&self) -> Option<[u8; 4]> {
         self.iface.ipv4_addr().map(|a| a.octets())
@@ -859,6 +885,44 @@ mod tests {
         appliance.poll(at(1000));
         // Well before the DHCP client's own retry (10 s), a fresh DISCOVER goes out.
         assert_eq!(discovers(appliance.device()), 1);
+    }
+
+    #[test]
+    fn a_vanished_device_is_reported_and_can_be_replaced() {
+        let config = NetworkConfig::dhcp("bramble", 1);
+        let mut appliance = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            config,
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        appliance.poll(at(0));
+        assert_eq!(appliance.device_fault(), None);
+        appliance
+            .device_mut()
+            .rx
+            .push_back(Err(bramble_hal::DeviceError::Gone));
+        appliance.poll(at(10));
+        assert_eq!(
+            appliance.device_fault(),
+            Some(bramble_hal::DeviceError::Gone)
+        );
+        let new_mac = [2, 0, 0, 0, 0, 9];
+        let old = appliance.replace_device(MockDevice::new(new_mac));
+        assert_eq!(old.mac.0, GUEST_MAC);
+        assert_eq!(appliance.device_fault(), None);
+        appliance.poll(at(20));
+        // The new device is used at once: a DISCOVER from the new MAC.
+        let device = appliance.device();
+        assert_eq!(discovers(device), 1);
+        let discover = device
+            .tx
+            .iter()
+            .find(|f| dhcp_options(f).is_some())
+            .unwrap();
+        assert_eq!(&discover[6..12], &new_mac);
     }
 
     #[test]

@@ -17,6 +17,9 @@ pub mod phy;
 #[cfg(test)]
 mod test_support;
 
+pub use appliance::{
+    AddressConfig, Appliance, ApplianceCounters, ApplianceMemory, NetError, NetworkConfig,
+};
 pub use phy::{EthernetPhy, PhyCounters};
 /// Socket slots for [`appliance::ApplianceMemory`], re-exported so callers need not name smoltcp.
 pub use smoltcp::iface::SocketStorage;

@@ -74,6 +74,14 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         &mut self.device
     }
 
+    /// Puts `device` in place of the current one (after the owner re-probed a device that
+    /// went away) and returns the old one. Held frames and the recorded fault are dropped.
+    pub fn replace_device(&mut self, device: D) -> D {
+        self.held_frame = None;
+        self.fault = None;
+        core::mem::replace(&mut self.device, device)
+    }
+
     /// Unwraps the device.
     pub fn into_inner(self) -> D {
         self.device
