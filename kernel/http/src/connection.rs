@@ -149,24 +149,51 @@ fn valid_host(value: &[u8]) -> bool {
         .all(|&b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:[]%".contains(&b))
 }
 
-/// The status for a request line httparse rejected at the version: 505 when it is shaped like
-/// `METHOD SP TARGET SP HTTP/x.y` with another version, 400 when it is garbage.
-fn version_error_status(request: &[u8]) -> u16 {
-    let line_end = request
+/// The byte range of the request line (after any leading blank lines), without its CRLF.
+fn request_line(request: &[u8]) -> (usize, usize) {
+    let start = request
+        .iter()
+        .position(|&b| b != b'\r' && b != b'\n')
+        .unwrap_or(request.len());
+    let end = request[start..]
         .iter()
         .position(|&b| b == b'\n')
-        .unwrap_or(request.len());
-    let line = request[..line_end].trim_ascii();
+        .map_or(request.len(), |i| start + i);
+    let end = if end > start && request[end - 1] == b'\r' {
+        end - 1
+    } else {
+        end
+    };
+    (start, end)
+}
+
+/// What to do with a request line httparse rejected at the version.
+#[derive(Debug, PartialEq, Eq)]
+enum VersionError {
+    /// `HTTP/1.x` with x > 1: read it as HTTP/1.1 (RFC 9112 §2.3) by rewriting the minor
+    /// digit at this index.
+    HigherMinor(usize),
+    /// Answer with this status: 505 for `METHOD SP TARGET SP HTTP/x.y` with another major
+    /// version, 400 for garbage.
+    Status(u16),
+}
+
+fn classify_version_error(request: &[u8]) -> VersionError {
+    let (start, end) = request_line(request);
+    let line = &request[start..end];
     let mut parts = line.split(|&b| b == b' ');
     let (Some(_), Some(_), Some(version), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return 400;
+        return VersionError::Status(400);
     };
     match version.strip_prefix(b"HTTP/") {
-        Some([major, b'.', minor]) if major.is_ascii_digit() && minor.is_ascii_digit() => 505,
-        Some([major]) if major.is_ascii_digit() => 505,
-        _ => 400,
+        Some([b'1', b'.', b'2'..=b'9']) => VersionError::HigherMinor(end - 1),
+        Some([major, b'.', minor]) if major.is_ascii_digit() && minor.is_ascii_digit() => {
+            VersionError::Status(505)
+        }
+        Some([major]) if major.is_ascii_digit() => VersionError::Status(505),
+        _ => VersionError::Status(400),
     }
 }
 
@@ -474,15 +501,21 @@ impl Connection {
                 &mut self.log_target,
                 &mut self.head,
             ),
-            Err(httparse::Error::Version) => {
-                let status = version_error_status(&self.request);
-                error(
+            Err(httparse::Error::Version) => match classify_version_error(&self.request) {
+                VersionError::HigherMinor(at) => {
+                    if let Some(minor) = self.request.get_mut(at) {
+                        *minor = b'1';
+                    }
+                    self.parse_pending = true;
+                    return self.process(server, now);
+                }
+                VersionError::Status(status) => error(
                     status,
                     &mut self.log_method,
                     &mut self.log_target,
                     &mut self.head,
-                )
-            }
+                ),
+            },
             Err(_) => error(
                 400,
                 &mut self.log_method,

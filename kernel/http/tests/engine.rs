@@ -971,3 +971,19 @@ fn garbage_without_a_line_end_is_refused_at_once() {
         (400, Some("close"))
     );
 }
+
+#[test]
+fn higher_http_1_minor_versions_are_read_as_1_1() {
+    let image = site_image(true);
+    let mut server = server(&image);
+    let r = one(&mut server, "GET /style.css HTTP/1.7\r\nHost: x\r\n\r\n");
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (200, &b"body { color: green }\n"[..])
+    );
+    // Leading blank lines do not hide the request line from the version check.
+    let r = one(&mut server, "\r\n\r\nGET / HTTP/2.0\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 505);
+    let r = one(&mut server, "\r\nGET / HTTP/1.2\r\nHost: x\r\n\r\n");
+    assert_eq!(r.status, 200);
+}
