@@ -11,6 +11,51 @@
 //! If-Match, If-Unmodified-Since), single byte ranges with If-Range, Accept-Encoding
 //! negotiation over the packer's br and gzip variants, keep-alive and in-order pipelining,
 //! and a clear status for every malformed request.
+//!
+//! # Driving a connection
+//!
+//! The network loop owns one [`Connection`] per TCP socket (about 10.5 KiB each: the
+//! request buffer [`REQUEST_BUFFER_LEN`], the response-head buffer [`RESPONSE_HEAD_LEN`] and
+//! a little state) and calls, for each socket on each poll:
+//! [`Connection::open`] when it is accepted; [`Connection::receive`] with the bytes in its
+//! receive buffer (dequeue only what was consumed); [`Connection::transmit`] with the free
+//! space of its transmit buffer; [`Connection::action`] to learn whether to keep the socket,
+//! close it or abort it; and [`Connection::close`] once it is gone.
+//! [`Connection::next_deadline`] says when to wake up if nothing else happens.
+//!
+//! ```
+//! use bramble_hal::Instant;
+//! use bramble_http::{Connection, ConnectionAction, Server, ServerConfig, SiteSource};
+//! use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
+//!
+//! let mut writer = SiteImageWriter::new();
+//! writer.add(FileSpec {
+//!     path: "/index.html".into(),
+//!     content_type: "text/html; charset=utf-8".into(),
+//!     cache_control: "no-cache".into(),
+//!     last_modified: 0,
+//!     last_modified_http: http_date(0),
+//!     identity: VariantSpec { body: b"<p>hi</p>".to_vec(), etag: "\"1\"".into() },
+//!     gzip: None,
+//!     brotli: None,
+//! }).unwrap();
+//! let bytes = writer.finish().unwrap();
+//! let image = SiteImage::new_checked(&bytes).unwrap();
+//! let mut server = Server::new(SiteSource::Ready(image), ServerConfig::default());
+//!
+//! let mut connection = Connection::new();
+//! let now = Instant::from_micros(0);
+//! connection.open(&mut server, now);
+//! let request = b"GET / HTTP/1.1\r\nHost: pi\r\n\r\n";
+//! assert_eq!(connection.receive(&mut server, request, now), request.len());
+//! let mut tx = [0u8; 1024];
+//! let n = connection.transmit(&mut server, &mut tx, now);
+//! assert!(tx[..n].starts_with(b"HTTP/1.1 200 OK\r\n"));
+//! assert!(tx[..n].ends_with(b"\r\n\r\n<p>hi</p>"));
+//! assert_eq!(connection.action(now), ConnectionAction::KeepOpen);
+//! connection.close(&mut server);
+//! assert_eq!(server.counters().requests, 1);
+//! ```
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

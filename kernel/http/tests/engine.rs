@@ -987,3 +987,11 @@ fn higher_http_1_minor_versions_are_read_as_1_1() {
     let r = one(&mut server, "\r\nGET / HTTP/1.2\r\nHost: x\r\n\r\n");
     assert_eq!(r.status, 200);
 }
+
+#[test]
+fn a_connection_stays_small() {
+    // The socket pool is sized from RAM; keep a connection near its two buffers.
+    let size = std::mem::size_of::<Connection>();
+    let buffers = bramble_http::REQUEST_BUFFER_LEN + bramble_http::RESPONSE_HEAD_LEN;
+    assert!(size < buffers + 512, "{size} bytes");
+}
