@@ -468,6 +468,7 @@ fn gets_an_address_from_dhcp_and_sends_its_hostname() {
             "--dhcp-range=192.168.77.50,192.168.77.60,255.255.255.0,2m",
             "--dhcp-option=option:router,192.168.77.1",
             "--dhcp-authoritative",
+            "--no-ping",
             &format!("--pid-file={}", ns.dir.join("dnsmasq.pid").display()),
         ])
         .arg(format!("--dhcp-leasefile={}", leases.display()))
@@ -576,6 +577,41 @@ fn answers_mdns_for_its_hostname() {
     assert_eq!(&answer[..2], &[0x42, 0x42], "legacy query's ID echoed");
     assert_eq!(answer[2] & 0x80, 0x80, "a response");
     assert_eq!(&answer[answer.len() - 4..], &[192, 168, 77, 2]);
+    // A full mDNS querier (source port 5353, as avahi and phones send) gets the answer by
+    // multicast, with the cache-flush bit and a 120 s TTL.
+    let multicast = in_namespace(&ns, || {
+        let socket = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 5353)).unwrap();
+        socket
+            .join_multicast_v4(
+                &Ipv4Addr::new(224, 0, 0, 251),
+                &Ipv4Addr::new(192, 168, 77, 1),
+            )
+            .unwrap();
+        socket.set_multicast_loop_v4(false).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let mut buffer = [0u8; 512];
+        for _ in 0..10 {
+            socket
+                .send_to(&mdns_query(0, "bramble-test.local"), ("224.0.0.251", 5353))
+                .unwrap();
+            while let Ok((len, from)) = socket.recv_from(&mut buffer) {
+                // Skip anything that is not the guest's response (e.g. our own query).
+                if from.ip().to_string() == GUEST && buffer[2] & 0x80 != 0 {
+                    return Some(buffer[..len].to_vec());
+                }
+            }
+        }
+        None
+    });
+    let multicast = multicast.expect("no multicast mDNS answer");
+    let tail = &multicast[multicast.len() - 10..];
+    assert_eq!(
+        tail,
+        &[0x80, 1, 0, 0, 0, 120, 0, 4, 192, 168][..],
+        "{multicast:?}"
+    );
     // A different name gets no answer.
     let silent = in_namespace(&ns, || {
         let socket = UdpSocket::bind((Ipv4Addr::new(192, 168, 77, 1), 0)).unwrap();
