@@ -38,11 +38,19 @@ fn image() -> &'static [u8] {
             etag: "\"idx-br\"".into(),
         });
         writer.add(index).unwrap();
-        writer.add(file("/dir/index.html", b"dir".to_vec(), "dir")).unwrap();
-        writer.add(file("/a b.txt", b"spaced".to_vec(), "ab")).unwrap();
-        writer.add(file("/big.bin", vec![7; 50_000], "big")).unwrap();
+        writer
+            .add(file("/dir/index.html", b"dir".to_vec(), "dir"))
+            .unwrap();
+        writer
+            .add(file("/a b.txt", b"spaced".to_vec(), "ab"))
+            .unwrap();
+        writer
+            .add(file("/big.bin", vec![7; 50_000], "big"))
+            .unwrap();
         writer.add(file("/empty.txt", Vec::new(), "empty")).unwrap();
-        writer.add(file("/404.html", b"missing".to_vec(), "nf")).unwrap();
+        writer
+            .add(file("/404.html", b"missing".to_vec(), "nf"))
+            .unwrap();
         writer.finish().unwrap()
     })
 }
