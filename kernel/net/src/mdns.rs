@@ -4,9 +4,9 @@
 //! (three probes 250 ms apart, §8.1), announces the address twice a second apart (§8.3),
 //! and on a conflict (another host answering for the name with a different address, during
 //! probing or after) picks the next name, `<hostname>-2`, `-3`, ..., and probes again (§9).
-//! Kept simple on purpose: no known-answer suppression, no probe tie-breaking (§8.2: two
-//! hosts probing the same name at the same instant both keep probing; the later answerer
-//! renames), no IPv6. Legacy unicast queries (source port not 5353, §6.7) get a unicast
+//! Simultaneous probes are tie-broken (§8.2) on the one A record: the numerically later
+//! address keeps the name. Kept simple on purpose: no known-answer suppression, no
+//! duplicate-answer suppression, no IPv6. Legacy unicast queries (source port not 5353, §6.7) get a unicast
 //! reply with the query's ID, the question echoed and a 10 s TTL.
 //!
 //! This module is socket-free: it reads datagrams and writes datagrams into caller buffers,
@@ -233,10 +233,26 @@ impl MdnsResponder {
             }
             return Ok(None);
         }
-        if self.state != ResponderState::Ready
-            && !matches!(self.state, ResponderState::Announcing { .. })
-        {
-            // Not ours yet: only probes defend names, and we have none to defend.
+        if let ResponderState::Probing { .. } = self.state {
+            // Simultaneous probe tie-break (§8.2), for our one A record: another host
+            // probing for the same name proposes its address in the authority section; the
+            // lexicographically later address wins, and the loser picks another name.
+            let mut offset = message.records_start;
+            for _ in 0..message.record_count {
+                let (record, next) = read_record(datagram, offset)?;
+                offset = next;
+                if record.rtype == TYPE_A
+                    && name_matches(datagram, record.name_offset, &labels)?
+                    && record.data > address.as_slice()
+                {
+                    self.on_conflict(now);
+                    return Ok(None);
+                }
+            }
+            // Not ours yet: nothing to answer with.
+            return Ok(None);
+        }
+        if self.state == ResponderState::Idle {
             return Ok(None);
         }
         let mut offset = HEADER_LEN;
@@ -712,6 +728,51 @@ mod tests {
                 .unwrap()
                 .is_some()
         );
+    }
+
+    /// A probe from another host for `name` proposing `address` (type ANY question, A record
+    /// in the authority section with a compressed name).
+    fn foreign_probe(name: &str, address: [u8; 4]) -> Vec<u8> {
+        let mut p = std::vec![0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0];
+        p.push(name.len() as u8);
+        p.extend_from_slice(name.as_bytes());
+        p.extend_from_slice(b"\x05local\x00\x00\xff\x00\x01");
+        p.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 120, 0, 4]);
+        p.extend_from_slice(&address);
+        p
+    }
+
+    #[test]
+    fn simultaneous_probe_tie_break_by_address() {
+        let mut out = [0u8; 512];
+        let now = Instant::from_micros(0);
+        // A lower address probing for our name loses to us: we keep probing for it.
+        let mut r = MdnsResponder::new("bramble", 0).unwrap();
+        r.set_address(Some(ADDR), now);
+        r.poll(now, &mut out);
+        let lower = foreign_probe("bramble", [192, 168, 77, 1]);
+        assert_eq!(r.handle(&lower, LAPTOP, now, &mut out), Ok(None));
+        assert_eq!(r.name(), "bramble");
+        // Our own probe echoed back is no conflict either.
+        assert_eq!(
+            r.handle(&foreign_probe("bramble", ADDR), LAPTOP, now, &mut out),
+            Ok(None)
+        );
+        assert_eq!(r.name(), "bramble");
+        // A higher address wins: we rename and probe again.
+        let higher = foreign_probe("BRAMBLE", [192, 168, 77, 200]);
+        assert_eq!(r.handle(&higher, LAPTOP, now, &mut out), Ok(None));
+        assert_eq!(r.name(), "bramble-2");
+        // Once the name is ours, another host's probe is answered (defended).
+        let (mut r, t) = ready_responder();
+        let reply = r.handle(
+            &foreign_probe("bramble", [192, 168, 77, 200]),
+            LAPTOP,
+            t,
+            &mut out,
+        );
+        assert!(matches!(reply, Ok(Some((_, Destination::Multicast)))));
+        assert_eq!(r.name(), "bramble");
     }
 
     #[test]
