@@ -256,7 +256,9 @@ fn instant(origin: std::time::Instant) -> Instant {
 fn serve_connection(mut stream: TcpStream, site: &Site, config: ServerConfig) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(READ_SLICE));
-    let _ = stream.set_write_timeout(Some(Duration::from_micros(config.limits.response_micros)));
+    let _ = stream.set_write_timeout(Some(Duration::from_micros(
+        config.limits.response_micros,
+    )));
     let origin = std::time::Instant::now();
     let mut connection = Connection::new();
     let mut pending: Vec<u8> = Vec::new();

@@ -111,6 +111,8 @@ pub struct Connection {
     /// First byte of the request being received, if any.
     request_started: Option<Instant>,
     response_started: Instant,
+    /// Bytes of the response being sent (head and body), for its deadline.
+    response_len: u64,
     /// When the last response finished (or the connection opened).
     idle_since: Instant,
     requests_served: u32,
@@ -217,6 +219,7 @@ impl Connection {
             opened_at: Instant(0),
             request_started: None,
             response_started: Instant(0),
+            response_len: 0,
             idle_since: Instant(0),
             requests_served: 0,
             limits: Limits::DEFAULT,
@@ -388,7 +391,12 @@ impl Connection {
         }
         let limits = self.limits;
         let deadline = if self.responding {
-            self.response_started.add_micros(limits.response_micros)
+            let allowance = match limits.min_send_bytes_per_second {
+                0 => 0,
+                rate => self.response_len.saturating_mul(1_000_000) / rate,
+            };
+            self.response_started
+                .add_micros(limits.response_micros.saturating_add(allowance))
         } else if let Some(started) = self.request_started {
             started.add_micros(limits.header_micros)
         } else if self.discard > 0 {
@@ -547,6 +555,7 @@ impl Connection {
         };
         self.responding = true;
         self.response_started = now;
+        self.response_len = (self.head.len() + (body_end - body_next)) as u64;
         self.request_started = if self.request.is_empty() {
             None
         } else {

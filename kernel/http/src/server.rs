@@ -23,9 +23,14 @@ pub struct Limits {
     pub header_micros: u64,
     /// How long a kept-alive connection may sit idle between requests.
     pub idle_micros: u64,
-    /// From queuing a response to handing its last byte to the socket; a client that reads
-    /// slower than this is aborted.
+    /// From queuing a response to handing its last byte to the socket, plus the allowance
+    /// below for large bodies; a client that reads slower than this is aborted.
     pub response_micros: u64,
+    /// Slowest transfer rate a large response is allowed, in bytes per second: a response
+    /// of `n` bytes gets `n / rate` seconds on top of `response_micros`, so big files reach
+    /// slow but honest clients while a client reading a trickle is still cut off. 0 gives no
+    /// allowance.
+    pub min_send_bytes_per_second: u64,
     /// Largest request body read (and discarded); larger ones get 413 and the connection
     /// closes.
     pub max_body_bytes: u64,
@@ -35,12 +40,14 @@ pub struct Limits {
 
 impl Limits {
     /// The defaults: 10 s to the first byte, 10 s for a header, 15 s idle, 60 s per
-    /// response, 1 MiB of request body, 1000 requests per connection.
+    /// response plus one second per 16 KiB of it, 1 MiB of request body, 1000 requests per
+    /// connection.
     pub const DEFAULT: Limits = Limits {
         first_byte_micros: 10_000_000,
         header_micros: 10_000_000,
         idle_micros: 15_000_000,
         response_micros: 60_000_000,
+        min_send_bytes_per_second: 16 * 1024,
         max_body_bytes: 1 << 20,
         max_requests_per_connection: 1000,
     };

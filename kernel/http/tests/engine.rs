@@ -747,6 +747,7 @@ fn limits_server(image: &[u8]) -> Server<'_> {
     config.limits.header_micros = 2_000;
     config.limits.idle_micros = 3_000;
     config.limits.response_micros = 4_000;
+    config.limits.min_send_bytes_per_second = 0;
     Server::new(
         SiteSource::Ready(bramble_site::SiteImage::new_checked(image).unwrap()),
         config,
@@ -994,4 +995,31 @@ fn a_connection_stays_small() {
     let size = std::mem::size_of::<Connection>();
     let buffers = bramble_http::REQUEST_BUFFER_LEN + bramble_http::RESPONSE_HEAD_LEN;
     assert!(size < buffers + 512, "{size} bytes");
+}
+
+#[test]
+fn large_responses_get_time_in_proportion_to_their_size() {
+    let image = site_image(true);
+    let mut config = ServerConfig::default();
+    config.limits.response_micros = 1_000_000;
+    config.limits.min_send_bytes_per_second = 100_000;
+    let mut server = Server::new(
+        SiteSource::Ready(bramble_site::SiteImage::new_checked(&image).unwrap()),
+        config,
+    );
+    let mut client = Client::open(&mut server);
+    client
+        .connection
+        .receive(&mut server, get("/big.bin", "").as_bytes(), client.now);
+    let start = client.now;
+    let mut buffer = [0u8; 100];
+    client
+        .connection
+        .transmit(&mut server, &mut buffer, client.now);
+    // 200,000 body bytes plus the head at 100,000 B/s: a little over 2 s on top of 1 s.
+    let deadline = client.connection.next_deadline().unwrap();
+    let allowed = deadline.micros_since(start);
+    assert!((3_000_000..3_010_000).contains(&allowed), "{allowed}");
+    client.now = deadline;
+    assert_eq!(client.action(), ConnectionAction::Abort);
 }
