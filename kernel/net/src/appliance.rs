@@ -29,6 +29,10 @@ pub const DHCP_PACKET_BUFFER_LEN: usize = 1024;
 pub const MDNS_PACKETS: usize = 4;
 /// Payload bytes queued each way on the mDNS socket.
 pub const MDNS_BUFFER_LEN: usize = 1024;
+/// Longest a TCP handshake may hold a pool slot (SYN received, final ACK missing).
+pub const HANDSHAKE_LIMIT_MICROS: u64 = 10_000_000;
+/// Longest our close may take once asked (FIN acknowledged and the client's FIN received).
+pub const CLOSE_LIMIT_MICROS: u64 = 30_000_000;
 /// Receive/transmit alternations per connection per poll.
 const PROGRESS_ROUNDS: usize = 8;
 /// Largest mDNS message the responder writes or reads whole.
@@ -173,6 +177,9 @@ struct PoolSlot {
     open: bool,
     /// `close()` (FIN) has been asked of the socket.
     closing: bool,
+    /// When the slot entered a phase that must end within a limit: the TCP handshake
+    /// (SYN-RECEIVED) or our close.
+    since: Option<Instant>,
 }
 
 /// Counts the appliance keeps.
@@ -182,6 +189,10 @@ pub struct ApplianceCounters {
     pub connections_opened: u64,
     /// Connections the engine asked to abort (reset).
     pub connections_aborted: u64,
+    /// Handshakes reset because the client never completed them.
+    pub handshakes_abandoned: u64,
+    /// Connections reset because the client never finished closing.
+    pub closes_abandoned: u64,
     /// Times the link went down.
     pub link_losses: u64,
     /// mDNS datagrams that could not be parsed.
@@ -265,6 +276,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 handle,
                 open: false,
                 closing: false,
+                since: None,
             });
         }
         let connections = &mut connections[..pool_size];
@@ -400,6 +412,14 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             if slot.open {
                 earliest(connection.next_deadline());
             }
+            if let Some(since) = slot.since {
+                let limit = if slot.closing {
+                    CLOSE_LIMIT_MICROS
+                } else {
+                    HANDSHAKE_LIMIT_MICROS
+                };
+                earliest(Some(since.add_micros(limit)));
+            }
         }
         if let Some((_, responder)) = &self.mdns {
             earliest(responder.next_deadline());
@@ -506,17 +526,35 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         for (slot, connection) in self.pool.iter_mut().zip(self.connections.iter_mut()) {
             let socket = self.sockets.get_mut::<tcp::Socket>(slot.handle);
             if !slot.open {
-                if socket.state() == tcp::State::Established {
-                    connection.open(&mut self.server, now);
-                    slot.open = true;
-                    slot.closing = false;
-                    self.counters.connections_opened += 1;
-                } else {
-                    if !socket.is_open() {
-                        // Cannot fail: the port is not zero and the socket is not open.
-                        let _ = socket.listen(port);
+                match socket.state() {
+                    // CLOSE-WAIT: the client sent its request and its FIN before we looked;
+                    // the request is still in the buffer and gets its answer.
+                    tcp::State::Established | tcp::State::CloseWait => {
+                        connection.open(&mut self.server, now);
+                        slot.open = true;
+                        slot.closing = false;
+                        slot.since = None;
+                        self.counters.connections_opened += 1;
                     }
-                    continue;
+                    tcp::State::SynReceived => {
+                        // A handshake that never completes (a lost ACK, a SYN flood) must
+                        // not hold the slot: give it HANDSHAKE_LIMIT_MICROS.
+                        let since = *slot.since.get_or_insert(now);
+                        if now.micros_since(since) >= HANDSHAKE_LIMIT_MICROS {
+                            socket.abort();
+                            slot.since = None;
+                            self.counters.handshakes_abandoned += 1;
+                        }
+                        continue;
+                    }
+                    _ => {
+                        slot.since = None;
+                        if !socket.is_open() {
+                            // Cannot fail: the port is not zero and the socket is not open.
+                            let _ = socket.listen(port);
+                        }
+                        continue;
+                    }
                 }
             }
             // Alternate between request bytes in and response bytes out until neither moves:
@@ -568,6 +606,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     {
                         socket.close();
                         slot.closing = true;
+                        slot.since = Some(now);
                     }
                 }
                 ConnectionAction::CloseWhenFlushed => {
@@ -575,6 +614,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                         // FIN goes after whatever is still queued.
                         socket.close();
                         slot.closing = true;
+                        slot.since = Some(now);
                     }
                 }
                 ConnectionAction::Abort => {
@@ -582,10 +622,22 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     self.counters.connections_aborted += 1;
                 }
             }
+            // A client that vanished while we close (never acknowledges our FIN, or never
+            // sends its own) would hold the slot for ever: cut it off after CLOSE_LIMIT.
+            if slot.closing
+                && slot
+                    .since
+                    .is_some_and(|since| now.micros_since(since) >= CLOSE_LIMIT_MICROS)
+                && !matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait)
+            {
+                socket.abort();
+                self.counters.closes_abandoned += 1;
+            }
             if matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait) {
                 connection.close(&mut self.server);
                 slot.open = false;
                 slot.closing = false;
+                slot.since = None;
                 // Back to listening at once: the pool slot serves the next client. (TIME-WAIT
                 // protection is given up for the slot; the client's port differs anyway.)
                 let _ = socket.listen(port);
@@ -1123,6 +1175,78 @@ mod tests {
             .collect();
         expected.push("200");
         assert_eq!(statuses, expected);
+    }
+
+    #[test]
+    fn an_unfinished_handshake_frees_its_slot_after_the_limit() {
+        let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+        let link = host.link.clone();
+        let mut appliance =
+            Appliance::new(guest, static_config(false), memory(1), server(), at(0)).unwrap();
+        let mut client = Client::new(host);
+        client.connect(40020);
+        // Run until the guest has answered the SYN, then cut the wire: the final ACK of
+        // the handshake never arrives.
+        let mut clock = 0;
+        while appliance.pool[0].since.is_none() {
+            assert!(clock < 1000, "no SYN arrived");
+            client.poll(at(clock));
+            appliance.poll(at(clock));
+            clock += 1;
+        }
+        *link.borrow_mut() = LinkState::Down;
+        let wake = appliance
+            .poll(at(clock))
+            .expect("a deadline for the handshake");
+        assert!(wake <= at(clock).add_micros(HANDSHAKE_LIMIT_MICROS));
+        appliance.poll(at(clock).add_micros(HANDSHAKE_LIMIT_MICROS));
+        assert_eq!(appliance.counters().handshakes_abandoned, 1);
+        // The slot serves the next client.
+        *link.borrow_mut() = LinkState::Up;
+        let mut clock = clock + HANDSHAKE_LIMIT_MICROS / 1000 + 1;
+        let next = client.connect(40021);
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            3000,
+            |c| c.socket(next).may_send()
+        ));
+    }
+
+    #[test]
+    fn a_client_that_vanishes_during_close_frees_its_slot() {
+        let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+        let link = host.link.clone();
+        let mut appliance =
+            Appliance::new(guest, static_config(false), memory(1), server(), at(0)).unwrap();
+        let mut client = Client::new(host);
+        let handle = client.connect(40030);
+        let mut clock = 0;
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            1000,
+            |c| c.socket(handle).may_send()
+        ));
+        client
+            .socket(handle)
+            .send_slice(b"GET / HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        while !appliance.pool[0].closing {
+            assert!(clock < 5000, "the guest never closed");
+            client.poll(at(clock));
+            appliance.poll(at(clock));
+            clock += 1;
+        }
+        // The client disappears: our FIN is never acknowledged.
+        *link.borrow_mut() = LinkState::Down;
+        for step in 0..=CLOSE_LIMIT_MICROS / 500_000 {
+            appliance.poll(at(clock).add_micros(step * 500_000));
+        }
+        assert_eq!(appliance.counters().closes_abandoned, 1);
+        assert_eq!(appliance.open_connections(), 0);
     }
 
     #[test]
