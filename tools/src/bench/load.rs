@@ -1,0 +1,243 @@
+//! The load generator: runs wrk (Debian package `wrk`) for a bounded time at one concurrency
+//! and parses its report into [`LoadFigures`].
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// What one load run measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadFigures {
+    /// Responses received (any status).
+    pub responses: u64,
+    /// Responses with a status other than 2xx or 3xx.
+    pub bad_status: u64,
+    /// Socket errors: connect, read, write and timeout, as wrk counts them.
+    pub socket_errors: SocketErrors,
+    /// Good responses (2xx or 3xx) per second of the run.
+    pub requests_per_second: f64,
+    /// Latency percentiles and maximum in milliseconds (of completed requests).
+    pub latency_ms: Latency,
+    /// How long the run took, as wrk reports it.
+    pub elapsed_seconds: f64,
+}
+
+impl LoadFigures {
+    /// Every failed request: bad status plus socket errors.
+    pub fn errors(&self) -> u64 {
+        self.bad_status + self.socket_errors.total()
+    }
+}
+
+/// wrk's socket error counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketErrors {
+    /// connect() failed.
+    pub connect: u64,
+    /// read failed or the connection closed early.
+    pub read: u64,
+    /// write failed.
+    pub write: u64,
+    /// no response within wrk's --timeout.
+    pub timeout: u64,
+}
+
+impl SocketErrors {
+    /// All four added up.
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.write + self.timeout
+    }
+}
+
+/// Latency figures in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Slowest.
+    pub max: f64,
+}
+
+/// One load run's parameters.
+#[derive(Clone, Debug)]
+pub struct LoadRun<'a> {
+    /// The URL (127.0.0.1 only).
+    pub url: &'a str,
+    /// Extra request headers.
+    pub headers: &'a [(String, String)],
+    /// Open connections.
+    pub concurrency: u32,
+    /// How long to keep the load on.
+    pub duration: Duration,
+    /// Per-request timeout.
+    pub timeout: Duration,
+}
+
+/// Runs wrk, keeps its report in `report_file`, and parses it. wrk's own duration bounds the
+/// run; a watchdog kills it (by PID) if it overruns by 30 s.
+pub fn run_wrk(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigures> {
+    let threads = run.concurrency.clamp(1, 2);
+    let mut command = Command::new("wrk");
+    command
+        .arg(format!("-t{threads}"))
+        .arg(format!("-c{}", run.concurrency))
+        .arg(format!("-d{}s", run.duration.as_secs().max(1)))
+        .arg(format!("--timeout={}s", run.timeout.as_secs().max(1)))
+        .arg("--latency");
+    for (name, value) in run.headers {
+        command.arg("-H").arg(format!("{name}: {value}"));
+    }
+    command.arg(run.url);
+    let output = std::fs::File::create(report_file)
+        .with_context(|| format!("creating {}", report_file.display()))?;
+    let mut child = command
+        .stdout(output.try_clone()?)
+        .stderr(output)
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting wrk (install it with `apt-get install wrk`)")?;
+    let deadline = Instant::now() + run.duration + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("wrk overran its duration by 30 s; killed");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let report = std::fs::read_to_string(report_file)?;
+    if !status.success() {
+        bail!("wrk failed ({status}): {}", report.trim());
+    }
+    parse_wrk(&report).with_context(|| format!("unexpected wrk report:\n{report}"))
+}
+
+/// Parses wrk's report as printed with `--latency`.
+pub fn parse_wrk(report: &str) -> anyhow::Result<LoadFigures> {
+    let mut figures = LoadFigures::default();
+    let mut max = None;
+    for line in report.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["Latency", _average, _deviation, slowest, ..] if max.is_none() => {
+                max = Some(milliseconds(slowest)?);
+            }
+            ["50%", value] => figures.latency_ms.p50 = milliseconds(value)?,
+            ["90%", value] => figures.latency_ms.p90 = milliseconds(value)?,
+            ["99%", value] => figures.latency_ms.p99 = milliseconds(value)?,
+            [count, "requests", "in", elapsed, ..] => {
+                figures.responses = count.parse()?;
+                figures.elapsed_seconds =
+                    milliseconds(elapsed.trim_end_matches(','))? / 1000.0;
+            }
+            ["Socket", "errors:", rest @ ..] => {
+                let numbers: Vec<u64> = rest
+                    .iter()
+                    .filter_map(|word| word.trim_end_matches(',').parse().ok())
+                    .collect();
+                let [connect, read, write, timeout] = numbers[..] else {
+                    bail!("socket error line: {line}");
+                };
+                figures.socket_errors = SocketErrors {
+                    connect,
+                    read,
+                    write,
+                    timeout,
+                };
+            }
+            ["Non-2xx", "or", "3xx", "responses:", count] => figures.bad_status = count.parse()?,
+            _ => {}
+        }
+    }
+    figures.latency_ms.max = max.context("no Latency line")?;
+    if figures.elapsed_seconds <= 0.0 {
+        bail!("no 'N requests in T' line");
+    }
+    let good = figures.responses.saturating_sub(figures.bad_status);
+    figures.requests_per_second = good as f64 / figures.elapsed_seconds;
+    Ok(figures)
+}
+
+/// A wrk time ("812.00us", "1.20ms", "3.05s", "1.00m") in milliseconds.
+fn milliseconds(text: &str) -> anyhow::Result<f64> {
+    let split = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .with_context(|| format!("time without unit: {text}"))?;
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().with_context(|| format!("time: {text}"))?;
+    let scale = match unit {
+        "us" => 0.001,
+        "ms" => 1.0,
+        "s" => 1000.0,
+        "m" => 60_000.0,
+        "h" => 3_600_000.0,
+        _ => bail!("unknown time unit in {text}"),
+    };
+    Ok(number * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPORT: &str = "Running 5s test @ http://127.0.0.1:18088/
+  2 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   90.12ms   20.00ms    1.23s    80.00%
+    Req/Sec    50.00     10.00    70.00     70.00%
+  Latency Distribution
+     50%   88.00ms
+     75%  100.00ms
+     90%  152.50ms
+     99%  812.00us
+  500 requests in 5.00s, 3.10MB read
+  Socket errors: connect 1, read 2, write 3, timeout 4
+  Non-2xx or 3xx responses: 20
+Requests/sec:     99.80
+Transfer/sec:    633.00KB
+";
+
+    #[test]
+    fn parses_a_full_report() {
+        let figures = parse_wrk(REPORT).unwrap();
+        assert_eq!(figures.responses, 500);
+        assert_eq!(figures.bad_status, 20);
+        assert_eq!(figures.socket_errors.total(), 10);
+        assert_eq!(figures.errors(), 30);
+        assert_eq!(figures.latency_ms.p50, 88.0);
+        assert_eq!(figures.latency_ms.p90, 152.5);
+        assert!((figures.latency_ms.p99 - 0.812).abs() < 1e-9);
+        assert_eq!(figures.latency_ms.max, 1230.0);
+        assert_eq!(figures.elapsed_seconds, 5.0);
+        assert!((figures.requests_per_second - 96.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_clean_run_has_no_errors_and_a_broken_report_is_refused() {
+        let clean: String = REPORT
+            .lines()
+            .filter(|line| !line.contains("errors") && !line.contains("Non-2xx"))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        let figures = parse_wrk(&clean).unwrap();
+        assert_eq!(figures.errors(), 0);
+        assert!((figures.requests_per_second - 100.0).abs() < 1e-9);
+        assert!(parse_wrk("unable to connect to 127.0.0.1:1 Connection refused").is_err());
+    }
+
+    #[test]
+    fn time_units() {
+        assert_eq!(milliseconds("2.00m").unwrap(), 120_000.0);
+        assert_eq!(milliseconds("1.5s").unwrap(), 1500.0);
+        assert!(milliseconds("12").is_err());
+    }
+}

@@ -1,0 +1,519 @@
+//! `bramble bench`: boots Bramble and the Linux + busybox httpd baseline one after the other in
+//! the same QEMU machine with the same usb-net NIC mode (RNDIS), serving the same files, and
+//! measures both the same way: wrk at each concurrency level, time to the first HTTP 200,
+//! QEMU's idle host CPU, guest RAM, image sizes, and guest instructions per request under
+//! `-icount shift=0`. Prints a side-by-side table and keeps JSON, PNG charts and a markdown
+//! summary in `bench/results/<date>-<commit>/`.
+//!
+//! Benchmarks measure; they assert nothing about timing. Every request goes to 127.0.0.1;
+//! every load run is bounded in time; every QEMU is stopped by its PID.
+
+pub mod counters;
+pub mod guest;
+pub mod load;
+pub mod plot;
+pub mod probe;
+pub mod report;
+mod systems;
+
+use anyhow::{Context, bail};
+use clap::Args;
+use guest::Guest;
+use report::{CpuCost, Host, LoadReport, Report, SystemReport, TARGETS};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+use systems::System;
+
+/// Options of `bramble bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Concurrency levels (open connections), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "10,100,1000")]
+    pub levels: Vec<u32>,
+    /// Seconds of load per target and level.
+    #[arg(long, default_value_t = 10)]
+    pub duration: u64,
+    /// Seconds of idle over which QEMU's host CPU is measured.
+    #[arg(long, default_value_t = 10)]
+    pub idle: u64,
+    /// Systems to measure, comma-separated: bramble, linux.
+    #[arg(long, value_delimiter = ',', default_value = "bramble,linux")]
+    pub systems: Vec<String>,
+    /// Targets, comma-separated: page (6 KB index.html), 100k (a 100 KiB file), 304
+    /// (revalidation of / with If-None-Match).
+    #[arg(long, value_delimiter = ',', default_value = "page,100k,304")]
+    pub targets: Vec<String>,
+    /// Seconds of load (10 clients) per target in the `-icount shift=0` boot that counts
+    /// guest instructions per request; 0 skips that boot.
+    #[arg(long, default_value_t = 10)]
+    pub icount_duration: u64,
+    /// Per-request timeout of the load generator, in seconds.
+    #[arg(long, default_value_t = 10)]
+    pub timeout: u64,
+    /// Where to keep results.json, the PNG charts and README.md (default:
+    /// bench/results/<date>-<commit>/ in the workspace).
+    #[arg(long)]
+    pub results: Option<PathBuf>,
+    /// Keep results only in target/bench/runs/ (for trial runs).
+    #[arg(long)]
+    pub no_save: bool,
+}
+
+/// How long a boot may take to answer its first HTTP 200.
+const BOOT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs the benchmark.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    check_args(&args)?;
+    let root = crate::workspace_root();
+    let work = root.join("target/bench");
+    let date = utc_date(SystemTime::now());
+    let commit = git_commit(&root);
+    let run_dir = work.join("runs").join(format!(
+        "{date}-{}-{commit}",
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    ));
+    std::fs::create_dir_all(&run_dir)?;
+    raise_open_file_limit();
+    let site = systems::prepare_site(&root, &work.join("site"))?;
+    let load_generator = wrk_version()?;
+    let mut report = Report {
+        date: date.clone(),
+        commit: commit.clone(),
+        host: Host {
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            load_average_before: load_average(),
+            load_average_after: String::new(),
+            qemu: qemu_version(),
+        },
+        machine: "raspi1ap".into(),
+        nic: "usb-net, RNDIS".into(),
+        load_generator,
+        duration_seconds: args.duration,
+        levels: args.levels.clone(),
+        systems: Vec::new(),
+    };
+    eprintln!(
+        "bench: {} on raspi1ap, levels {:?}, {} s each; logs in {}",
+        args.systems.join(" vs "),
+        args.levels,
+        args.duration,
+        run_dir.display()
+    );
+    for name in &args.systems {
+        let system = match name.as_str() {
+            "bramble" => System::bramble(&site, &work)?,
+            "linux" => System::linux(&root, &site, &work)?,
+            other => bail!("unknown system '{other}' (use bramble or linux)"),
+        };
+        let system_dir = run_dir.join(system.name());
+        std::fs::create_dir_all(&system_dir)?;
+        let result = measure(&system, &site, &args, &system_dir)?;
+        report.systems.push(result);
+        // Keep partial results if a later system fails.
+        write_json(&report, &run_dir.join("results.json"))?;
+    }
+    report.host.load_average_after = load_average();
+    print!("{}", report::table(&report));
+    write_outputs(&report, &run_dir)?;
+    if !args.no_save {
+        let results = args
+            .results
+            .clone()
+            .unwrap_or_else(|| root.join("bench/results").join(format!("{date}-{commit}")));
+        write_outputs(&report, &results)?;
+        eprintln!("bench: results in {}", results.display());
+    } else {
+        eprintln!("bench: results in {}", run_dir.display());
+    }
+    Ok(())
+}
+
+fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.levels.is_empty() || args.levels.contains(&0) {
+        bail!("--levels needs positive numbers");
+    }
+    for target in &args.targets {
+        if !TARGETS.iter().any(|(name, _)| name == target) {
+            bail!("unknown target '{target}' (use page, 100k or 304)");
+        }
+    }
+    if args.duration == 0 || args.duration > 600 {
+        bail!("--duration must be 1..=600 seconds");
+    }
+    Ok(())
+}
+
+/// results.json, throughput.png, latency.png and README.md in `dir`.
+fn write_outputs(report: &Report, dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    write_json(report, &dir.join("results.json"))?;
+    plot::write_plots(report, dir)?;
+    std::fs::write(dir.join("README.md"), report::markdown(report))?;
+    Ok(())
+}
+
+fn write_json(report: &Report, path: &Path) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(report)?;
+    std::fs::write(path, json + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// Measures one system: a normal boot for boot time, idle CPU, RAM and load, then (unless
+/// disabled) an instruction-counting boot for CPU cost per request.
+fn measure(
+    system: &System,
+    site: &systems::Site,
+    args: &BenchArgs,
+    dir: &Path,
+) -> anyhow::Result<SystemReport> {
+    let mut result = SystemReport {
+        name: system.name().into(),
+        description: system.description(),
+        image_bytes: system.image_bytes(),
+        ..Default::default()
+    };
+    let port = free_port()?;
+    eprintln!("bench: {}: booting (port {port})", system.name());
+    let mut guest = Guest::start(&system.qemu_args(port, false), &dir.join("serial.log"))?;
+    let Some(boot) = wait_for_first_200(&mut guest, port) else {
+        result
+            .notes
+            .push(format!("no HTTP 200 within {BOOT_TIMEOUT:?}; see serial.log"));
+        return Ok(result);
+    };
+    result.boot_to_first_200_seconds = Some(boot.as_secs_f64());
+    eprintln!("bench: {}: first 200 after {:.2} s", system.name(), boot.as_secs_f64());
+    let validator = check_site(port, site, &mut result.notes);
+
+    std::thread::sleep(Duration::from_secs(3));
+    let before = guest.cpu_time()?;
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(args.idle));
+    let used = guest.cpu_time()? - before;
+    result.idle_qemu_cpu_percent = Some(100.0 * used.as_secs_f64() / started.elapsed().as_secs_f64());
+    let counters = system.counters(&mut guest, port);
+    result.guest_ram_used_bytes = counters.and_then(|c| c.ram_used_bytes);
+    if result.guest_ram_used_bytes.is_none() {
+        result.notes.push(format!("guest RAM: {} reports no RAM counter yet", system.name()));
+    }
+
+    for (target, _) in TARGETS.iter().filter(|(t, _)| args.targets.iter().any(|a| a == t)) {
+        let Some(request) = target_request(target, &validator) else {
+            result.notes.push(format!("{target}: skipped, the server sent no validator"));
+            continue;
+        };
+        for &level in &args.levels {
+            let load = load_level(&mut guest, port, target, &request, level, args, dir);
+            eprintln!("bench: {}: {}", system.name(), describe(&load));
+            result.loads.push(load);
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+    result.qemu_peak_rss_bytes = guest.peak_rss_bytes();
+    drop(guest);
+
+    if args.icount_duration > 0 {
+        cpu_cost(system, args, &validator, dir, &mut result)?;
+    }
+    Ok(result)
+}
+
+/// A request to load: path and extra headers.
+struct TargetRequest {
+    path: &'static str,
+    headers: Vec<(String, String)>,
+}
+
+fn target_request(target: &str, validator: &Option<(String, String)>) -> Option<TargetRequest> {
+    match target {
+        "page" => Some(TargetRequest { path: "/", headers: Vec::new() }),
+        "100k" => Some(TargetRequest { path: systems::FILE_100K_URL, headers: Vec::new() }),
+        _ => validator.clone().map(|header| TargetRequest { path: "/", headers: vec![header] }),
+    }
+}
+
+fn load_level(
+    guest: &mut Guest,
+    port: u16,
+    target: &str,
+    request: &TargetRequest,
+    level: u32,
+    args: &BenchArgs,
+    dir: &Path,
+) -> LoadReport {
+    let mut load = LoadReport {
+        target: target.into(),
+        concurrency: level,
+        ..Default::default()
+    };
+    if let Err(error) = guest.check_alive() {
+        load.failure = Some(error.to_string());
+        return load;
+    }
+    // Give a server that is still draining the previous level a moment to answer again.
+    let alive = (0..3).any(|_| {
+        probe::get(port, "/", &[], Duration::from_secs(10)).is_some_and(|r| r.status == 200)
+    });
+    if !alive {
+        load.failure = Some("the server did not answer before this run".into());
+        return load;
+    }
+    let url = format!("http://127.0.0.1:{port}{}", request.path);
+    let run = load::LoadRun {
+        url: &url,
+        headers: &request.headers,
+        concurrency: level,
+        duration: Duration::from_secs(args.duration),
+        timeout: Duration::from_secs(args.timeout),
+    };
+    let cpu_before = guest.cpu_time().ok();
+    let started = Instant::now();
+    let outcome = load::run_wrk(&run, &dir.join(format!("wrk-{target}-c{level}.txt")));
+    let wall = started.elapsed().as_secs_f64();
+    if let (Some(before), Ok(after)) = (cpu_before, guest.cpu_time()) {
+        load.qemu_cpu_percent = Some(100.0 * (after - before).as_secs_f64() / wall);
+    }
+    match outcome {
+        Ok(figures) => load.figures = Some(figures),
+        Err(error) => load.failure = Some(format!("{error:#}")),
+    }
+    load
+}
+
+fn describe(load: &LoadReport) -> String {
+    match (&load.figures, &load.failure) {
+        (Some(f), _) => format!(
+            "{} c={}: {:.1} req/s, p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms, {} errors, QEMU {:.0}% CPU",
+            load.target,
+            load.concurrency,
+            f.requests_per_second,
+            f.latency_ms.p50,
+            f.latency_ms.p99,
+            f.latency_ms.max,
+            f.errors(),
+            load.qemu_cpu_percent.unwrap_or(0.0)
+        ),
+        (None, failure) => format!(
+            "{} c={}: FAILED: {}",
+            load.target,
+            load.concurrency,
+            failure.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// Boots with `-icount shift=0` and counts guest busy time over a 10-client run per target.
+fn cpu_cost(
+    system: &System,
+    args: &BenchArgs,
+    validator: &Option<(String, String)>,
+    dir: &Path,
+    result: &mut SystemReport,
+) -> anyhow::Result<()> {
+    let port = free_port()?;
+    eprintln!("bench: {}: booting with -icount shift=0", system.name());
+    let mut guest = Guest::start(&system.qemu_args(port, true), &dir.join("serial-icount.log"))?;
+    if wait_for_first_200(&mut guest, port).is_none() {
+        result
+            .notes
+            .push("instruction count: no HTTP 200 under -icount; see serial-icount.log".into());
+        return Ok(());
+    }
+    let first = system.counters(&mut guest, port);
+    if first.and_then(|c| c.busy_us).is_none() {
+        result.notes.push(format!(
+            "instructions per request: pending ({} reports no busy-time counter yet)",
+            system.name()
+        ));
+        return Ok(());
+    }
+    for (target, _) in TARGETS.iter().filter(|(t, _)| args.targets.iter().any(|a| a == t)) {
+        let Some(request) = target_request(target, validator) else { continue };
+        let before = system.counters(&mut guest, port).and_then(|c| c.busy_us);
+        let url = format!("http://127.0.0.1:{port}{}", request.path);
+        let run = load::LoadRun {
+            url: &url,
+            headers: &request.headers,
+            concurrency: 10,
+            duration: Duration::from_secs(args.icount_duration),
+            timeout: Duration::from_secs(args.timeout),
+        };
+        let outcome = load::run_wrk(&run, &dir.join(format!("wrk-icount-{target}.txt")));
+        let after = system.counters(&mut guest, port).and_then(|c| c.busy_us);
+        match (before, after, outcome) {
+            (Some(before), Some(after), Ok(figures)) => {
+                let good = figures.responses.saturating_sub(figures.bad_status);
+                if let Some(cost) = CpuCost::new(target, after.saturating_sub(before), good) {
+                    eprintln!(
+                        "bench: {}: {target}: {:.0} instructions per request ({good} requests)",
+                        system.name(),
+                        cost.instructions_per_request
+                    );
+                    result.cpu_cost.push(cost);
+                }
+            }
+            (_, _, Err(error)) => result
+                .notes
+                .push(format!("instruction count {target}: {error:#}")),
+            _ => result
+                .notes
+                .push(format!("instruction count {target}: counters unreadable")),
+        }
+    }
+    Ok(())
+}
+
+/// Polls `/` until it answers 200; the wall time since QEMU started.
+fn wait_for_first_200(guest: &mut Guest, port: u16) -> Option<Duration> {
+    while guest.started.elapsed() < BOOT_TIMEOUT {
+        guest.check_alive().ok()?;
+        // slirp accepts at once even before the guest listens, so keep each poll short.
+        if probe::get(port, "/", &[], Duration::from_millis(500)).is_some_and(|r| r.status == 200)
+        {
+            return Some(guest.started.elapsed());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Checks that both files come back byte for byte; returns the validator header for the 304
+/// target (If-None-Match from ETag, else If-Modified-Since from Last-Modified).
+fn check_site(port: u16, site: &systems::Site, notes: &mut Vec<String>) -> Option<(String, String)> {
+    let timeout = Duration::from_secs(20);
+    let page = probe::get(port, "/", &[], timeout);
+    match &page {
+        Some(r) if r.status == 200 && r.body == site.page => {}
+        Some(r) => notes.push(format!(
+            "/ answered {} with {} bytes, not the {}-byte page",
+            r.status,
+            r.body.len(),
+            site.page.len()
+        )),
+        None => notes.push("/ did not answer the body check".into()),
+    }
+    match probe::get(port, systems::FILE_100K_URL, &[], timeout) {
+        Some(r) if r.status == 200 && r.body == site.file_100k => {}
+        Some(r) => notes.push(format!(
+            "{} answered {} with {} bytes",
+            systems::FILE_100K_URL,
+            r.status,
+            r.body.len()
+        )),
+        None => notes.push(format!("{} did not answer", systems::FILE_100K_URL)),
+    }
+    let page = page?;
+    let header = if let Some(etag) = page.header("etag") {
+        ("If-None-Match".to_string(), etag.to_string())
+    } else {
+        ("If-Modified-Since".to_string(), page.header("last-modified")?.to_string())
+    };
+    match probe::get(port, "/", &[(&header.0, &header.1)], timeout) {
+        Some(r) if r.status == 304 => Some(header),
+        Some(r) => {
+            notes.push(format!("{}: {} answered {}, not 304", header.0, header.1, r.status));
+            None
+        }
+        None => None,
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// wrk keeps one descriptor per connection: lift the soft limit to the hard one.
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current < limit.maximum {
+        limit.current = limit.maximum;
+        let _ = setrlimit(Resource::Nofile, limit);
+    }
+}
+
+fn wrk_version() -> anyhow::Result<String> {
+    let output = std::process::Command::new("wrk")
+        .arg("-v")
+        .output()
+        .context("wrk is missing: install it with `apt-get install wrk`")?;
+    let text = String::from_utf8_lossy(&output.stdout).to_string()
+        + &String::from_utf8_lossy(&output.stderr);
+    let first = text.lines().next().unwrap_or("wrk").to_string();
+    Ok(first.split(" Copyright").next().unwrap_or("wrk").trim().to_string())
+}
+
+fn qemu_version() -> String {
+    std::process::Command::new(bramble_qemu::QEMU_BINARY)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|text| text.lines().next().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| text.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn git_commit(root: &Path) -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "--short=10", "HEAD"]).unwrap_or_else(|| "unknown".into());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    if dirty { format!("{commit}-dirty") } else { commit }
+}
+
+/// The UTC calendar date of `time` as YYYY-MM-DD.
+pub fn utc_date(time: SystemTime) -> String {
+    let days = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian, 400-year eras).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era = (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 { month_index + 3 } else { month_index - 9 };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_dates() {
+        let at = |seconds: u64| utc_date(SystemTime::UNIX_EPOCH + Duration::from_secs(seconds));
+        assert_eq!(at(0), "1970-01-01");
+        assert_eq!(at(951_782_400), "2000-02-29");
+        assert_eq!(at(1_709_251_199), "2024-02-29");
+        assert_eq!(at(1_798_675_200), "2026-12-31");
+        assert_eq!(at(1_798_761_600), "2027-01-01");
+    }
+
+    #[test]
+    fn targets_map_to_requests() {
+        let validator = Some(("If-None-Match".to_string(), "\"x\"".to_string()));
+        assert_eq!(target_request("page", &None).unwrap().path, "/");
+        assert_eq!(target_request("100k", &None).unwrap().path, systems::FILE_100K_URL);
+        assert!(target_request("304", &None).is_none());
+        assert_eq!(target_request("304", &validator).unwrap().headers, vec![validator.unwrap()]);
+    }
+}

@@ -1,0 +1,417 @@
+//! The benchmark's results: the data kept as JSON, the side-by-side table printed on stdout,
+//! and the markdown summary kept with the plots.
+
+use super::load::LoadFigures;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One benchmark run of every system.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// UTC date of the run, YYYY-MM-DD.
+    pub date: String,
+    /// `git describe --always --dirty` of the work tree.
+    pub commit: String,
+    /// The machine the guests ran on.
+    pub host: Host,
+    /// QEMU machine and NIC.
+    pub machine: String,
+    /// NIC mode both guests use.
+    pub nic: String,
+    /// Load generator and version.
+    pub load_generator: String,
+    /// Seconds of load at each level.
+    pub duration_seconds: u64,
+    /// The concurrency levels.
+    pub levels: Vec<u32>,
+    /// One entry per system, Bramble first.
+    pub systems: Vec<SystemReport>,
+}
+
+/// The host the run happened on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    /// Logical CPUs.
+    pub cpus: usize,
+    /// /proc/loadavg before the run (others' work shares the cores).
+    pub load_average_before: String,
+    /// /proc/loadavg after the run.
+    pub load_average_after: String,
+    /// `qemu-system-arm --version`, first line.
+    pub qemu: String,
+}
+
+/// What was measured for one system.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SystemReport {
+    /// Short name: `bramble` or `linux-busybox`.
+    pub name: String,
+    /// What was booted.
+    pub description: String,
+    /// Wall time from starting QEMU to the first HTTP 200 for `/`.
+    pub boot_to_first_200_seconds: Option<f64>,
+    /// QEMU's host CPU use while the guest idles, in percent of one core.
+    pub idle_qemu_cpu_percent: Option<f64>,
+    /// Guest RAM in use after boot, as the guest counts it.
+    pub guest_ram_used_bytes: Option<u64>,
+    /// QEMU's peak resident memory on the host.
+    pub qemu_peak_rss_bytes: Option<u64>,
+    /// Sizes of what is booted, by file name.
+    pub image_bytes: BTreeMap<String, u64>,
+    /// Load runs, by target and concurrency.
+    pub loads: Vec<LoadReport>,
+    /// Guest CPU cost per request, counted under `-icount shift=0`.
+    pub cpu_cost: Vec<CpuCost>,
+    /// Anything the reader must know (failures, missing counters).
+    pub notes: Vec<String>,
+}
+
+impl SystemReport {
+    /// The load run for `target` at `concurrency`.
+    pub fn load(&self, target: &str, concurrency: u32) -> Option<&LoadReport> {
+        self.loads
+            .iter()
+            .find(|load| load.target == target && load.concurrency == concurrency)
+    }
+
+    /// The CPU cost for `target`.
+    pub fn cost(&self, target: &str) -> Option<&CpuCost> {
+        self.cpu_cost.iter().find(|cost| cost.target == target)
+    }
+}
+
+/// One load run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadReport {
+    /// `page`, `100k` or `304`.
+    pub target: String,
+    /// Open connections.
+    pub concurrency: u32,
+    /// QEMU's host CPU during the run, percent of one core.
+    pub qemu_cpu_percent: Option<f64>,
+    /// The load generator's figures; `None` when the run failed.
+    pub figures: Option<LoadFigures>,
+    /// Why the run failed.
+    pub failure: Option<String>,
+}
+
+/// Guest CPU per request, from the guest's busy-time counters under `-icount shift=0`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuCost {
+    /// `page`, `100k` or `304`.
+    pub target: String,
+    /// Good responses counted.
+    pub requests: u64,
+    /// Guest busy time over the run, in guest microseconds (= thousands of instructions).
+    pub busy_us: u64,
+    /// Instructions per request (busy ns per request at one instruction per ns).
+    pub instructions_per_request: f64,
+    /// The rate a real 700 MHz ARM1176 would reach if the CPU were the only limit, at one
+    /// instruction per cycle (an optimistic bound: real IPC is lower, memory stalls are not
+    /// in the count).
+    pub cpu_bound_requests_per_second_at_700mhz: f64,
+}
+
+impl CpuCost {
+    /// Computes the cost from a busy-time delta and the good responses counted.
+    pub fn new(target: &str, busy_us: u64, requests: u64) -> Option<CpuCost> {
+        if requests == 0 || busy_us == 0 {
+            return None;
+        }
+        let instructions_per_request = busy_us as f64 * 1000.0 / requests as f64;
+        Some(CpuCost {
+            target: target.to_string(),
+            requests,
+            busy_us,
+            instructions_per_request,
+            cpu_bound_requests_per_second_at_700mhz: 700e6 / instructions_per_request,
+        })
+    }
+}
+
+/// The three request kinds, in report order: (target name, description).
+pub const TARGETS: [(&str, &str); 3] = [
+    ("page", "6,271-byte index.html"),
+    ("100k", "100 KiB file"),
+    ("304", "revalidation of / (If-None-Match), 304"),
+];
+
+fn number(value: Option<f64>, decimals: usize) -> String {
+    value.map_or("-".into(), |v| format!("{v:.decimals$}"))
+}
+
+fn megabytes(bytes: Option<u64>) -> String {
+    bytes.map_or("-".into(), |b| format!("{:.2}", b as f64 / 1_048_576.0))
+}
+
+/// `a / b` as "12.3x"; `-` when either is missing or zero.
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 && b > 0.0 => format!("{:.1}x", a / b),
+        _ => "-".into(),
+    }
+}
+
+/// Rows of the side-by-side table: label, one cell per system, and the advantage of the first
+/// system over the second (>1: the first is better) where that is meaningful.
+pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
+    let systems = &report.systems;
+    let pair = |f: &dyn Fn(&SystemReport) -> Option<f64>, higher_is_better: bool| {
+        if systems.len() < 2 {
+            return "-".to_string();
+        }
+        let (a, b) = (f(&systems[0]), f(&systems[1]));
+        if higher_is_better {
+            ratio(a, b)
+        } else {
+            ratio(b, a)
+        }
+    };
+    let mut rows = Vec::new();
+    let mut row = |label: String,
+                   cell: &dyn Fn(&SystemReport) -> String,
+                   advantage: String| {
+        rows.push((label, systems.iter().map(cell).collect(), advantage));
+    };
+    let boot = |s: &SystemReport| s.boot_to_first_200_seconds;
+    row(
+        "boot: QEMU start -> first 200 (s)".into(),
+        &|s| number(boot(s), 2),
+        pair(&boot, false),
+    );
+    let idle = |s: &SystemReport| s.idle_qemu_cpu_percent;
+    row(
+        "idle: QEMU host CPU (% of a core)".into(),
+        &|s| number(idle(s), 1),
+        pair(&idle, false),
+    );
+    let ram = |s: &SystemReport| s.guest_ram_used_bytes.map(|b| b as f64);
+    row(
+        "guest RAM in use (MiB)".into(),
+        &|s| megabytes(s.guest_ram_used_bytes),
+        pair(&ram, false),
+    );
+    let image = |s: &SystemReport| Some(s.image_bytes.values().sum::<u64>() as f64);
+    row(
+        "boot image bytes (sum)".into(),
+        &|s| s.image_bytes.values().sum::<u64>().to_string(),
+        pair(&image, false),
+    );
+    for (target, _) in TARGETS {
+        for &level in &report.levels {
+            let figures = |s: &SystemReport| s.load(target, level).and_then(|l| l.figures.clone());
+            let rps = |s: &SystemReport| figures(s).map(|f| f.requests_per_second);
+            row(
+                format!("{target} c={level}: req/s"),
+                &|s| number(rps(s), 1),
+                pair(&rps, true),
+            );
+            let p99 = |s: &SystemReport| figures(s).map(|f| f.latency_ms.p99);
+            row(
+                format!("{target} c={level}: p50/p90/p99/max ms"),
+                &|s| match (figures(s), s.load(target, level)) {
+                    (Some(f), _) => format!(
+                        "{:.0}/{:.0}/{:.0}/{:.0}",
+                        f.latency_ms.p50, f.latency_ms.p90, f.latency_ms.p99, f.latency_ms.max
+                    ),
+                    (None, Some(_)) => "failed".into(),
+                    (None, None) => "-".into(),
+                },
+                pair(&p99, false),
+            );
+            row(
+                format!("{target} c={level}: errors / responses"),
+                &|s| {
+                    figures(s).map_or("-".into(), |f| format!("{} / {}", f.errors(), f.responses))
+                },
+                String::new(),
+            );
+            let cpu = |s: &SystemReport| s.load(target, level).and_then(|l| l.qemu_cpu_percent);
+            row(
+                format!("{target} c={level}: QEMU host CPU %"),
+                &|s| number(cpu(s), 0),
+                String::new(),
+            );
+        }
+    }
+    for (target, _) in TARGETS {
+        let instructions =
+            |s: &SystemReport| s.cost(target).map(|c| c.instructions_per_request);
+        row(
+            format!("{target}: guest instructions/request"),
+            &|s| match s.cost(target) {
+                Some(cost) => format!("{:.0}", cost.instructions_per_request),
+                None => "pending".into(),
+            },
+            pair(&instructions, false),
+        );
+        let bound = |s: &SystemReport| s.cost(target).map(|c| c.cpu_bound_requests_per_second_at_700mhz);
+        row(
+            format!("{target}: CPU-bound req/s at 700 MHz, IPC 1"),
+            &|s| number(bound(s), 0),
+            pair(&bound, true),
+        );
+    }
+    rows
+}
+
+/// The table printed on stdout (plain text, fixed-width columns).
+pub fn table(report: &Report) -> String {
+    let rows = rows(report);
+    let label_width = rows.iter().map(|(label, _, _)| label.len()).max().unwrap_or(10) + 2;
+    let cell_width = rows
+        .iter()
+        .flat_map(|(_, cells, _)| cells.iter().map(String::len))
+        .chain(report.systems.iter().map(|s| s.name.len()))
+        .max()
+        .unwrap_or(8)
+        + 2;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} on {} ({}), {}, {} s per level; {} {}",
+        report.systems.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(" vs "),
+        report.machine,
+        report.nic,
+        report.load_generator,
+        report.duration_seconds,
+        report.date,
+        report.commit
+    );
+    let _ = write!(out, "{:label_width$}", "metric");
+    for system in &report.systems {
+        let _ = write!(out, "{:>cell_width$}", system.name);
+    }
+    let _ = writeln!(out, "{:>12}", "advantage");
+    for (label, cells, advantage) in &rows {
+        let _ = write!(out, "{label:label_width$}");
+        for cell in cells {
+            let _ = write!(out, "{cell:>cell_width$}");
+        }
+        let _ = writeln!(out, "{advantage:>12}");
+    }
+    let _ = writeln!(
+        out,
+        "advantage: how many times better the first system is than the second (>1: better)."
+    );
+    out
+}
+
+/// The markdown summary kept next to the JSON and the plots.
+pub fn markdown(report: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# Benchmark {} ({})\n", report.date, report.commit);
+    let _ = writeln!(
+        out,
+        "QEMU `{}` with `usb-net` ({}), both systems serving the same files, measured with {} \
+         for {} s per level; host: {} CPUs, load average before/after `{}` / `{}`; {}.\n",
+        report.machine,
+        report.nic,
+        report.load_generator,
+        report.duration_seconds,
+        report.host.cpus,
+        report.host.load_average_before,
+        report.host.load_average_after,
+        report.host.qemu
+    );
+    let _ = writeln!(out, "Targets: {}.\n",
+        TARGETS.iter().map(|(name, what)| format!("`{name}` = {what}")).collect::<Vec<_>>().join(", "));
+    let _ = write!(out, "| metric |");
+    for system in &report.systems {
+        let _ = write!(out, " {} |", system.name);
+    }
+    let _ = writeln!(out, " advantage |");
+    let _ = writeln!(out, "|---|{}---|", "---:|".repeat(report.systems.len()));
+    for (label, cells, advantage) in rows(report) {
+        let _ = writeln!(out, "| {label} | {} | {advantage} |", cells.join(" | "));
+    }
+    let _ = writeln!(
+        out,
+        "\n\"advantage\" is how many times better {} is than {} (>1: better). Instructions per \
+         request come from the guests' busy time under `-icount shift=0` (one instruction per \
+         guest nanosecond); the 700 MHz figure assumes one instruction per cycle and no I/O \
+         limit, an optimistic bound for a real B+.\n",
+        report.systems.first().map_or("", |s| s.name.as_str()),
+        report.systems.get(1).map_or("", |s| s.name.as_str())
+    );
+    for system in &report.systems {
+        let _ = writeln!(out, "## {}\n\n{}\n", system.name, system.description);
+        for (file, bytes) in &system.image_bytes {
+            let _ = writeln!(out, "- `{file}`: {bytes} bytes");
+        }
+        for note in &system.notes {
+            let _ = writeln!(out, "- {note}");
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(out, "![throughput](throughput.png)\n\n![latency](latency.png)");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::load::Latency;
+
+    fn system(name: &str, rps: f64, boot: f64) -> SystemReport {
+        SystemReport {
+            name: name.into(),
+            boot_to_first_200_seconds: Some(boot),
+            loads: vec![LoadReport {
+                target: "page".into(),
+                concurrency: 10,
+                qemu_cpu_percent: Some(99.0),
+                figures: Some(LoadFigures {
+                    responses: 100,
+                    requests_per_second: rps,
+                    latency_ms: Latency { p50: 1.0, p90: 2.0, p99: 3.0, max: 4.0 },
+                    elapsed_seconds: 1.0,
+                    ..Default::default()
+                }),
+                failure: None,
+            }],
+            cpu_cost: vec![CpuCost::new("page", 2000, 100).unwrap()],
+            ..Default::default()
+        }
+    }
+
+    fn report() -> Report {
+        Report {
+            levels: vec![10],
+            systems: vec![system("bramble", 1000.0, 1.0), system("linux", 100.0, 6.0)],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn advantage_is_the_ratio_in_the_better_direction() {
+        let rows = rows(&report());
+        let find = |label: &str| rows.iter().find(|row| row.0 == label).unwrap().clone();
+        assert_eq!(find("page c=10: req/s").1, vec!["1000.0", "100.0"]);
+        assert_eq!(find("page c=10: req/s").2, "10.0x");
+        assert_eq!(find("boot: QEMU start -> first 200 (s)").2, "6.0x");
+        assert_eq!(find("page c=10: p50/p90/p99/max ms").1[0], "1/2/3/4");
+        assert_eq!(find("100k: guest instructions/request").1[0], "pending");
+    }
+
+    #[test]
+    fn cpu_cost_converts_busy_time_to_instructions() {
+        let cost = CpuCost::new("page", 2000, 100).unwrap();
+        assert_eq!(cost.instructions_per_request, 20_000.0);
+        assert_eq!(cost.cpu_bound_requests_per_second_at_700mhz, 35_000.0);
+        assert_eq!(CpuCost::new("page", 2000, 0), None);
+    }
+
+    #[test]
+    fn json_round_trips_and_outputs_name_every_system() {
+        let report = report();
+        let json = serde_json::to_string_pretty(&report).unwrap();
+        assert_eq!(serde_json::from_str::<Report>(&json).unwrap(), report);
+        let text = table(&report);
+        assert!(text.contains("bramble") && text.contains("linux"));
+        assert!(text.lines().any(|line| line.starts_with("page c=10: req/s") && line.ends_with("10.0x")));
+        let md = markdown(&report);
+        assert!(md.contains("| page c=10: req/s | 1000.0 | 100.0 | 10.0x |"));
+    }
+}

@@ -1,0 +1,233 @@
+//! The two systems under benchmark and the site they both serve: how each is built, booted
+//! and asked for its counters.
+
+use super::counters::{self, GuestCounters};
+use super::guest::Guest;
+use super::probe;
+use crate::image::{ImageInputs, build_image};
+use crate::pack::{PackOptions, pack_site};
+use anyhow::{Context, bail};
+use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// URL of the 100 KiB file.
+pub const FILE_100K_URL: &str = "/file-100k.bin";
+const FILE_100K_BYTES: usize = 100 * 1024;
+
+/// The benchmark site: the baseline's 6,271-byte page and a 100 KiB file.
+pub struct Site {
+    /// The folder both systems serve.
+    pub dir: PathBuf,
+    /// index.html's bytes.
+    pub page: Vec<u8>,
+    /// The 100 KiB file's bytes.
+    pub file_100k: Vec<u8>,
+}
+
+/// Writes the site into `dir`: tools/bench/site/index.html and a 100 KiB file of
+/// pseudo-random bytes (incompressible, the same on every run).
+pub fn prepare_site(root: &Path, dir: &Path) -> anyhow::Result<Site> {
+    let page = std::fs::read(root.join("tools/bench/site/index.html"))
+        .context("reading tools/bench/site/index.html")?;
+    let mut state: u32 = 0x2545_f491;
+    let file_100k: Vec<u8> = (0..FILE_100K_BYTES)
+        .map(|_| {
+            // xorshift32
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            (state >> 24) as u8
+        })
+        .collect();
+    if dir.exists() {
+        std::fs::remove_dir_all(dir)?;
+    }
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("index.html"), &page)?;
+    std::fs::write(dir.join(FILE_100K_URL.trim_start_matches('/')), &file_100k)?;
+    Ok(Site {
+        dir: dir.to_path_buf(),
+        page,
+        file_100k,
+    })
+}
+
+/// A system ready to boot.
+pub enum System {
+    /// Bramble: kernel.img and an SD card with the packed site.
+    Bramble {
+        /// kernel.img.
+        kernel: PathBuf,
+        /// The SD card image.
+        card: PathBuf,
+        /// Sizes of kernel.img and SITE.BIN.
+        sizes: BTreeMap<String, u64>,
+    },
+    /// Debian's Raspberry Pi 1 Linux kernel with a busybox initramfs.
+    Linux {
+        /// Folder with zImage, board.dtb, initramfs.cpio.gz, VERSION.
+        out: PathBuf,
+    },
+}
+
+/// BRAMBLE.TXT for the benchmark: DHCP (QEMU's slirp gives 10.0.2.15) and no access log
+/// (busybox httpd logs nothing either).
+const BRAMBLE_SETTINGS: &str = "hostname = bramble\naddress = dhcp\naccess_log = off\n";
+
+impl System {
+    /// Builds the kernel (cargo kernel), packs the site and writes the SD card image.
+    pub fn bramble(site: &Site, work: &Path) -> anyhow::Result<System> {
+        let kernel = crate::kernel::build_kernel()?;
+        let packed = pack_site(&site.dir, &PackOptions::default())?;
+        let dir = work.join("bramble");
+        std::fs::create_dir_all(&dir)?;
+        let kernel_bytes = std::fs::read(&kernel.raw)?;
+        let mut sizes = BTreeMap::new();
+        sizes.insert("kernel.img".to_string(), kernel_bytes.len() as u64);
+        sizes.insert("SITE.BIN".to_string(), packed.image.len() as u64);
+        let card = dir.join("card.img");
+        build_image(
+            &ImageInputs {
+                kernel: kernel_bytes,
+                site: packed.image,
+                settings: BRAMBLE_SETTINGS.to_string(),
+                firmware: Vec::new(),
+                size_mib: None,
+            },
+            &card,
+        )?;
+        Ok(System::Bramble {
+            kernel: kernel.raw,
+            card,
+            sizes,
+        })
+    }
+
+    /// Builds the baseline with tools/bench/baseline/build-initramfs.sh (which downloads the
+    /// Debian packages the first time).
+    pub fn linux(root: &Path, site: &Site, work: &Path) -> anyhow::Result<System> {
+        let out = work.join("baseline");
+        let script = root.join("tools/bench/baseline/build-initramfs.sh");
+        let status = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&out)
+            .arg(&site.dir)
+            .stdout(std::process::Stdio::null())
+            .status()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !status.success() {
+            bail!("{} failed ({status})", script.display());
+        }
+        Ok(System::Linux { out })
+    }
+
+    /// Short name for tables and folders.
+    pub fn name(&self) -> &'static str {
+        match self {
+            System::Bramble { .. } => "bramble",
+            System::Linux { .. } => "linux-busybox",
+        }
+    }
+
+    /// What is booted, in a sentence.
+    pub fn description(&self) -> String {
+        match self {
+            System::Bramble { .. } => "Bramble kernel.img booted with -bios, site on the SD \
+                card, usb-net behind QEMU's hub (RNDIS), DHCP, access log off."
+                .into(),
+            System::Linux { out } => {
+                let version = std::fs::read_to_string(out.join("VERSION")).unwrap_or_default();
+                format!(
+                    "Debian armel Linux + busybox httpd ({}), initramfs, usb-net behind \
+                     QEMU's hub switched to RNDIS (rndis_host), static 10.0.2.15.",
+                    version.trim()
+                )
+            }
+        }
+    }
+
+    /// Sizes of what is booted.
+    pub fn image_bytes(&self) -> BTreeMap<String, u64> {
+        match self {
+            System::Bramble { sizes, .. } => sizes.clone(),
+            System::Linux { out } => ["zImage", "initramfs.cpio.gz", "board.dtb"]
+                .iter()
+                .filter_map(|name| {
+                    let size = std::fs::metadata(out.join(name)).ok()?.len();
+                    Some((name.to_string(), size))
+                })
+                .collect(),
+        }
+    }
+
+    /// QEMU's arguments, 127.0.0.1:`port` forwarded to the guest's port 80.
+    pub fn qemu_args(&self, port: u16, count_instructions: bool) -> Vec<OsString> {
+        match self {
+            System::Bramble { kernel, card, .. } => {
+                let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel.clone()));
+                config.sd_card = Some(card.clone());
+                config.network = Some(Network::User {
+                    host_port: port,
+                    topology: Topology::BehindHub,
+                });
+                config.count_instructions = count_instructions;
+                config.args()
+            }
+            System::Linux { out } => {
+                let path = |name: &str| out.join(name).into_os_string();
+                let mut args: Vec<OsString> = vec![
+                    "-M".into(),
+                    "raspi1ap".into(),
+                    "-display".into(),
+                    "none".into(),
+                    "-serial".into(),
+                    "stdio".into(),
+                    "-monitor".into(),
+                    "none".into(),
+                    "-kernel".into(),
+                    path("zImage"),
+                    "-dtb".into(),
+                    path("board.dtb"),
+                    "-initrd".into(),
+                    path("initramfs.cpio.gz"),
+                    // QEMU 7.2 lacks the ASB bridge registers bcm2835-power reads at probe.
+                    "-append".into(),
+                    "console=ttyAMA0,115200 initcall_blacklist=bcm2835_power_driver_init \
+                     baseline.nic=rndis"
+                        .into(),
+                    "-netdev".into(),
+                    format!("user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:80").into(),
+                    "-device".into(),
+                    "usb-net,netdev=net0".into(),
+                ];
+                if count_instructions {
+                    args.extend(["-icount".into(), "shift=0".into()]);
+                }
+                args
+            }
+        }
+    }
+
+    /// The guest's own counters: Bramble's `status` console line, Linux's counters CGI.
+    pub fn counters(&self, guest: &mut Guest, port: u16) -> Option<GuestCounters> {
+        match self {
+            System::Bramble { .. } => {
+                guest.drain();
+                guest.send_line("status").ok()?;
+                let line = guest.wait_line("status: up", Duration::from_secs(10))?;
+                counters::parse_bramble_status(&line)
+            }
+            System::Linux { .. } => {
+                let response =
+                    probe::get(port, "/cgi-bin/counters", &[], Duration::from_secs(20))?;
+                if response.status != 200 {
+                    return None;
+                }
+                counters::parse_linux_counters(&String::from_utf8_lossy(&response.body))
+            }
+        }
+    }
+}
