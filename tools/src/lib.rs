@@ -1,6 +1,7 @@
 //! The host side of Bramble as a library: the `bramble` binary and the integration tests
 //! share it.
 
+pub mod bench;
 pub mod firmware;
 pub mod flash;
 pub mod image;
