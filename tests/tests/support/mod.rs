@@ -1,0 +1,515 @@
+//! Helpers shared by the end-to-end HTTP tests: boot a guest serving a site through a
+//! forwarded 127.0.0.1 port, speak raw HTTP/1.1 to it, parse responses, read access-log lines.
+
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use bramble::image::{ImageInputs, build_image};
+use bramble::pack::{PackOptions, pack_site};
+use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long one read may block before a test gives up on a response (generous: QEMU's
+/// usb-net is slow and the CI machine is shared).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Last-Modified the packer records for every file of the test sites (SOURCE_DATE_EPOCH).
+pub const SOURCE_DATE_EPOCH: u64 = 1_700_000_000;
+/// [`SOURCE_DATE_EPOCH`] as an IMF-fixdate.
+pub const SOURCE_DATE: &str = "Tue, 14 Nov 2023 22:13:20 GMT";
+
+/// A booted guest serving a site on `127.0.0.1:port`.
+pub struct ServedSite {
+    /// The QEMU guest (killed on drop).
+    pub guest: Guest,
+    /// The host port forwarded to the guest's port 80.
+    pub port: u16,
+    /// Holds the SD card image until the guest is gone.
+    _dir: tempfile::TempDir,
+}
+
+/// A free TCP port on 127.0.0.1 (closed again at once; QEMU binds it next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .expect("local address")
+        .port()
+}
+
+/// Packs `site` (every Last-Modified = [`SOURCE_DATE_EPOCH`]), builds an SD card with
+/// `settings` as BRAMBLE.TXT, boots raspi1ap with the NIC behind a hub (the B+ shape) and
+/// waits until the kernel says it is serving.
+pub fn boot_site(site: &Path, settings: &str) -> ServedSite {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = PackOptions {
+        source_date_epoch: Some(SOURCE_DATE_EPOCH),
+        ..PackOptions::default()
+    };
+    let packed = pack_site(site, &options).expect("pack the site");
+    let card = dir.path().join("card.img");
+    let inputs = ImageInputs {
+        kernel: std::fs::read(&kernel().raw).expect("kernel.img"),
+        site: packed.image,
+        settings: settings.to_string(),
+        firmware: Vec::new(),
+        size_mib: None,
+    };
+    build_image(&inputs, &card).expect("build the SD card image");
+    let port = free_port();
+    let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
+    config.sd_card = Some(card);
+    config.network = Some(Network::User {
+        host_port: port,
+        topology: Topology::BehindHub,
+    });
+    let mut guest = Guest::start(&config);
+    guest.expect_line("serving: http://", BOOT_TIMEOUT);
+    eprintln!(
+        "guest serving on 127.0.0.1:{port} after {:.1} s (kernel built, site packed, booted)",
+        started.elapsed().as_secs_f64()
+    );
+    ServedSite {
+        guest,
+        port,
+        _dir: dir,
+    }
+}
+
+/// Every file under `root` as (URL path, bytes), sorted by URL.
+pub fn site_files(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).expect("read site dir") {
+            let path = entry.expect("dir entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let url = format!("/{}", path.strip_prefix(root).unwrap().display());
+                files.push((url, std::fs::read(&path).expect("read site file")));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The repository's default site (what `bramble` packs when given no site).
+pub fn default_site_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../site/default")
+}
+
+/// One parsed HTTP response.
+#[derive(Clone, Debug)]
+pub struct Response {
+    /// Status code.
+    pub status: u16,
+    /// The status line and header lines, as received (for failure messages).
+    pub head: String,
+    /// Header fields in order, names as sent.
+    pub headers: Vec<(String, String)>,
+    /// The body (empty for HEAD, 204 and 304).
+    pub body: Vec<u8>,
+}
+
+impl Response {
+    /// The first field named `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every field named `name`, in order.
+    pub fn all(&self, name: &str) -> Vec<&str> {
+        self.headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    /// Does the comma-separated field `name` list `token` (case-insensitive)?
+    pub fn lists(&self, name: &str, token: &str) -> bool {
+        self.all(name).iter().any(|value| {
+            value
+                .split(',')
+                .any(|item| item.trim().eq_ignore_ascii_case(token))
+        })
+    }
+}
+
+/// Outcome of trying to parse one response from the front of a buffer.
+pub enum Parsed {
+    /// A complete response and how many bytes it took.
+    Complete(Response, usize),
+    /// More bytes are needed.
+    Partial,
+    /// The bytes are not an HTTP/1.x response.
+    Invalid(String),
+}
+
+/// Parses one response from the front of `bytes`. `head_request`: the request was HEAD (no
+/// body whatever Content-Length says). `at_eof`: no more bytes will come, so a body without
+/// Content-Length ends here.
+pub fn parse_response(bytes: &[u8], head_request: bool, at_eof: bool) -> Parsed {
+    let Some(split) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Parsed::Partial;
+    };
+    let head = String::from_utf8_lossy(&bytes[..split]).to_string();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let mut parts = status_line.splitn(3, ' ');
+    let version = parts.next().unwrap_or("");
+    let status = parts.next().and_then(|s| s.parse::<u16>().ok());
+    let Some(status) = status.filter(|_| version.starts_with("HTTP/1.")) else {
+        return Parsed::Invalid(format!("bad status line {status_line:?}"));
+    };
+    let mut headers = Vec::new();
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            return Parsed::Invalid(format!("header line without a colon: {line:?}"));
+        };
+        headers.push((name.to_string(), value.trim().to_string()));
+    }
+    let mut response = Response {
+        status,
+        head,
+        headers,
+        body: Vec::new(),
+    };
+    let body_start = split + 4;
+    let no_body = head_request || status == 204 || status == 304 || (100..200).contains(&status);
+    if no_body {
+        return Parsed::Complete(response, body_start);
+    }
+    if response
+        .header("transfer-encoding")
+        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"))
+    {
+        return parse_chunked(bytes, body_start, response);
+    }
+    match response.header("content-length").map(str::parse::<usize>) {
+        Some(Ok(length)) => {
+            if bytes.len() < body_start + length {
+                return Parsed::Partial;
+            }
+            response.body = bytes[body_start..body_start + length].to_vec();
+            Parsed::Complete(response, body_start + length)
+        }
+        Some(Err(_)) => Parsed::Invalid(format!("bad Content-Length in\n{}", response.head)),
+        None if at_eof => {
+            response.body = bytes[body_start..].to_vec();
+            Parsed::Complete(response, bytes.len())
+        }
+        None => Parsed::Partial,
+    }
+}
+
+fn parse_chunked(bytes: &[u8], mut at: usize, mut response: Response) -> Parsed {
+    loop {
+        let Some(line_end) = bytes[at..].windows(2).position(|w| w == b"\r\n") else {
+            return Parsed::Partial;
+        };
+        let size_text = String::from_utf8_lossy(&bytes[at..at + line_end]).to_string();
+        let size_text = size_text.split(';').next().unwrap_or("").trim().to_string();
+        let Ok(size) = usize::from_str_radix(&size_text, 16) else {
+            return Parsed::Invalid(format!("bad chunk size {size_text:?}"));
+        };
+        at += line_end + 2;
+        if size == 0 {
+            // No trailers expected from the servers under test.
+            if bytes.len() < at + 2 {
+                return Parsed::Partial;
+            }
+            return Parsed::Complete(response, at + 2);
+        }
+        if bytes.len() < at + size + 2 {
+            return Parsed::Partial;
+        }
+        response.body.extend_from_slice(&bytes[at..at + size]);
+        at += size + 2;
+    }
+}
+
+/// One client connection speaking raw bytes.
+pub struct Client {
+    stream: TcpStream,
+    /// Received bytes not yet parsed into responses.
+    pending: Vec<u8>,
+    /// The server closed its side (read returned 0) or reset the connection.
+    pub eof: bool,
+    /// How long one read may block.
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connects to 127.0.0.1:`port`.
+    pub fn connect(port: u16) -> Client {
+        Client::connect_with_timeout(port, READ_TIMEOUT)
+    }
+
+    /// Connects to 127.0.0.1:`port`; each read gives up after `timeout`.
+    pub fn connect_with_timeout(port: u16, timeout: Duration) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port))
+            .unwrap_or_else(|e| panic!("connect to 127.0.0.1:{port}: {e}"));
+        stream.set_read_timeout(Some(timeout)).unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client {
+            stream,
+            pending: Vec::new(),
+            eof: false,
+            timeout,
+        }
+    }
+
+    /// Sends `bytes` as they are.
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream
+            .write_all(bytes)
+            .unwrap_or_else(|e| panic!("sending {:?}: {e}", String::from_utf8_lossy(bytes)));
+    }
+
+    /// Sends `bytes`; false if the server had already closed or reset the connection.
+    pub fn try_send(&mut self, bytes: &[u8]) -> bool {
+        self.stream.write_all(bytes).is_ok()
+    }
+
+    /// Closes the sending half.
+    pub fn finish_sending(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+    }
+
+    /// Reads more bytes into `pending`; false at end of stream, reset, or read timeout.
+    fn fill(&mut self) -> bool {
+        let mut chunk = [0u8; 16 * 1024];
+        match self.stream.read(&mut chunk) {
+            Ok(0) => {
+                self.eof = true;
+                false
+            }
+            Ok(n) => {
+                self.pending.extend_from_slice(&chunk[..n]);
+                true
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::TimedOut => false,
+            Err(_) => {
+                self.eof = true;
+                false
+            }
+        }
+    }
+
+    /// Reads the next response; `None` if the stream ended (or timed out) before a whole
+    /// one arrived.
+    pub fn try_response(&mut self, head_request: bool) -> Option<Response> {
+        loop {
+            match parse_response(&self.pending, head_request, self.eof) {
+                Parsed::Complete(response, used) => {
+                    self.pending.drain(..used);
+                    return Some(response);
+                }
+                Parsed::Invalid(why) => panic!("{why}"),
+                Parsed::Partial => {
+                    if self.eof || !self.fill() {
+                        if self.eof && !self.pending.is_empty() {
+                            if let Parsed::Complete(response, used) =
+                                parse_response(&self.pending, head_request, true)
+                            {
+                                self.pending.drain(..used);
+                                return Some(response);
+                            }
+                        }
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the next response, panicking with `context` if none comes.
+    pub fn response(&mut self, head_request: bool, context: &str) -> Response {
+        self.try_response(head_request).unwrap_or_else(|| {
+            panic!(
+                "{context}: no complete response (eof {}, {} bytes pending: {:?})",
+                self.eof,
+                self.pending.len(),
+                String::from_utf8_lossy(&self.pending[..self.pending.len().min(300)])
+            )
+        })
+    }
+
+    /// Waits up to `timeout` for the server to close the connection, discarding whatever
+    /// arrives meanwhile. True if it closed (FIN or reset).
+    pub fn wait_closed(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.eof {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.stream.set_read_timeout(Some(self.timeout)).unwrap();
+                return false;
+            }
+            self.stream
+                .set_read_timeout(Some(left.max(Duration::from_millis(10))))
+                .unwrap();
+            self.fill();
+            self.pending.clear();
+        }
+        self.stream.set_read_timeout(Some(self.timeout)).unwrap();
+        true
+    }
+
+    /// Bytes received but not parsed as a response.
+    pub fn pending(&self) -> &[u8] {
+        &self.pending
+    }
+
+    /// The underlying stream (e.g. to set socket options).
+    pub fn stream(&self) -> &TcpStream {
+        &self.stream
+    }
+}
+
+/// Sends one raw request on a fresh connection and reads one response (HEAD if the request
+/// starts with "HEAD ").
+pub fn exchange(port: u16, request: &str) -> Response {
+    let mut client = Client::connect(port);
+    client.send(request.as_bytes());
+    client.response(request.starts_with("HEAD "), request)
+}
+
+/// A GET of `path` on a fresh connection with `Connection: close` and `extra` header lines
+/// (each ending in CRLF).
+pub fn get(port: u16, path: &str, extra: &str) -> Response {
+    exchange(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: bramble\r\nConnection: close\r\n{extra}\r\n"),
+    )
+}
+
+/// An access-log line from the serial console: method, target, status, bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccessLine {
+    /// Request method ("-" for an unparsable request).
+    pub method: String,
+    /// Request target as received.
+    pub target: String,
+    /// Status sent.
+    pub status: u16,
+    /// Bytes handed to the socket (head and body).
+    pub bytes: u64,
+    /// The response was cut off before its end.
+    pub interrupted: bool,
+}
+
+/// Parses a serial line such as `[    5.123456] INFO  GET /a.css 200 1234 0.512ms`.
+pub fn access_line(line: &str) -> Option<AccessLine> {
+    let rest = line.split_once("] ")?.1;
+    let rest = rest.strip_prefix("INFO")?.trim_start();
+    let fields: Vec<&str> = rest.split(' ').collect();
+    if fields.len() < 5 || !fields[4].ends_with("ms") {
+        return None;
+    }
+    let method = fields[0];
+    if method != "-" && !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return None;
+    }
+    Some(AccessLine {
+        method: method.to_string(),
+        target: fields[1].to_string(),
+        status: fields[2].parse().ok()?,
+        bytes: fields[3].parse().ok()?,
+        interrupted: fields.get(5) == Some(&"interrupted"),
+    })
+}
+
+/// Collects serial lines for `quiet` after the last one arrives (at most `limit`), and
+/// returns the access-log lines among everything seen so far from `from` on.
+pub fn access_log_since(guest: &mut Guest, from: usize, quiet: Duration) -> Vec<AccessLine> {
+    while guest.wait_for(|_| true, quiet).is_some() {}
+    guest.transcript[from.min(guest.transcript.len())..]
+        .iter()
+        .filter_map(|line| access_line(line))
+        .collect()
+}
+
+/// Asks the kernel for its status and returns the `status: http requests ...` line's
+/// numbers as (name, value) pairs, e.g. ("timeouts", 2).
+pub fn http_status(guest: &mut Guest) -> Vec<(String, u64)> {
+    guest.send_line("status");
+    let line = guest.expect_line("status: http requests", Duration::from_secs(20));
+    let text = line.split("status: http ").nth(1).unwrap_or("");
+    let text = text.split(';').next().unwrap_or("");
+    text.split(", ")
+        .filter_map(|item| {
+            let (name, value) = item.rsplit_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// One value of [`http_status`].
+pub fn status_value(status: &[(String, u64)], name: &str) -> u64 {
+    status
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| *v)
+        .unwrap_or_else(|| panic!("no {name:?} in status {status:?}"))
+}
+
+/// Decodes a gzip body.
+pub fn gunzip(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body)
+        .read_to_end(&mut out)
+        .expect("valid gzip body");
+    out
+}
+
+/// Decodes a brotli body.
+pub fn unbrotli(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    brotli::Decompressor::new(body, 4096)
+        .read_to_end(&mut out)
+        .expect("valid brotli body");
+    out
+}
+
+/// Collects check failures so one guest boot can run many checks and report them all.
+#[derive(Default)]
+pub struct Checks {
+    failures: Vec<String>,
+    passed: usize,
+}
+
+impl Checks {
+    /// Records `ok` for the check `name`, with `detail` when it failed.
+    pub fn check(&mut self, name: &str, ok: bool, detail: impl FnOnce() -> String) {
+        if ok {
+            self.passed += 1;
+            eprintln!("  ok   {name}");
+        } else {
+            let detail = detail();
+            eprintln!("  FAIL {name}: {detail}");
+            self.failures.push(format!("{name}: {detail}"));
+        }
+    }
+
+    /// Panics listing every failure, if any.
+    pub fn finish(self, what: &str) {
+        assert!(
+            self.failures.is_empty(),
+            "{what}: {} of {} checks failed:\n{}",
+            self.failures.len(),
+            self.failures.len() + self.passed,
+            self.failures.join("\n")
+        );
+        eprintln!("{what}: all {} checks passed", self.passed);
+    }
+}
