@@ -684,3 +684,25 @@ fn command_line_honours_source_date_epoch_for_reproducible_images() {
     let image = SiteImage::new_checked(&first).unwrap();
     assert!(image.files().all(|f| f.last_modified == 1_700_000_000));
 }
+
+#[test]
+fn writing_the_image_is_atomic_and_errors_name_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("SITE.BIN");
+    bramble::pack::write_atomically(&target, b"first").unwrap();
+    bramble::pack::write_atomically(&target, b"second").unwrap();
+    assert_eq!(fs::read(&target).unwrap(), b"second");
+    let names: Vec<_> = fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["SITE.BIN"]);
+
+    let missing = dir.path().join("no/such/folder/SITE.BIN");
+    let error = bramble::pack::write_atomically(&missing, b"x").unwrap_err();
+    assert!(matches!(&error, PackError::Write { path, .. } if path == &missing));
+    assert!(
+        error.to_string().contains("no/such/folder/SITE.BIN"),
+        "{error}"
+    );
+}
