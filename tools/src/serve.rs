@@ -256,9 +256,7 @@ fn instant(origin: std::time::Instant) -> Instant {
 fn serve_connection(mut stream: TcpStream, site: &Site, config: ServerConfig) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(READ_SLICE));
-    let _ = stream.set_write_timeout(Some(Duration::from_micros(
-        config.limits.response_micros,
-    )));
+    let _ = stream.set_write_timeout(Some(Duration::from_micros(config.limits.response_micros)));
     let origin = std::time::Instant::now();
     let mut connection = Connection::new();
     let mut pending: Vec<u8> = Vec::new();
@@ -278,6 +276,11 @@ fn serve_connection(mut stream: TcpStream, site: &Site, config: ServerConfig) {
             Published::Error(error) => SiteSource::Unavailable(error.as_str()),
         };
         let mut server = Server::new(source, config);
+        // This machine has a real clock, so responses carry Date (the Pi only does once SNTP
+        // has set its clock).
+        if let Ok(since_epoch) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+            server.set_wall_clock(since_epoch.as_secs(), instant(origin));
+        }
         if !connection.is_open() {
             connection.open(&mut server, instant(origin));
         }

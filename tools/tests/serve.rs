@@ -139,6 +139,8 @@ fn serves_a_folder_byte_for_byte_with_conditionals_and_ranges() {
         Some("text/html; charset=utf-8")
     );
     assert_eq!(index.header("x-content-type-options"), Some("nosniff"));
+    // The host has a clock, so the preview sends Date (the Pi does not until SNTP).
+    assert!(index.header("date").is_some_and(|d| d.ends_with(" GMT")));
 
     let css = fetch(&agent, &format!("{}/style.css", server.base), &[]);
     assert_eq!(css.status, 200);
