@@ -31,6 +31,17 @@ pub mod tag {
     pub const GET_MAX_CLOCK_RATE: u32 = 0x0003_0004;
     /// Sets a clock rate (request: id, rate, skip turbo).
     pub const SET_CLOCK_RATE: u32 = 0x0003_8002;
+    /// Sets a firmware power domain's state (request: domain, state). Domains are Linux's
+    /// `RPI_POWER_DOMAIN_*` plus one (Linux `raspberrypi-power.c`).
+    pub const SET_DOMAIN_STATE: u32 = 0x0003_8030;
+}
+
+/// Firmware power domains for [`tag::SET_DOMAIN_STATE`].
+pub mod domain {
+    /// The HDMI encoder and PHY.
+    pub const HDMI: u32 = 6;
+    /// The composite video encoder (VEC).
+    pub const COMPOSITE: u32 = 8;
 }
 
 /// Device identifiers for the power tags.
@@ -155,11 +166,7 @@ pub fn check_response(words: &[u32]) -> Result<(), MailboxError> {
 }
 
 /// The answer to `slot`, at least `min_bytes` long, as words.
-pub fn response(
-    words: &[u32],
-    slot: TagSlot,
-    min_bytes: usize,
-) -> Result<&[u32], MailboxError> {
+pub fn response(words: &[u32], slot: TagSlot, min_bytes: usize) -> Result<&[u32], MailboxError> {
     let header = words
         .get(slot.offset..slot.offset + 3)
         .ok_or(MailboxError::ShortResponse(slot.tag))?;
@@ -331,6 +338,36 @@ impl Mailbox {
             return Err(MailboxError::TagNotAnswered(tag::SET_POWER_STATE));
         }
         Ok(answer[1] & 1 != 0)
+    }
+
+    /// Switches a firmware power domain on or off.
+    pub fn set_domain(
+        &self,
+        buffer: &mut PropertyBuffer,
+        domain_id: u32,
+        on: bool,
+        now_micros: impl Fn() -> u64,
+    ) -> Result<(), MailboxError> {
+        let mut message = MessageBuilder::new(&mut buffer.0)?;
+        let slot = message.add(tag::SET_DOMAIN_STATE, &[domain_id, on as u32], 2)?;
+        message.finish();
+        self.call(buffer, now_micros, 100_000)?;
+        response(&buffer.0, slot, 8).map(|_| ())
+    }
+
+    /// Sets `clock_id` to `hz`; returns the rate the firmware chose.
+    pub fn set_clock_rate(
+        &self,
+        buffer: &mut PropertyBuffer,
+        clock_id: u32,
+        hz: u32,
+        now_micros: impl Fn() -> u64,
+    ) -> Result<u32, MailboxError> {
+        let mut message = MessageBuilder::new(&mut buffer.0)?;
+        let slot = message.add(tag::SET_CLOCK_RATE, &[clock_id, hz, 0], 2)?;
+        message.finish();
+        self.call(buffer, now_micros, 100_000)?;
+        Ok(response(&buffer.0, slot, 8)?[1])
     }
 
     /// Reads the current rate of `clock_id` in Hz.

@@ -9,9 +9,12 @@ const CS: usize = 0x00;
 const CLO: usize = 0x04;
 const CHI: usize = 0x08;
 const C1: usize = 0x10;
+const C3: usize = 0x18;
 
-/// Interrupt line of compare channel 1.
+/// Interrupt line of compare channel 1 (the kernel's alarms).
 pub const ALARM_IRQ: u32 = 1;
+/// Interrupt line of compare channel 3 (the software watchdog's tick).
+pub const TICK_IRQ: u32 = 3;
 
 /// The system timer.
 #[derive(Clone, Copy)]
@@ -64,6 +67,14 @@ impl SystemTimer {
     /// Acknowledges the channel-1 match.
     pub fn clear_alarm(&self) {
         self.registers.register(CS).write(1 << 1);
+    }
+
+    /// Arms compare channel 3 to raise [`TICK_IRQ`] `micros` from now (and acknowledges the
+    /// previous match). Used for a periodic tick that does not depend on the main loop.
+    pub fn schedule_tick(&self, micros: u32) {
+        self.registers.register(CS).write(1 << 3);
+        let low = self.registers.register(CLO).read();
+        self.registers.register(C3).write(low.wrapping_add(micros));
     }
 }
 

@@ -1,7 +1,15 @@
-//! Operator commands on the serial console: status, reboot, timer and fault self-tests.
+//! Operator commands on the serial console: status, reboot, timer, fault and hang self-tests.
 
-use crate::platform::{self, TIMER};
+use crate::health::{self, ResetReason};
+use crate::platform::TIMER;
 use core::sync::atomic::Ordering;
+
+/// A command the main loop must carry out itself (it needs state this module does not own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Print the status line.
+    Status,
+}
 
 /// Parses and runs console commands; owns the state of those that take time.
 pub struct Commands {
@@ -15,22 +23,18 @@ impl Commands {
         Self { sleep: None }
     }
 
-    /// Runs one command line.
-    pub fn run(&mut self, line: &str) {
+    /// Runs one command line; returns what the caller must do, if anything.
+    pub fn run(&mut self, line: &str) -> Option<Request> {
         let mut words = line.split_ascii_whitespace();
         match (words.next(), words.next()) {
             (Some("help"), _) => log::info!(
                 "commands: status | reboot | sleep MS (timer interrupt check) | \
-                 crash undefined|data|prefetch|panic (fault handler check)"
+                 crash undefined|data|prefetch|panic|hang (fault and watchdog checks)"
             ),
-            (Some("status"), _) => log::info!(
-                "status: up {} us, {} timer interrupts",
-                TIMER.micros(),
-                crate::ALARMS.load(Ordering::Relaxed)
-            ),
+            (Some("status"), _) => return Some(Request::Status),
             (Some("reboot"), _) => {
                 log::info!("rebooting");
-                platform::reset();
+                health::reset(ResetReason::Requested);
             }
             (Some("sleep"), Some(millis)) => match millis.parse::<u64>() {
                 Ok(millis) if millis <= 60_000 => {
@@ -43,6 +47,7 @@ impl Commands {
             (Some(other), _) => log::warn!("unknown command '{other}' (try 'help')"),
             (None, _) => {}
         }
+        None
     }
 
     /// The next time [`Commands::poll`] has work, in microseconds since reset.
@@ -81,6 +86,11 @@ fn crash(kind: &str) {
             target();
         },
         "panic" => panic!("panic requested on the console"),
-        _ => log::warn!("crash kinds: undefined, data, prefetch, panic"),
+        // The main loop stops making progress with interrupts still on, as a stuck driver
+        // wait would: only the watchdog gets the board back.
+        "hang" => loop {
+            core::hint::spin_loop();
+        },
+        _ => log::warn!("crash kinds: undefined, data, prefetch, panic, hang"),
     }
 }

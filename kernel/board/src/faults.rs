@@ -2,7 +2,8 @@
 //! serial console, then the board resets.
 
 use crate::console::ConsoleWriter;
-use crate::platform::{self, TIMER};
+use crate::health::{self, ResetReason};
+use crate::platform::TIMER;
 use bramble_boot::{ExceptionFrame, ExceptionKind, cpu};
 use core::fmt::Write;
 
@@ -46,7 +47,7 @@ extern "C" fn __bramble_exception(frame: &ExceptionFrame) -> ! {
         }
     }
     let _ = writeln!(out, "    lr  {:#010x}", frame.link_register);
-    reset_after_delay(&mut out)
+    reset_after_delay(&mut out, ResetReason::Fault)
 }
 
 #[panic_handler]
@@ -58,11 +59,13 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
         let _ = write!(out, " at {}:{}", location.file(), location.line());
     }
     let _ = writeln!(out, ": {}", info.message());
-    reset_after_delay(&mut out)
+    reset_after_delay(&mut out, ResetReason::Panic)
 }
 
-fn reset_after_delay(out: &mut ConsoleWriter) -> ! {
+fn reset_after_delay(out: &mut ConsoleWriter, reason: ResetReason) -> ! {
     let _ = writeln!(out, "!!! resetting in {} s", RESET_DELAY_MICROS / 1_000_000);
+    // The hardware watchdog, if armed, must not cut the report short.
+    health::feed();
     TIMER.delay_micros(RESET_DELAY_MICROS);
-    platform::reset()
+    health::reset(reason)
 }

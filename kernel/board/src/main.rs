@@ -1,7 +1,8 @@
 //! The Bramble kernel: brings up the Pi, reports who and where it is, and serves.
 //!
 //! Init order (see `platform`): MMU and caches (boot stub) -> mailbox board facts -> console
-//! -> banner -> interrupts -> main loop. The main loop sleeps in WFI whenever there is no work.
+//! -> banner and reset reason -> watchdogs -> SD card, settings and site -> power settings ->
+//! USB and network -> main loop. The main loop sleeps in WFI whenever there is no work.
 #![no_std]
 #![no_main]
 
@@ -9,14 +10,16 @@ mod arena;
 mod commands;
 mod console;
 mod faults;
+mod health;
 mod network;
 mod platform;
 mod storage;
 
-use bramble_bcm2835::{revision, timer, uart};
+use bramble_bcm2835::{dwc2, revision, timer, uart};
 use bramble_boot::cpu;
 use bramble_hal::Instant;
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use health::{Led, LedState};
 use platform::{INTERRUPTS, TIMER};
 
 /// Kernel version shown in the banner.
@@ -26,22 +29,72 @@ pub const GIT_REVISION: &str = env!("BRAMBLE_GIT_REVISION");
 
 /// Timer alarm interrupts taken since boot.
 pub static ALARMS: AtomicU32 = AtomicU32::new(0);
+/// Microseconds spent asleep in WFI since boot (busy time is uptime minus this).
+static IDLE_MICROS: AtomicU64 = AtomicU64::new(0);
+
+/// When each boot phase finished, in microseconds since reset (0: did not happen).
+#[derive(Default)]
+struct BootTimeline {
+    mmu: u64,
+    sd: u64,
+    site: u64,
+    usb: u64,
+    address: u64,
+}
+
+impl BootTimeline {
+    fn print(&self) {
+        log::info!(
+            "boot phases: MMU {} us, SD {} us, site verified {} us, USB NIC {} us, address {} us, \
+             ready {} us since reset",
+            self.mmu,
+            self.sd,
+            self.site,
+            self.usb,
+            self.address,
+            TIMER.micros()
+        );
+    }
+}
 
 /// Called by the boot stub once the MMU and caches are on.
 #[unsafe(no_mangle)]
 fn kernel_main() -> ! {
-    let mmu_up = TIMER.micros();
-    let platform = platform::init();
+    let mut timeline = BootTimeline {
+        mmu: TIMER.micros(),
+        ..BootTimeline::default()
+    };
+    let mut platform = platform::init();
     console::init_logger();
-    print_banner(&platform, mmu_up);
-    let mut platform = platform;
+    print_banner(&platform, timeline.mmu);
+    health::read_reset_reason();
+
+    TIMER.clear_alarm();
+    INTERRUPTS.register(timer::ALARM_IRQ, on_alarm);
+    platform::CONSOLE.enable_receive_interrupt();
+    INTERRUPTS.register(uart::IRQ, console::on_uart_interrupt);
+    health::start_watchdogs(platform::is_real_hardware(&platform.board));
+    // SAFETY: the dispatcher (`__bramble_irq`) and every registered handler are ready.
+    unsafe { cpu::enable_irq() };
+
     let emmc_clock = platform
         .board
         .as_ref()
         .map(|info| info.emmc_clock_hz)
         .unwrap_or(0);
     let (card, free) = storage::load(emmc_clock, platform::free_memory(&platform.board));
+    timeline.sd = storage::card_ready_at();
+    timeline.site = TIMER.micros();
+    health::feed();
+    let active_low = matches!(
+        platform.board.as_ref().ok().and_then(|board| revision::decode(board.board_revision)),
+        Some(decoded) if decoded.model.starts_with("Raspberry Pi Zero")
+    );
+    let mut led = Led::new(card.settings.led, active_low);
+    platform::apply_power_settings(platform.mailbox_buffer, &card.settings);
+
     let mut arena = arena::Arena::new(free);
+    let site_ok = card.site.is_ok();
     let site = match card.site {
         Ok(site) => bramble_http::SiteSource::Ready(site),
         Err(problem) => {
@@ -54,13 +107,6 @@ fn kernel_main() -> ! {
             }
         }
     };
-
-    TIMER.clear_alarm();
-    INTERRUPTS.register(timer::ALARM_IRQ, on_alarm);
-    platform::CONSOLE.enable_receive_interrupt();
-    INTERRUPTS.register(uart::IRQ, console::on_uart_interrupt);
-    // SAFETY: the dispatcher (`__bramble_irq`) and every registered handler are ready.
-    unsafe { cpu::enable_irq() };
     let board_mac = platform.board.as_ref().ok().map(|info| info.mac_address);
     let mut net = network::start(
         &mut platform.dma,
@@ -70,32 +116,46 @@ fn kernel_main() -> ! {
         site,
         &mut arena,
     );
+    timeline.usb = if net.is_some() { TIMER.micros() } else { 0 };
+    health::set_budget(health::RUNNING_BUDGET_MICROS);
     log::info!("ready: idle in WFI; type 'help' on this console for commands");
-    let mut address_reported = false;
 
     let mut lines = console::LineReader::new();
     let mut commands = commands::Commands::new();
     loop {
-        lines.poll(|line| commands.run(line));
-        commands.poll(TIMER.micros());
+        health::feed();
+        let mut status_asked = false;
+        lines.poll(|line| status_asked |= commands.run(line).is_some());
+        let now = TIMER.micros();
+        commands.poll(now);
         // Remember the USB interrupt count before polling: a completion that lands during
         // or after the poll changes it, and then we poll again instead of sleeping.
-        let usb_interrupts = bramble_bcm2835::dwc2::interrupts_taken();
+        let usb_interrupts = dwc2::interrupts_taken();
         let mut deadline = commands.next_deadline();
+        let mut serving = false;
         if let Some(appliance) = net.as_mut() {
             let next = appliance.poll(Instant::from_micros(TIMER.micros()));
-            if !address_reported && let Some(address) = appliance.ipv4_address() {
-                address_reported = true;
-                let [a, b, c, d] = address;
-                log::info!(
-                    "serving: http://{a}.{b}.{c}.{d}/ at {} us since reset",
-                    TIMER.micros()
-                );
+            if let Some([a, b, c, d]) = appliance.ipv4_address() {
+                serving = true;
+                if timeline.address == 0 {
+                    timeline.address = TIMER.micros();
+                    log::info!(
+                        "serving: http://{a}.{b}.{c}.{d}/ at {} us since reset",
+                        timeline.address
+                    );
+                    timeline.print();
+                }
             }
-            deadline = match (deadline, next.map(|next| next.as_micros())) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
+            deadline = earliest(deadline, next.map(|next| next.as_micros()));
+        }
+        led.show(match (site_ok, serving) {
+            (false, _) => LedState::NoSite,
+            (true, false) => LedState::NoNetwork,
+            (true, true) => LedState::Serving,
+        });
+        deadline = earliest(deadline, led.poll(now));
+        if status_asked {
+            print_status(net.as_ref(), arena.remaining());
         }
         if let Some(deadline) = deadline
             && !TIMER.set_alarm(Instant::from_micros(deadline))
@@ -105,13 +165,59 @@ fn kernel_main() -> ! {
         // Mask, re-check, sleep: an interrupt arriving between the check and WFI still wakes
         // us, because WFI returns on a pending interrupt even while IRQs are masked.
         cpu::disable_irq();
-        if !console::LineReader::pending()
-            && bramble_bcm2835::dwc2::interrupts_taken() == usb_interrupts
-        {
+        if !console::LineReader::pending() && dwc2::interrupts_taken() == usb_interrupts {
+            let asleep = TIMER.micros();
             cpu::wait_for_interrupt();
+            IDLE_MICROS.fetch_add(TIMER.micros() - asleep, Ordering::Relaxed);
         }
         // SAFETY: as above; unmasking lets the pending interrupt's handler run now.
         unsafe { cpu::enable_irq() };
+    }
+}
+
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// One line for the operator and the benchmark harness: uptime, busy time (outside WFI),
+/// interrupts, resets, memory, and the server's counters.
+fn print_status(net: Option<&network::Network>, free_bytes: usize) {
+    let up = TIMER.micros();
+    let idle = IDLE_MICROS.load(Ordering::Relaxed);
+    let (resets, watchdog_resets) = health::reset_counts();
+    let used_kib = (bramble_boot::cpu::layout::heap_start()
+        - bramble_boot::cpu::layout::kernel_start())
+        / 1024
+        + network::used_bytes() / 1024
+        + storage::site_bytes() / 1024;
+    log::info!(
+        "status: up {up} us, busy {} us, idle {idle} us, {} timer interrupts, {} watchdog ticks, \
+         resets {resets} (watchdog {watchdog_resets}), memory used {used_kib} KiB, free {} KiB",
+        up.saturating_sub(idle),
+        ALARMS.load(Ordering::Relaxed),
+        health::ticks(),
+        free_bytes / 1024
+    );
+    if let Some(appliance) = net {
+        let http = appliance.server().counters();
+        let phy = appliance.phy_counters();
+        log::info!(
+            "status: http requests {}, bytes {}, open connections {}, accepted {}, timeouts {}, \
+             errors {}; frames rx {} tx {}, rx errors {}, tx dropped {}",
+            http.requests,
+            http.bytes_sent,
+            http.open_connections,
+            http.connections_accepted,
+            http.timeouts,
+            http.errors(),
+            phy.rx_frames,
+            phy.tx_frames,
+            phy.rx_errors,
+            phy.tx_dropped
+        );
     }
 }
 

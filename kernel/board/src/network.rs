@@ -14,6 +14,7 @@ use bramble_net::appliance::{
 };
 use bramble_settings::{AddressMode, Settings};
 use bramble_usb::probe::{CdcPreference, ProbeOptions, UsbNic, probe};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// Receive buffer per TCP connection: requests are small.
 const TCP_RX_LEN: usize = 4 * 1024;
@@ -21,6 +22,13 @@ const TCP_RX_LEN: usize = 4 * 1024;
 const TCP_TX_LEN: usize = 32 * 1024;
 /// Share of the free RAM the connection pool may take.
 const POOL_SHARE_DIVISOR: usize = 4;
+
+static USED_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of RAM the connection pool and the network stack's buffers took from the arena.
+pub fn used_bytes() -> usize {
+    USED_BYTES.load(Ordering::Relaxed)
+}
 
 /// The running appliance over the USB NIC.
 pub type Network = Appliance<'static, UsbNic<Dwc2Host>>;
@@ -69,6 +77,7 @@ pub fn start(
         bramble_hal::EthernetDevice::mac_address(&nic)
     );
 
+    let arena_before = arena.remaining();
     let per_connection = TCP_RX_LEN + TCP_TX_LEN + core::mem::size_of::<Connection>() + 64;
     let pool = (arena.remaining() / POOL_SHARE_DIVISOR / per_connection).clamp(1, MAX_CONNECTIONS);
     let sockets = arena.slice(pool + EXTRA_SOCKETS, || SocketStorage::EMPTY)?;
@@ -82,6 +91,7 @@ pub fn start(
         TCP_TX_LEN,
     ))?;
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
+    USED_BYTES.store(arena_before - arena.remaining(), Ordering::Relaxed);
     let address = match settings.address {
         AddressMode::Dhcp => AddressConfig::Dhcp,
         AddressMode::Static(fixed) => AddressConfig::Static {

@@ -85,6 +85,35 @@ pub fn free_memory(board: &Result<BoardInfo, MailboxError>) -> &'static mut [u8]
     unsafe { core::slice::from_raw_parts_mut(start as *mut u8, end.saturating_sub(start)) }
 }
 
+/// Whether this is a real board rather than QEMU: QEMU reports serial number 0, which no
+/// Raspberry Pi has. Decides whether the PM watchdog (not modelled by QEMU 7.2) is armed.
+pub fn is_real_hardware(board: &Result<BoardInfo, MailboxError>) -> bool {
+    matches!(board, Ok(info) if info.serial != 0)
+}
+
+/// Applies the power settings of BRAMBLE.TXT: HDMI and composite video off unless asked for,
+/// and an optional lower ARM clock.
+pub fn apply_power_settings(buffer: &mut PropertyBuffer, settings: &bramble_settings::Settings) {
+    use bramble_bcm2835::mailbox::{clock, domain};
+    if !settings.hdmi {
+        for (name, id) in [
+            ("HDMI", domain::HDMI),
+            ("composite video", domain::COMPOSITE),
+        ] {
+            match MAILBOX.set_domain(buffer, id, false, micros) {
+                Ok(()) => log::info!("power: {name} off"),
+                Err(error) => log::info!("power: {name} stays as the firmware left it ({error:?})"),
+            }
+        }
+    }
+    if let Some(mhz) = settings.arm_freq_mhz {
+        match MAILBOX.set_clock_rate(buffer, clock::ARM, u32::from(mhz) * 1_000_000, micros) {
+            Ok(hz) => log::info!("power: ARM clock now {} MHz", hz / 1_000_000),
+            Err(error) => log::warn!("power: could not set the ARM clock: {error:?}"),
+        }
+    }
+}
+
 /// Resets the board through the PM watchdog.
 pub fn reset() -> ! {
     CONSOLE.flush();

@@ -7,9 +7,23 @@ use bramble_bcm2835::gpio::Function;
 use bramble_hal::block::{BlockDevice, BlockError};
 use bramble_settings::Settings;
 use core::cell::RefCell;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use embedded_sdmmc::{
     Block, BlockCount, BlockIdx, Mode, TimeSource, Timestamp, VolumeIdx, VolumeManager,
 };
+
+static CARD_READY_AT: AtomicU64 = AtomicU64::new(0);
+static SITE_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// When the SD card finished initialising, in microseconds since reset (0: it did not).
+pub fn card_ready_at() -> u64 {
+    CARD_READY_AT.load(Ordering::Relaxed)
+}
+
+/// Bytes of RAM the loaded site image occupies.
+pub fn site_bytes() -> usize {
+    SITE_BYTES.load(Ordering::Relaxed)
+}
 
 /// Name of the site image on the card (8.3, as the image tool writes it).
 pub const SITE_FILE: &str = "SITE.BIN";
@@ -115,6 +129,7 @@ pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> (CardContents, &'s
         }
     };
     let info = card.card();
+    CARD_READY_AT.store(micros(), Ordering::Relaxed);
     log::info!(
         "sd: {} card, {} MiB, ready after {} us",
         if info.high_capacity {
@@ -205,6 +220,7 @@ fn read_files(
     }
     let read_micros = micros() - read_started;
     let verify_started = micros();
+    SITE_BYTES.store(size, Ordering::Relaxed);
     let image: &'static [u8] = image;
     let site = bramble_site::SiteImage::new_checked(&image[..filled])
         .map_err(StorageError::SiteCorrupt)?;
