@@ -118,8 +118,14 @@ pub struct PackSummary {
     pub elapsed: Duration,
 }
 
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
+/// `bytes` for people: `512 B`, `17.2 KiB`, `55.7 MiB`.
+fn human(bytes: u64) -> String {
+    const KIB: f64 = 1024.0;
+    match bytes {
+        0..1024 => format!("{bytes} B"),
+        1024..1_048_576 => format!("{:.1} KiB", bytes as f64 / KIB),
+        _ => format!("{:.1} MiB", bytes as f64 / (KIB * KIB)),
+    }
 }
 
 impl fmt::Display for PackSummary {
@@ -130,10 +136,10 @@ impl fmt::Display for PackSummary {
             "packed {} files: raw {}, gzip {} ({} files), brotli {} ({} files); image {} bytes, \
              checksum 0x{:08x}; {:.2} s, {}/{} compressed from cache",
             self.files,
-            mib(self.raw_bytes),
-            mib(self.gzip_bytes),
+            human(self.raw_bytes),
+            human(self.gzip_bytes),
             self.gzip_files,
-            mib(self.brotli_bytes),
+            human(self.brotli_bytes),
             self.brotli_files,
             self.image_bytes,
             self.checksum,
@@ -210,7 +216,7 @@ pub enum PackError {
     #[error(
         "the site is too big for a Pi B+: {what} is {bytes} bytes ({}), the limit is {limit} bytes \
          ({}) to leave RAM for the kernel; remove at least {} of files",
-        mib(*bytes), mib(*limit), mib(bytes.saturating_sub(*limit))
+        human(*bytes), human(*limit), human(bytes.saturating_sub(*limit))
     )]
     TooLarge {
         /// What was measured ("the files" before compression, "the image" after).
@@ -462,4 +468,18 @@ pub fn run(args: PackArgs) -> anyhow::Result<()> {
     write_atomically(&args.output, &output.image)?;
     println!("{} -> {}", output.summary, args.output.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+
+    #[test]
+    fn sizes_read_well() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(17_653), "17.2 KiB");
+        assert_eq!(human(58_405_683), "55.7 MiB");
+        assert_eq!(human(419_430_400), "400.0 MiB");
+    }
 }
