@@ -86,6 +86,13 @@ fn kernel_main() -> ! {
     timeline.sd = storage::card_ready_at();
     timeline.site = TIMER.micros();
     health::feed();
+    log::set_max_level(match card.settings.log_level {
+        bramble_settings::LogLevel::Error => log::LevelFilter::Error,
+        bramble_settings::LogLevel::Warn => log::LevelFilter::Warn,
+        bramble_settings::LogLevel::Info => log::LevelFilter::Info,
+        bramble_settings::LogLevel::Debug => log::LevelFilter::Debug,
+        bramble_settings::LogLevel::Trace => log::LevelFilter::Trace,
+    });
     let active_low = matches!(
         platform.board.as_ref().ok().and_then(|board| revision::decode(board.board_revision)),
         Some(decoded) if decoded.model.starts_with("Raspberry Pi Zero")
