@@ -1,0 +1,339 @@
+//! Test-only network namespaces with a TAP link, and QEMU guests (and other servers) run inside
+//! them, so that tests get real L2 (ARP, ping, DHCP, mDNS) without touching the host's network.
+//!
+//! Every process started here is entered into the namespace with `nsenter --net=...`, which
+//! `exec`s the program: the PID we hold is the program itself, so killing it by PID stops it
+//! (no wrapper process left in between). Namespaces are deleted on drop, also when a test
+//! panics; namespaces left behind by a killed test run are removed on the next run.
+
+#![allow(dead_code)] // Each test binary uses its own part of this module.
+
+pub mod mdns;
+
+use bramble::image::{ImageInputs, build_image};
+use bramble::pack::{PackOptions, pack_site};
+use bramble_qemu::QemuConfig;
+use bramble_tests::kernel;
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// The TAP interface inside every test namespace.
+pub const TAP: &str = "tap0";
+/// The namespace's own address on the TAP link.
+pub const HOST_ADDRESS: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 1);
+/// Prefix length of the TAP link.
+pub const PREFIX_LEN: u8 = 24;
+/// Name prefix of the namespaces these tests create: `bramble-qemu-<pid>-<n>`.
+const NAME_PREFIX: &str = "bramble-qemu-";
+
+/// Runs `command`, panicking with its output unless it succeeds.
+pub fn run(command: &mut Command) -> Output {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {command:?}: {error}"));
+    assert!(
+        output.status.success(),
+        "{command:?} failed ({}):\n{}{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// A network namespace holding one TAP device whose host side is 192.168.77.1/24.
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates `bramble-qemu-<pid>-<n>` with loopback up and `tap0` (owned by the namespace,
+    /// 192.168.77.1/24, up, with a route for mDNS multicast).
+    pub fn create() -> Netns {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        remove_stale_namespaces();
+        let name = format!(
+            "{NAME_PREFIX}{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        run(Command::new("ip").args(["netns", "add", &name]));
+        // From here on, drop deletes the namespace even if the set-up below fails.
+        let netns = Netns { name };
+        let address = format!("{HOST_ADDRESS}/{PREFIX_LEN}");
+        for args in [
+            &["link", "set", "lo", "up"][..],
+            &["tuntap", "add", "dev", TAP, "mode", "tap"],
+            &["addr", "add", &address, "dev", TAP],
+            &["link", "set", TAP, "up"],
+            &["route", "add", "224.0.0.0/4", "dev", TAP],
+        ] {
+            run(Command::new("ip").args(["-n", &netns.name]).args(args));
+        }
+        netns
+    }
+
+    /// The namespace's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// A command that runs `program` inside the namespace. `nsenter` execs it, so the child's
+    /// PID is the program's own.
+    pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net=/run/netns/{}", self.name))
+            .arg("--")
+            .arg(program);
+        command
+    }
+
+    /// Runs `program args` inside the namespace and returns its output (whatever the status).
+    pub fn output(&self, program: &str, args: &[&str]) -> Output {
+        self.command(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|error| panic!("cannot run {program} in {}: {error}", self.name))
+    }
+
+    /// The namespace's neighbour entry for `address` on the TAP link (`ip neigh show`).
+    pub fn neighbour(&self, address: Ipv4Addr) -> String {
+        let output = run(Command::new("ip").args([
+            "-n",
+            &self.name,
+            "neigh",
+            "show",
+            &address.to_string(),
+            "dev",
+            TAP,
+        ]));
+        String::from_utf8_lossy(&output.stdout).trim().to_string()
+    }
+
+    /// Fetches `url` with curl from inside the namespace; `None` when curl fails (it retries
+    /// nothing: the caller decides).
+    pub fn curl(&self, url: &str) -> Option<Vec<u8>> {
+        let output = self.output("curl", &["--silent", "--fail", "--max-time", "30", url]);
+        output.status.success().then_some(output.stdout)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        // Deleting the namespace removes tap0 with it once no process holds it open.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// Deletes `bramble-qemu-<pid>-*` namespaces whose test process no longer exists (a run that
+/// was killed before its destructors ran).
+fn remove_stale_namespaces() {
+    let Ok(output) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let name = line.split_whitespace().next().unwrap_or("");
+        let Some(rest) = name.strip_prefix(NAME_PREFIX) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = Command::new("ip").args(["netns", "del", name]).status();
+        }
+    }
+}
+
+/// Whether `pid` is a live (not zombie) process named `name`.
+pub fn process_is_running(pid: u32, name: &str) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // Format: "PID (COMM) STATE ...": COMM may hold spaces, so split at the last ')'.
+    let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+        return false;
+    };
+    let comm = &stat[open + 1..close];
+    let state = stat[close + 1..].split_whitespace().next().unwrap_or("");
+    comm == name && state != "Z" && state != "X"
+}
+
+/// A server process (such as dnsmasq) run inside a namespace, killed by PID on drop.
+pub struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    /// Starts `command` with its output (stdout and stderr) going to the file `log`.
+    pub fn start(mut command: Command, log: &Path) -> Daemon {
+        let file = std::fs::File::create(log).expect("creating the daemon's log file");
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("duplicating the log file"))
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
+        Daemon { child }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A QEMU guest running inside a namespace, its serial output awaitable line by line. Drop
+/// kills QEMU by its PID and reaps it.
+pub struct NetnsGuest {
+    child: Child,
+    lines: Receiver<String>,
+    /// Every serial line seen so far, for failure messages.
+    pub transcript: Vec<String>,
+}
+
+impl NetnsGuest {
+    /// Starts `qemu-system-arm` with `config` inside `netns`.
+    pub fn start(netns: &Netns, config: &QemuConfig) -> NetnsGuest {
+        let qemu = bramble_qemu::find_qemu().unwrap_or_else(|message| panic!("{message}"));
+        let mut child = netns
+            .command(qemu)
+            .args(config.args())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting qemu-system-arm in the namespace");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender
+                    .send(line.trim_end_matches('\r').to_string())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        NetnsGuest {
+            child,
+            lines,
+            transcript: Vec::new(),
+        }
+    }
+
+    /// QEMU's process id (nsenter exec'd it, so this is QEMU itself).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits up to `timeout` for a serial line containing `needle`; panics with the transcript
+    /// when it does not come.
+    pub fn expect_line(&mut self, needle: &str, timeout: Duration) -> String {
+        self.wait_for(|line| line.contains(needle), timeout)
+            .unwrap_or_else(|| {
+                panic!(
+                    "no serial line containing {needle:?} within {timeout:?}; serial so far:\n{}",
+                    self.transcript.join("\n")
+                )
+            })
+    }
+
+    /// Waits up to `timeout` for a line matching `predicate`.
+    pub fn wait_for(
+        &mut self,
+        predicate: impl Fn(&str) -> bool,
+        timeout: Duration,
+    ) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.transcript.push(line.clone());
+                    if predicate(&line) {
+                        return Some(line);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Collects the serial lines that arrived so far without waiting.
+    pub fn drain(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.transcript.push(line);
+        }
+    }
+}
+
+impl Drop for NetnsGuest {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A small test site: an index page and a 12 KB binary file (a few dozen usb-net frames).
+pub fn write_site(root: &Path) -> Vec<(String, Vec<u8>)> {
+    std::fs::create_dir_all(root).unwrap();
+    let index = "<!doctype html><title>tap</title><h1>Bramble on a TAP link</h1>\n"
+        .repeat(8)
+        .into_bytes();
+    let blob: Vec<u8> = (0u32..12_000)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    std::fs::write(root.join("index.html"), &index).unwrap();
+    std::fs::write(root.join("blob.bin"), &blob).unwrap();
+    vec![("/".to_string(), index), ("/blob.bin".to_string(), blob)]
+}
+
+/// Packs `site` and builds an SD card at `card` with `settings` as BRAMBLE.TXT.
+pub fn build_card(site: &Path, settings: &str, card: &Path) {
+    let packed = pack_site(site, &PackOptions::default()).expect("packing the site");
+    let inputs = ImageInputs {
+        kernel: std::fs::read(&kernel().raw).expect("reading kernel.img"),
+        site: packed.image,
+        settings: settings.to_string(),
+        firmware: Vec::new(),
+        size_mib: None,
+    };
+    build_image(&inputs, card).expect("building the SD card");
+}
+
+/// The MAC address the kernel printed for its NIC (`usb: ... network device ready ..., MAC m`).
+pub fn guest_mac(transcript: &[String]) -> String {
+    transcript
+        .iter()
+        .find(|line| line.contains("network device ready"))
+        .and_then(|line| line.rsplit("MAC ").next())
+        .map(|mac| mac.trim().to_ascii_lowercase())
+        .unwrap_or_else(|| {
+            panic!(
+                "no NIC MAC on the serial console:\n{}",
+                transcript.join("\n")
+            )
+        })
+}
