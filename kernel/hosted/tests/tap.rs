@@ -313,24 +313,25 @@ fn serves_the_site_over_http() {
     assert_eq!(String::from_utf8_lossy(&out.stdout), "404");
 
     // Ten clients at once, each fetching the big file.
-    let children: Vec<Child> = (0..10)
-        .map(|_| {
+    let outputs: Vec<PathBuf> = (0..10)
+        .map(|i| ns.dir.join(format!("client{i}.bin")))
+        .collect();
+    let children: Vec<Child> = outputs
+        .iter()
+        .map(|output| {
             ns.command("curl")
-                .args(["--silent", "--fail", "--max-time", "30"])
+                .args(["--silent", "--fail", "--max-time", "30", "--output"])
+                .arg(output)
                 .arg(format!("http://{GUEST}/big.bin"))
-                .stdout(Stdio::piped())
                 .spawn()
                 .unwrap()
         })
         .collect();
-    for child in children {
+    for (child, output) in children.into_iter().zip(&outputs) {
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success());
-        assert!(
-            out.stdout == big,
-            "a concurrent client got {} bytes",
-            out.stdout.len()
-        );
+        let body = fs::read(output).unwrap();
+        assert!(body == big, "a concurrent client got {} bytes", body.len());
     }
     let log = guest.wait_for_log(
         "net: static address 192.168.77.2/24",
@@ -686,4 +687,51 @@ fn idle_guest_sleeps_instead_of_spinning() {
     let used = cpu_ticks(pid) - before;
     // A polling loop would burn ~300 ticks (100 Hz) in 3 s; a sleeping one a handful.
     assert!(used < 30, "{used} ticks of CPU while idle for 3 s");
+}
+
+#[test]
+fn more_clients_than_sockets_are_all_served() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, big) = test_site(&ns);
+    let mut args = static_args();
+    args.extend(["--connections", "2"]);
+    let guest = ns.start_guest(&site, &args);
+    assert!(ns.wait_for_ping(GUEST, 20));
+    // Twelve clients, two sockets: the extra connection requests are dropped (the clients
+    // send their SYN again) instead of refused, so every client is served in the end. Each
+    // client writes to its own file: a client blocked on a full pipe would hold its socket.
+    let outputs: Vec<PathBuf> = (0..12)
+        .map(|i| ns.dir.join(format!("client{i}.bin")))
+        .collect();
+    let children: Vec<Child> = outputs
+        .iter()
+        .map(|output| {
+            ns.command("curl")
+                .args([
+                    "--silent",
+                    "--show-error",
+                    "--fail",
+                    "--max-time",
+                    "60",
+                    "--output",
+                ])
+                .arg(output)
+                .arg(format!("http://{GUEST}/big.bin"))
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "client {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let body = fs::read(&outputs[i]).unwrap();
+        assert!(body == big, "client {i} got {} bytes", body.len());
+    }
+    drop(guest);
 }

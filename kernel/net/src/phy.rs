@@ -27,6 +27,8 @@ pub struct PhyCounters {
     pub rx_errors: u64,
     /// Frames the driver refused (busy, transfer error, too large): dropped.
     pub tx_dropped: u64,
+    /// Connection requests dropped while every socket was busy (the client will retry).
+    pub syn_deferred: u64,
 }
 
 /// An [`EthernetDevice`] seen by smoltcp as an Ethernet-medium [`phy::Device`].
@@ -40,6 +42,8 @@ pub struct EthernetPhy<D: EthernetDevice> {
     /// The first error that means the device is gone, kept until [`EthernetPhy::take_fault`].
     fault: Option<DeviceError>,
     checksum: ChecksumCapabilities,
+    /// See [`EthernetPhy::limit_connection_requests`].
+    syn_limit: Option<(u16, usize)>,
 }
 
 impl<D: EthernetDevice> EthernetPhy<D> {
@@ -55,6 +59,7 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             counters: PhyCounters::default(),
             fault: None,
             checksum: ChecksumCapabilities::default(),
+            syn_limit: None,
         }
     }
 
@@ -113,28 +118,84 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         self.held_frame = None;
     }
 
-    /// Pulls one frame from the device into the receive buffer if none is held.
+    /// Limits how many connection requests (TCP SYN without ACK) to `port` are handed to the
+    /// stack from now on: `Some((port, n))` lets `n` through and silently drops the rest,
+    /// `None` lets all through. The appliance sets `n` to its number of listening sockets
+    /// before each poll: a SYN with no socket to take it would be answered with a reset
+    /// (connection refused), while a dropped SYN is sent again by the client a second later,
+    /// when a socket may be free. That is the SYN backlog, kept by the clients.
+    pub fn limit_connection_requests(&mut self, limit: Option<(u16, usize)>) {
+        self.syn_limit = limit;
+    }
+
+    /// Pulls one frame from the device into the receive buffer if none is held, skipping
+    /// (a bounded number of) connection requests that are to be dropped.
     fn fill_receive_buffer(&mut self) {
-        if self.held_frame.is_some() {
-            return;
-        }
-        let buffer = &mut self.receive_buffer;
-        let result = self.device.receive(|frame| {
-            if frame.len() > buffer.len() {
-                None
-            } else {
-                buffer[..frame.len()].copy_from_slice(frame);
-                Some(frame.len())
+        for _ in 0..MAX_SKIPPED_PER_CALL {
+            if self.held_frame.is_some() {
+                return;
             }
-        });
-        match result {
-            Ok(Some(Some(len))) => self.held_frame = Some(len),
-            Ok(Some(None)) => self.counters.rx_oversized += 1,
-            Ok(None) => {}
-            Err(DeviceError::Gone) => self.fault = Some(DeviceError::Gone),
-            Err(_) => self.counters.rx_errors += 1,
+            let buffer = &mut self.receive_buffer;
+            let result = self.device.receive(|frame| {
+                if frame.len() > buffer.len() {
+                    None
+                } else {
+                    buffer[..frame.len()].copy_from_slice(frame);
+                    Some(frame.len())
+                }
+            });
+            match result {
+                Ok(Some(Some(len))) => {
+                    if let Some((port, allowed)) = self.syn_limit
+                        && is_connection_request(&self.receive_buffer[..len], port)
+                    {
+                        if allowed == 0 {
+                            self.counters.syn_deferred += 1;
+                            continue;
+                        }
+                        self.syn_limit = Some((port, allowed - 1));
+                    }
+                    self.held_frame = Some(len);
+                    return;
+                }
+                Ok(Some(None)) => self.counters.rx_oversized += 1,
+                Ok(None) => return,
+                Err(DeviceError::Gone) => {
+                    self.fault = Some(DeviceError::Gone);
+                    return;
+                }
+                Err(_) => {
+                    self.counters.rx_errors += 1;
+                    return;
+                }
+            }
         }
     }
+}
+
+/// Frames dropped (oversized, deferred SYNs) in one receive call before giving up the turn.
+const MAX_SKIPPED_PER_CALL: usize = 64;
+/// Whether `frame` is an IPv4 TCP SYN without ACK to `port`.
+fn is_connection_request(frame: &[u8], port: u16) -> bool {
+    // Ethernet II, IPv4 (RFC 791 §3.1), TCP (RFC 9293 §3.1), read by offset: only the
+    // addresses of the fields are needed, not a validated packet.
+    if frame.len() < 14 + 20 || frame[12..14] != [0x08, 0x00] {
+        return false;
+    }
+    let ip = &frame[14..];
+    let header_len = usize::from(ip[0] & 0x0f) * 4;
+    let fragment_offset = u16::from_be_bytes([ip[6] & 0x1f, ip[7]]);
+    if ip[0] >> 4 != 4 || header_len < 20 || ip[9] != 6 || fragment_offset != 0 {
+        return false;
+    }
+    let Some(tcp) = ip.get(header_len..header_len + 14) else {
+        return false;
+    };
+    let destination = u16::from_be_bytes([tcp[2], tcp[3]]);
+    let flags = tcp[13];
+    const SYN: u8 = 0x02;
+    const ACK: u8 = 0x10;
+    destination == port && flags & (SYN | ACK) == SYN
 }
 
 /// A received frame, held in the adapter's buffer.
@@ -319,8 +380,9 @@ mod tests {
         device.rx.push_back(Err(DeviceError::Gone));
         device.rx.push_back(Ok(vec![3; 100]));
         let mut phy = EthernetPhy::new(device);
+        // The oversized frame is skipped; the transfer error ends the turn.
         assert!(phy.receive(now()).is_none());
-        assert!(phy.receive(now()).is_none());
+        assert_eq!(phy.counters().rx_errors, 1);
         assert!(phy.receive(now()).is_none());
         assert_eq!(phy.take_fault(), Some(DeviceError::Gone));
         assert_eq!(phy.take_fault(), None);
@@ -330,6 +392,50 @@ mod tests {
         assert_eq!(counters.rx_oversized, 1);
         assert_eq!(counters.rx_errors, 1);
         assert_eq!(counters.rx_frames, 1);
+    }
+
+    /// An Ethernet + IPv4 + TCP frame to `port` with TCP `flags`.
+    fn tcp_frame(port: u16, flags: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20 + 20];
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[14 + 9] = 6;
+        f[34 + 2..34 + 4].copy_from_slice(&port.to_be_bytes());
+        f[34 + 12] = 0x50;
+        f[34 + 13] = flags;
+        f
+    }
+
+    #[test]
+    fn connection_requests_beyond_the_limit_are_dropped_quietly() {
+        const SYN: u8 = 0x02;
+        const ACK: u8 = 0x10;
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        for frame in [
+            tcp_frame(80, SYN),       // allowed: the one listening socket
+            tcp_frame(80, SYN),       // dropped
+            tcp_frame(80, SYN | ACK), // not a request
+            tcp_frame(80, ACK),       // data of an open connection
+            tcp_frame(8080, SYN),     // another port
+            tcp_frame(80, SYN),       // dropped
+        ] {
+            device.rx.push_back(Ok(frame));
+        }
+        let mut phy = EthernetPhy::new(device);
+        phy.limit_connection_requests(Some((80, 1)));
+        let mut delivered = Vec::new();
+        while let Some((rx, _tx)) = phy.receive(now()) {
+            delivered.push(rx.consume(|f| (u16::from_be_bytes([f[36], f[37]]), f[47])));
+        }
+        assert_eq!(
+            delivered,
+            vec![(80, SYN), (80, SYN | ACK), (80, ACK), (8080, SYN)]
+        );
+        assert_eq!(phy.counters().syn_deferred, 2);
+        // No limit: everything passes.
+        phy.limit_connection_requests(None);
+        phy.device_mut().rx.push_back(Ok(tcp_frame(80, SYN)));
+        assert!(phy.receive(now()).is_some());
     }
 
     #[test]
