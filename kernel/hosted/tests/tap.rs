@@ -735,3 +735,24 @@ fn more_clients_than_sockets_are_all_served() {
     }
     drop(guest);
 }
+
+#[test]
+fn falls_back_to_link_local_without_a_dhcp_server() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    let (site, _) = test_site(&ns);
+    ns.ip(&["addr", "add", "169.254.0.1/16", "dev", TAP]);
+    // No DHCP server on this wire, no static address.
+    let mut guest = ns.start_guest(&site, &["--hostname", "direct-cable"]);
+    let log = guest.wait_for_log("using link-local", Duration::from_secs(30));
+    let address = log
+        .lines()
+        .find_map(|line| line.split("using link-local ").nth(1))
+        .and_then(|rest| rest.split('/').next())
+        .expect("link-local line")
+        .to_string();
+    assert!(address.starts_with("169.254."), "{address}");
+    assert!(ns.wait_for_ping(&address, 20), "no ping to {address}");
+    let out = ns.curl(&format!("http://{address}/"), &["--fail"]);
+    assert_eq!(out.stdout, INDEX);
+}

@@ -29,6 +29,8 @@ pub const DHCP_PACKET_BUFFER_LEN: usize = 1024;
 pub const MDNS_PACKETS: usize = 4;
 /// Payload bytes queued each way on the mDNS socket.
 pub const MDNS_BUFFER_LEN: usize = 1024;
+/// How long DHCP may go unanswered before a link-local address is taken.
+pub const LINK_LOCAL_AFTER_MICROS: u64 = 10_000_000;
 /// Longest a TCP handshake may hold a pool slot (SYN received, final ACK missing).
 pub const HANDSHAKE_LIMIT_MICROS: u64 = 10_000_000;
 /// Longest our close may take once asked (FIN acknowledged and the client's FIN received).
@@ -209,6 +211,11 @@ pub struct Appliance<'a, D: EthernetDevice> {
     server: Server<'a>,
     http_port: u16,
     dhcp: Option<SocketHandle>,
+    /// Since when DHCP has been asking without an address (for the link-local fallback).
+    dhcp_waiting_since: Option<Instant>,
+    /// The interface holds a link-local address (RFC 3927) for want of a lease.
+    link_local: bool,
+    mac: [u8; 6],
     mdns: Option<(SocketHandle, MdnsResponder)>,
     link: LinkState,
     /// A "device gone" error seen, kept until the device is replaced.
@@ -370,6 +377,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             pool,
             server,
             http_port: config.http_port,
+            dhcp_waiting_since: dhcp.map(|_| now),
+            link_local: false,
+            mac: mac.0,
             dhcp,
             mdns,
             link,
@@ -438,6 +448,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         if let Some((_, responder)) = &self.mdns {
             earliest(responder.next_deadline());
         }
+        if let Some(since) = self.dhcp_waiting_since {
+            earliest(Some(since.add_micros(LINK_LOCAL_AFTER_MICROS)));
+        }
         if self.phy.has_held_frame() {
             // A frame waits for transmit space: try again soon.
             earliest(Some(now.add_micros(1_000)));
@@ -463,6 +476,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     // The network may be another one now: ask again from scratch.
                     self.sockets.get_mut::<dhcpv4::Socket>(handle).reset();
                     log::info!("dhcp: restarting after link return");
+                    if self.iface.ipv4_addr().is_none() {
+                        self.dhcp_waiting_since = Some(now);
+                    }
                 }
                 if let Some((_, responder)) = &mut self.mdns {
                     // Probe and announce again: the name may be taken on this network.
@@ -480,7 +496,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         };
         let event = self.sockets.get_mut::<dhcpv4::Socket>(handle).poll();
         let address = match event {
-            None => return,
+            None => {
+                if let Some(since) = self.dhcp_waiting_since
+                    && self.link == LinkState::Up
+                    && now.micros_since(since) >= LINK_LOCAL_AFTER_MICROS
+                {
+                    self.dhcp_waiting_since = None;
+                    self.use_link_local(now);
+                }
+                return;
+            }
             Some(dhcpv4::Event::Configured(config)) => {
                 let lease = config
                     .packet
@@ -503,6 +528,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     }
                 }
                 let cidr = config.address;
+                self.dhcp_waiting_since = None;
+                self.link_local = false;
                 self.iface.update_ip_addrs(|addrs| {
                     addrs.clear();
                     // Cannot fail: the list was just emptied.
@@ -527,11 +554,43 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 }
                 self.iface.update_ip_addrs(|addrs| addrs.clear());
                 self.iface.routes_mut().remove_default_ipv4_route();
+                self.link_local = false;
+                // Keep counting from the first unanswered request, not from this event.
+                self.dhcp_waiting_since.get_or_insert(now);
                 None
             }
         };
         if let Some((_, responder)) = &mut self.mdns {
             responder.set_address(address, now);
+        }
+    }
+
+    /// Takes a link-local address (RFC 3927 §2.1: 169.254.1.0-169.254.254.255, chosen
+    /// from the MAC so a device keeps the same one) while no DHCP server answers, so that a
+    /// Pi cabled straight to a laptop is still reachable as `<hostname>.local`. DHCP keeps
+    /// asking; a lease replaces it. (The RFC's ARP probe for the address is not done: the
+    /// choice is spread over 65,024 addresses by the MAC.)
+    fn use_link_local(&mut self, now: Instant) {
+        let m = self.mac;
+        let hash = m.iter().fold(0x811c_9dc5u32, |h, &b| {
+            (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+        });
+        let third = 1 + (hash % 254) as u8;
+        let fourth = (hash >> 8) as u8;
+        let cidr = Ipv4Cidr::new(Ipv4Address::new(169, 254, third, fourth), 16);
+        self.iface.update_ip_addrs(|addrs| {
+            addrs.clear();
+            // Cannot fail: the list was just emptied.
+            let _ = addrs.push(IpCidr::Ipv4(cidr));
+        });
+        self.iface.routes_mut().remove_default_ipv4_route();
+        self.link_local = true;
+        log::warn!(
+            "dhcp: no answer after {} s; using link-local {cidr} until a lease arrives",
+            LINK_LOCAL_AFTER_MICROS / 1_000_000
+        );
+        if let Some((_, responder)) = &mut self.mdns {
+            responder.set_address(Some(cidr.address().octets()), now);
         }
     }
 
@@ -721,6 +780,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.link = LinkState::Down;
         log::info!("net: network device replaced, MAC {mac}");
         old
+    }
+
+    /// Whether the address in use is a link-local fallback (no DHCP server answered).
+    pub fn is_link_local(&self) -> bool {
+        self.link_local
     }
 
     /// The IPv4 address in use, if any.
@@ -989,6 +1053,56 @@ mod tests {
             .find(|f| dhcp_options(f).is_some())
             .unwrap();
         assert_eq!(&discover[6..12], &new_mac);
+    }
+
+    #[test]
+    fn without_a_dhcp_answer_a_link_local_address_is_taken() {
+        let config = NetworkConfig::dhcp("bramble", 3);
+        let mut appliance = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            config,
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        let wake = appliance.poll(at(0)).unwrap();
+        assert!(wake <= at(10_000));
+        appliance.poll(at(9_999));
+        assert_eq!(appliance.ipv4_address(), None);
+        appliance.poll(at(10_000));
+        let [a, b, c, _] = appliance.ipv4_address().expect("link-local address");
+        assert_eq!([a, b], [169, 254]);
+        assert!(
+            (1..=254).contains(&c),
+            "RFC 3927 excludes 169.254.0.x and 169.254.255.x"
+        );
+        assert!(appliance.is_link_local());
+        // The same device picks the same address every time.
+        let mut again = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            NetworkConfig::dhcp("bramble", 4),
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        again.poll(at(10_000));
+        assert_eq!(again.ipv4_address(), appliance.ipv4_address());
+        // mDNS now probes for the name with that address.
+        appliance.device_mut().tx.clear();
+        let wake = appliance.poll(at(10_001)).unwrap();
+        appliance.poll(wake);
+        let probe = appliance
+            .device()
+            .tx
+            .iter()
+            .find(|f| f[..6] == [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb])
+            .expect("an mDNS probe");
+        assert_eq!(
+            &probe[26..30],
+            &[169, 254, c, appliance.ipv4_address().unwrap()[3]]
+        );
     }
 
     #[test]
