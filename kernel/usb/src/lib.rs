@@ -14,7 +14,8 @@
 //! `EthernetDevice`; sleep in WFI only if `dwc2::interrupts_taken()` did not change since
 //! the last poll. On `DeviceError::Gone` (device unplugged, or silent on EP0 for a second),
 //! take the host back with [`UsbNic::into_host`] and [`probe()`] again; a failed probe also
-//! returns the host, so the caller can retry later.
+//! returns the host, so the caller can retry later. [`ReprobingNic`] does exactly that
+//! behind `EthernetDevice`: a lost device is a link down, re-probed with back-off.
 //!
 //! Tests run the whole stack on the host against models in `model/`: a mock host controller
 //! with hubs, QEMU's usb-net (ECM and RNDIS) and a register-level model of the LAN9514's
@@ -32,6 +33,7 @@ pub mod host;
 pub mod hub;
 pub mod nic;
 pub mod probe;
+pub mod recovery;
 pub mod rndis;
 pub mod smsc95xx;
 
@@ -45,3 +47,4 @@ pub use host::{
     TransferType, UsbError, UsbHost,
 };
 pub use probe::{CdcPreference, NicKind, ProbeOptions, UsbNic, probe};
+pub use recovery::{RecoveryCounters, ReprobingNic};

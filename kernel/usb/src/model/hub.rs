@@ -89,6 +89,32 @@ impl HubModel {
         self
     }
 
+    /// Pulls the device out of `port` (1-based), as a user would: the port reports the
+    /// disconnection, and transfers to the device's address go nowhere.
+    pub fn unplug(&mut self, port: u8) -> Option<Box<dyn DeviceModel>> {
+        let p = &mut self.ports[port as usize - 1];
+        let device = p.device.take()?;
+        if p.status & status::CONNECTION != 0 {
+            p.change |= change::CONNECTION;
+        }
+        if p.status & status::ENABLE != 0 {
+            p.change |= change::ENABLE;
+        }
+        p.status &= !(status::CONNECTION | status::ENABLE | status::LOW_SPEED | status::HIGH_SPEED);
+        Some(device)
+    }
+
+    /// Plugs `device` into `port` (1-based) of a running hub: a powered port reports the
+    /// new connection; the device waits for a port reset at address 0.
+    pub fn plug(&mut self, port: u8, mut device: Box<dyn DeviceModel>) {
+        device.bus_reset();
+        let p = &mut self.ports[port as usize - 1];
+        p.device = Some(device);
+        if p.status & status::POWER != 0 {
+            Self::update_connection(p);
+        }
+    }
+
     fn reset_ports(&mut self) {
         let powered = !self.power_switching;
         for p in &mut self.ports {

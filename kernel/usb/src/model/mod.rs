@@ -222,6 +222,11 @@ impl MockHost {
             .ok_or(UsbError::InvalidRequest)
     }
 
+    /// The hub on the root port, if the root device is one (to plug devices in and out).
+    pub fn root_hub(&mut self) -> Option<&mut hub::HubModel> {
+        self.root.as_deref_mut()?.hub()
+    }
+
     /// Number of open pipes.
     pub fn open_pipes(&self) -> usize {
         self.pipes.iter().filter(|p| p.is_some()).count()
