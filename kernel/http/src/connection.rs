@@ -6,6 +6,7 @@ use core::cell::Cell;
 use bramble_hal::Instant;
 use bramble_site::{FileEntry, Resolved, Variant};
 
+use crate::chunked::{ChunkedProgress, ChunkedState, skip_chunked};
 use crate::fields::{
     self, Coding, Comparison, RangeRequest, content_length, etag_list_matches, has_token,
     negotiate_coding, parse_range,
@@ -49,6 +50,17 @@ struct Sending {
     body_end: usize,
 }
 
+/// The request body still to read and throw away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BodySkip {
+    /// No body (or none left).
+    None,
+    /// This many more bytes (Content-Length framing).
+    Length(u64),
+    /// A chunked body, at this point of its framing.
+    Chunked(ChunkedState),
+}
+
 /// What handling one request decided.
 struct Outcome {
     /// Response status.
@@ -57,8 +69,8 @@ struct Outcome {
     close: bool,
     /// Body range in the site image.
     body: Option<(usize, usize)>,
-    /// Request-body bytes following the header section, to read and discard.
-    request_body: u64,
+    /// The request body following the header section, to read and discard.
+    request_body: BodySkip,
 }
 
 /// The fields of a parsed request the engine acts on.
@@ -102,8 +114,11 @@ pub struct Connection {
     /// A response could not be completed (its body vanished): reset the connection so the
     /// client sees the truncation.
     broken: bool,
-    /// Request-body bytes still to read and throw away.
-    discard: u64,
+    /// Request body still to read and throw away.
+    skip: BodySkip,
+    /// How many more bytes a chunked body may take (framing included) before it counts as
+    /// too large and the connection closes.
+    chunked_budget: u64,
     /// A line ended since the last incomplete parse: worth parsing again. Re-parsing only
     /// when a line completes keeps a byte-at-a-time client from costing a parse per byte.
     parse_pending: bool,
@@ -214,7 +229,8 @@ impl Connection {
             responding: false,
             closing: false,
             broken: false,
-            discard: 0,
+            skip: BodySkip::None,
+            chunked_budget: 0,
             parse_pending: false,
             opened_at: Instant(0),
             request_started: None,
@@ -272,12 +288,37 @@ impl Connection {
             }
             let rest = data.get(consumed..).unwrap_or(&[]);
             let mut progress = false;
-            if self.discard > 0 && !rest.is_empty() {
-                let n = rest
-                    .len()
-                    .min(usize::try_from(self.discard).unwrap_or(usize::MAX));
-                self.discard -= n as u64;
-                consumed += n;
+            if self.skip != BodySkip::None && !rest.is_empty() {
+                match self.skip {
+                    BodySkip::Length(left) => {
+                        let n = rest.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+                        consumed += n;
+                        self.skip = match left - n as u64 {
+                            0 => BodySkip::None,
+                            left => BodySkip::Length(left),
+                        };
+                    }
+                    BodySkip::Chunked(state) => {
+                        match skip_chunked(state, rest, &mut self.chunked_budget) {
+                            ChunkedProgress::More(state) => {
+                                consumed += rest.len();
+                                self.skip = BodySkip::Chunked(state);
+                            }
+                            ChunkedProgress::Done(n) => {
+                                consumed += n;
+                                self.skip = BodySkip::None;
+                            }
+                            ChunkedProgress::Invalid => {
+                                // Broken framing: no later byte can be trusted.
+                                self.skip = BodySkip::None;
+                                self.closing = true;
+                                self.request.clear();
+                                return data.len();
+                            }
+                        }
+                    }
+                    BodySkip::None => {}
+                }
                 progress = true;
             } else if !rest.is_empty() {
                 let n = rest.len().min(REQUEST_BUFFER_LEN - self.request.len());
@@ -297,7 +338,7 @@ impl Connection {
                     progress = true;
                 }
             }
-            if !self.responding && self.discard == 0 && self.process(server, now) {
+            if !self.responding && self.skip == BodySkip::None && self.process(server, now) {
                 progress = true;
             }
             if !progress {
@@ -316,7 +357,7 @@ impl Connection {
             let body_done = self.sending.body_next >= self.sending.body_end;
             if head_done && body_done {
                 self.finish_response(server, now);
-                if !self.closing && self.discard == 0 {
+                if !self.closing && self.skip == BodySkip::None {
                     self.process(server, now);
                 }
                 continue;
@@ -373,7 +414,8 @@ impl Connection {
         match self.next_deadline() {
             Some(deadline) if now >= deadline => {
                 self.timed_out.set(true);
-                if self.responding || self.request_started.is_some() || self.discard > 0 {
+                if self.responding || self.request_started.is_some() || self.skip != BodySkip::None
+                {
                     ConnectionAction::Abort
                 } else {
                     ConnectionAction::CloseWhenFlushed
@@ -399,7 +441,7 @@ impl Connection {
                 .add_micros(limits.response_micros.saturating_add(allowance))
         } else if let Some(started) = self.request_started {
             started.add_micros(limits.header_micros)
-        } else if self.discard > 0 {
+        } else if self.skip != BodySkip::None {
             self.idle_since.add_micros(limits.header_micros)
         } else if self.requests_served == 0 {
             self.opened_at.add_micros(limits.first_byte_micros)
@@ -466,7 +508,7 @@ impl Connection {
                      head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>| {
             push_truncated(log_method, "-");
             push_truncated(log_target, "-");
-            let mut response = Response::new(head, false, date, true, 0, 1);
+            let mut response = Response::new(head, false, date, true, BodySkip::None, 1);
             (response.page(status, "", false, None), 0)
         };
         let (outcome, header_len) = match result {
@@ -538,14 +580,40 @@ impl Connection {
         if outcome.close {
             self.closing = true;
             self.request.clear();
-            self.discard = 0;
+            self.skip = BodySkip::None;
         } else {
             drain_front(&mut self.request, header_len);
-            let buffered = usize::try_from(outcome.request_body)
-                .unwrap_or(usize::MAX)
-                .min(self.request.len());
-            drain_front(&mut self.request, buffered);
-            self.discard = outcome.request_body - buffered as u64;
+            match outcome.request_body {
+                BodySkip::None => self.skip = BodySkip::None,
+                BodySkip::Length(len) => {
+                    let buffered = usize::try_from(len)
+                        .unwrap_or(usize::MAX)
+                        .min(self.request.len());
+                    drain_front(&mut self.request, buffered);
+                    self.skip = match len - buffered as u64 {
+                        0 => BodySkip::None,
+                        left => BodySkip::Length(left),
+                    };
+                }
+                BodySkip::Chunked(state) => {
+                    self.chunked_budget = server.config.limits.max_body_bytes;
+                    match skip_chunked(state, &self.request, &mut self.chunked_budget) {
+                        ChunkedProgress::More(state) => {
+                            self.request.clear();
+                            self.skip = BodySkip::Chunked(state);
+                        }
+                        ChunkedProgress::Done(n) => {
+                            drain_front(&mut self.request, n);
+                            self.skip = BodySkip::None;
+                        }
+                        ChunkedProgress::Invalid => {
+                            self.closing = true;
+                            self.request.clear();
+                            self.skip = BodySkip::None;
+                        }
+                    }
+                }
+            }
         }
         let (body_next, body_end) = outcome.body.unwrap_or((0, 0));
         self.sending = Sending {
@@ -611,8 +679,8 @@ struct Response<'h> {
     is_head: bool,
     date: Option<u64>,
     close: bool,
-    /// Request-body bytes to discard after the header section.
-    request_body: u64,
+    /// Request body to discard after the header section.
+    request_body: BodySkip,
     /// 0 for HTTP/1.0 (keep-alive must be acknowledged), 1 for HTTP/1.1.
     version: u8,
 }
@@ -623,7 +691,7 @@ impl<'h> Response<'h> {
         is_head: bool,
         date: Option<u64>,
         close: bool,
-        request_body: u64,
+        request_body: BodySkip,
         version: u8,
     ) -> Self {
         Self {
@@ -665,7 +733,11 @@ impl<'h> Response<'h> {
                 status: head.status,
                 close: self.close,
                 body: if self.is_head { None } else { body },
-                request_body: if self.close { 0 } else { self.request_body },
+                request_body: if self.close {
+                    BodySkip::None
+                } else {
+                    self.request_body
+                },
             };
         }
         // Only a Location built from a very long path can overflow the buffer.
@@ -682,7 +754,7 @@ impl<'h> Response<'h> {
             status,
             close: true,
             body: None,
-            request_body: 0,
+            request_body: BodySkip::None,
         }
     }
 
@@ -775,7 +847,7 @@ fn respond(
     }
 
     // Framing errors: the stream cannot be trusted any more, so answer and close.
-    let mut closing = Response::new(head, is_head, date, true, 0, view.version);
+    let mut closing = Response::new(head, is_head, date, true, BodySkip::None, view.version);
     if view.target.len() > MAX_TARGET_LEN {
         return closing.page(414, "", false, None);
     }
@@ -822,12 +894,25 @@ fn respond(
         && served_before.saturating_add(1) >= limits.max_requests_per_connection;
     let close = wants_close
         || (view.version == 0 && !wants_keep_alive)
-        // A chunked body is not decoded, and a client waiting for 100 Continue never sends
-        // its body: neither leaves the stream at a known request boundary.
-        || transfer_encoding.is_some()
-        || (expects_continue && length > 0)
+        // A client waiting for 100 Continue never sends its body, which leaves the stream
+        // at no known request boundary.
+        || (expects_continue && (length > 0 || transfer_encoding.is_some()))
         || reached_limit;
-    let mut response = Response::new(closing.head, is_head, date, close, length, view.version);
+    let request_body = if transfer_encoding.is_some() {
+        BodySkip::Chunked(ChunkedState::START)
+    } else if length > 0 {
+        BodySkip::Length(length)
+    } else {
+        BodySkip::None
+    };
+    let mut response = Response::new(
+        closing.head,
+        is_head,
+        date,
+        close,
+        request_body,
+        view.version,
+    );
 
     let image = match server.site {
         SiteSource::Ready(image) => image,

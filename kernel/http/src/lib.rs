@@ -60,6 +60,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod chunked;
 mod connection;
 pub mod date;
 #[doc(hidden)]

@@ -697,14 +697,53 @@ fn bad_input_gets_the_right_status_and_closes() {
 }
 
 #[test]
-fn chunked_requests_are_answered_then_closed() {
+fn chunked_request_bodies_are_skipped_and_the_connection_stays_in_step() {
     let image = site_image(true);
     let mut server = server(&image);
-    let r = one(
-        &mut server,
-        "GET /style.css HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    let mut client = Client::open(&mut server);
+    let request = "POST /form HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+                   5\r\nhello\r\n10;ext=1\r\n0123456789abcdef\r\n0\r\nX-Trailer: t\r\n\r\n\
+                   GET /a%20b.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+    // Byte by byte and all at once: the framing is followed either way.
+    let r = client.exchange(&mut server, request.as_bytes(), &[false, false]);
+    assert_eq!(r.iter().map(|r| r.status).collect::<Vec<_>>(), [405, 200]);
+    assert_eq!(r[1].body, b"spaced");
+    let mut client = Client::open(&mut server);
+    let mut bytes = Vec::new();
+    for byte in request.as_bytes() {
+        bytes.extend(client.send(&mut server, std::slice::from_ref(byte)));
+    }
+    let r = parse_responses(&bytes, &[false, false]);
+    assert_eq!(r.iter().map(|r| r.status).collect::<Vec<_>>(), [405, 200]);
+    assert_eq!(client.action(), ConnectionAction::KeepOpen);
+}
+
+#[test]
+fn broken_chunked_framing_closes_after_the_response() {
+    let image = site_image(true);
+    let mut server = server(&image);
+    let mut client = Client::open(&mut server);
+    let request = "GET /style.css HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\
+                   zz\r\nGET /a%20b.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+    let r = client.exchange(&mut server, request.as_bytes(), &[false, false]);
+    assert_eq!(r.len(), 1, "nothing after broken framing is answered");
+    assert_eq!(r[0].status, 200);
+    assert_eq!(client.action(), ConnectionAction::CloseWhenFlushed);
+    // A chunked body larger than the limit is cut off the same way.
+    let mut config = ServerConfig::default();
+    config.limits.max_body_bytes = 100;
+    let mut small = Server::new(
+        SiteSource::Ready(bramble_site::SiteImage::new_checked(&image).unwrap()),
+        config,
     );
-    assert_eq!((r.status, r.header("connection")), (200, Some("close")));
+    let mut client = Client::open(&mut small);
+    let big = format!(
+        "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n200\r\n{}",
+        "x".repeat(512)
+    );
+    let r = client.exchange(&mut small, big.as_bytes(), &[false]);
+    assert_eq!(r[0].status, 405);
+    assert_eq!(client.action(), ConnectionAction::CloseWhenFlushed);
 }
 
 #[test]
