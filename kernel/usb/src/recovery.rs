@@ -106,10 +106,11 @@ impl<H: UsbHost> ReprobingNic<H> {
 
     /// Wraps a device already probed with `options`.
     pub fn from_nic(nic: UsbNic<H>, options: ProbeOptions) -> Self {
+        let mac = nic.mac_address();
         Self {
-            mac: nic.mac_address(),
+            mac,
             state: Some(State::Running(nic)),
-            options,
+            options: keep_mac(options, mac),
             counters: RecoveryCounters::default(),
         }
     }
@@ -145,7 +146,8 @@ impl<H: UsbHost> ReprobingNic<H> {
         self.counters
     }
 
-    /// The options every probe uses.
+    /// The options every probe uses: those given, with `board_mac` set to the first
+    /// device's address if none was given.
     pub fn options(&self) -> ProbeOptions {
         self.options
     }
@@ -224,6 +226,7 @@ impl<H: UsbHost> ReprobingNic<H> {
                     log::warn!("usb: the network device's MAC changed from {}", self.mac);
                 }
                 self.mac = mac;
+                self.options = keep_mac(self.options, mac);
                 self.state = Some(State::Running(nic));
             }
             Err((error, host)) => {
@@ -241,6 +244,17 @@ impl<H: UsbHost> ReprobingNic<H> {
                 }));
             }
         }
+    }
+}
+
+/// Probes after the first pass the first device's MAC as `board_mac` (if the board gave
+/// none), so that an SMSC95xx, which takes its address from the driver, keeps the one the
+/// network knows, whatever its registers hold after a reset. ECM and RNDIS devices report
+/// their own address and ignore it.
+fn keep_mac(options: ProbeOptions, mac: MacAddress) -> ProbeOptions {
+    ProbeOptions {
+        board_mac: options.board_mac.or(Some(mac)),
+        ..options
     }
 }
 
@@ -317,6 +331,7 @@ mod tests {
     use crate::model::smsc::{Partner, SmscModel};
     use crate::model::usbnet::{MAC, UsbNetModel};
     use crate::probe::CdcPreference;
+    use crate::smsc95xx::reg;
 
     const BOARD_MAC: MacAddress = MacAddress([0xb8, 0x27, 0xeb, 0x12, 0x34, 0x56]);
     const SECOND: u64 = 1_000_000;
@@ -477,6 +492,33 @@ mod tests {
         send(&mut nic, &frame(100, 4)).unwrap();
         assert_eq!(state.borrow().tx.last(), Some(&frame(100, 4)));
         assert!(state.borrow().violations.is_empty());
+    }
+
+    #[test]
+    fn an_smsc95xx_without_a_board_mac_keeps_its_first_address_across_a_reprobe() {
+        let (smsc, state) = SmscModel::new(Partner::FullDuplex);
+        state.borrow_mut().regs.insert(reg::ADDRL, 0x0000_0002);
+        state.borrow_mut().regs.insert(reg::ADDRH, 0x0000_0100);
+        let first = MacAddress([0x02, 0, 0, 0, 0, 0x01]);
+        let hub = HubModel::lan9514().attach(1, Box::new(smsc));
+        let mut nic =
+            ReprobingNic::new(MockHost::new(Some(Box::new(hub))), ProbeOptions::default());
+        assert_eq!(nic.mac_address(), first);
+        assert_eq!(nic.options().board_mac, Some(first));
+
+        // Lost, and back with other bytes in its address registers (as after a reset
+        // without an EEPROM).
+        let device = nic.host_mut().root_hub().unwrap().unplug(1).unwrap();
+        state.borrow_mut().regs.insert(reg::ADDRL, 0x0000_0002);
+        state.borrow_mut().regs.insert(reg::ADDRH, 0x0000_0200);
+        nic.host_mut().delay_ms(1000);
+        assert_eq!(nic.receive(|_| ()), Ok(None));
+        assert!(!nic.is_present());
+        nic.host_mut().root_hub().unwrap().plug(1, device);
+        assert_eq!(nic.link_state(), LinkState::Down);
+        assert_eq!(run_next_probe(&mut nic), LinkState::Up);
+        assert_eq!(nic.mac_address(), first);
+        assert_eq!(state.borrow().reg(reg::ADDRH), 0x0000_0100);
     }
 
     #[test]
