@@ -1,5 +1,6 @@
-//! The appliance loop: one smoltcp interface (DHCP or static IPv4, ARP, ICMP echo), a fixed
-//! pool of TCP sockets on port 80 each driving one HTTP connection, and the mDNS responder.
+//! The appliance loop: one smoltcp interface (DHCP with a link-local fallback, or static
+//! IPv4; ARP, ICMP echo), a fixed pool of TCP sockets on port 80 each driving one HTTP
+//! connection, and the mDNS responder.
 //!
 //! The caller owns time and sleeping: it calls [`Appliance::poll`] with the current instant
 //! whenever something may have happened (a frame arrived, a timer fired) and sleeps until the
@@ -64,7 +65,8 @@ impl core::fmt::Display for NetError {
 /// How the interface gets its IPv4 address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddressConfig {
-    /// Ask a DHCP server (the default), sending the hostname.
+    /// Ask a DHCP server (the default), sending the hostname; while none answers (after
+    /// [`LINK_LOCAL_AFTER_MICROS`]), use a link-local 169.254.x.y address.
     Dhcp,
     /// A fixed address.
     Static {
@@ -776,6 +778,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let old = self.phy.replace_device(device);
         self.iface
             .set_hardware_addr(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
+        self.mac = mac.0;
         self.device_fault = None;
         self.link = LinkState::Down;
         log::info!("net: network device replaced, MAC {mac}");

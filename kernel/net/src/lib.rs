@@ -1,5 +1,6 @@
-//! Bramble's network layer: the smoltcp device adapter, the appliance loop (DHCP or static
-//! IPv4, ARP, ICMP echo, a pool of HTTP connections on port 80) and the mDNS responder.
+//! Bramble's network layer: the smoltcp device adapter, the appliance loop (DHCP with a
+//! link-local fallback, or static IPv4; ARP, ICMP echo; a pool of HTTP connections on port 80)
+//! and the mDNS responder.
 //!
 //! This is the only crate that names smoltcp. It is portable `no_std` code: the Pi kernel
 //! runs it over its USB Ethernet drivers, `bramble-hosted` runs it over a Linux TAP device,
