@@ -562,4 +562,116 @@ mod tests {
         // One root port reset: the probe in `new`.
         assert_eq!(nic.host_mut().root_hub().unwrap().resets, [1]);
     }
+
+    /// Whether `frame` is a DHCP client message (IPv4, UDP to port 67).
+    fn is_dhcp_request(frame: &[u8]) -> bool {
+        frame.len() > 14 + 20 + 8
+            && frame[12..14] == [0x08, 0x00]
+            && frame[14 + 9] == 17
+            && frame[14 + 20 + 2..14 + 20 + 4] == [0, 67]
+    }
+
+    #[test]
+    fn the_appliance_sees_a_lost_device_as_a_link_loss_and_asks_dhcp_again_after_the_reprobe() {
+        use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+        use bramble_net::SocketStorage;
+        use bramble_net::appliance::{Appliance, ApplianceMemory, EXTRA_SOCKETS, NetworkConfig};
+
+        let sockets = Box::leak(
+            (0..1 + EXTRA_SOCKETS)
+                .map(|_| SocketStorage::EMPTY)
+                .collect::<Vec<_>>()
+                .into_boxed_slice(),
+        );
+        let connections = Box::leak(Box::new([Connection::new()]));
+        let buffers = Box::leak(std::vec![0u8; 4096].into_boxed_slice());
+        let memory = Box::leak(Box::new(ApplianceMemory::new(
+            sockets,
+            connections,
+            buffers,
+            2048,
+            2048,
+        )));
+        let server = Server::new(SiteSource::Unavailable("test"), ServerConfig::default());
+
+        let (net, state) = UsbNetModel::new();
+        let hub = HubModel::qemu().attach(1, Box::new(net));
+        let mut nic =
+            ReprobingNic::new(MockHost::new(Some(Box::new(hub))), ProbeOptions::default());
+        let now = nic.host_mut().now();
+        let mut appliance =
+            Appliance::new(nic, NetworkConfig::dhcp("bramble", 7), memory, server, now).unwrap();
+        // Runs the appliance for `millis` of model time, 10 ms a step.
+        let run = |appliance: &mut Appliance<'_, ReprobingNic<MockHost>>, millis: u64| {
+            for _ in 0..millis / 10 {
+                let host = appliance.device_mut().host_mut();
+                host.delay_ms(10);
+                let now = host.now();
+                appliance.poll(now);
+                // The model delivers a bulk OUT when its pipe is polled next: let the last
+                // frame of this step reach the wire as the hardware would.
+                appliance.device_mut().can_transmit();
+            }
+        };
+        let dhcp_requests =
+            |state: &std::rc::Rc<std::cell::RefCell<crate::model::usbnet::UsbNetState>>| {
+                state
+                    .borrow()
+                    .tx
+                    .iter()
+                    .filter(|f| is_dhcp_request(f))
+                    .count()
+            };
+
+        run(&mut appliance, 500);
+        let before_loss = dhcp_requests(&state);
+        let first_discover = appliance.device_mut().host_mut().now();
+        assert!(
+            before_loss >= 1,
+            "the appliance asks for an address at start"
+        );
+
+        // Lost behind the hub: within a second or two the appliance sees the link go down,
+        // and no device fault (nothing for the board to do).
+        let device = appliance
+            .device_mut()
+            .host_mut()
+            .root_hub()
+            .unwrap()
+            .unplug(1)
+            .unwrap();
+        run(&mut appliance, 2500);
+        assert_eq!(appliance.counters().link_losses, 1);
+        assert_eq!(appliance.device_fault(), None);
+        assert!(!appliance.device().is_present());
+        assert!(appliance.device().counters().reprobes_attempted >= 1);
+
+        // Back: the next probe finds it, the link comes up and DHCP starts again at once
+        // (not at its ten-second retransmission).
+        appliance
+            .device_mut()
+            .host_mut()
+            .root_hub()
+            .unwrap()
+            .plug(1, device);
+        let sent_while_away = dhcp_requests(&state);
+        let mut waited = 0;
+        while !appliance.device().is_present() && waited < 40_000 {
+            run(&mut appliance, 100);
+            waited += 100;
+        }
+        assert!(appliance.device().is_present());
+        assert_eq!(appliance.device().counters().reprobes_succeeded, 1);
+        run(&mut appliance, 200);
+        assert!(dhcp_requests(&state) > sent_while_away);
+        // All within smoltcp's 10 s DISCOVER retransmission: this one is the restart.
+        let elapsed = appliance
+            .device_mut()
+            .host_mut()
+            .now()
+            .micros_since(first_discover);
+        assert!(elapsed < 9 * SECOND, "{elapsed} us");
+        assert_eq!(appliance.counters().link_losses, 1);
+        assert_eq!(appliance.device_fault(), None);
+    }
 }
