@@ -1,0 +1,202 @@
+//! Link drop and return: the QEMU monitor takes the usb-net link down (`set_link net0 off`) and
+//! up again while the guest serves through the forwarded port; serving must resume by itself,
+//! including a request made while the link was down.
+
+use bramble::image::{ImageInputs, build_image};
+use bramble::pack::{PackOptions, pack_site};
+use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How long the link stays down.
+const OUTAGE: Duration = Duration::from_secs(5);
+/// How long serving may take to come back after the link returns (TCP retransmission
+/// back-off in QEMU's user network and in the guest, on a loaded machine).
+const RECOVERY_TIMEOUT: Duration = Duration::from_secs(90);
+
+const PROMPT: &str = "(qemu) ";
+
+/// The QEMU human monitor over its Unix socket.
+struct Monitor {
+    stream: UnixStream,
+}
+
+impl Monitor {
+    /// Connects to the monitor socket (QEMU creates it while starting) and reads the banner.
+    fn connect(path: &Path) -> Monitor {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let stream = loop {
+            match UnixStream::connect(path) {
+                Ok(stream) => break stream,
+                Err(error) if Instant::now() > deadline => {
+                    panic!(
+                        "cannot connect to the QEMU monitor at {}: {error}",
+                        path.display()
+                    )
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(100)),
+            }
+        };
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut monitor = Monitor { stream };
+        monitor.read_to_prompt();
+        monitor
+    }
+
+    /// Reads until the next prompt; returns what came before it.
+    fn read_to_prompt(&mut self) -> String {
+        let mut text = Vec::new();
+        let mut byte = [0u8; 1];
+        while !text.ends_with(PROMPT.as_bytes()) {
+            let n = self
+                .stream
+                .read(&mut byte)
+                .expect("reading from the QEMU monitor");
+            assert!(n == 1, "the QEMU monitor closed its socket");
+            text.push(byte[0]);
+        }
+        String::from_utf8_lossy(&text[..text.len() - PROMPT.len()]).to_string()
+    }
+
+    /// Runs `command` and returns the monitor's reply (without the echoed command line).
+    fn run(&mut self, command: &str) -> String {
+        self.stream
+            .write_all(format!("{command}\n").as_bytes())
+            .expect("writing to the QEMU monitor");
+        let reply = self.read_to_prompt();
+        // The monitor echoes the line being edited (with cursor escapes) up to a newline.
+        reply
+            .split_once('\n')
+            .map(|(_, rest)| rest.trim().to_string())
+            .unwrap_or_default()
+    }
+}
+
+/// One GET with `Connection: close`; the whole response, or the error that ended it.
+fn get(port: u16, path: &str, timeout: Duration) -> std::io::Result<Vec<u8>> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(timeout))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: bramble\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response)?;
+    Ok(response)
+}
+
+/// The body of a `200 OK` response, or `None` for anything else.
+fn ok_body(response: &[u8]) -> Option<&[u8]> {
+    if !response.starts_with(b"HTTP/1.1 200 ") {
+        return None;
+    }
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n")?;
+    Some(&response[split + 4..])
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn serving_resumes_after_the_link_drops_and_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    let page = "<!doctype html><h1>still here</h1>\n".repeat(10);
+    std::fs::write(site.join("index.html"), &page).unwrap();
+    let card = dir.path().join("card.img");
+    let inputs = ImageInputs {
+        kernel: std::fs::read(&kernel().raw).unwrap(),
+        site: pack_site(&site, &PackOptions::default()).unwrap().image,
+        settings: bramble_settings::TEMPLATE.to_string(),
+        firmware: Vec::new(),
+        size_mib: None,
+    };
+    build_image(&inputs, &card).unwrap();
+
+    let port = free_port();
+    let socket = dir.path().join("monitor.sock");
+    let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
+    config.sd_card = Some(card);
+    config.network = Some(Network::User {
+        host_port: port,
+        topology: Topology::BehindHub,
+    });
+    config.monitor_socket = Some(socket.clone());
+    let mut guest = Guest::start(&config);
+    let mut monitor = Monitor::connect(&socket);
+    guest.expect_line("serving: http://10.0.2.15/", BOOT_TIMEOUT);
+
+    let before = get(port, "/", Duration::from_secs(30)).expect("GET before the drop");
+    assert_eq!(ok_body(&before), Some(page.as_bytes()), "before the drop");
+
+    let reply = monitor.run("set_link net0 off");
+    assert!(reply.is_empty(), "set_link net0 off: {reply:?}");
+    // A request made during the outage gets no answer while the link is down...
+    let during = std::thread::spawn(move || get(port, "/", RECOVERY_TIMEOUT));
+    std::thread::sleep(OUTAGE);
+    assert!(
+        !during.is_finished(),
+        "a request was answered (or failed) while the link was down: {:?}",
+        during.join()
+    );
+    let reply = monitor.run("set_link net0 on");
+    assert!(reply.is_empty(), "set_link net0 on: {reply:?}");
+    let link_returned = Instant::now();
+
+    // ... and is answered once it returns (QEMU's user network keeps retrying the guest).
+    let late = during.join().unwrap();
+    let late_ok = late.as_deref().ok().and_then(ok_body) == Some(page.as_bytes());
+    eprintln!(
+        "request made during the outage ended {:.1} s after the link returned",
+        link_returned.elapsed().as_secs_f64()
+    );
+
+    // New requests are served again.
+    let deadline = Instant::now() + RECOVERY_TIMEOUT;
+    let mut attempts = 0;
+    let after = loop {
+        attempts += 1;
+        match get(port, "/", Duration::from_secs(10)) {
+            Ok(response) if ok_body(&response) == Some(page.as_bytes()) => break response,
+            other if Instant::now() > deadline => panic!(
+                "not serving {RECOVERY_TIMEOUT:?} after the link returned ({attempts} \
+                 attempts, last: {other:?}); serial:\n{}",
+                guest.transcript.join("\n")
+            ),
+            _ => std::thread::sleep(Duration::from_millis(500)),
+        }
+    };
+    assert_eq!(ok_body(&after), Some(page.as_bytes()));
+    eprintln!(
+        "new requests served again {:.1} s after the link returned ({attempts} attempt(s))",
+        link_returned.elapsed().as_secs_f64()
+    );
+    assert!(
+        late_ok,
+        "the request made during the outage: {late:?}; serial:\n{}",
+        guest.transcript.join("\n")
+    );
+
+    // Whether the kernel noticed the link going away: QEMU's usb-net does not report link
+    // changes to the guest (its RNDIS media state stays "connected"), so the guest may see only
+    // silence. Printed for the record, not asserted.
+    let _ = guest.wait_for(|_| false, Duration::from_secs(2));
+    let link_lines: Vec<&String> = guest
+        .transcript
+        .iter()
+        .filter(|line| line.contains("link down") || line.contains("link up"))
+        .collect();
+    eprintln!("link messages on the serial console: {link_lines:?}");
+}
