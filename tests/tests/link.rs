@@ -1,6 +1,9 @@
 //! Link drop and return: the QEMU monitor takes the usb-net link down (`set_link net0 off`) and
-//! up again while the guest serves through the forwarded port; serving must resume by itself,
-//! including a request made while the link was down.
+//! up again while the guest serves (through the forwarded port of QEMU's user network, and on
+//! a TAP link in a test-made namespace); serving must resume by itself, including a request
+//! made while the link was down, and pings must stop during the outage and flow after it.
+
+mod netns;
 
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
@@ -11,6 +14,8 @@ use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+use netns::{Netns, NetnsGuest, TAP, build_card};
 
 /// How long the link stays down.
 const OUTAGE: Duration = Duration::from_secs(5);
@@ -199,4 +204,91 @@ fn serving_resumes_after_the_link_drops_and_returns() {
         .filter(|line| line.contains("link down") || line.contains("link up"))
         .collect();
     eprintln!("link messages on the serial console: {link_lines:?}");
+}
+
+/// Pings `address` `count` times from `netns`, 50 ms apart; returns how many replies came.
+fn ping(netns: &Netns, address: &str, count: u32) -> u32 {
+    let output = netns.output(
+        "ping",
+        &["-c", &count.to_string(), "-i", "0.05", "-W", "1", address],
+    );
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.lines()
+        .find_map(|line| {
+            let (_, rest) = line.split_once(" transmitted, ")?;
+            rest.split(' ').next()?.parse().ok()
+        })
+        .unwrap_or_else(|| panic!("no ping summary in:\n{text}"))
+}
+
+#[test]
+fn tap_link_drop_stops_pings_and_then_serving_resumes() {
+    let address = "192.168.77.2";
+    let dir = tempfile::tempdir().unwrap();
+    let files = netns::write_site(&dir.path().join("site"));
+    let card = dir.path().join("card.img");
+    build_card(
+        &dir.path().join("site"),
+        "address = 192.168.77.2/24\n",
+        &card,
+    );
+    let netns = Netns::create();
+    let socket = dir.path().join("monitor.sock");
+    let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
+    config.sd_card = Some(card);
+    config.network = Some(Network::Tap {
+        interface: TAP.to_string(),
+        topology: Topology::BehindHub,
+    });
+    config.monitor_socket = Some(socket.clone());
+    let mut guest = NetnsGuest::start(&netns, &config);
+    let mut monitor = Monitor::connect(&socket);
+    guest.expect_line("serving: http://192.168.77.2/", BOOT_TIMEOUT);
+    assert_eq!(ping(&netns, address, 5), 5, "pings before the drop");
+
+    let reply = monitor.run("set_link net0 off");
+    assert!(reply.is_empty(), "set_link net0 off: {reply:?}");
+    assert_eq!(
+        ping(&netns, address, 5),
+        0,
+        "pings answered while the link was down"
+    );
+    std::thread::sleep(OUTAGE);
+    let reply = monitor.run("set_link net0 on");
+    assert!(reply.is_empty(), "set_link net0 on: {reply:?}");
+    let link_returned = Instant::now();
+
+    // The first answer may wait for ARP to be re-resolved; after that none may be lost.
+    let deadline = Instant::now() + RECOVERY_TIMEOUT;
+    while ping(&netns, address, 1) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no ping answered {RECOVERY_TIMEOUT:?} after the link returned; serial:\n{}",
+            guest.transcript.join("\n")
+        );
+    }
+    eprintln!(
+        "first ping answered {:.1} s after the link returned",
+        link_returned.elapsed().as_secs_f64()
+    );
+    assert_eq!(
+        ping(&netns, address, 20),
+        20,
+        "pings after the link returned"
+    );
+    for (path, bytes) in &files {
+        let url = format!("http://{address}{path}");
+        let body = netns
+            .curl(&url)
+            .unwrap_or_else(|| panic!("curl {url} failed after the link returned"));
+        assert!(&body == bytes, "{url}: wrong body after the link returned");
+    }
+
+    let _ = guest.wait_for(|_| false, Duration::from_secs(1));
+    let link_lines: Vec<&String> = guest
+        .transcript
+        .iter()
+        .filter(|line| line.contains("link down") || line.contains("link up"))
+        .collect();
+    eprintln!("link messages on the serial console (TAP): {link_lines:?}");
 }
