@@ -48,9 +48,45 @@ pub fn parse_bramble_status(line: &str) -> Option<GuestCounters> {
     })
 }
 
-/// Parses the Linux baseline's counters CGI: /proc/stat followed by /proc/meminfo.
+/// Parses the Linux baseline's counters CGI: a line `uptime UP IDLE` (/proc/uptime, seconds),
+/// then /proc/stat and /proc/meminfo. Busy time is uptime minus idle time: the idle time is
+/// measured on every idle entry and exit (NO_HZ), while /proc/stat's user and system times
+/// are sampled at timer ticks, which in QEMU tend to land in idle periods and undercount.
+/// Without the uptime line, /proc/stat's tick counts are used.
 pub fn parse_linux_counters(text: &str) -> Option<GuestCounters> {
     let ticks_per_second = 100; // USER_HZ on ARM Linux
+    let kib = |key: &str| {
+        text.lines()
+            .find_map(|line| line.strip_prefix(key))
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+    };
+    let ram = match (kib("MemTotal:"), kib("MemAvailable:")) {
+        (Some(total), Some(available)) => Some((total - available.min(total)) * 1024),
+        _ => None,
+    };
+    let uptime: Option<Vec<f64>> = text
+        .lines()
+        .find_map(|line| line.strip_prefix("uptime "))
+        .map(|rest| {
+            rest.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        });
+    if let Some([up, idle]) = uptime.as_deref() {
+        let up_us = (up * 1e6).round() as u64;
+        let idle_us = (idle * 1e6).round() as u64;
+        return Some(GuestCounters {
+            up_us: Some(up_us),
+            busy_us: Some(up_us.saturating_sub(idle_us)),
+            ram_used_bytes: ram,
+        });
+    }
     let cpu: Vec<u64> = text
         .lines()
         .find(|line| line.starts_with("cpu "))?
@@ -62,15 +98,6 @@ pub fn parse_linux_counters(text: &str) -> Option<GuestCounters> {
     let field = |index: usize| cpu.get(index).copied().unwrap_or(0);
     let busy = field(0) + field(1) + field(2) + field(5) + field(6) + field(7);
     let total = busy + field(3) + field(4);
-    let kib = |key: &str| {
-        text.lines()
-            .find_map(|line| line.strip_prefix(key))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-    };
-    let ram = match (kib("MemTotal:"), kib("MemAvailable:")) {
-        (Some(total), Some(available)) => Some((total - available.min(total)) * 1024),
-        _ => None,
-    };
     let to_us = |ticks: u64| ticks * 1_000_000 / ticks_per_second;
     Some(GuestCounters {
         up_us: Some(to_us(total)),
@@ -107,7 +134,7 @@ mod tests {
     }
 
     #[test]
-    fn linux_stat_and_meminfo() {
+    fn linux_uptime_stat_and_meminfo() {
         let text = "cpu  100 5 50 1000 10 3 2 0 0 0\ncpu0 100 5 50 1000 10 3 2 0 0 0\n\
                     intr 1 2 3\nMemTotal:         449000 kB\nMemFree:          400000 kB\n\
                     MemAvailable:     420000 kB\n";
@@ -116,5 +143,10 @@ mod tests {
         assert_eq!(counters.up_us, Some(1170 * 10_000));
         assert_eq!(counters.ram_used_bytes, Some(29_000 * 1024));
         assert_eq!(parse_linux_counters("MemTotal: 1 kB\n"), None);
+        let with_uptime = format!("uptime 61.25 50.75\n{text}");
+        let counters = parse_linux_counters(&with_uptime).unwrap();
+        assert_eq!(counters.up_us, Some(61_250_000));
+        assert_eq!(counters.busy_us, Some(10_500_000));
+        assert_eq!(counters.ram_used_bytes, Some(29_000 * 1024));
     }
 }

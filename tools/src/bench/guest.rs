@@ -19,17 +19,22 @@ pub struct Guest {
 }
 
 impl Guest {
-    /// Starts `qemu-system-arm` with `args`; every serial line is also appended to `serial_log`.
+    /// Starts `qemu-system-arm` with `args`; every serial line is also appended to `serial_log`,
+    /// QEMU's own messages go to the same path with `.stderr` added.
     pub fn start(args: &[OsString], serial_log: &Path) -> anyhow::Result<Guest> {
         let qemu = bramble_qemu::find_qemu().map_err(anyhow::Error::msg)?;
         let mut log = std::fs::File::create(serial_log)
             .with_context(|| format!("creating {}", serial_log.display()))?;
+        let mut stderr_path = serial_log.as_os_str().to_owned();
+        stderr_path.push(".stderr");
+        let stderr = std::fs::File::create(&stderr_path)
+            .with_context(|| format!("creating {}", Path::new(&stderr_path).display()))?;
         let started = Instant::now();
         let mut child = Command::new(qemu)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .context("starting qemu-system-arm")?;
         let stdin = child.stdin.take().context("QEMU's stdin")?;
@@ -99,7 +104,13 @@ impl Guest {
         status
             .lines()
             .find_map(|line| line.strip_prefix("VmHWM:"))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .and_then(|rest| {
+                rest.trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
             .map(|kib| kib * 1024)
     }
 }
@@ -125,7 +136,9 @@ pub fn cpu_time_from_stat(stat: &str, ticks_per_second: u64) -> Option<Duration>
     let user: u64 = fields.get(14 - 3)?.parse().ok()?;
     let system: u64 = fields.get(15 - 3)?.parse().ok()?;
     let ticks = user + system;
-    Some(Duration::from_nanos(ticks * 1_000_000_000 / ticks_per_second))
+    Some(Duration::from_nanos(
+        ticks * 1_000_000_000 / ticks_per_second,
+    ))
 }
 
 #[cfg(test)]

@@ -136,8 +136,7 @@ pub fn parse_wrk(report: &str) -> anyhow::Result<LoadFigures> {
             ["99%", value] => figures.latency_ms.p99 = milliseconds(value)?,
             [count, "requests", "in", elapsed, ..] => {
                 figures.responses = count.parse()?;
-                figures.elapsed_seconds =
-                    milliseconds(elapsed.trim_end_matches(','))? / 1000.0;
+                figures.elapsed_seconds = milliseconds(elapsed.trim_end_matches(','))? / 1000.0;
             }
             ["Socket", "errors:", rest @ ..] => {
                 let numbers: Vec<u64> = rest

@@ -114,23 +114,28 @@ fn y_range(panels: &[Vec<Line>]) -> (f64, f64) {
     if low > high {
         (1.0, 10.0)
     } else {
-        (low / 2.0, high * 2.0)
+        // Room above the data for the legend.
+        (low / 2.0, high * 8.0)
     }
 }
 
 fn draw(path: &Path, title: &str, y_label: &str, panels: &[Vec<Line>]) -> anyhow::Result<()> {
     let root = BitMapBackend::new(path, (1500, 520)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-    let root = root
-        .titled(title, (FONT, 22))
-        .map_err(|e| anyhow!("{e}"))?;
+    let root = root.titled(title, (FONT, 22)).map_err(|e| anyhow!("{e}"))?;
     let (low, high) = y_range(panels);
     for (area, (lines, (target, what))) in root
         .split_evenly((1, TARGETS.len()))
         .iter()
         .zip(panels.iter().zip(TARGETS))
     {
-        panel(area, &format!("{target}: {what}"), y_label, (low, high), lines)?;
+        panel(
+            area,
+            &format!("{target}: {what}"),
+            y_label,
+            (low, high),
+            lines,
+        )?;
     }
     root.present()
         .with_context(|| format!("writing {}", path.display()))
@@ -160,7 +165,10 @@ where
         let color = line.color;
         let width = if line.thin { 1 } else { 3 };
         chart
-            .draw_series(LineSeries::new(line.points.clone(), color.stroke_width(width)))
+            .draw_series(LineSeries::new(
+                line.points.clone(),
+                color.stroke_width(width),
+            ))
             .map_err(|e| anyhow!("{e}"))?
             .label(line.label.clone())
             .legend(move |(x, y)| {
@@ -168,15 +176,15 @@ where
             });
         chart
             .draw_series(
-                line.points
-                    .iter()
-                    .map(|&point| Circle::new(point, if line.thin { 3 } else { 4 }, color.filled())),
+                line.points.iter().map(|&point| {
+                    Circle::new(point, if line.thin { 3 } else { 4 }, color.filled())
+                }),
             )
             .map_err(|e| anyhow!("{e}"))?;
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerLeft)
+        .position(SeriesLabelPosition::UpperRight)
         .label_font((FONT, 14))
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
@@ -206,6 +214,8 @@ where
                 format!("{v:.2}")
             }
         })
+        .light_line_style(RGBColor(235, 235, 235))
+        .y_labels(6)
         .label_style((FONT, 13))
         .axis_desc_style((FONT, 14))
         .draw()
@@ -230,7 +240,12 @@ mod tests {
                         concurrency: c,
                         figures: Some(LoadFigures {
                             requests_per_second: rps * c as f64 / 10.0,
-                            latency_ms: Latency { p50: 5.0, p90: 8.0, p99: 20.0, max: 30.0 },
+                            latency_ms: Latency {
+                                p50: 5.0,
+                                p90: 8.0,
+                                p99: 20.0,
+                                max: 30.0,
+                            },
                             ..Default::default()
                         }),
                         ..Default::default()
@@ -241,8 +256,16 @@ mod tests {
         let report = Report {
             levels: vec![10, 100, 1000],
             systems: vec![
-                SystemReport { name: "bramble".into(), loads: loads(1000.0), ..Default::default() },
-                SystemReport { name: "linux".into(), loads: loads(100.0), ..Default::default() },
+                SystemReport {
+                    name: "bramble".into(),
+                    loads: loads(1000.0),
+                    ..Default::default()
+                },
+                SystemReport {
+                    name: "linux".into(),
+                    loads: loads(100.0),
+                    ..Default::default()
+                },
             ],
             ..Default::default()
         };

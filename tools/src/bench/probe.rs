@@ -80,7 +80,10 @@ mod tests {
 
     #[test]
     fn rejects_incomplete_or_foreign_responses() {
-        assert_eq!(parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"), None);
+        assert_eq!(
+            parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"),
+            None
+        );
         assert_eq!(parse_response(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
     }
 }

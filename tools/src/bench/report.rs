@@ -90,6 +90,9 @@ pub struct LoadReport {
     pub concurrency: u32,
     /// QEMU's host CPU during the run, percent of one core.
     pub qemu_cpu_percent: Option<f64>,
+    /// The guest's own busy time during the run, percent of its (emulated) CPU: near 100 means
+    /// the guest CPU is the limit, low means something outside it is (NIC path, protocol).
+    pub guest_busy_percent: Option<f64>,
     /// The load generator's figures; `None` when the run failed.
     pub figures: Option<LoadFigures>,
     /// Why the run failed.
@@ -169,9 +172,7 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
         }
     };
     let mut rows = Vec::new();
-    let mut row = |label: String,
-                   cell: &dyn Fn(&SystemReport) -> String,
-                   advantage: String| {
+    let mut row = |label: String, cell: &dyn Fn(&SystemReport) -> String, advantage: String| {
         rows.push((label, systems.iter().map(cell).collect(), advantage));
     };
     let boot = |s: &SystemReport| s.boot_to_first_200_seconds;
@@ -222,22 +223,20 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             );
             row(
                 format!("{target} c={level}: errors / responses"),
-                &|s| {
-                    figures(s).map_or("-".into(), |f| format!("{} / {}", f.errors(), f.responses))
-                },
+                &|s| figures(s).map_or("-".into(), |f| format!("{} / {}", f.errors(), f.responses)),
                 String::new(),
             );
             let cpu = |s: &SystemReport| s.load(target, level).and_then(|l| l.qemu_cpu_percent);
+            let busy = |s: &SystemReport| s.load(target, level).and_then(|l| l.guest_busy_percent);
             row(
-                format!("{target} c={level}: QEMU host CPU %"),
-                &|s| number(cpu(s), 0),
+                format!("{target} c={level}: QEMU host / guest busy CPU %"),
+                &|s| format!("{} / {}", number(cpu(s), 0), number(busy(s), 0)),
                 String::new(),
             );
         }
     }
     for (target, _) in TARGETS {
-        let instructions =
-            |s: &SystemReport| s.cost(target).map(|c| c.instructions_per_request);
+        let instructions = |s: &SystemReport| s.cost(target).map(|c| c.instructions_per_request);
         row(
             format!("{target}: guest instructions/request"),
             &|s| match s.cost(target) {
@@ -246,7 +245,10 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             },
             pair(&instructions, false),
         );
-        let bound = |s: &SystemReport| s.cost(target).map(|c| c.cpu_bound_requests_per_second_at_700mhz);
+        let bound = |s: &SystemReport| {
+            s.cost(target)
+                .map(|c| c.cpu_bound_requests_per_second_at_700mhz)
+        };
         row(
             format!("{target}: CPU-bound req/s at 700 MHz, IPC 1"),
             &|s| number(bound(s), 0),
@@ -259,7 +261,12 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
 /// The table printed on stdout (plain text, fixed-width columns).
 pub fn table(report: &Report) -> String {
     let rows = rows(report);
-    let label_width = rows.iter().map(|(label, _, _)| label.len()).max().unwrap_or(10) + 2;
+    let label_width = rows
+        .iter()
+        .map(|(label, _, _)| label.len())
+        .max()
+        .unwrap_or(10)
+        + 2;
     let cell_width = rows
         .iter()
         .flat_map(|(_, cells, _)| cells.iter().map(String::len))
@@ -271,7 +278,12 @@ pub fn table(report: &Report) -> String {
     let _ = writeln!(
         out,
         "{} on {} ({}), {}, {} s per level; {} {}",
-        report.systems.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(" vs "),
+        report
+            .systems
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" vs "),
         report.machine,
         report.nic,
         report.load_generator,
@@ -315,8 +327,15 @@ pub fn markdown(report: &Report) -> String {
         report.host.load_average_after,
         report.host.qemu
     );
-    let _ = writeln!(out, "Targets: {}.\n",
-        TARGETS.iter().map(|(name, what)| format!("`{name}` = {what}")).collect::<Vec<_>>().join(", "));
+    let _ = writeln!(
+        out,
+        "Targets: {}.\n",
+        TARGETS
+            .iter()
+            .map(|(name, what)| format!("`{name}` = {what}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let _ = write!(out, "| metric |");
     for system in &report.systems {
         let _ = write!(out, " {} |", system.name);
@@ -345,7 +364,10 @@ pub fn markdown(report: &Report) -> String {
         }
         let _ = writeln!(out);
     }
-    let _ = writeln!(out, "![throughput](throughput.png)\n\n![latency](latency.png)");
+    let _ = writeln!(
+        out,
+        "![throughput](throughput.png)\n\n![latency](latency.png)"
+    );
     out
 }
 
@@ -362,10 +384,16 @@ mod tests {
                 target: "page".into(),
                 concurrency: 10,
                 qemu_cpu_percent: Some(99.0),
+                guest_busy_percent: Some(50.0),
                 figures: Some(LoadFigures {
                     responses: 100,
                     requests_per_second: rps,
-                    latency_ms: Latency { p50: 1.0, p90: 2.0, p99: 3.0, max: 4.0 },
+                    latency_ms: Latency {
+                        p50: 1.0,
+                        p90: 2.0,
+                        p99: 3.0,
+                        max: 4.0,
+                    },
                     elapsed_seconds: 1.0,
                     ..Default::default()
                 }),
@@ -410,7 +438,10 @@ mod tests {
         assert_eq!(serde_json::from_str::<Report>(&json).unwrap(), report);
         let text = table(&report);
         assert!(text.contains("bramble") && text.contains("linux"));
-        assert!(text.lines().any(|line| line.starts_with("page c=10: req/s") && line.ends_with("10.0x")));
+        assert!(
+            text.lines()
+                .any(|line| line.starts_with("page c=10: req/s") && line.ends_with("10.0x"))
+        );
         let md = markdown(&report);
         assert!(md.contains("| page c=10: req/s | 1000.0 | 100.0 | 10.0x |"));
     }

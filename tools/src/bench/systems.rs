@@ -221,8 +221,7 @@ impl System {
                 counters::parse_bramble_status(&line)
             }
             System::Linux { .. } => {
-                let response =
-                    probe::get(port, "/cgi-bin/counters", &[], Duration::from_secs(20))?;
+                let response = probe::get(port, "/cgi-bin/counters", &[], Duration::from_secs(20))?;
                 if response.status != 200 {
                     return None;
                 }
