@@ -12,8 +12,9 @@ use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
 
-/// Environment variables that turn [`mdns_query_in_namespace`] into the resolver subprocess.
+/// The name [`mdns_query_in_namespace`] asks for, when it runs as the resolver subprocess.
 const QUERY_NAME_VAR: &str = "BRAMBLE_MDNS_QUERY_NAME";
+/// How it asks: [`QueryMode::name`].
 const QUERY_MODE_VAR: &str = "BRAMBLE_MDNS_QUERY_MODE";
 /// How long the resolver subprocess asks before giving up.
 const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -42,7 +43,8 @@ fn boot(netns: &Netns, dir: &Path, settings: &str, topology: Topology) -> NetnsG
 }
 
 /// Asks for `name` over mDNS from inside `netns` by running this test binary there as a
-/// resolver subprocess ([`mdns_query_in_namespace`]). Returns the addresses answered.
+/// resolver subprocess ([`mdns_query_in_namespace`]). Returns the addresses answered and the
+/// subprocess's output (for failure messages).
 fn resolve_in(netns: &Netns, name: &str, mode: QueryMode) -> (Vec<Ipv4Addr>, String) {
     let binary = std::env::current_exe().expect("path of this test binary");
     let output = netns
