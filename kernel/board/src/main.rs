@@ -123,7 +123,8 @@ fn kernel_main() -> ! {
         site,
         &mut arena,
     );
-    timeline.usb = if net.is_some() { TIMER.micros() } else { 0 };
+    let nic_present = net.as_ref().is_some_and(|n| n.device().is_present());
+    timeline.usb = if nic_present { TIMER.micros() } else { 0 };
     health::set_budget(health::RUNNING_BUDGET_MICROS);
     log::info!("ready: idle in WFI; type 'help' on this console for commands");
 
@@ -154,6 +155,9 @@ fn kernel_main() -> ! {
                 }
             }
             deadline = earliest(deadline, next.map(|next| next.as_micros()));
+            // While the USB device is missing: wake for its next probe (run inside poll).
+            let reprobe = appliance.device().next_deadline();
+            deadline = earliest(deadline, reprobe.map(|at| at.as_micros()));
         }
         led.show(match (site_ok, serving) {
             (false, _) => LedState::NoSite,
@@ -224,6 +228,16 @@ fn print_status(net: Option<&network::Network>, free_bytes: usize) {
             phy.tx_frames,
             phy.rx_errors,
             phy.tx_dropped
+        );
+        let nic = appliance.device();
+        let usb = nic.counters();
+        log::info!(
+            "status: usb {:?}, losses {}, re-probes {} ({} found it), last probe error {:?}",
+            nic.kind(),
+            usb.losses,
+            usb.reprobes_attempted,
+            usb.reprobes_succeeded,
+            usb.last_probe_error
         );
     }
 }

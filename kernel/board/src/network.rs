@@ -13,7 +13,8 @@ use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, EXTRA_SOCKETS, MAX_CONNECTIONS, NetworkConfig,
 };
 use bramble_settings::{AddressMode, Settings};
-use bramble_usb::probe::{CdcPreference, ProbeOptions, UsbNic, probe};
+use bramble_usb::probe::{CdcPreference, ProbeOptions};
+use bramble_usb::recovery::ReprobingNic;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// Receive buffer per TCP connection: requests are small.
@@ -30,8 +31,8 @@ pub fn used_bytes() -> usize {
     USED_BYTES.load(Ordering::Relaxed)
 }
 
-/// The running appliance over the USB NIC.
-pub type Network = Appliance<'static, UsbNic<Dwc2Host>>;
+/// The running appliance over the USB NIC, which is probed again whenever it goes away.
+pub type Network = Appliance<'static, ReprobingNic<Dwc2Host>>;
 
 /// Brings up USB and the NIC and starts the appliance. Logs and returns `None` on failure
 /// (the console keeps working).
@@ -63,19 +64,20 @@ pub fn start(
         board_mac: board_mac.map(MacAddress),
         smsc_multiple_frames: true,
     };
-    let nic = match probe(host, options) {
-        Ok(nic) => nic,
-        Err((error, _host)) => {
-            log::error!("usb: no network device found: {error:?}");
-            return None;
-        }
-    };
-    log::info!(
-        "usb: {:?} network device ready after {} us, MAC {}",
-        nic.kind(),
-        micros() - started,
-        bramble_hal::EthernetDevice::mac_address(&nic)
-    );
+    // Probes now; if nothing is found (or the device goes away later) the appliance runs
+    // with the link down and the NIC probes again in the background, 1 s to 30 s apart.
+    let nic = ReprobingNic::new(host, options);
+    match nic.kind() {
+        Some(kind) => log::info!(
+            "usb: {kind:?} network device ready after {} us, MAC {}",
+            micros() - started,
+            bramble_hal::EthernetDevice::mac_address(&nic)
+        ),
+        None => log::error!(
+            "usb: no network device found ({:?}); probing again in the background",
+            nic.counters().last_probe_error
+        ),
+    }
 
     let arena_before = arena.remaining();
     let per_connection = TCP_RX_LEN + TCP_TX_LEN + core::mem::size_of::<Connection>() + 64;
