@@ -135,6 +135,8 @@ pub struct Connection {
     limits: Limits,
     /// Set when `action` reported a deadline; counted as a timeout on close.
     timed_out: Cell<bool>,
+    /// When `action` first asked for a graceful close; the close deadline runs from here.
+    close_asked: Cell<Option<Instant>>,
     // Access-log record of the response being sent.
     log_method: heapless::String<16>,
     log_target: heapless::String<LOG_TARGET_LEN>,
@@ -240,6 +242,7 @@ impl Connection {
             requests_served: 0,
             limits: Limits::DEFAULT,
             timed_out: Cell::new(false),
+            close_asked: Cell::new(None),
             log_method: heapless::String::new(),
             log_target: heapless::String::new(),
             log_status: 0,
@@ -408,27 +411,51 @@ impl Connection {
         if self.broken {
             return ConnectionAction::Abort;
         }
-        if self.closing && !self.responding {
+        if let Some(asked) = self.close_asked.get() {
+            // The close was asked for already; a peer that has not let it finish by the close
+            // deadline (it never reads, or never acknowledges the FIN) is reset.
+            if now >= asked.add_micros(self.limits.close_micros) {
+                self.timed_out.set(true);
+                return ConnectionAction::Abort;
+            }
             return ConnectionAction::CloseWhenFlushed;
         }
-        match self.next_deadline() {
-            Some(deadline) if now >= deadline => {
-                self.timed_out.set(true);
-                if self.responding || self.request_started.is_some() || self.skip != BodySkip::None
-                {
-                    ConnectionAction::Abort
-                } else {
-                    ConnectionAction::CloseWhenFlushed
+        let action = if self.closing && !self.responding {
+            ConnectionAction::CloseWhenFlushed
+        } else {
+            match self.next_deadline() {
+                Some(deadline) if now >= deadline => {
+                    self.timed_out.set(true);
+                    if self.responding
+                        || self.request_started.is_some()
+                        || self.skip != BodySkip::None
+                    {
+                        ConnectionAction::Abort
+                    } else {
+                        ConnectionAction::CloseWhenFlushed
+                    }
                 }
+                _ => ConnectionAction::KeepOpen,
             }
-            _ => ConnectionAction::KeepOpen,
+        };
+        if action == ConnectionAction::CloseWhenFlushed {
+            self.close_asked.set(Some(now));
         }
+        action
     }
 
     /// The next instant at which [`Connection::action`] may change on its own, so the loop
     /// can sleep until then.
     pub fn next_deadline(&self) -> Option<Instant> {
-        if !self.open || (self.closing && !self.responding) {
+        if !self.open {
+            return None;
+        }
+        if let Some(asked) = self.close_asked.get() {
+            // Never a deadline already passed while the close is under way: the loop would
+            // spin instead of sleeping until the socket closes.
+            return Some(asked.add_micros(self.limits.close_micros));
+        }
+        if self.closing && !self.responding {
             return None;
         }
         let limits = self.limits;

@@ -36,12 +36,16 @@ pub struct Limits {
     pub max_body_bytes: u64,
     /// Requests served on one connection before it is closed (0: unlimited).
     pub max_requests_per_connection: u32,
+    /// From asking for a graceful close (the FIN queued behind the last response bytes) to
+    /// giving up on it: a peer that never takes those bytes, or never acknowledges the FIN,
+    /// gets a reset instead of holding the socket forever.
+    pub close_micros: u64,
 }
 
 impl Limits {
     /// The defaults: 10 s to the first byte, 10 s for a header, 15 s idle, 60 s per
     /// response plus one second per 16 KiB of it, 1 MiB of request body, 1000 requests per
-    /// connection.
+    /// connection, 10 s to finish closing.
     pub const DEFAULT: Limits = Limits {
         first_byte_micros: 10_000_000,
         header_micros: 10_000_000,
@@ -50,6 +54,7 @@ impl Limits {
         min_send_bytes_per_second: 16 * 1024,
         max_body_bytes: 1 << 20,
         max_requests_per_connection: 1000,
+        close_micros: 10_000_000,
     };
 }
 
