@@ -145,3 +145,28 @@ fn panic_prints_message_and_location_then_resets() {
         &["PANIC at kernel/board/src/commands.rs", "panic requested"],
     );
 }
+
+/// (busy, up) microseconds from a `status` line.
+fn busy_and_uptime(guest: &mut Guest) -> (u64, u64) {
+    guest.send_line("status");
+    let status = guest.expect_line("status: up", Duration::from_secs(10));
+    (number_after(&status, "busy"), number_after(&status, "up"))
+}
+
+#[test]
+fn idle_loop_sleeps_without_card_or_network() {
+    // No card, no NIC: the loop still has work (USB probes with back-off, the watchdog tick,
+    // the LED), and must sleep in WFI between it rather than spin.
+    let mut guest = boot(Machine::Raspi1ap);
+    guest.expect_line("ready:", BOOT_TIMEOUT);
+    let (busy_before, up_before) = busy_and_uptime(&mut guest);
+    guest.send_line("sleep 3000");
+    guest.expect_line("sleep: woke after", Duration::from_secs(30));
+    let (busy_after, up_after) = busy_and_uptime(&mut guest);
+    let busy = busy_after - busy_before;
+    let elapsed = up_after - up_before;
+    assert!(
+        busy * 2 < elapsed,
+        "busy {busy} us of {elapsed} us: the idle loop is not sleeping"
+    );
+}
