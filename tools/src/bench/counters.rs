@@ -2,10 +2,11 @@
 //! Bramble's `status` console command and from Linux's /proc/stat and /proc/meminfo.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// A snapshot of a guest's counters. Times are in guest microseconds; under `-icount
 /// shift=0` one guest nanosecond is one instruction.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuestCounters {
     /// Time since boot.
     pub up_us: Option<u64>,
@@ -13,6 +14,54 @@ pub struct GuestCounters {
     pub busy_us: Option<u64>,
     /// RAM in use, in bytes.
     pub ram_used_bytes: Option<u64>,
+    /// Network and server event counters, by name (Bramble: its second status line; Linux:
+    /// TCP counters from /proc/net/snmp and /proc/net/netstat).
+    pub events: BTreeMap<String, u64>,
+}
+
+impl GuestCounters {
+    /// How much each event counter grew from `before` to `self`.
+    pub fn event_deltas(&self, before: &GuestCounters) -> BTreeMap<String, u64> {
+        self.events
+            .iter()
+            .filter_map(|(name, after)| {
+                let before = before.events.get(name)?;
+                Some((name.clone(), after.saturating_sub(*before)))
+            })
+            .collect()
+    }
+}
+
+/// Adds the counters of Bramble's second status line (`status: http requests N, bytes N, open
+/// connections N, accepted N, timeouts N, errors N; frames rx N tx N, rx errors N, tx dropped
+/// N`) to `counters`: each number is named by the words before it in its comma-separated part.
+pub fn add_bramble_events(counters: &mut GuestCounters, line: &str) {
+    let Some(start) = line.find("status: http") else {
+        return;
+    };
+    for part in line[start + "status: ".len()..].split([',', ';']) {
+        let words: Vec<&str> = part.split_whitespace().collect();
+        let mut label: Vec<&str> = Vec::new();
+        let mut numbers_seen = 0;
+        for word in &words {
+            let Ok(value) = word.parse::<u64>() else {
+                label.push(word);
+                continue;
+            };
+            if label.is_empty() {
+                continue;
+            }
+            // "frames rx N tx N": the second number is "frames tx".
+            let name = if numbers_seen > 0 {
+                format!("{} {}", words[0], label.join(" "))
+            } else {
+                label.join(" ")
+            };
+            counters.events.insert(name, value);
+            numbers_seen += 1;
+            label.clear();
+        }
+    }
 }
 
 /// Parses Bramble's first `status` line. Shape (each part optional, any order):
@@ -45,6 +94,7 @@ pub fn parse_bramble_status(line: &str) -> Option<GuestCounters> {
         up_us: after("up"),
         busy_us: after("busy"),
         ram_used_bytes: memory,
+        events: BTreeMap::new(),
     })
 }
 
@@ -78,6 +128,7 @@ pub fn parse_linux_counters(text: &str) -> Option<GuestCounters> {
                 .filter_map(|w| w.parse().ok())
                 .collect()
         });
+    let events = linux_tcp_events(text);
     if let Some([up, idle]) = uptime.as_deref() {
         let up_us = (up * 1e6).round() as u64;
         let idle_us = (idle * 1e6).round() as u64;
@@ -85,6 +136,7 @@ pub fn parse_linux_counters(text: &str) -> Option<GuestCounters> {
             up_us: Some(up_us),
             busy_us: Some(up_us.saturating_sub(idle_us)),
             ram_used_bytes: ram,
+            events,
         });
     }
     let cpu: Vec<u64> = text
@@ -103,7 +155,49 @@ pub fn parse_linux_counters(text: &str) -> Option<GuestCounters> {
         up_us: Some(to_us(total)),
         busy_us: Some(to_us(busy)),
         ram_used_bytes: ram,
+        events,
     })
+}
+
+/// TCP counters that explain failures and tails: connections accepted, listen queue overflows
+/// and drops, retransmitted segments, resets sent. /proc/net/snmp and /proc/net/netstat print
+/// a line of names and then a line of values, both starting with the same `Group:`.
+fn linux_tcp_events(text: &str) -> BTreeMap<String, u64> {
+    const WANTED: [(&str, &str); 6] = [
+        ("Tcp:", "PassiveOpens"),
+        ("Tcp:", "RetransSegs"),
+        ("Tcp:", "OutRsts"),
+        ("Tcp:", "AttemptFails"),
+        ("TcpExt:", "ListenOverflows"),
+        ("TcpExt:", "ListenDrops"),
+    ];
+    let mut events = BTreeMap::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for pair in lines.windows(2) {
+        let (names, values) = (pair[0], pair[1]);
+        let Some(group) = names.split_whitespace().next() else {
+            continue;
+        };
+        let is_header = names
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|word| word.parse::<i64>().is_err());
+        if !is_header || !values.starts_with(group) {
+            continue;
+        }
+        for (name, value) in names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .skip(1)
+        {
+            if WANTED.contains(&(group, name))
+                && let Ok(value) = value.parse::<u64>()
+            {
+                events.insert(name.to_string(), value);
+            }
+        }
+    }
+    events
 }
 
 #[cfg(test)]
@@ -126,11 +220,43 @@ mod tests {
             today,
             GuestCounters {
                 up_us: Some(99),
-                busy_us: None,
-                ram_used_bytes: None
+                ..Default::default()
             }
         );
         assert_eq!(parse_bramble_status("serving: http://10.0.2.15/"), None);
+    }
+
+    #[test]
+    fn bramble_event_counters_and_deltas() {
+        let mut before = GuestCounters::default();
+        add_bramble_events(
+            &mut before,
+            "[ 1.0] INFO  status: http requests 10, bytes 5000, open connections 2, accepted \
+             12, timeouts 1, errors 0; frames rx 100 tx 90, rx errors 0, tx dropped 3",
+        );
+        assert_eq!(before.events["http requests"], 10);
+        assert_eq!(before.events["open connections"], 2);
+        assert_eq!(before.events["frames rx"], 100);
+        assert_eq!(before.events["frames tx"], 90);
+        assert_eq!(before.events["tx dropped"], 3);
+        let mut after = before.clone();
+        after.events.insert("http requests".into(), 25);
+        assert_eq!(after.event_deltas(&before)["http requests"], 15);
+        assert_eq!(after.event_deltas(&before)["tx dropped"], 0);
+    }
+
+    #[test]
+    fn linux_tcp_counters() {
+        let text = "Tcp: RtoAlgorithm RtoMin PassiveOpens AttemptFails RetransSegs OutRsts\n\
+                    Tcp: 1 200 42 1 7 3\n\
+                    TcpExt: SyncookiesSent ListenOverflows ListenDrops\n\
+                    TcpExt: 0 5 6\n";
+        let events = linux_tcp_events(text);
+        assert_eq!(events["PassiveOpens"], 42);
+        assert_eq!(events["RetransSegs"], 7);
+        assert_eq!(events["ListenOverflows"], 5);
+        assert_eq!(events["ListenDrops"], 6);
+        assert!(!events.contains_key("RtoMin"));
     }
 
     #[test]

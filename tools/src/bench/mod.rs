@@ -291,9 +291,10 @@ fn load_level(
     let outcome = load::run_wrk(&run, &dir.join(format!("wrk-{target}-c{level}.txt")));
     let wall = started.elapsed().as_secs_f64();
     let counters_after = system.counters(guest, port);
-    load.guest_busy_percent = counters_before
-        .zip(counters_after)
-        .and_then(|(before, after)| busy_percent(&before, &after));
+    if let (Some(before), Some(after)) = (&counters_before, &counters_after) {
+        load.guest_busy_percent = busy_percent(before, after);
+        load.guest_events = after.event_deltas(before);
+    }
     if let (Some(before), Ok(after)) = (cpu_before, guest.cpu_time()) {
         load.qemu_cpu_percent = Some(100.0 * (after - before).as_secs_f64() / wall);
     }

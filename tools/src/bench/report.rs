@@ -93,6 +93,8 @@ pub struct LoadReport {
     /// The guest's own busy time during the run, percent of its (emulated) CPU: near 100 means
     /// the guest CPU is the limit, low means something outside it is (NIC path, protocol).
     pub guest_busy_percent: Option<f64>,
+    /// How much the guest's network and server event counters grew over the run.
+    pub guest_events: BTreeMap<String, u64>,
     /// The load generator's figures; `None` when the run failed.
     pub figures: Option<LoadFigures>,
     /// Why the run failed.
@@ -385,6 +387,7 @@ mod tests {
                 concurrency: 10,
                 qemu_cpu_percent: Some(99.0),
                 guest_busy_percent: Some(50.0),
+                guest_events: BTreeMap::new(),
                 figures: Some(LoadFigures {
                     responses: 100,
                     requests_per_second: rps,

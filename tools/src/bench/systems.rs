@@ -218,7 +218,11 @@ impl System {
                 guest.drain();
                 guest.send_line("status").ok()?;
                 let line = guest.wait_line("status: up", Duration::from_secs(10))?;
-                counters::parse_bramble_status(&line)
+                let mut counters = counters::parse_bramble_status(&line)?;
+                if let Some(events) = guest.wait_line("status: http", Duration::from_secs(2)) {
+                    counters::add_bramble_events(&mut counters, &events);
+                }
+                Some(counters)
             }
             System::Linux { .. } => {
                 let response = probe::get(port, "/cgi-bin/counters", &[], Duration::from_secs(20))?;
