@@ -30,8 +30,9 @@ pub struct BenchArgs {
     /// Concurrency levels (open connections), comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "10,100,1000")]
     pub levels: Vec<u32>,
-    /// Seconds of load per target and level.
-    #[arg(long, default_value_t = 10)]
+    /// Seconds of load per target and level. Longer than --timeout, so that a request stuck
+    /// longer than the timeout is counted as an error.
+    #[arg(long, default_value_t = 20)]
     pub duration: u64,
     /// Seconds of idle over which QEMU's host CPU is measured.
     #[arg(long, default_value_t = 10)]
@@ -47,7 +48,8 @@ pub struct BenchArgs {
     /// guest instructions per request; 0 skips that boot.
     #[arg(long, default_value_t = 10)]
     pub icount_duration: u64,
-    /// Per-request timeout of the load generator, in seconds.
+    /// Per-request timeout of the load generator, in seconds: wrk counts a request still
+    /// unanswered after this long as a timeout error.
     #[arg(long, default_value_t = 10)]
     pub timeout: u64,
     /// Where to keep results.json, the PNG charts and README.md (default:
@@ -145,6 +147,13 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
     }
     if args.duration == 0 || args.duration > 600 {
         bail!("--duration must be 1..=600 seconds");
+    }
+    if args.duration <= args.timeout {
+        eprintln!(
+            "bench: note: with --duration {} <= --timeout {}, no request can time out; errors \
+             then count only refused or reset connections",
+            args.duration, args.timeout
+        );
     }
     Ok(())
 }

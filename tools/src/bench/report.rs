@@ -364,6 +364,24 @@ pub fn markdown(report: &Report) -> String {
         for note in &system.notes {
             let _ = writeln!(out, "- {note}");
         }
+        for load in system
+            .loads
+            .iter()
+            .filter(|load| !load.guest_events.is_empty())
+        {
+            let events: Vec<String> = load
+                .guest_events
+                .iter()
+                .map(|(name, count)| format!("{name} {count}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "- {} c={}: guest counters grew by: {}",
+                load.target,
+                load.concurrency,
+                events.join(", ")
+            );
+        }
         let _ = writeln!(out);
     }
     let _ = writeln!(
