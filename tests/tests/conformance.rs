@@ -4,9 +4,15 @@
 //! `libnginx-mod-http-brotli-static`, started here on 127.0.0.1 with its own configuration in
 //! a tempdir, stopped by PID) serving the same files. Bramble must pass every check nginx
 //! passes. The table of results is printed (run with `--nocapture` to see it).
+//!
+//! When REDbot (PyPI `redbot`, mnot's HTTP linter) is installed (on PATH, or its path in
+//! `BRAMBLE_REDBOT`), it lints the same URLs on both servers too, and Bramble may have no
+//! WARN or BAD note that nginx does not have, except the documented design differences in
+//! [`REDBOT_EXPECTED`]. Without it that stage is skipped with a message.
 
 mod support;
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -812,6 +818,79 @@ fn run_all(port: u16, fixture: &Fixture) -> Vec<Verdict> {
         .collect()
 }
 
+/// REDbot notes Bramble may have where nginx has none, with the reason.
+const REDBOT_EXPECTED: &[(&str, &str)] = &[
+    (
+        "DATE_CLOCKLESS",
+        "no Date header: the Pi has no clock until it is set (RFC 9110 §6.6.1 forbids Date then)",
+    ),
+    (
+        "DATE_CLOCKLESS_BAD_HDR",
+        "Last-Modified without Date: the packer assigned Last-Modified on a machine with a \
+         clock, which RFC 9110 §8.8.2.1 allows a clockless origin to send",
+    ),
+    (
+        "STORE_PUBLIC_UNNECESSARY",
+        "the packer's cache policy sends `public, max-age=...` on assets (the reference's \
+         recommendation); redundant without Authorization, and harmless",
+    ),
+];
+
+/// The URLs REDbot lints on each server: every kind of file, a directory, a miss.
+const REDBOT_PATHS: &[&str] = &[
+    "/",
+    "/style.css",
+    "/favicon.svg",
+    "/robots.txt",
+    "/data.bin",
+    "/docs/",
+    "/missing.html",
+];
+
+fn find_redbot() -> Option<PathBuf> {
+    match std::env::var_os("BRAMBLE_REDBOT") {
+        Some(path) => Some(PathBuf::from(path)),
+        None => find_program("redbot"),
+    }
+}
+
+/// REDbot's WARN and BAD notes for each path as `(path, note id, level, summary)`.
+fn redbot_notes(redbot: &Path, port: u16) -> BTreeSet<(String, String, String, String)> {
+    let mut notes = BTreeSet::new();
+    for path in REDBOT_PATHS {
+        let url = format!("http://127.0.0.1:{port}{path}");
+        let output = Command::new("timeout")
+            .arg("120")
+            .arg(redbot)
+            .args(["-o", "har", &url])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redbot");
+        assert!(
+            output.status.success(),
+            "redbot {url}: {}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let har: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("redbot {url}: HAR output is not JSON: {e}"));
+        for entry in har["log"]["entries"].as_array().into_iter().flatten() {
+            for message in entry["_red_messages"].as_array().into_iter().flatten() {
+                let level = message["level"].as_str().unwrap_or("").to_string();
+                if level == "WARN" || level == "BAD" {
+                    notes.insert((
+                        path.to_string(),
+                        message["note_id"].as_str().unwrap_or("").to_string(),
+                        level,
+                        message["summary"].as_str().unwrap_or("").to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    notes
+}
+
 #[test]
 fn bramble_conforms_at_least_as_well_as_nginx() {
     let Some(nginx_binary) = find_program("nginx") else {
@@ -828,6 +907,10 @@ fn bramble_conforms_at_least_as_well_as_nginx() {
     let started = Instant::now();
     let nginx_results = run_all(nginx.port, &fixture);
     eprintln!("nginx checked in {:.1} s", started.elapsed().as_secs_f64());
+    let redbot = find_redbot();
+    let nginx_notes = redbot
+        .as_ref()
+        .map(|redbot| redbot_notes(redbot, nginx.port));
     drop(nginx);
 
     let served = boot_site(&site, "access_log = off\nmdns = off\n");
@@ -837,6 +920,9 @@ fn bramble_conforms_at_least_as_well_as_nginx() {
         "Bramble checked in {:.1} s",
         started.elapsed().as_secs_f64()
     );
+    let bramble_notes = redbot
+        .as_ref()
+        .map(|redbot| redbot_notes(redbot, served.port));
 
     let mark = |v: &Verdict| if v.is_ok() { "pass" } else { "FAIL" };
     let mut table = String::from("| check | nginx 1.22 | Bramble |\n|---|---|---|\n");
@@ -870,5 +956,36 @@ fn bramble_conforms_at_least_as_well_as_nginx() {
         regressions.is_empty(),
         "Bramble fails checks that nginx passes:\n{}",
         regressions.join("\n")
+    );
+
+    let (Some(nginx_notes), Some(bramble_notes)) = (nginx_notes, bramble_notes) else {
+        eprintln!(
+            "REDbot not installed (pip install redbot, or set BRAMBLE_REDBOT): its comparison \
+             was skipped"
+        );
+        return;
+    };
+    let key = |(path, id, _, _): &(String, String, String, String)| (path.clone(), id.clone());
+    let nginx_keys: BTreeSet<_> = nginx_notes.iter().map(key).collect();
+    let mut report = String::from("REDbot WARN/BAD notes:\n");
+    for (server, notes) in [("nginx", &nginx_notes), ("Bramble", &bramble_notes)] {
+        for (path, id, level, summary) in notes {
+            report.push_str(&format!(
+                "  {server:8} {path:14} {level:4} {id}: {summary}\n"
+            ));
+        }
+    }
+    eprintln!("{report}");
+    if std::fs::create_dir_all(&artifacts).is_ok() {
+        let _ = std::fs::write(artifacts.join("redbot-vs-nginx.txt"), &report);
+    }
+    let unexpected: Vec<_> = bramble_notes
+        .iter()
+        .filter(|note| !nginx_keys.contains(&key(note)))
+        .filter(|(_, id, _, _)| !REDBOT_EXPECTED.iter().any(|(expected, _)| expected == id))
+        .collect();
+    assert!(
+        unexpected.is_empty(),
+        "REDbot finds problems with Bramble that it does not find with nginx: {unexpected:#?}"
     );
 }
