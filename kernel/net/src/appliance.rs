@@ -646,6 +646,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             // a request can produce the next response. Bounded, so one connection cannot
             // hold the loop.
             let mut wrote = 0;
+            // Set when this pass aborts the socket: smoltcp sends the RST on the next
+            // interface poll, but only if the socket still knows its peer, so it must not be
+            // put back to listening (which forgets the peer) until the next pass.
+            let mut aborted = false;
             for _ in 0..PROGRESS_ROUNDS {
                 let mut moved = 0;
                 while socket.can_recv() {
@@ -703,6 +707,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 }
                 ConnectionAction::Abort => {
                     socket.abort();
+                    aborted = true;
                     self.counters.connections_aborted += 1;
                 }
             }
@@ -715,6 +720,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 && !matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait)
             {
                 socket.abort();
+                aborted = true;
                 self.counters.closes_abandoned += 1;
             }
             if matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait) {
@@ -722,9 +728,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 slot.open = false;
                 slot.closing = false;
                 slot.since = None;
-                // Back to listening at once: the pool slot serves the next client. (TIME-WAIT
+                // Back to listening: the pool slot serves the next client. (TIME-WAIT
                 // protection is given up for the slot; the client's port differs anyway.)
-                let _ = socket.listen(port);
+                // After an abort this waits one pass, for the RST to go out first.
+                if !aborted {
+                    let _ = socket.listen(port);
+                }
             }
         }
     }
@@ -1371,6 +1380,40 @@ mod tests {
             3000,
             |c| c.socket(next).may_send()
         ));
+    }
+
+    #[test]
+    fn an_aborted_connection_sends_its_peer_a_reset() {
+        let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+        let mut appliance =
+            Appliance::new(guest, static_config(false), memory(1), server(), at(0)).unwrap();
+        let mut client = Client::new(host);
+        let handle = client.connect(40040);
+        let mut clock = 0;
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            1000,
+            |c| c.socket(handle).may_send()
+        ));
+        // Half a header, then silence: the engine aborts at its header deadline (10 s).
+        client
+            .socket(handle)
+            .send_slice(b"GET / HTTP/1.1\r\nHost: b\r\nX-Slow: ")
+            .unwrap();
+        for _ in 0..40 {
+            clock += 500;
+            client.poll(at(clock));
+            appliance.poll(at(clock));
+            client.poll(at(clock));
+        }
+        assert_eq!(appliance.counters().connections_aborted, 1);
+        assert_eq!(
+            client.socket(handle).state(),
+            tcp::State::Closed,
+            "the client was never told (no RST), so it would wait for ever"
+        );
     }
 
     #[test]
