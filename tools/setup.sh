@@ -6,20 +6,24 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages: QEMU for the Pi machines; mtools to read SD images back independently;
-# iproute2 and iputils-ping for the network-namespace tests; curl as a real HTTP client;
-# dnsmasq as a real DHCP server in the namespace tests.
-packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base git)
-commands=(qemu-system-arm mdir ip ping curl dnsmasq git)
+# iproute2, iputils-ping, curl and dnsmasq-base for the network-namespace tests; chromium to
+# render the default site from a guest; nginx (with brotli_static) as the conformance
+# reference; git for the kernel's version string.
+packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx
+          libnginx-mod-http-brotli-static git)
 
 missing=()
-for i in "${!commands[@]}"; do
-    command -v "${commands[$i]}" >/dev/null 2>&1 || missing+=("${packages[$i]}")
+for package in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$package")
 done
 if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         echo "setup: installing ${missing[*]}"
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+        # The tests start nginx themselves, on 127.0.0.1 with their own configuration.
+        if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
     else
         echo "setup: missing Debian packages: ${missing[*]}" >&2
         echo "setup: install them with: sudo apt-get install -y ${missing[*]}" >&2
