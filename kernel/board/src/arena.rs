@@ -41,6 +41,17 @@ impl Arena {
         Some(unsafe { core::slice::from_raw_parts_mut(first, count) })
     }
 
+    /// `len` zeroed bytes (one memset, where [`Arena::slice`] writes element by element).
+    pub fn zeroed_bytes(&mut self, len: usize) -> Option<&'static mut [u8]> {
+        if len > self.memory.len() {
+            return None;
+        }
+        let (chunk, rest) = core::mem::take(&mut self.memory).split_at_mut(len);
+        self.memory = rest;
+        chunk.fill(0);
+        Some(chunk)
+    }
+
     /// One value moved into the arena.
     pub fn value<T>(&mut self, value: T) -> Option<&'static mut T> {
         let mut value = Some(value);

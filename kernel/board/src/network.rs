@@ -84,7 +84,7 @@ pub fn start(
     let pool = (arena.remaining() / POOL_SHARE_DIVISOR / per_connection).clamp(1, MAX_CONNECTIONS);
     let sockets = arena.slice(pool + EXTRA_SOCKETS, || SocketStorage::EMPTY)?;
     let connections = arena.slice(pool, Connection::new)?;
-    let buffers = arena.slice(pool * (TCP_RX_LEN + TCP_TX_LEN), || 0u8)?;
+    let buffers = arena.zeroed_bytes(pool * (TCP_RX_LEN + TCP_TX_LEN))?;
     let memory = arena.value(ApplianceMemory::new(
         sockets,
         connections,

@@ -53,9 +53,12 @@ pub mod change {
     pub const RESET: u16 = 0x0010;
 }
 
-/// Minimum wait after powering ports: Circle's "bPwrOn2PwrGood delay seems to be not enough
-/// for some devices" margin.
+/// Longest wait after powering ports for a device to show up: Circle's "bPwrOn2PwrGood delay
+/// seems to be not enough for some devices" margin. The wait ends as soon as a port reports
+/// a connection, so a prompt device costs only its hub's bPwrOn2PwrGood.
 pub const POWER_ON_SETTLE_MS: u32 = 510;
+/// Spacing of port-status polls while waiting for a device after power-on.
+const POWER_ON_POLL_MS: u32 = 10;
 /// Reset status polls and their spacing (Circle waits 100 ms in total).
 const RESET_POLLS: u32 = 20;
 const RESET_POLL_MS: u32 = 10;
@@ -132,8 +135,26 @@ impl Hub {
         for port in 1..=descriptor.num_ports {
             hub.set_port_feature(host, port, feature::PORT_POWER)?;
         }
-        host.delay_ms(POWER_ON_SETTLE_MS.max(descriptor.power_on_to_good_ms as u32));
+        // Power is good after bPwrOn2PwrGood; then poll until a device connects (the
+        // network device is built in, or already plugged in) or the margin runs out.
+        let power_good = descriptor.power_on_to_good_ms as u32;
+        host.delay_ms(power_good);
+        let mut waited = power_good;
+        while waited < POWER_ON_SETTLE_MS && !hub.any_port_connected(host)? {
+            host.delay_ms(POWER_ON_POLL_MS);
+            waited += POWER_ON_POLL_MS;
+        }
+        log::debug!("usb: hub ports settled after {waited} ms");
         Ok(hub)
+    }
+
+    fn any_port_connected<H: UsbHost + ?Sized>(&self, host: &mut H) -> Result<bool, UsbError> {
+        for port in 1..=self.descriptor.num_ports {
+            if self.port_status(host, port)?.connected() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn target(&self) -> &DeviceTarget {
