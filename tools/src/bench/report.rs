@@ -318,7 +318,7 @@ pub fn markdown(report: &Report) -> String {
     let _ = writeln!(out, "# Benchmark {} ({})\n", report.date, report.commit);
     let _ = writeln!(
         out,
-        "QEMU `{}` with `usb-net` ({}), both systems serving the same files, measured with {} \
+        "QEMU `{}`, NIC {}, both systems serving the same files, measured with {} \
          for {} s per level; host: {} CPUs, load average before/after `{}` / `{}`; {}.\n",
         report.machine,
         report.nic,
