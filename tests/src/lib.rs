@@ -33,8 +33,15 @@ impl Guest {
     /// Starts QEMU with `config`; serial output is collected line by line.
     pub fn start(config: &QemuConfig) -> Guest {
         let qemu = bramble_qemu::find_qemu().unwrap_or_else(|message| panic!("{message}"));
-        let mut child = Command::new(qemu)
-            .args(config.args())
+        let mut command = Command::new(qemu);
+        command.args(config.args());
+        Guest::start_command(command)
+    }
+
+    /// Starts a prepared QEMU command line (for example through `nsenter` into a network
+    /// namespace, which replaces itself with QEMU, so the PID is still QEMU's).
+    pub fn start_command(mut command: Command) -> Guest {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -59,6 +66,13 @@ impl Guest {
             stdin,
             lines,
             transcript: Vec::new(),
+        }
+    }
+
+    /// Collects the serial lines that arrived so far, without waiting.
+    pub fn drain(&mut self) {
+        while let Ok(line) = self.lines.try_recv() {
+            self.transcript.push(line);
         }
     }
 

@@ -22,7 +22,7 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 const QEMU_NAME: &str = "qemu-system-arm";
 
 /// Boots the guest with `settings` as BRAMBLE.TXT on a TAP link in `netns`.
-fn boot(netns: &Netns, dir: &Path, settings: &str, topology: Topology) -> NetnsGuest {
+fn boot(netns: &Netns, dir: &Path, settings: &str, topology: Topology) -> bramble_tests::Guest {
     let card = dir.join("card.img");
     build_card(&dir.join("site"), settings, &card);
     let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));

@@ -13,15 +13,12 @@ pub mod mdns;
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
 use bramble_qemu::QemuConfig;
-use bramble_tests::kernel;
+use bramble_tests::{Guest, kernel};
 use std::ffi::OsStr;
-use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::time::{Duration, Instant};
 
 /// The TAP interface inside every test namespace.
 pub const TAP: &str = "tap0";
@@ -200,99 +197,16 @@ impl Drop for Daemon {
     }
 }
 
-/// A QEMU guest running inside a namespace, its serial output awaitable line by line. Drop
-/// kills QEMU by its PID and reaps it.
-pub struct NetnsGuest {
-    child: Child,
-    lines: Receiver<String>,
-    /// Every serial line seen so far, for failure messages.
-    pub transcript: Vec<String>,
-}
+/// Starts QEMU guests inside a namespace as the shared [`Guest`] (killed by PID on drop).
+pub struct NetnsGuest;
 
 impl NetnsGuest {
     /// Starts `qemu-system-arm` with `config` inside `netns`.
-    pub fn start(netns: &Netns, config: &QemuConfig) -> NetnsGuest {
+    pub fn start(netns: &Netns, config: &QemuConfig) -> Guest {
         let qemu = bramble_qemu::find_qemu().unwrap_or_else(|message| panic!("{message}"));
-        let mut child = netns
-            .command(qemu)
-            .args(config.args())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting qemu-system-arm in the namespace");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender
-                    .send(line.trim_end_matches('\r').to_string())
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        });
-        NetnsGuest {
-            child,
-            lines,
-            transcript: Vec::new(),
-        }
-    }
-
-    /// QEMU's process id (nsenter exec'd it, so this is QEMU itself).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Waits up to `timeout` for a serial line containing `needle`; panics with the transcript
-    /// when it does not come.
-    pub fn expect_line(&mut self, needle: &str, timeout: Duration) -> String {
-        self.wait_for(|line| line.contains(needle), timeout)
-            .unwrap_or_else(|| {
-                panic!(
-                    "no serial line containing {needle:?} within {timeout:?}; serial so far:\n{}",
-                    self.transcript.join("\n")
-                )
-            })
-    }
-
-    /// Waits up to `timeout` for a line matching `predicate`.
-    pub fn wait_for(
-        &mut self,
-        predicate: impl Fn(&str) -> bool,
-        timeout: Duration,
-    ) -> Option<String> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.transcript.push(line.clone());
-                    if predicate(&line) {
-                        return Some(line);
-                    }
-                }
-                Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => {
-                    return None;
-                }
-            }
-        }
-    }
-
-    /// Collects the serial lines that arrived so far without waiting.
-    pub fn drain(&mut self) {
-        while let Ok(line) = self.lines.try_recv() {
-            self.transcript.push(line);
-        }
-    }
-}
-
-impl Drop for NetnsGuest {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut command = netns.command(qemu);
+        command.args(config.args());
+        Guest::start_command(command)
     }
 }
 
