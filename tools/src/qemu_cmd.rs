@@ -38,6 +38,10 @@ pub struct QemuArgs {
     /// Put the USB NIC on the root port instead of behind a hub (the B+ shape).
     #[arg(long)]
     pub root_port: bool,
+    /// Attach the NIC to this existing TAP device (real L2: ARP, ping, mDNS) instead of
+    /// user-mode networking; run inside the network namespace that owns the device.
+    #[arg(long, value_name = "IFNAME", conflicts_with = "no_network")]
+    pub tap: Option<String>,
     /// No network card.
     #[arg(long)]
     pub no_network: bool,
