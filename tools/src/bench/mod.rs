@@ -56,6 +56,11 @@ pub struct BenchArgs {
     /// bench/results/<date>-<commit>/ in the workspace).
     #[arg(long)]
     pub results: Option<PathBuf>,
+    /// Send `Connection: close` with every request, so that each request opens a new TCP
+    /// connection (busybox httpd closes after every answer anyway; Bramble keeps connections
+    /// open by default, as browsers expect).
+    #[arg(long)]
+    pub close: bool,
     /// Keep results only in target/bench/runs/ (for trial runs).
     #[arg(long)]
     pub no_save: bool,
@@ -97,6 +102,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         nic: "usb-net, RNDIS".into(),
         load_generator,
         duration_seconds: args.duration,
+        connection_close: args.close,
         levels: args.levels.clone(),
         systems: Vec::new(),
     };
@@ -213,7 +219,7 @@ fn measure(
         .iter()
         .filter(|(t, _)| args.targets.iter().any(|a| a == t))
     {
-        let Some(request) = target_request(target, &validator) else {
+        let Some(request) = target_request(target, &validator, args.close) else {
             result
                 .notes
                 .push(format!("{target}: skipped, the server sent no validator"));
@@ -241,21 +247,31 @@ struct TargetRequest {
     headers: Vec<(String, String)>,
 }
 
-fn target_request(target: &str, validator: &Option<(String, String)>) -> Option<TargetRequest> {
-    match target {
-        "page" => Some(TargetRequest {
+fn target_request(
+    target: &str,
+    validator: &Option<(String, String)>,
+    close: bool,
+) -> Option<TargetRequest> {
+    let mut request = match target {
+        "page" => TargetRequest {
             path: "/",
             headers: Vec::new(),
-        }),
-        "100k" => Some(TargetRequest {
+        },
+        "100k" => TargetRequest {
             path: systems::FILE_100K_URL,
             headers: Vec::new(),
-        }),
-        _ => validator.clone().map(|header| TargetRequest {
+        },
+        _ => TargetRequest {
             path: "/",
-            headers: vec![header],
-        }),
+            headers: vec![validator.clone()?],
+        },
+    };
+    if close {
+        request
+            .headers
+            .push(("Connection".to_string(), "close".to_string()));
     }
+    Some(request)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -370,7 +386,7 @@ fn cpu_cost(
         .iter()
         .filter(|(t, _)| args.targets.iter().any(|a| a == t))
     {
-        let Some(request) = target_request(target, validator) else {
+        let Some(request) = target_request(target, validator, args.close) else {
             continue;
         };
         let before = system.counters(&mut guest, port).and_then(|c| c.busy_us);
@@ -631,14 +647,18 @@ mod tests {
     fn targets_map_to_requests() {
         let header = ("If-None-Match".to_string(), "\"x\"".to_string());
         let validator = Some(header.clone());
-        assert_eq!(target_request("page", &None).unwrap().path, "/");
+        assert_eq!(target_request("page", &None, false).unwrap().path, "/");
         assert_eq!(
-            target_request("100k", &None).unwrap().path,
+            target_request("page", &None, true).unwrap().headers,
+            vec![("Connection".to_string(), "close".to_string())]
+        );
+        assert_eq!(
+            target_request("100k", &None, false).unwrap().path,
             systems::FILE_100K_URL
         );
-        assert!(target_request("304", &None).is_none());
+        assert!(target_request("304", &None, false).is_none());
         assert_eq!(
-            target_request("304", &validator).unwrap().headers,
+            target_request("304", &validator, false).unwrap().headers,
             vec![header]
         );
     }

@@ -23,6 +23,9 @@ pub struct Report {
     pub load_generator: String,
     /// Seconds of load at each level.
     pub duration_seconds: u64,
+    /// Every request asked for `Connection: close` (one TCP connection per request).
+    #[serde(default)]
+    pub connection_close: bool,
     /// The concurrency levels.
     pub levels: Vec<u32>,
     /// One entry per system, Bramble first.
@@ -260,6 +263,15 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
     rows
 }
 
+/// How connections were used, for headings.
+fn connections(report: &Report) -> &'static str {
+    if report.connection_close {
+        ", Connection: close (a TCP connection per request)"
+    } else {
+        ", persistent connections where the server keeps them"
+    }
+}
+
 /// The table printed on stdout (plain text, fixed-width columns).
 pub fn table(report: &Report) -> String {
     let rows = rows(report);
@@ -279,7 +291,7 @@ pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{} on {} ({}), {}, {} s per level; {} {}",
+        "{} on {} ({}), {}, {} s per level{}; {} {}",
         report
             .systems
             .iter()
@@ -290,6 +302,7 @@ pub fn table(report: &Report) -> String {
         report.nic,
         report.load_generator,
         report.duration_seconds,
+        connections(report),
         report.date,
         report.commit
     );
@@ -319,11 +332,12 @@ pub fn markdown(report: &Report) -> String {
     let _ = writeln!(
         out,
         "QEMU `{}`, NIC {}, both systems serving the same files, measured with {} \
-         for {} s per level; host: {} CPUs, load average before/after `{}` / `{}`; {}.\n",
+         for {} s per level{}; host: {} CPUs, load average before/after `{}` / `{}`; {}.\n",
         report.machine,
         report.nic,
         report.load_generator,
         report.duration_seconds,
+        connections(report),
         report.host.cpus,
         report.host.load_average_before,
         report.host.load_average_after,
