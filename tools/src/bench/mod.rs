@@ -66,6 +66,11 @@ pub struct BenchArgs {
     pub no_save: bool,
 }
 
+/// Why a load run did not start: the guest no longer answers `/`.
+const NOT_ANSWERING: &str = "the server did not answer before this run";
+/// Fresh boots per system after a guest stops answering.
+const MAX_REBOOTS: u32 = 2;
+
 /// How long a boot may take to answer its first HTTP 200 (generous: the cores are shared).
 const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
 /// Boots per system and mode before giving up (the Linux guest hangs in early boot now and
@@ -192,11 +197,12 @@ fn measure(
         image_bytes: system.image_bytes(),
         ..Default::default()
     };
-    let port = free_port()?;
-    let Some((mut guest, boot)) = boot(system, port, false, dir, &mut result.notes)? else {
+    let mut port = free_port()?;
+    let mut reboots = 0;
+    let Some((mut guest, boot_time)) = boot(system, port, false, dir, &mut result.notes)? else {
         return Ok(result);
     };
-    result.boot_to_first_200_seconds = Some(boot.as_secs_f64());
+    result.boot_to_first_200_seconds = Some(boot_time.as_secs_f64());
     let validator = check_site(port, site, &mut result.notes);
 
     std::thread::sleep(Duration::from_secs(3));
@@ -226,7 +232,27 @@ fn measure(
             continue;
         };
         for &level in &args.levels {
-            let load = load_level(system, &mut guest, port, target, &request, level, args, dir);
+            let mut load = load_level(system, &mut guest, port, target, &request, level, args, dir);
+            if load.failure.as_deref() == Some(NOT_ANSWERING) && reboots < MAX_REBOOTS {
+                // The server died under the previous run: say so, boot a fresh one, go on.
+                reboots += 1;
+                let previous = result.loads.last().map_or("boot".to_string(), |l| {
+                    format!("{} c={}", l.target, l.concurrency)
+                });
+                result.notes.push(format!(
+                    "stopped answering after the {previous} run; rebooted for {target} c={level}"
+                ));
+                eprintln!("bench: {}: not answering; rebooting", system.name());
+                drop(guest);
+                port = free_port()?;
+                let Some((fresh, _)) = boot(system, port, false, dir, &mut result.notes)? else {
+                    result.loads.push(load);
+                    return Ok(result);
+                };
+                guest = fresh;
+                std::thread::sleep(Duration::from_secs(3));
+                load = load_level(system, &mut guest, port, target, &request, level, args, dir);
+            }
             eprintln!("bench: {}: {}", system.name(), describe(&load));
             result.loads.push(load);
             std::thread::sleep(Duration::from_secs(2));
@@ -299,7 +325,7 @@ fn load_level(
         probe::get(port, "/", &[], Duration::from_secs(10)).is_some_and(|r| r.status == 200)
     });
     if !alive {
-        load.failure = Some("the server did not answer before this run".into());
+        load.failure = Some(NOT_ANSWERING.into());
         return load;
     }
     let url = format!("http://127.0.0.1:{port}{}", request.path);
@@ -424,8 +450,8 @@ fn cpu_cost(
 }
 
 /// Boots `system` until `/` answers 200, in up to [`BOOT_TRIES`] tries (a boot that hangs is
-/// logged in the notes, its serial log kept as `serial[-icount]-tryN.log`). Returns the guest
-/// and the wall time from QEMU's start to the first 200.
+/// logged in the notes; every boot's serial log is kept as `serial[-icount]-N.log`). Returns the
+/// guest and the wall time from QEMU's start to the first 200.
 fn boot(
     system: &System,
     port: u16,
@@ -448,7 +474,11 @@ fn boot(
                 ""
             }
         );
-        let log = dir.join(format!("{stem}-try{attempt}.log"));
+        // serial-1.log, serial-2.log, ...: one per boot, never overwritten.
+        let log = (1..)
+            .map(|n| dir.join(format!("{stem}-{n}.log")))
+            .find(|path| !path.exists())
+            .expect("an unused log name");
         let mut guest = Guest::start(&system.qemu_args(port, count_instructions), &log)?;
         if let Some(boot) = wait_for_first_200(&mut guest, port) {
             eprintln!(
