@@ -1,7 +1,10 @@
 #!/bin/sh
 # CGI for `bramble bench`: the guest's clock and idle time (/proc/uptime: seconds since boot and
 # seconds spent idle), CPU time by kind (/proc/stat), memory (/proc/meminfo) and TCP counters
-# (/proc/net/snmp, /proc/net/netstat).
+# (/proc/net/snmp, /proc/net/netstat); /proc/timer_list has the idle time in nanoseconds
+# (idle_sleeptime) and the clock it is measured on (now at).
 printf 'Content-Type: text/plain\r\n\r\n'
 printf 'uptime %s\n' "$(cat /proc/uptime)"
 cat /proc/stat /proc/meminfo /proc/net/snmp /proc/net/netstat
+grep -m1 '^now at' /proc/timer_list
+grep -m1 'idle_sleeptime' /proc/timer_list

@@ -99,7 +99,9 @@ pub fn parse_bramble_status(line: &str) -> Option<GuestCounters> {
 }
 
 /// Parses the Linux baseline's counters CGI: a line `uptime UP IDLE` (/proc/uptime, seconds),
-/// then /proc/stat and /proc/meminfo. Busy time is uptime minus idle time: the idle time is
+/// /proc/stat, /proc/meminfo, TCP counters and two lines of /proc/timer_list (`now at N nsecs`,
+/// `.idle_sleeptime : N nsecs`), which give busy time in nanoseconds; without those, /proc/uptime
+/// (10 ms steps), and without that, /proc/stat. Busy time is uptime minus idle time: the idle time is
 /// measured on every idle entry and exit (NO_HZ), while /proc/stat's user and system times
 /// are sampled at timer ticks, which in QEMU tend to land in idle periods and undercount.
 /// Without the uptime line, /proc/stat's tick counts are used.
@@ -129,6 +131,26 @@ pub fn parse_linux_counters(text: &str) -> Option<GuestCounters> {
                 .collect()
         });
     let events = linux_tcp_events(text);
+    // /proc/timer_list: "now at N nsecs" and ".idle_sleeptime : N nsecs" (nanoseconds).
+    let nanoseconds = |key: &str| {
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix(key))
+            .and_then(|rest| {
+                rest.trim_start_matches([' ', ':'])
+                    .split_whitespace()
+                    .next()?
+                    .parse::<u64>()
+                    .ok()
+            })
+    };
+    if let (Some(now), Some(idle)) = (nanoseconds("now at"), nanoseconds(".idle_sleeptime")) {
+        return Some(GuestCounters {
+            up_us: Some(now / 1000),
+            busy_us: Some(now.saturating_sub(idle) / 1000),
+            ram_used_bytes: ram,
+            events,
+        });
+    }
     if let Some([up, idle]) = uptime.as_deref() {
         let up_us = (up * 1e6).round() as u64;
         let idle_us = (idle * 1e6).round() as u64;
@@ -269,6 +291,13 @@ mod tests {
         assert_eq!(counters.up_us, Some(1170 * 10_000));
         assert_eq!(counters.ram_used_bytes, Some(29_000 * 1024));
         assert_eq!(parse_linux_counters("MemTotal: 1 kB\n"), None);
+        let precise = format!(
+            "uptime 61.25 50.75\n{text}now at 61250123456 nsecs\n  .idle_sleeptime : \
+             50750000000 nsecs\n"
+        );
+        let counters = parse_linux_counters(&precise).unwrap();
+        assert_eq!(counters.up_us, Some(61_250_123));
+        assert_eq!(counters.busy_us, Some(10_500_123));
         let with_uptime = format!("uptime 61.25 50.75\n{text}");
         let counters = parse_linux_counters(&with_uptime).unwrap();
         assert_eq!(counters.up_us, Some(61_250_000));
