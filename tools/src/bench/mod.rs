@@ -73,6 +73,9 @@ const MAX_REBOOTS: u32 = 2;
 
 /// How long a boot may take to answer its first HTTP 200 (generous: the cores are shared).
 const BOOT_TIMEOUT: Duration = Duration::from_secs(90);
+/// The same under `-icount shift=0`, where a guest that spins on a timer register advances its
+/// clock only a few nanoseconds per read (Bramble needed about 55 s).
+const ICOUNT_BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 /// Boots per system and mode before giving up (the Linux guest hangs in early boot now and
 /// then under QEMU 7.2).
 const BOOT_TRIES: u32 = 2;
@@ -459,6 +462,11 @@ fn boot(
     dir: &Path,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Option<(Guest, Duration)>> {
+    let timeout = if count_instructions {
+        ICOUNT_BOOT_TIMEOUT
+    } else {
+        BOOT_TIMEOUT
+    };
     let stem = if count_instructions {
         "serial-icount"
     } else {
@@ -480,7 +488,7 @@ fn boot(
             .find(|path| !path.exists())
             .expect("an unused log name");
         let mut guest = Guest::start(&system.qemu_args(port, count_instructions), &log)?;
-        if let Some(boot) = wait_for_first_200(&mut guest, port) {
+        if let Some(boot) = wait_for_first_200(&mut guest, port, timeout) {
             eprintln!(
                 "bench: {}: first 200 after {:.2} s",
                 system.name(),
@@ -491,7 +499,7 @@ fn boot(
         notes.push(format!(
             "{}boot try {attempt}: no HTTP 200 within {} s; see {}",
             if count_instructions { "-icount " } else { "" },
-            BOOT_TIMEOUT.as_secs(),
+            timeout.as_secs(),
             log.file_name()
                 .map_or(String::new(), |n| n.to_string_lossy().into_owned())
         ));
@@ -500,8 +508,8 @@ fn boot(
 }
 
 /// Polls `/` until it answers 200; the wall time since QEMU started.
-fn wait_for_first_200(guest: &mut Guest, port: u16) -> Option<Duration> {
-    while guest.started.elapsed() < BOOT_TIMEOUT {
+fn wait_for_first_200(guest: &mut Guest, port: u16, timeout: Duration) -> Option<Duration> {
+    while guest.started.elapsed() < timeout {
         guest.check_alive().ok()?;
         // slirp accepts at once even before the guest listens, so keep each poll short.
         if probe::get(port, "/", &[], Duration::from_millis(500)).is_some_and(|r| r.status == 200) {
