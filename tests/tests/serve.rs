@@ -64,7 +64,7 @@ fn site_files(root: &Path) -> Vec<(String, Vec<u8>)> {
     files
 }
 
-fn serve_and_fetch_everything(topology: Topology) {
+fn serve_and_fetch_everything(topology: Topology, settings: &str, driver: &str) {
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     std::fs::create_dir_all(site.join("docs")).unwrap();
@@ -84,7 +84,7 @@ fn serve_and_fetch_everything(topology: Topology) {
     let inputs = ImageInputs {
         kernel: std::fs::read(&kernel().raw).unwrap(),
         site: packed.image,
-        settings: bramble_settings::TEMPLATE.to_string(),
+        settings: settings.to_string(),
         firmware: Vec::new(),
         size_mib: None,
     };
@@ -98,7 +98,11 @@ fn serve_and_fetch_everything(topology: Topology) {
         topology,
     });
     let mut guest = Guest::start(&config);
-    guest.expect_line("network device ready", BOOT_TIMEOUT);
+    let ready = guest.expect_line("network device ready", BOOT_TIMEOUT);
+    assert!(
+        ready.contains(driver),
+        "{driver} driver expected: {ready:?}"
+    );
     let hub_seen = guest
         .transcript
         .iter()
@@ -133,10 +137,16 @@ fn serve_and_fetch_everything(topology: Topology) {
 
 #[test]
 fn serves_every_file_with_the_nic_behind_a_hub() {
-    serve_and_fetch_everything(Topology::BehindHub);
+    serve_and_fetch_everything(Topology::BehindHub, bramble_settings::TEMPLATE, "Rndis");
 }
 
 #[test]
 fn serves_every_file_with_the_nic_on_the_root_port() {
-    serve_and_fetch_everything(Topology::RootPort);
+    serve_and_fetch_everything(Topology::RootPort, bramble_settings::TEMPLATE, "Rndis");
+}
+
+#[test]
+fn serves_every_file_over_cdc_ecm_when_the_settings_ask_for_it() {
+    // usb-net's configuration 1: what most USB Ethernet adapters speak.
+    serve_and_fetch_everything(Topology::BehindHub, "usb_protocol = ecm\n", "CdcEcm");
 }

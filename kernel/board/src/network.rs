@@ -12,7 +12,7 @@ use bramble_net::SocketStorage;
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, EXTRA_SOCKETS, MAX_CONNECTIONS, NetworkConfig,
 };
-use bramble_settings::{AddressMode, Settings};
+use bramble_settings::{AddressMode, Settings, UsbProtocol};
 use bramble_usb::probe::{CdcPreference, ProbeOptions};
 use bramble_usb::recovery::ReprobingNic;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -60,7 +60,10 @@ pub fn start(
     host.enable_interrupts();
     INTERRUPTS.register(dwc2::IRQ, dwc2::handle_interrupt);
     let options = ProbeOptions {
-        prefer: CdcPreference::Rndis,
+        prefer: match settings.usb_protocol {
+            UsbProtocol::Rndis => CdcPreference::Rndis,
+            UsbProtocol::Ecm => CdcPreference::CdcEcm,
+        },
         board_mac: board_mac.map(MacAddress),
         smsc_multiple_frames: true,
     };

@@ -174,6 +174,17 @@ pub enum AddressMode {
     Static(StaticAddress),
 }
 
+/// Which protocol to speak to a USB Ethernet device that offers both (QEMU's usb-net does;
+/// most real adapters offer one, which is then used whatever this says).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UsbProtocol {
+    /// RNDIS: full frames in one transfer; about 7 times faster on QEMU's usb-net.
+    #[default]
+    Rndis,
+    /// CDC-ECM, the standard class most USB Ethernet adapters speak.
+    Ecm,
+}
+
 /// How much the kernel prints on the serial console, from least to most.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LogLevel {
@@ -217,6 +228,8 @@ pub struct Settings {
     pub hdmi: bool,
     /// `arm_freq`: run the ARM core at this lower clock, in MHz. Default none (700 MHz).
     pub arm_freq_mhz: Option<u16>,
+    /// `usb_protocol`: `rndis` or `ecm`, for USB Ethernet devices that offer both.
+    pub usb_protocol: UsbProtocol,
 }
 
 impl Default for Settings {
@@ -233,6 +246,7 @@ impl Default for Settings {
             led: true,
             hdmi: false,
             arm_freq_mhz: None,
+            usb_protocol: UsbProtocol::Rndis,
         }
     }
 }
@@ -251,10 +265,11 @@ enum Key {
     Led,
     Hdmi,
     ArmFreq,
+    UsbProtocol,
 }
 
 impl Key {
-    const ALL: [Key; 11] = [
+    const ALL: [Key; 12] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -266,6 +281,7 @@ impl Key {
         Key::Led,
         Key::Hdmi,
         Key::ArmFreq,
+        Key::UsbProtocol,
     ];
 
     fn name(self) -> &'static str {
@@ -281,6 +297,7 @@ impl Key {
             Key::Led => "led",
             Key::Hdmi => "hdmi",
             Key::ArmFreq => "arm_freq",
+            Key::UsbProtocol => "usb_protocol",
         }
     }
 
@@ -340,6 +357,8 @@ pub enum Problem {
     },
     /// `log_level` is not one of error, warn, info, debug, trace.
     NotALogLevel,
+    /// `usb_protocol` is neither `rndis` nor `ecm`.
+    NotAUsbProtocol,
 }
 
 impl fmt::Display for Problem {
@@ -392,6 +411,7 @@ impl fmt::Display for Problem {
             Problem::NotALogLevel => {
                 f.write_str("expected one of error, warn, info, debug, trace")
             }
+            Problem::NotAUsbProtocol => f.write_str("expected `rndis` or `ecm`"),
         }
     }
 }
@@ -557,6 +577,15 @@ impl Settings {
             Key::Hdmi => self.hdmi = parse_switch(value)?,
             Key::ArmFreq => {
                 self.arm_freq_mhz = Some(parse_number(value, MIN_ARM_FREQ_MHZ, MAX_ARM_FREQ_MHZ)?)
+            }
+            Key::UsbProtocol => {
+                self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
+                    UsbProtocol::Rndis
+                } else if value.eq_ignore_ascii_case("ecm") {
+                    UsbProtocol::Ecm
+                } else {
+                    return Err(Problem::NotAUsbProtocol);
+                }
             }
         }
         Ok(())

@@ -359,3 +359,27 @@ fn messages_read_well() {
             .starts_with("BRAMBLE.TXT line 1: `colour` is not a known setting")
     );
 }
+
+#[test]
+fn usb_protocol_choice_parses_and_rejects_others() {
+    use bramble_settings::UsbProtocol;
+    assert_eq!(Settings::default().usb_protocol, UsbProtocol::Rndis);
+    assert_eq!(
+        Settings::parse("usb_protocol = ecm\n")
+            .unwrap()
+            .usb_protocol,
+        UsbProtocol::Ecm
+    );
+    assert_eq!(
+        Settings::parse("usb_protocol = RNDIS\n")
+            .unwrap()
+            .usb_protocol,
+        UsbProtocol::Rndis
+    );
+    let error = Settings::parse("usb_protocol = ncm\n").unwrap_err();
+    assert_eq!(error.line, 1);
+    assert_eq!(
+        error.to_string(),
+        "BRAMBLE.TXT line 1: usb_protocol = ncm: expected `rndis` or `ecm`"
+    );
+}
