@@ -31,6 +31,11 @@ pub const GIT_REVISION: &str = env!("BRAMBLE_GIT_REVISION");
 pub static ALARMS: AtomicU32 = AtomicU32::new(0);
 /// Microseconds spent asleep in WFI since boot (busy time is uptime minus this).
 static IDLE_MICROS: AtomicU64 = AtomicU64::new(0);
+/// Main-loop passes, and how many of them ended asleep in WFI (the rest found work waiting).
+static LOOPS: AtomicU64 = AtomicU64::new(0);
+static SLEEPS: AtomicU64 = AtomicU64::new(0);
+/// Passes that skipped sleeping because a deadline was already due.
+static DUE_NOW: AtomicU64 = AtomicU64::new(0);
 
 /// When each boot phase finished, in microseconds since reset (0: did not happen).
 #[derive(Default)]
@@ -74,6 +79,9 @@ fn kernel_main() -> ! {
     platform::CONSOLE.enable_receive_interrupt();
     INTERRUPTS.register(uart::IRQ, console::on_uart_interrupt);
     health::start_watchdogs(platform::is_real_hardware(&platform.board));
+    if !platform::is_real_hardware(&platform.board) {
+        log::info!("platform: QEMU (board serial 0): PM watchdog off, RNDIS transfers padded");
+    }
     // SAFETY: the dispatcher (`__bramble_irq`) and every registered handler are ready.
     unsafe { cpu::enable_irq() };
 
@@ -122,6 +130,7 @@ fn kernel_main() -> ! {
         &card.settings,
         site,
         &mut arena,
+        !platform::is_real_hardware(&platform.board),
     );
     let nic_present = net.as_ref().is_some_and(|n| n.device().is_present());
     timeline.usb = if nic_present { TIMER.micros() } else { 0 };
@@ -131,6 +140,7 @@ fn kernel_main() -> ! {
     let mut lines = console::LineReader::new();
     let mut commands = commands::Commands::new();
     loop {
+        LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
         let mut status_asked = false;
         lines.poll(|line| status_asked |= commands.run(line).is_some());
@@ -171,6 +181,7 @@ fn kernel_main() -> ! {
         if let Some(deadline) = deadline
             && !TIMER.set_alarm(Instant::from_micros(deadline))
         {
+            DUE_NOW.fetch_add(1, Ordering::Relaxed);
             continue; // already due: run the loop again instead of sleeping
         }
         // Mask, re-check, sleep: an interrupt arriving between the check and WFI still wakes
@@ -178,6 +189,7 @@ fn kernel_main() -> ! {
         cpu::disable_irq();
         if !console::LineReader::pending() && dwc2::interrupts_taken() == usb_interrupts {
             let asleep = TIMER.micros();
+            SLEEPS.fetch_add(1, Ordering::Relaxed);
             cpu::wait_for_interrupt();
             IDLE_MICROS.fetch_add(TIMER.micros() - asleep, Ordering::Relaxed);
         }
@@ -206,11 +218,15 @@ fn print_status(net: Option<&network::Network>, free_bytes: usize) {
         + storage::site_bytes() / 1024;
     log::info!(
         "status: up {up} us, busy {} us, idle {idle} us, {} timer interrupts, {} watchdog ticks, \
-         resets {resets} (watchdog {watchdog_resets}), memory used {used_kib} KiB, free {} KiB",
+         resets {resets} (watchdog {watchdog_resets}), memory used {used_kib} KiB, free {} KiB, \
+         loop passes {}, slept {}, deadline already due {}",
         up.saturating_sub(idle),
         ALARMS.load(Ordering::Relaxed),
         health::ticks(),
-        free_bytes / 1024
+        free_bytes / 1024,
+        LOOPS.load(Ordering::Relaxed),
+        SLEEPS.load(Ordering::Relaxed),
+        DUE_NOW.load(Ordering::Relaxed)
     );
     if let Some(appliance) = net {
         let http = appliance.server().counters();

@@ -21,6 +21,8 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 const TCP_RX_LEN: usize = 4 * 1024;
 /// Transmit buffer per TCP connection: bigger means fewer round trips for large files.
 const TCP_TX_LEN: usize = 32 * 1024;
+/// Shortest RNDIS transfer under QEMU: just past its DWC2 model's 1,536-byte pacing limit.
+const RNDIS_EMULATOR_MIN_TRANSFER: usize = 1540;
 /// Share of the free RAM the connection pool may take.
 const POOL_SHARE_DIVISOR: usize = 4;
 
@@ -43,6 +45,7 @@ pub fn start(
     settings: &Settings,
     site: SiteSource<'static>,
     arena: &mut Arena,
+    emulated: bool,
 ) -> Option<Network> {
     let started = micros();
     match MAILBOX.set_power(mailbox_buffer, device::USB_HCD, true, micros) {
@@ -66,6 +69,14 @@ pub fn start(
         },
         board_mac: board_mac.map(MacAddress),
         smsc_multiple_frames: true,
+        // QEMU's DWC2 model paces transfers of 1,536 bytes or less at one 64-byte packet per
+        // 250 us; padded RNDIS messages skip that (146 -> 1,032 requests/s for a 6 KB page,
+        // measured). Real controllers have no such pacing: no padding there.
+        rndis_min_transfer: if emulated {
+            RNDIS_EMULATOR_MIN_TRANSFER
+        } else {
+            0
+        },
     };
     // Probes now; if nothing is found (or the device goes away later) the appliance runs
     // with the link down and the NIC probes again in the background, 1 s to 30 s apart.

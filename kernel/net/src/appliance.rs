@@ -22,6 +22,10 @@ use smoltcp::wire::{
 pub const MAX_CONNECTIONS: usize = 256;
 /// Sockets the appliance needs besides the TCP pool: DHCP and mDNS.
 pub const EXTRA_SOCKETS: usize = 2;
+/// When smoltcp still has frames to send after a poll (the device's transmit path is busy),
+/// the latest the loop wakes to try again; the device's completion interrupt usually wakes
+/// it sooner.
+pub const TRANSMIT_BUSY_RECHECK_MICROS: u64 = 2_000;
 /// While the link is down, how often the loop wakes to look for it coming back.
 pub const LINK_DOWN_CHECK_MICROS: u64 = 1_000_000;
 /// DHCP option 12: host name (RFC 2132 §3.14).
@@ -436,7 +440,18 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let mut next = if self.link == LinkState::Down {
             Some(now.add_micros(LINK_DOWN_CHECK_MICROS))
         } else {
-            self.iface.poll_at(smol(now), &self.sockets).map(ours)
+            // Right after a full poll, smoltcp is only still due if it has frames it could
+            // not hand to the device: the transmit path is busy (a USB transfer in flight).
+            // The device's completion interrupt wakes the loop; spinning on "now" would burn
+            // the CPU the emulated or real USB transfer needs. This is only the fallback.
+            self.iface.poll_at(smol(now), &self.sockets).map(|due| {
+                let due = ours(due);
+                if due <= now {
+                    now.add_micros(TRANSMIT_BUSY_RECHECK_MICROS)
+                } else {
+                    due
+                }
+            })
         };
         let mut earliest = |candidate: Option<Instant>| {
             if let Some(candidate) = candidate {

@@ -32,6 +32,9 @@ pub struct ProbeOptions {
     pub board_mac: Option<MacAddress>,
     /// SMSC95xx: several frames per bulk-IN transfer.
     pub smsc_multiple_frames: bool,
+    /// RNDIS: pad transmitted messages to at least this many bytes (0: none). Only for
+    /// QEMU's DWC2 model; see [`Rndis::pad_transfers_to`].
+    pub rndis_min_transfer: usize,
 }
 
 /// Which driver runs.
@@ -219,7 +222,10 @@ pub fn start_driver<H: UsbHost>(
         )
         .map(UsbNic::Smsc95xx),
         Binding::CdcEcm(b) => CdcEcm::new(host, device, b).map(UsbNic::CdcEcm),
-        Binding::Rndis(b) => Rndis::new(host, device, b).map(UsbNic::Rndis),
+        Binding::Rndis(b) => Rndis::new(host, device, b).map(|mut rndis| {
+            rndis.pad_transfers_to(options.rndis_min_transfer);
+            UsbNic::Rndis(rndis)
+        }),
     }
 }
 

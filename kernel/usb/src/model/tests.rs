@@ -321,6 +321,39 @@ fn rndis_moves_frames_with_44_byte_headers() {
 }
 
 #[test]
+fn rndis_pads_short_messages_when_asked_and_the_device_gets_exact_frames() {
+    let (net, state) = UsbNetModel::new();
+    let hub = HubModel::qemu().attach(1, Box::new(net));
+    let options = ProbeOptions {
+        prefer: CdcPreference::Rndis,
+        rndis_min_transfer: 1540,
+        ..ProbeOptions::default()
+    };
+    let mut nic = probe(MockHost::new(Some(Box::new(hub))), options)
+        .map_err(|(e, _)| e)
+        .unwrap();
+    for (len, seed) in [(60, 1), (1514, 2), (600, 3)] {
+        send(&mut nic, &frame(len, seed)).unwrap();
+        flush_tx(&mut nic);
+    }
+    let s = state.borrow();
+    let lens: Vec<usize> = s.tx.iter().map(|f| f.len()).collect();
+    assert_eq!(lens, [60, 1514, 600], "the padding never reaches the wire");
+    assert_eq!(s.tx[2], frame(600, 3));
+    // Short messages padded to 1,540 bytes; a full frame needs no padding (44 + 1514).
+    assert_eq!(s.tx_message_lens, [1540, 1558, 1540]);
+    assert!(s.violations.is_empty(), "{:?}", s.violations);
+}
+
+#[test]
+fn rndis_sends_unpadded_messages_by_default() {
+    let (mut nic, state) = usb_net_behind_hub(CdcPreference::Rndis);
+    send(&mut nic, &frame(60, 1)).unwrap();
+    flush_tx(&mut nic);
+    assert_eq!(state.borrow().tx_message_lens, [104]);
+}
+
+#[test]
 fn rndis_accepts_several_packets_per_transfer() {
     let (mut nic, state) = usb_net_behind_hub(CdcPreference::Rndis);
     {

@@ -26,6 +26,8 @@ pub struct UsbNetState {
     pub rx: VecDeque<Vec<u8>>,
     /// Frames the guest sent.
     pub tx: Vec<Vec<u8>>,
+    /// RNDIS: the MessageLength of every packet message the guest sent (padding included).
+    pub tx_message_lens: Vec<usize>,
     /// Protocol violations.
     pub violations: Vec<String>,
     /// RNDIS packet filter.
@@ -203,6 +205,7 @@ impl UsbNetState {
                 continue;
             }
             self.tx.push(m[offset..offset + size].to_vec());
+            self.tx_message_lens.push(len);
         }
     }
 }
