@@ -61,6 +61,8 @@ pub fn start(
         }
     };
     host.enable_interrupts();
+    // QEMU's usb-net sends no zero-length packet after RNDIS messages of 64n bytes.
+    host.end_bulk_in_on_idle_nak(emulated);
     INTERRUPTS.register(dwc2::IRQ, dwc2::handle_interrupt);
     let options = ProbeOptions {
         prefer: match settings.usb_protocol {

@@ -131,6 +131,8 @@ struct Active {
     restart_at: Option<u64>,
     /// OUT: give up at this time (µs).
     deadline: Option<u64>,
+    /// Bulk IN: bytes the current segment had received at the previous poll.
+    seen_progress: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,6 +160,8 @@ pub struct Dwc2Host {
     arena_used: usize,
     pipes: [Option<Pipe>; MAX_PIPES],
     channels: usize,
+    /// See [`Dwc2Host::end_bulk_in_on_idle_nak`].
+    end_bulk_in_on_idle_nak: bool,
 }
 
 fn channel_register(registers: RegisterBlock, channel: usize, offset: usize) -> Register {
@@ -217,6 +221,7 @@ impl Dwc2Host {
             arena_used: 0,
             pipes: [const { None }; MAX_PIPES],
             channels: CHANNELS,
+            end_bulk_in_on_idle_nak: false,
         };
         host.init_core()?;
         Ok(host)
@@ -328,6 +333,16 @@ impl Dwc2Host {
             self.channels
         );
         Ok(())
+    }
+
+    /// Ends a bulk-IN transfer that has received whole packets and is then NAKed with no
+    /// further progress, as if a zero-length packet had come. QEMU's usb-net sends no ZLP
+    /// after an RNDIS message that is a multiple of 64 bytes, and QEMU's DWC2 model then
+    /// keeps the transfer open until the next message arrives behind it (a request of such a
+    /// size waited seconds for its answer). Only for QEMU: a real device terminates its
+    /// transfers, and may NAK briefly in the middle of one.
+    pub fn end_bulk_in_on_idle_nak(&mut self, on: bool) {
+        self.end_bulk_in_on_idle_nak = on;
     }
 
     /// Enables the controller's interrupt output for channel halts and root port changes.
@@ -628,6 +643,7 @@ impl Dwc2Host {
                 && len.is_multiple_of(mps),
             restart_at: None,
             deadline: (!direction_in).then_some(now + OUT_TRANSFER_TIMEOUT_US),
+            seen_progress: 0,
         });
         self.start_segment(pipe.0 as usize);
         Ok(())
@@ -667,7 +683,35 @@ impl Dwc2Host {
             self.start_segment(index);
             return Ok(TransferStatus::Pending);
         }
-        a.status |= self.take_status(channel);
+        let fresh = self.take_status(channel);
+        a.status |= fresh;
+        if a.status & hcint::HALTED == 0
+            && self.end_bulk_in_on_idle_nak
+            && config.is_in()
+            && config.transfer_type == TransferType::Bulk
+        {
+            let remaining = (self.ch(channel, reg::HCTSIZ).read() & hctsiz::SIZE_MASK) as usize;
+            let got = a.segment_len.saturating_sub(remaining);
+            let mps = config.max_packet.max(1) as usize;
+            if got > 0
+                && got.is_multiple_of(mps)
+                && got == a.seen_progress
+                && fresh & hcint::NAK != 0
+            {
+                // Whole packets, then a NAK with nothing new since the last poll: the message
+                // is complete. Halting and later re-arming replaces QEMU's pending packet.
+                self.halt_channel(channel);
+                dsb();
+                let pid = (self.ch(channel, reg::HCTSIZ).read() >> hctsiz::PID_SHIFT) & 3;
+                let total = a.done + got;
+                if let Some(p) = self.pipes[index].as_mut() {
+                    p.pid = pid;
+                    p.state = PipeState::Done(total);
+                }
+                return Ok(TransferStatus::Complete(total));
+            }
+            a.seen_progress = got;
+        }
         if a.status & hcint::HALTED == 0 {
             self.set_active(index, a);
             if a.deadline.is_some_and(|d| now > d) {
