@@ -2,7 +2,7 @@
 //! many USB Ethernet adapters speak. Raw Ethernet frames on a bulk pair; a short packet (or a
 //! zero-length packet) ends each frame.
 
-use crate::nic::check_liveness;
+use crate::nic::{RxRecord, receive_frame};
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
@@ -10,8 +10,7 @@ use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, Endpoi
 use crate::device::{UsbDevice, default_language, read_string, set_configuration, set_interface};
 use crate::host::{SetupPacket, UsbError, UsbHost};
 use crate::nic::{
-    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, RxPoll, device_error, open_bulk_pipes,
-    poll_receive, rearm_receive, transmit_ready,
+    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
 };
 
 /// Class request SET_ETHERNET_PACKET_FILTER (CDC ECM 1.2 §6.2.4).
@@ -178,6 +177,22 @@ impl<H: UsbHost> CdcEcm<H> {
     }
 }
 
+/// CDC-ECM carries one frame per transfer; an empty transfer (a lone ZLP) carries nothing.
+fn whole_transfer_frame(data: &[u8], offset: usize) -> Option<RxRecord> {
+    let len = data.len();
+    if offset >= len {
+        None
+    } else if (14..=MAX_FRAME_LEN).contains(&len) {
+        Some(RxRecord::Frame {
+            start: 0,
+            len,
+            next: len,
+        })
+    } else {
+        Some(RxRecord::Skip { next: len })
+    }
+}
+
 impl<H: UsbHost> EthernetDevice for CdcEcm<H> {
     fn mac_address(&self) -> MacAddress {
         self.mac
@@ -190,32 +205,17 @@ impl<H: UsbHost> EthernetDevice for CdcEcm<H> {
     }
 
     fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, DeviceError> {
-        let n = match poll_receive(
+        receive_frame(
             &mut self.host,
             &self.device,
             &self.pipes,
             &mut self.cursor,
             self.rx_len,
             &mut self.stats,
-        )? {
-            RxPoll::Empty => {
-                check_liveness(&mut self.host, &self.device, &mut self.last_liveness_check)?;
-                return Ok(None);
-            }
-            RxPoll::Ready(n) => n,
-        };
-        // One frame per transfer; an empty transfer (a lone ZLP) carries nothing.
-        let result = if (14..=MAX_FRAME_LEN).contains(&n) {
-            self.stats.rx_frames += 1;
-            Some(f(&self.host.received(self.pipes.rx)[..n]))
-        } else {
-            if n != 0 {
-                self.stats.rx_errors += 1;
-            }
-            None
-        };
-        rearm_receive(&mut self.host, &self.pipes, &mut self.cursor, self.rx_len)?;
-        Ok(result)
+            &mut self.last_liveness_check,
+            whole_transfer_frame,
+            f,
+        )
     }
 
     fn can_transmit(&mut self) -> bool {

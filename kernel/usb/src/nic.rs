@@ -146,6 +146,82 @@ pub fn poll_receive<H: UsbHost + ?Sized>(
     }
 }
 
+/// One record found while walking a completed bulk-IN transfer, as each driver's parser
+/// reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxRecord {
+    /// A frame at `start..start + len`; the next record starts at `next`.
+    Frame {
+        /// Offset of the first frame byte.
+        start: usize,
+        /// Frame length (without FCS).
+        len: usize,
+        /// Offset of the next record.
+        next: usize,
+    },
+    /// A record that carries no usable frame (flagged bad, another message type, impossible
+    /// length): counted as an error and skipped to `next`.
+    Skip {
+        /// Offset of the next record.
+        next: usize,
+    },
+    /// The transfer ends inside a record: the rest is dropped.
+    Truncated,
+}
+
+/// The receive path all three drivers share: keeps a bulk-IN parked, checks that an idle
+/// device still answers, walks a completed transfer with the driver's `parse` (records at
+/// increasing offsets; `None` at the end), hands the next good frame to `f`, and re-arms
+/// once the transfer is used up.
+#[allow(clippy::too_many_arguments)] // the driver's receive state, borrowed field by field
+pub fn receive_frame<H: UsbHost + ?Sized, R>(
+    host: &mut H,
+    device: &UsbDevice,
+    pipes: &BulkPipes,
+    cursor: &mut RxCursor,
+    rx_len: usize,
+    stats: &mut NicStats,
+    last_liveness_check: &mut Option<Instant>,
+    parse: impl Fn(&[u8], usize) -> Option<RxRecord>,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Result<Option<R>, DeviceError> {
+    let n = match poll_receive(host, device, pipes, cursor, rx_len, stats)? {
+        RxPoll::Empty => {
+            check_liveness(host, device, last_liveness_check)?;
+            return Ok(None);
+        }
+        RxPoll::Ready(n) => n,
+    };
+    let data = &host.received(pipes.rx)[..n];
+    let mut offset = cursor.offset;
+    let found = loop {
+        match parse(data, offset) {
+            None => break None,
+            Some(RxRecord::Truncated) => {
+                stats.rx_errors += 1;
+                break None;
+            }
+            Some(RxRecord::Skip { next }) => {
+                stats.rx_errors += 1;
+                offset = next;
+            }
+            Some(RxRecord::Frame { start, len, next }) => break Some((start, len, next)),
+        }
+    };
+    let Some((start, len, next)) = found else {
+        rearm_receive(host, pipes, cursor, rx_len)?;
+        return Ok(None);
+    };
+    let result = f(&host.received(pipes.rx)[start..start + len]);
+    stats.rx_frames += 1;
+    if next >= n {
+        rearm_receive(host, pipes, cursor, rx_len)?;
+    } else {
+        cursor.offset = next;
+    }
+    Ok(Some(result))
+}
+
 /// Re-arms the receive transfer after its data was consumed.
 pub fn rearm_receive<H: UsbHost + ?Sized>(
     host: &mut H,

@@ -3,7 +3,7 @@
 //! GET_ENCAPSULATED_RESPONSE on EP0; each data-path frame carries a 44-byte
 //! RNDIS_PACKET_MSG header, and a bulk-IN transfer may hold several of them.
 
-use crate::nic::check_liveness;
+use crate::nic::{RxRecord, receive_frame};
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
@@ -11,8 +11,7 @@ use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, Endpoi
 use crate::device::{UsbDevice, set_configuration};
 use crate::host::{SetupPacket, UsbError, UsbHost};
 use crate::nic::{
-    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, RxPoll, device_error, open_bulk_pipes,
-    poll_receive, rearm_receive, transmit_ready,
+    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
 };
 
 /// RNDIS message types.
@@ -117,27 +116,6 @@ fn le32(b: &[u8], at: usize) -> u32 {
 
 fn put32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-/// One record found while walking a bulk-IN transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RxRecord {
-    /// A frame at `start..start + len`; the next message starts at `next`.
-    Frame {
-        /// Offset of the first frame byte.
-        start: usize,
-        /// Frame length.
-        len: usize,
-        /// Offset of the next message.
-        next: usize,
-    },
-    /// A message that is not a usable packet (another type, bad offsets); skip to `next`.
-    Skip {
-        /// Offset of the next message.
-        next: usize,
-    },
-    /// The transfer ends inside a message, or a length is impossible: drop the rest.
-    Truncated,
 }
 
 /// Decodes the message at `offset` of a bulk-IN transfer; `None` at the end.
@@ -431,54 +409,17 @@ impl<H: UsbHost> EthernetDevice for Rndis<H> {
     }
 
     fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, DeviceError> {
-        let n = match poll_receive(
+        receive_frame(
             &mut self.host,
             &self.device,
             &self.pipes,
             &mut self.cursor,
             self.rx_len,
             &mut self.stats,
-        )? {
-            RxPoll::Empty => {
-                check_liveness(&mut self.host, &self.device, &mut self.last_liveness_check)?;
-                return Ok(None);
-            }
-            RxPoll::Ready(n) => n,
-        };
-        let found = {
-            let data = &self.host.received(self.pipes.rx)[..n];
-            let mut offset = self.cursor.offset;
-            loop {
-                match parse_rx_record(data, offset) {
-                    None => break None,
-                    Some(RxRecord::Truncated) => {
-                        self.stats.rx_errors += 1;
-                        break None;
-                    }
-                    Some(RxRecord::Skip { next }) => {
-                        self.stats.rx_errors += 1;
-                        offset = next;
-                    }
-                    Some(RxRecord::Frame { start, len, next }) => break Some((start, len, next)),
-                }
-            }
-        };
-        match found {
-            None => {
-                rearm_receive(&mut self.host, &self.pipes, &mut self.cursor, self.rx_len)?;
-                Ok(None)
-            }
-            Some((start, len, next)) => {
-                let result = f(&self.host.received(self.pipes.rx)[start..start + len]);
-                self.stats.rx_frames += 1;
-                if next >= n {
-                    rearm_receive(&mut self.host, &self.pipes, &mut self.cursor, self.rx_len)?;
-                } else {
-                    self.cursor.offset = next;
-                }
-                Ok(Some(result))
-            }
-        }
+            &mut self.last_liveness_check,
+            parse_rx_record,
+            f,
+        )
     }
 
     fn can_transmit(&mut self) -> bool {

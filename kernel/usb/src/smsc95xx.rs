@@ -3,7 +3,7 @@
 //! command words and RX status words. Register map and init order from the reference §3
 //! (Linux `smsc95xx.{c,h}`, U-Boot `smsc95xx.c`, Circle `smsc951x.cpp`).
 
-use crate::nic::check_liveness;
+use crate::nic::{RxRecord, receive_frame};
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
@@ -11,8 +11,7 @@ use crate::descriptor::{ConfigurationDescriptor, Endpoint, EndpointKind};
 use crate::device::{UsbDevice, set_configuration};
 use crate::host::{SetupPacket, Speed, UsbError, UsbHost};
 use crate::nic::{
-    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, RxPoll, device_error, open_bulk_pipes,
-    poll_receive, rearm_receive, transmit_ready,
+    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
 };
 
 /// Vendor request: write a 32-bit register (`bmRequestType` 0x40).
@@ -263,27 +262,6 @@ impl Default for SmscOptions {
     }
 }
 
-/// One record found while walking a bulk-IN transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RxRecord {
-    /// A good frame (without its FCS) at `start..start + len`; the next record is at `next`.
-    Frame {
-        /// Offset of the first frame byte.
-        start: usize,
-        /// Frame length without FCS.
-        len: usize,
-        /// Offset of the next status word.
-        next: usize,
-    },
-    /// A frame the chip flagged bad (or of impossible length); skip to `next`.
-    Bad {
-        /// Offset of the next status word.
-        next: usize,
-    },
-    /// The transfer ends inside a record: drop the rest.
-    Truncated,
-}
-
 /// Decodes the record at `offset` of a bulk-IN transfer; `None` at the end.
 pub fn parse_rx_record(data: &[u8], offset: usize) -> Option<RxRecord> {
     if offset >= data.len() {
@@ -309,7 +287,7 @@ pub fn parse_rx_record(data: &[u8], offset: usize) -> Option<RxRecord> {
     }
     if status & rx_sts::DROP != 0 || !(FCS_LEN + 14..=MAX_FRAME_LEN + FCS_LEN).contains(&frame_len)
     {
-        return Some(RxRecord::Bad { next });
+        return Some(RxRecord::Skip { next });
     }
     Some(RxRecord::Frame {
         start,
@@ -669,57 +647,17 @@ impl<H: UsbHost> EthernetDevice for Smsc95xx<H> {
     }
 
     fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, DeviceError> {
-        let n = match poll_receive(
+        receive_frame(
             &mut self.host,
             &self.device,
             &self.pipes,
             &mut self.cursor,
             self.rx_len,
             &mut self.stats,
-        )? {
-            RxPoll::Empty => {
-                check_liveness(&mut self.host, &self.device, &mut self.last_liveness_check)?;
-                return Ok(None);
-            }
-            RxPoll::Ready(n) => n,
-        };
-        // Walk the status words until a good frame or the end of the transfer.
-        let found = {
-            let data = &self.host.received(self.pipes.rx)[..n];
-            let mut offset = self.cursor.offset;
-            loop {
-                match parse_rx_record(data, offset) {
-                    None => break None,
-                    Some(RxRecord::Truncated) => {
-                        self.stats.rx_errors += 1;
-                        break None;
-                    }
-                    Some(RxRecord::Bad { next }) => {
-                        self.stats.rx_errors += 1;
-                        offset = next;
-                    }
-                    Some(RxRecord::Frame { start, len, next }) => {
-                        break Some((start, len, next));
-                    }
-                }
-            }
-        };
-        match found {
-            None => {
-                rearm_receive(&mut self.host, &self.pipes, &mut self.cursor, self.rx_len)?;
-                Ok(None)
-            }
-            Some((start, len, next)) => {
-                let result = f(&self.host.received(self.pipes.rx)[start..start + len]);
-                self.stats.rx_frames += 1;
-                if next >= n {
-                    rearm_receive(&mut self.host, &self.pipes, &mut self.cursor, self.rx_len)?;
-                } else {
-                    self.cursor.offset = next;
-                }
-                Ok(Some(result))
-            }
-        }
+            &mut self.last_liveness_check,
+            parse_rx_record,
+            f,
+        )
     }
 
     fn can_transmit(&mut self) -> bool {
