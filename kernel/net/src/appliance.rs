@@ -1073,6 +1073,29 @@ mod tests {
     }
 
     #[test]
+    fn with_the_transmit_path_busy_the_loop_waits_for_the_device_instead_of_spinning() {
+        // Link up, but the device cannot take a frame (a USB transfer in flight): smoltcp
+        // still wants to send its DHCP DISCOVER, so its own timer says "now" for ever.
+        let config = NetworkConfig::dhcp("bramble", 1);
+        let mut device = MockDevice::new(GUEST_MAC);
+        device.tx_ready = false;
+        let mut appliance = Appliance::new(device, config, memory(1), server(), at(0)).unwrap();
+        for step in 0..5u64 {
+            let now = at(step);
+            let next = appliance.poll(now).expect("a wake-up time");
+            assert!(
+                next.micros_since(now) >= TRANSMIT_BUSY_RECHECK_MICROS,
+                "woken again after only {} us: the idle loop would spin",
+                next.micros_since(now)
+            );
+        }
+        // Once the device can send again, the DISCOVER goes out on the next poll.
+        appliance.device_mut().tx_ready = true;
+        appliance.poll(at(10));
+        assert_eq!(discovers(appliance.device()), 1);
+    }
+
+    #[test]
     fn a_vanished_device_is_reported_and_can_be_replaced() {
         let config = NetworkConfig::dhcp("bramble", 1);
         let mut appliance = Appliance::new(
