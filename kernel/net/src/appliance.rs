@@ -38,6 +38,9 @@ pub const MDNS_PACKETS: usize = 4;
 pub const MDNS_BUFFER_LEN: usize = 1024;
 /// How long DHCP may go unanswered before a link-local address is taken.
 pub const LINK_LOCAL_AFTER_MICROS: u64 = 10_000_000;
+/// Lease length assumed when an ACK gives none (smoltcp's own default, RFC 2131 leaves it
+/// to the client).
+const DEFAULT_LEASE_SECONDS: u64 = 120;
 /// Longest a TCP handshake may hold a pool slot (SYN received, final ACK missing).
 pub const HANDSHAKE_LIMIT_MICROS: u64 = 10_000_000;
 /// Longest our close may take once asked (FIN acknowledged and the client's FIN received).
@@ -221,6 +224,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     dhcp: Option<SocketHandle>,
     /// Since when DHCP has been asking without an address (for the link-local fallback).
     dhcp_waiting_since: Option<Instant>,
+    /// When the lease in use runs out unless renewed.
+    lease_expires_at: Option<Instant>,
     /// The interface holds a link-local address (RFC 3927) for want of a lease.
     link_local: bool,
     mac: [u8; 6],
@@ -386,6 +391,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             server,
             http_port: config.http_port,
             dhcp_waiting_since: dhcp.map(|_| now),
+            lease_expires_at: None,
             link_local: false,
             mac: mac.0,
             dhcp,
@@ -499,7 +505,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             LinkState::Up => {
                 log::info!("net: link up");
                 if let Some(handle) = self.dhcp {
-                    // The network may be another one now: ask again from scratch.
+                    // The network may be another one now: ask again from scratch. The lease
+                    // is given up, not run out: the server may well answer at once.
+                    self.lease_expires_at = None;
                     self.sockets.get_mut::<dhcpv4::Socket>(handle).reset();
                     log::info!("dhcp: restarting after link return");
                     if self.iface.ipv4_addr().is_none() {
@@ -528,7 +536,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     && now.micros_since(since) >= LINK_LOCAL_AFTER_MICROS
                 {
                     self.dhcp_waiting_since = None;
-                    self.use_link_local(now);
+                    let cidr = self.use_link_local(now);
+                    log::warn!(
+                        "dhcp: no answer after {} s; using link-local {cidr} until a lease \
+                         arrives",
+                        LINK_LOCAL_AFTER_MICROS / 1_000_000
+                    );
                 }
                 return;
             }
@@ -554,6 +567,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     }
                 }
                 let cidr = config.address;
+                // smoltcp counts the lease from the ACK, which it handled in this same poll.
+                self.lease_expires_at = Some(
+                    now.add_micros(lease.map_or(DEFAULT_LEASE_SECONDS, u64::from) * 1_000_000),
+                );
                 self.dhcp_waiting_since = None;
                 self.link_local = false;
                 self.iface.update_ip_addrs(|addrs| {
@@ -581,9 +598,29 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 self.iface.update_ip_addrs(|addrs| addrs.clear());
                 self.iface.routes_mut().remove_default_ipv4_route();
                 self.link_local = false;
-                // Keep counting from the first unanswered request, not from this event.
-                self.dhcp_waiting_since.get_or_insert(now);
-                None
+                let ran_out = self
+                    .lease_expires_at
+                    .take()
+                    .is_some_and(|expires_at| now >= expires_at);
+                if ran_out && self.link == LinkState::Up {
+                    // Renewing (from T1) and rebinding (from T2) went unanswered for the
+                    // whole second half of the lease: the server has been gone far longer
+                    // than LINK_LOCAL_AFTER already. Stay reachable without waiting again;
+                    // DHCP keeps asking and a lease replaces the link-local address.
+                    self.dhcp_waiting_since = None;
+                    let cidr = self.use_link_local(now);
+                    log::warn!(
+                        "dhcp: lease ran out unrenewed; using link-local {cidr} until a lease \
+                         arrives"
+                    );
+                    Some(cidr.address().octets())
+                } else {
+                    // A NAK, or the lease given up on a link return: the server may answer
+                    // soon. Keep counting from the first unanswered request, not from this
+                    // event.
+                    self.dhcp_waiting_since.get_or_insert(now);
+                    None
+                }
             }
         };
         if let Some((_, responder)) = &mut self.mdns {
@@ -595,8 +632,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// from the MAC so a device keeps the same one) while no DHCP server answers, so that a
     /// Pi cabled straight to a laptop is still reachable as `<hostname>.local`. DHCP keeps
     /// asking; a lease replaces it. (The RFC's ARP probe for the address is not done: the
-    /// choice is spread over 65,024 addresses by the MAC.)
-    fn use_link_local(&mut self, now: Instant) {
+    /// choice is spread over 65,024 addresses by the MAC.) Returns the address taken.
+    fn use_link_local(&mut self, now: Instant) -> Ipv4Cidr {
         let m = self.mac;
         let hash = m.iter().fold(0x811c_9dc5u32, |h, &b| {
             (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
@@ -611,13 +648,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         });
         self.iface.routes_mut().remove_default_ipv4_route();
         self.link_local = true;
-        log::warn!(
-            "dhcp: no answer after {} s; using link-local {cidr} until a lease arrives",
-            LINK_LOCAL_AFTER_MICROS / 1_000_000
-        );
         if let Some((_, responder)) = &mut self.mdns {
             responder.set_address(Some(cidr.address().octets()), now);
         }
+        cidr
     }
 
     fn poll_connections(&mut self, now: Instant) {
@@ -875,9 +909,10 @@ mod tests {
     use crate::test_support::{MockDevice, WiredDevice, wired_pair};
     use bramble_http::{ServerConfig, SiteSource};
     use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
+    use smoltcp::phy::ChecksumCapabilities;
     use smoltcp::wire::{
-        DhcpMessageType, DhcpPacket, EthernetFrame, EthernetProtocol, IpProtocol, Ipv4Packet,
-        UdpPacket,
+        DhcpMessageType, DhcpPacket, EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol,
+        Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
     };
     use std::boxed::Box;
     use std::string::String;
@@ -1181,6 +1216,155 @@ mod tests {
             &probe[26..30],
             &[169, 254, c, appliance.ipv4_address().unwrap()[3]]
         );
+    }
+
+    const SERVER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 0x67];
+    const SERVER_ADDRESS: [u8; 4] = [10, 0, 0, 1];
+    const LEASED_ADDRESS: [u8; 4] = [10, 0, 0, 50];
+
+    /// The transaction ID and client address of the last DHCP message of `kind` sent.
+    fn last_dhcp(device: &MockDevice, kind: DhcpMessageType) -> Option<(u32, [u8; 4])> {
+        device.tx.iter().rev().find_map(|frame| {
+            if dhcp_options(frame)?.0 != kind {
+                return None;
+            }
+            let ip = Ipv4Packet::new_checked(&frame[14..]).ok()?;
+            let udp = UdpPacket::new_checked(ip.payload()).ok()?;
+            let dhcp = DhcpPacket::new_checked(udp.payload()).ok()?;
+            Some((dhcp.transaction_id(), dhcp.client_ip().octets()))
+        })
+    }
+
+    /// A broadcast reply of `kind` from the test's DHCP server, offering [`LEASED_ADDRESS`]
+    /// for `lease_seconds`.
+    fn server_reply(kind: DhcpMessageType, transaction_id: u32, lease_seconds: u32) -> Vec<u8> {
+        let server = Ipv4Address::from_octets(SERVER_ADDRESS);
+        let dhcp = DhcpRepr {
+            message_type: kind,
+            transaction_id,
+            secs: 0,
+            client_hardware_address: EthernetAddress(GUEST_MAC),
+            client_ip: Ipv4Address::UNSPECIFIED,
+            your_ip: Ipv4Address::from_octets(LEASED_ADDRESS),
+            server_ip: server,
+            router: None,
+            subnet_mask: Some(Ipv4Address::new(255, 255, 255, 0)),
+            relay_agent_ip: Ipv4Address::UNSPECIFIED,
+            broadcast: false,
+            requested_ip: None,
+            client_identifier: None,
+            server_identifier: Some(server),
+            parameter_request_list: None,
+            max_size: None,
+            lease_duration: Some(lease_seconds),
+            renew_duration: None,
+            rebind_duration: None,
+            dns_servers: None,
+            additional_options: &[],
+        };
+        let dhcp_len = dhcp.buffer_len();
+        let udp = UdpRepr {
+            src_port: 67,
+            dst_port: 68,
+        };
+        let ip = Ipv4Repr {
+            src_addr: server,
+            dst_addr: Ipv4Address::BROADCAST,
+            next_header: IpProtocol::Udp,
+            payload_len: 8 + dhcp_len,
+            hop_limit: 64,
+        };
+        let ethernet = EthernetRepr {
+            src_addr: EthernetAddress(SERVER_MAC),
+            dst_addr: EthernetAddress::BROADCAST,
+            ethertype: EthernetProtocol::Ipv4,
+        };
+        let checksums = ChecksumCapabilities::default();
+        let mut frame = std::vec![0u8; 14 + 20 + 8 + dhcp_len];
+        ethernet.emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
+        ip.emit(&mut Ipv4Packet::new_unchecked(&mut frame[14..]), &checksums);
+        udp.emit(
+            &mut UdpPacket::new_unchecked(&mut frame[34..]),
+            &server.into(),
+            &Ipv4Address::BROADCAST.into(),
+            dhcp_len,
+            |payload| dhcp.emit(&mut DhcpPacket::new_unchecked(payload)).unwrap(),
+            &checksums,
+        );
+        frame
+    }
+
+    /// Runs DISCOVER, OFFER, REQUEST, ACK from time 0; returns the instant the lease began.
+    fn take_lease(appliance: &mut Appliance<'_, MockDevice>, lease_seconds: u32) -> Instant {
+        appliance.poll(at(0));
+        let (xid, _) = last_dhcp(appliance.device(), DhcpMessageType::Discover).unwrap();
+        let offer = server_reply(DhcpMessageType::Offer, xid, lease_seconds);
+        appliance.device_mut().rx.push_back(Ok(offer));
+        appliance.poll(at(10));
+        let (xid, _) = last_dhcp(appliance.device(), DhcpMessageType::Request).unwrap();
+        let ack = server_reply(DhcpMessageType::Ack, xid, lease_seconds);
+        appliance.device_mut().rx.push_back(Ok(ack));
+        appliance.poll(at(20));
+        assert_eq!(appliance.ipv4_address(), Some(LEASED_ADDRESS));
+        at(20)
+    }
+
+    #[test]
+    fn a_lease_that_runs_out_unrenewed_is_replaced_by_link_local_at_once() {
+        let config = NetworkConfig::dhcp("bramble", 5);
+        let mut appliance = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            config,
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        let began = take_lease(&mut appliance, 20);
+        let expires = began.add_micros(20_000_000);
+        appliance.device_mut().tx.clear();
+        // The server is gone. Follow the loop's own wake-ups until the address changes.
+        let mut now = began;
+        for _ in 0..10_000 {
+            now = appliance.poll(now).expect("DHCP always has a deadline");
+            appliance.poll(now);
+            if appliance.ipv4_address() != Some(LEASED_ADDRESS) {
+                break;
+            }
+        }
+        assert!(now >= expires, "the lease was dropped early, at {now:?}");
+        // It asked to keep the lease before giving it up (the unicast renewal at T1 waits
+        // for the vanished server's ARP answer; the broadcast rebinding at T2 goes out).
+        assert_eq!(
+            last_dhcp(appliance.device(), DhcpMessageType::Request).map(|(_, ciaddr)| ciaddr),
+            Some(LEASED_ADDRESS),
+            "no REQUEST from the leased address before the lease ran out"
+        );
+        // No moment without an address: the server has been silent since T1, far longer
+        // than the link-local wait, so the fallback comes with the expiry.
+        let [a, b, ..] = appliance
+            .ipv4_address()
+            .expect("an address right after the lease ran out");
+        assert_eq!([a, b], [169, 254]);
+        assert!(appliance.is_link_local());
+        // DHCP keeps asking, and a server that answers again replaces the fallback.
+        let before = discovers(appliance.device());
+        let later = now.add_micros(LINK_LOCAL_AFTER_MICROS);
+        appliance.poll(later);
+        assert!(
+            discovers(appliance.device()) > before,
+            "no DISCOVER after expiry"
+        );
+        let (xid, _) = last_dhcp(appliance.device(), DhcpMessageType::Discover).unwrap();
+        let offer = server_reply(DhcpMessageType::Offer, xid, 20);
+        appliance.device_mut().rx.push_back(Ok(offer));
+        appliance.poll(later.add_micros(10_000));
+        let (xid, _) = last_dhcp(appliance.device(), DhcpMessageType::Request).unwrap();
+        let ack = server_reply(DhcpMessageType::Ack, xid, 20);
+        appliance.device_mut().rx.push_back(Ok(ack));
+        appliance.poll(later.add_micros(20_000));
+        assert_eq!(appliance.ipv4_address(), Some(LEASED_ADDRESS));
+        assert!(!appliance.is_link_local());
     }
 
     #[test]
