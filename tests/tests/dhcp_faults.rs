@@ -335,6 +335,12 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
             None,
         );
     };
+    // The server has been silent since T1: the fallback comes with the expiry, not after
+    // another wait without any address.
+    assert!(
+        fallback.contains("lease ran out unrenewed"),
+        "the fallback waited instead of following the expiry: {fallback:?}"
+    );
     let link_local = address_after(&fallback, "link-local ");
     note(&format!("link-local {link_local}"));
     assert_eq!(
