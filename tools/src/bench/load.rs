@@ -77,13 +77,24 @@ pub struct LoadRun<'a> {
     pub duration: Duration,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Run wrk inside this network namespace (`ip netns exec NAME wrk ...`), so that its
+    /// traffic stays there; `None`: in the caller's namespace.
+    pub namespace: Option<&'a str>,
 }
 
 /// Runs wrk, keeps its report in `report_file`, and parses it. wrk's own duration bounds the
 /// run; a watchdog kills it (by PID) if it overruns by 30 s.
 pub fn run_wrk(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigures> {
     let threads = run.concurrency.clamp(1, 2);
-    let mut command = Command::new("wrk");
+    let mut command = match run.namespace {
+        // `ip netns exec` execs wrk in its own process: the child's PID stays wrk's.
+        Some(namespace) => {
+            let mut command = Command::new("ip");
+            command.args(["netns", "exec", namespace, "wrk"]);
+            command
+        }
+        None => Command::new("wrk"),
+    };
     command
         .arg(format!("-t{threads}"))
         .arg(format!("-c{}", run.concurrency))

@@ -5,11 +5,16 @@
 //! `-icount shift=0`. Prints a side-by-side table and keeps JSON, PNG charts and a markdown
 //! summary in `bench/results/<date>-<commit>/`.
 //!
+//! `bramble bench --hosted` (hosted.rs) measures the portable code instead: bramble-hosted
+//! on a TAP device against nginx and busybox httpd on this machine, inside a network
+//! namespace, with the same load runs, table, JSON and charts.
+//!
 //! Benchmarks measure; they assert nothing about timing. Every request goes to 127.0.0.1;
 //! every load run is bounded in time; every QEMU is stopped by its PID.
 
 pub mod counters;
 pub mod guest;
+mod hosted;
 pub mod load;
 pub mod plot;
 pub mod probe;
@@ -20,6 +25,8 @@ use anyhow::{Context, bail};
 use clap::Args;
 use guest::Guest;
 use report::{CpuCost, Host, LoadReport, Report, SystemReport, TARGETS};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 use systems::System;
@@ -37,8 +44,9 @@ pub struct BenchArgs {
     /// Seconds of idle over which QEMU's host CPU is measured.
     #[arg(long, default_value_t = 10)]
     pub idle: u64,
-    /// Systems to measure, comma-separated: bramble, linux.
-    #[arg(long, value_delimiter = ',', default_value = "bramble,linux")]
+    /// Systems to measure, comma-separated: bramble, linux (default: both); with --hosted:
+    /// bramble, nginx, busybox (default: all three).
+    #[arg(long, value_delimiter = ',')]
     pub systems: Vec<String>,
     /// Targets, comma-separated: page (6 KB index.html), 100k (a 100 KiB file), 304
     /// (revalidation of / with If-None-Match).
@@ -64,6 +72,32 @@ pub struct BenchArgs {
     /// Keep results only in target/bench/runs/ (for trial runs).
     #[arg(long)]
     pub no_save: bool,
+    /// Benchmark the hosted build instead of the QEMU guests: bramble-hosted on a TAP device
+    /// against nginx and busybox httpd, all in a network namespace on this machine (needs
+    /// root). A regression guard for the portable code, not a figure for the Pi. Results go
+    /// to bench/results/<date>-<commit>-hosted/.
+    #[arg(long)]
+    pub hosted: bool,
+    /// With --hosted: also measure this bramble-hosted binary, as LABEL=PATH (repeatable),
+    /// reported as bramble-hosted-LABEL right after the freshly built one: before/after
+    /// comparisons in one run.
+    #[arg(long, value_name = "LABEL=PATH", requires = "hosted")]
+    pub hosted_binary: Vec<String>,
+}
+
+impl BenchArgs {
+    /// The systems to measure: `--systems`, or every system of the chosen mode.
+    pub fn system_names(&self) -> Vec<String> {
+        if !self.systems.is_empty() {
+            return self.systems.clone();
+        }
+        let all: &[&str] = if self.hosted {
+            &["bramble", "nginx", "busybox"]
+        } else {
+            &["bramble", "linux"]
+        };
+        all.iter().map(|name| name.to_string()).collect()
+    }
 }
 
 /// Why a load run did not start: the guest no longer answers `/`.
@@ -83,6 +117,10 @@ const BOOT_TRIES: u32 = 2;
 /// Runs the benchmark.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     check_args(&args)?;
+    if args.hosted {
+        return hosted::run(&args);
+    }
+    let systems = args.system_names();
     let root = crate::workspace_root();
     let work = root.join("target/bench");
     let date = utc_date(SystemTime::now());
@@ -113,15 +151,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         connection_close: args.close,
         levels: args.levels.clone(),
         systems: Vec::new(),
+        hosted: false,
+        server_cpu_method: None,
     };
     eprintln!(
         "bench: {} on raspi1ap, levels {:?}, {} s each; logs in {}",
-        args.systems.join(" vs "),
+        systems.join(" vs "),
         args.levels,
         args.duration,
         run_dir.display()
     );
-    for name in &args.systems {
+    for name in &systems {
         let system = match name.as_str() {
             "bramble" => System::bramble(&site, &work)?,
             "linux" => System::linux(&root, &site, &work)?,
@@ -206,7 +246,7 @@ fn measure(
         return Ok(result);
     };
     result.boot_to_first_200_seconds = Some(boot_time.as_secs_f64());
-    let validator = check_site(port, site, &mut result.notes);
+    let validator = check_site(port, site, &mut result.notes, &mut result.checked_bytes);
 
     std::thread::sleep(Duration::from_secs(3));
     let before = guest.cpu_time()?;
@@ -338,6 +378,7 @@ fn load_level(
         concurrency: level,
         duration: Duration::from_secs(args.duration),
         timeout: Duration::from_secs(args.timeout),
+        namespace: None,
     };
     let counters_before = system.counters(guest, port);
     let cpu_before = guest.cpu_time().ok();
@@ -426,6 +467,7 @@ fn cpu_cost(
             concurrency: 10,
             duration: Duration::from_secs(args.icount_duration),
             timeout: Duration::from_secs(args.timeout),
+            namespace: None,
         };
         let outcome = load::run_wrk(&run, &dir.join(format!("wrk-icount-{target}.txt")));
         let after = system.counters(&mut guest, port).and_then(|c| c.busy_us);
@@ -526,11 +568,30 @@ fn check_site(
     port: u16,
     site: &systems::Site,
     notes: &mut Vec<String>,
+    checked: &mut BTreeMap<String, u64>,
+) -> Option<(String, String)> {
+    check_site_at(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        site,
+        notes,
+        checked,
+    )
+}
+
+/// [`check_site`] for a server at `address`. Each URL whose body equals the site's file byte
+/// for byte is recorded in `checked` with its length.
+fn check_site_at(
+    address: SocketAddr,
+    site: &systems::Site,
+    notes: &mut Vec<String>,
+    checked: &mut BTreeMap<String, u64>,
 ) -> Option<(String, String)> {
     let timeout = Duration::from_secs(20);
-    let page = probe::get(port, "/", &[], timeout);
+    let page = probe::get_at(address, "/", &[], timeout);
     match &page {
-        Some(r) if r.status == 200 && r.body == site.page => {}
+        Some(r) if r.status == 200 && r.body == site.page => {
+            checked.insert("/".into(), r.body.len() as u64);
+        }
         Some(r) => notes.push(format!(
             "/ answered {} with {} bytes, not the {}-byte page",
             r.status,
@@ -539,8 +600,10 @@ fn check_site(
         )),
         None => notes.push("/ did not answer the body check".into()),
     }
-    match probe::get(port, systems::FILE_100K_URL, &[], timeout) {
-        Some(r) if r.status == 200 && r.body == site.file_100k => {}
+    match probe::get_at(address, systems::FILE_100K_URL, &[], timeout) {
+        Some(r) if r.status == 200 && r.body == site.file_100k => {
+            checked.insert(systems::FILE_100K_URL.into(), r.body.len() as u64);
+        }
         Some(r) => notes.push(format!(
             "{} answered {} with {} bytes",
             systems::FILE_100K_URL,
@@ -558,7 +621,7 @@ fn check_site(
             page.header("last-modified")?.to_string(),
         )
     };
-    match probe::get(port, "/", &[(&header.0, &header.1)], timeout) {
+    match probe::get_at(address, "/", &[(&header.0, &header.1)], timeout) {
         Some(r) if r.status == 304 => Some(header),
         Some(r) => {
             notes.push(format!(

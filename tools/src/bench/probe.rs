@@ -1,4 +1,5 @@
-//! One-shot HTTP/1.1 requests to the guest through 127.0.0.1: boot polling, body checks,
+//! One-shot HTTP/1.1 requests to the server under test (127.0.0.1, or an address inside the
+//! hosted benchmark's network namespace): boot polling, body checks,
 //! validator discovery for the 304 case, and the Linux baseline's counters CGI.
 
 use std::io::{Read, Write};
@@ -28,7 +29,22 @@ impl Response {
 
 /// GET `path` from 127.0.0.1:`port` with extra header lines; `None` on any failure or timeout.
 pub fn get(port: u16, path: &str, extra: &[(&str, &str)], timeout: Duration) -> Option<Response> {
-    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    get_at(
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        path,
+        extra,
+        timeout,
+    )
+}
+
+/// GET `path` from `address` (a loopback address, or one inside a network namespace the
+/// benchmark created and the calling thread has entered); `None` on any failure or timeout.
+pub fn get_at(
+    address: SocketAddr,
+    path: &str,
+    extra: &[(&str, &str)],
+    timeout: Duration,
+) -> Option<Response> {
     let mut stream = TcpStream::connect_timeout(&address, timeout).ok()?;
     stream.set_read_timeout(Some(timeout)).ok()?;
     stream.set_write_timeout(Some(timeout)).ok()?;

@@ -30,6 +30,13 @@ pub struct Report {
     pub levels: Vec<u32>,
     /// One entry per system, Bramble first.
     pub systems: Vec<SystemReport>,
+    /// A hosted run (`bramble bench --hosted`): the servers are Linux processes on this host,
+    /// not QEMU guests, and the CPU figures are the server processes' own.
+    #[serde(default)]
+    pub hosted: bool,
+    /// How the servers' CPU time was counted (hosted runs).
+    #[serde(default)]
+    pub server_cpu_method: Option<String>,
 }
 
 /// The host the run happened on.
@@ -68,6 +75,9 @@ pub struct SystemReport {
     pub cpu_cost: Vec<CpuCost>,
     /// Anything the reader must know (failures, missing counters).
     pub notes: Vec<String>,
+    /// URLs whose body came back byte for byte equal to the site's file, with its length.
+    #[serde(default)]
+    pub checked_bytes: BTreeMap<String, u64>,
 }
 
 impl SystemReport {
@@ -102,6 +112,37 @@ pub struct LoadReport {
     pub figures: Option<LoadFigures>,
     /// Why the run failed.
     pub failure: Option<String>,
+    /// The server processes' CPU time over the run (hosted runs).
+    #[serde(default)]
+    pub server_cpu: Option<ServerCpu>,
+}
+
+/// CPU time the server's processes used over one load run (hosted runs): the meaningful
+/// comparison on a shared host, where throughput depends on what else runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerCpu {
+    /// User + system CPU seconds of all the server's processes over the run.
+    pub cpu_seconds: f64,
+    /// The same as a share of one core over the run's wall time, in percent.
+    pub percent_of_a_core: f64,
+    /// CPU microseconds per good response; `None` without good responses.
+    pub microseconds_per_request: Option<f64>,
+}
+
+impl ServerCpu {
+    /// The figures for `cpu_seconds` used over `wall_seconds` while `requests` good
+    /// responses were counted.
+    pub fn new(cpu_seconds: f64, wall_seconds: f64, requests: u64) -> ServerCpu {
+        ServerCpu {
+            cpu_seconds,
+            percent_of_a_core: if wall_seconds > 0.0 {
+                100.0 * cpu_seconds / wall_seconds
+            } else {
+                0.0
+            },
+            microseconds_per_request: (requests > 0).then(|| cpu_seconds * 1e6 / requests as f64),
+        }
+    }
 }
 
 /// Guest CPU per request, from the guest's busy-time counters under `-icount shift=0`.
@@ -181,29 +222,31 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
         rows.push((label, systems.iter().map(cell).collect(), advantage));
     };
     let boot = |s: &SystemReport| s.boot_to_first_200_seconds;
-    row(
-        "boot: QEMU start -> first 200 (s)".into(),
-        &|s| number(boot(s), 2),
-        pair(&boot, false),
-    );
-    let idle = |s: &SystemReport| s.idle_qemu_cpu_percent;
-    row(
-        "idle: QEMU host CPU (% of a core)".into(),
-        &|s| number(idle(s), 1),
-        pair(&idle, false),
-    );
-    let ram = |s: &SystemReport| s.guest_ram_used_bytes.map(|b| b as f64);
-    row(
-        "guest RAM in use (MiB)".into(),
-        &|s| megabytes(s.guest_ram_used_bytes),
-        pair(&ram, false),
-    );
-    let image = |s: &SystemReport| Some(s.image_bytes.values().sum::<u64>() as f64);
-    row(
-        "boot image bytes (sum)".into(),
-        &|s| s.image_bytes.values().sum::<u64>().to_string(),
-        pair(&image, false),
-    );
+    if !report.hosted {
+        row(
+            "boot: QEMU start -> first 200 (s)".into(),
+            &|s| number(boot(s), 2),
+            pair(&boot, false),
+        );
+        let idle = |s: &SystemReport| s.idle_qemu_cpu_percent;
+        row(
+            "idle: QEMU host CPU (% of a core)".into(),
+            &|s| number(idle(s), 1),
+            pair(&idle, false),
+        );
+        let ram = |s: &SystemReport| s.guest_ram_used_bytes.map(|b| b as f64);
+        row(
+            "guest RAM in use (MiB)".into(),
+            &|s| megabytes(s.guest_ram_used_bytes),
+            pair(&ram, false),
+        );
+        let image = |s: &SystemReport| Some(s.image_bytes.values().sum::<u64>() as f64);
+        row(
+            "boot image bytes (sum)".into(),
+            &|s| s.image_bytes.values().sum::<u64>().to_string(),
+            pair(&image, false),
+        );
+    }
     for (target, _) in TARGETS {
         for &level in &report.levels {
             let figures = |s: &SystemReport| s.load(target, level).and_then(|l| l.figures.clone());
@@ -231,6 +274,24 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
                 &|s| figures(s).map_or("-".into(), |f| format!("{} / {}", f.errors(), f.responses)),
                 String::new(),
             );
+            if report.hosted {
+                let server =
+                    |s: &SystemReport| s.load(target, level).and_then(|l| l.server_cpu.clone());
+                let per_request =
+                    |s: &SystemReport| server(s).and_then(|c| c.microseconds_per_request);
+                row(
+                    format!("{target} c={level}: server CPU us/request"),
+                    &|s| number(per_request(s), 1),
+                    pair(&per_request, false),
+                );
+                let share = |s: &SystemReport| server(s).map(|c| c.percent_of_a_core);
+                row(
+                    format!("{target} c={level}: server CPU % of a core"),
+                    &|s| number(share(s), 0),
+                    String::new(),
+                );
+                continue;
+            }
             let cpu = |s: &SystemReport| s.load(target, level).and_then(|l| l.qemu_cpu_percent);
             let busy = |s: &SystemReport| s.load(target, level).and_then(|l| l.guest_busy_percent);
             row(
@@ -239,6 +300,9 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
                 String::new(),
             );
         }
+    }
+    if report.hosted {
+        return rows;
     }
     for (target, _) in TARGETS {
         let instructions = |s: &SystemReport| s.cost(target).map(|c| c.instructions_per_request);
@@ -329,20 +393,41 @@ pub fn table(report: &Report) -> String {
 pub fn markdown(report: &Report) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "# Benchmark {} ({})\n", report.date, report.commit);
-    let _ = writeln!(
-        out,
-        "QEMU `{}`, NIC {}, both systems serving the same files, measured with {} \
-         for {} s per level{}; host: {} CPUs, load average before/after `{}` / `{}`; {}.\n",
-        report.machine,
-        report.nic,
-        report.load_generator,
-        report.duration_seconds,
-        connections(report),
-        report.host.cpus,
-        report.host.load_average_before,
-        report.host.load_average_after,
-        report.host.qemu
-    );
+    if report.hosted {
+        let _ = writeln!(
+            out,
+            "Hosted run: {}, {}, all serving the same files, measured with {} for {} s per \
+             level{}; host: {} CPUs, load average before/after `{}` / `{}`. Server CPU: {}. \
+             A regression guard for the portable code, not a claim about the Pi.\n",
+            report.machine,
+            report.nic,
+            report.load_generator,
+            report.duration_seconds,
+            connections(report),
+            report.host.cpus,
+            report.host.load_average_before,
+            report.host.load_average_after,
+            report
+                .server_cpu_method
+                .as_deref()
+                .unwrap_or("not measured")
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "QEMU `{}`, NIC {}, both systems serving the same files, measured with {} \
+             for {} s per level{}; host: {} CPUs, load average before/after `{}` / `{}`; {}.\n",
+            report.machine,
+            report.nic,
+            report.load_generator,
+            report.duration_seconds,
+            connections(report),
+            report.host.cpus,
+            report.host.load_average_before,
+            report.host.load_average_after,
+            report.host.qemu
+        );
+    }
     let _ = writeln!(
         out,
         "Targets: {}.\n",
@@ -361,19 +446,32 @@ pub fn markdown(report: &Report) -> String {
     for (label, cells, advantage) in rows(report) {
         let _ = writeln!(out, "| {label} | {} | {advantage} |", cells.join(" | "));
     }
-    let _ = writeln!(
-        out,
-        "\n\"advantage\" is how many times better {} is than {} (>1: better). Instructions per \
-         request come from the guests' busy time under `-icount shift=0` (one instruction per \
-         guest nanosecond); the 700 MHz figure assumes one instruction per cycle and no I/O \
-         limit, an optimistic bound for a real B+.\n",
-        report.systems.first().map_or("", |s| s.name.as_str()),
-        report.systems.get(1).map_or("", |s| s.name.as_str())
-    );
+    let first = report.systems.first().map_or("", |s| s.name.as_str());
+    let second = report.systems.get(1).map_or("", |s| s.name.as_str());
+    if report.hosted {
+        let _ = writeln!(
+            out,
+            "\n\"advantage\" is how many times better {first} is than {second} (>1: better). \
+             Server CPU is the user + system time of all the server's processes over the run, \
+             divided by the good responses: the figure to compare on a shared host, where \
+             requests/s also depend on wrk and everything else competing for the cores.\n"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "\n\"advantage\" is how many times better {first} is than {second} (>1: better). \
+             Instructions per request come from the guests' busy time under `-icount shift=0` \
+             (one instruction per guest nanosecond); the 700 MHz figure assumes one \
+             instruction per cycle and no I/O limit, an optimistic bound for a real B+.\n"
+        );
+    }
     for system in &report.systems {
         let _ = writeln!(out, "## {}\n\n{}\n", system.name, system.description);
         for (file, bytes) in &system.image_bytes {
             let _ = writeln!(out, "- `{file}`: {bytes} bytes");
+        }
+        for (url, bytes) in &system.checked_bytes {
+            let _ = writeln!(out, "- `{url}`: {bytes} bytes, equal to the site's file");
         }
         for note in &system.notes {
             let _ = writeln!(out, "- {note}");
@@ -390,9 +488,10 @@ pub fn markdown(report: &Report) -> String {
                 .collect();
             let _ = writeln!(
                 out,
-                "- {} c={}: guest counters grew by: {}",
+                "- {} c={}: {} counters grew by: {}",
                 load.target,
                 load.concurrency,
+                if report.hosted { "process" } else { "guest" },
                 events.join(", ")
             );
         }
@@ -433,6 +532,7 @@ mod tests {
                     ..Default::default()
                 }),
                 failure: None,
+                server_cpu: None,
             }],
             cpu_cost: vec![CpuCost::new("page", 2000, 100).unwrap()],
             ..Default::default()
