@@ -551,33 +551,40 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     .as_ref()
                     .and_then(|packet| DhcpRepr::parse(packet).ok())
                     .and_then(|repr| repr.lease_duration);
+                let cidr = config.address;
+                // smoltcp reports every renewal ACK too; the address may be the one in use.
+                let renewed = self.iface.ip_addrs() == [IpCidr::Ipv4(cidr)];
+                let how = if renewed { ", renewed" } else { "" };
                 match lease {
                     Some(seconds) => log::info!(
-                        "dhcp: lease {} from {} for {} s",
+                        "dhcp: lease {} from {} for {} s{how}",
                         config.address,
                         config.server.address,
                         seconds
                     ),
                     None => {
                         log::info!(
-                            "dhcp: lease {} from {}",
+                            "dhcp: lease {} from {}{how}",
                             config.address,
                             config.server.address
                         )
                     }
                 }
-                let cidr = config.address;
                 // smoltcp counts the lease from the ACK, which it handled in this same poll.
                 self.lease_expires_at = Some(
                     now.add_micros(lease.map_or(DEFAULT_LEASE_SECONDS, u64::from) * 1_000_000),
                 );
                 self.dhcp_waiting_since = None;
                 self.link_local = false;
-                self.iface.update_ip_addrs(|addrs| {
-                    addrs.clear();
-                    // Cannot fail: the list was just emptied.
-                    let _ = addrs.push(IpCidr::Ipv4(cidr));
-                });
+                // Setting the addresses flushes the neighbour cache: skip that on a renewal,
+                // or every client would be asked for again (its next reply held for ARP).
+                if !renewed {
+                    self.iface.update_ip_addrs(|addrs| {
+                        addrs.clear();
+                        // Cannot fail: the list was just emptied.
+                        let _ = addrs.push(IpCidr::Ipv4(cidr));
+                    });
+                }
                 match config.router {
                     Some(router) => {
                         // Cannot fail: at most one default route is kept.
@@ -911,8 +918,9 @@ mod tests {
     use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
     use smoltcp::phy::ChecksumCapabilities;
     use smoltcp::wire::{
-        DhcpMessageType, DhcpPacket, EthernetFrame, EthernetProtocol, EthernetRepr, IpProtocol,
-        Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
+        ArpOperation, ArpPacket, ArpRepr, DhcpMessageType, DhcpPacket, EthernetFrame,
+        EthernetProtocol, EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpProtocol, Ipv4Packet, Ipv4Repr,
+        UdpPacket, UdpRepr,
     };
     use std::boxed::Box;
     use std::string::String;
@@ -1365,6 +1373,134 @@ mod tests {
         appliance.poll(later.add_micros(20_000));
         assert_eq!(appliance.ipv4_address(), Some(LEASED_ADDRESS));
         assert!(!appliance.is_link_local());
+    }
+
+    /// A frame from the test's DHCP server to the guest (or broadcast), of `ethertype`.
+    fn server_frame(
+        ethertype: EthernetProtocol,
+        to: EthernetAddress,
+        payload_len: usize,
+    ) -> Vec<u8> {
+        let ethernet = EthernetRepr {
+            src_addr: EthernetAddress(SERVER_MAC),
+            dst_addr: to,
+            ethertype,
+        };
+        let mut frame = std::vec![0u8; 14 + payload_len];
+        ethernet.emit(&mut EthernetFrame::new_unchecked(&mut frame[..]));
+        frame
+    }
+
+    /// The server asks who has [`LEASED_ADDRESS`] (which puts it in the guest's ARP cache).
+    fn server_arp_request() -> Vec<u8> {
+        let arp = ArpRepr::EthernetIpv4 {
+            operation: ArpOperation::Request,
+            source_hardware_addr: EthernetAddress(SERVER_MAC),
+            source_protocol_addr: Ipv4Address::from_octets(SERVER_ADDRESS),
+            target_hardware_addr: EthernetAddress([0; 6]),
+            target_protocol_addr: Ipv4Address::from_octets(LEASED_ADDRESS),
+        };
+        let mut frame = server_frame(
+            EthernetProtocol::Arp,
+            EthernetAddress::BROADCAST,
+            arp.buffer_len(),
+        );
+        arp.emit(&mut ArpPacket::new_unchecked(&mut frame[14..]));
+        frame
+    }
+
+    /// The server pings [`LEASED_ADDRESS`].
+    fn server_ping(sequence: u16) -> Vec<u8> {
+        let icmp = Icmpv4Repr::EchoRequest {
+            ident: 0x4242,
+            seq_no: sequence,
+            data: b"still there?",
+        };
+        let ip = Ipv4Repr {
+            src_addr: Ipv4Address::from_octets(SERVER_ADDRESS),
+            dst_addr: Ipv4Address::from_octets(LEASED_ADDRESS),
+            next_header: IpProtocol::Icmp,
+            payload_len: icmp.buffer_len(),
+            hop_limit: 64,
+        };
+        let checksums = ChecksumCapabilities::default();
+        let mut frame = server_frame(
+            EthernetProtocol::Ipv4,
+            EthernetAddress(GUEST_MAC),
+            20 + icmp.buffer_len(),
+        );
+        ip.emit(&mut Ipv4Packet::new_unchecked(&mut frame[14..]), &checksums);
+        icmp.emit(
+            &mut Icmpv4Packet::new_unchecked(&mut frame[34..]),
+            &checksums,
+        );
+        frame
+    }
+
+    #[test]
+    fn a_renewal_that_keeps_the_address_keeps_the_neighbour_cache() {
+        let config = NetworkConfig::dhcp("bramble", 6);
+        let mut appliance = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            config,
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        let began = take_lease(&mut appliance, 20);
+        appliance
+            .device_mut()
+            .rx
+            .push_back(Ok(server_arp_request()));
+        appliance.poll(began.add_micros(1_000));
+        appliance.device_mut().tx.clear();
+        // Follow the loop's wake-ups to T1, when the renewal REQUEST goes to the server.
+        let mut now = began.add_micros(1_000);
+        let mut renewal = None;
+        for _ in 0..10_000 {
+            now = appliance.poll(now).expect("DHCP always has a deadline");
+            appliance.poll(now);
+            renewal = last_dhcp(appliance.device(), DhcpMessageType::Request);
+            if renewal.is_some() {
+                break;
+            }
+        }
+        let (xid, ciaddr) = renewal.expect("no renewal REQUEST");
+        assert_eq!(ciaddr, LEASED_ADDRESS);
+        let ack = server_reply(DhcpMessageType::Ack, xid, 20);
+        appliance.device_mut().rx.push_back(Ok(ack));
+        appliance.poll(now.add_micros(1_000));
+        assert_eq!(appliance.ipv4_address(), Some(LEASED_ADDRESS));
+        assert_eq!(
+            appliance.lease_expires_at,
+            Some(now.add_micros(1_000 + 20_000_000))
+        );
+        // The server is still known: its ping is answered at once, with no ARP first.
+        appliance.device_mut().tx.clear();
+        appliance.device_mut().rx.push_back(Ok(server_ping(1)));
+        appliance.poll(now.add_micros(2_000));
+        let sent = &appliance.device().tx;
+        let arp = sent
+            .iter()
+            .filter(|f| {
+                EthernetFrame::new_checked(&f[..]).unwrap().ethertype() == EthernetProtocol::Arp
+            })
+            .count();
+        let replies = sent
+            .iter()
+            .filter(|f| {
+                f[..6] == SERVER_MAC
+                    && f.len() > 34
+                    && f[23] == 1 // IPv4 protocol: ICMP
+                    && f[34] == 0 // ICMP type: echo reply
+            })
+            .count();
+        assert_eq!(
+            (arp, replies),
+            (0, 1),
+            "ARP requests and echo replies after a renewal"
+        );
     }
 
     #[test]
