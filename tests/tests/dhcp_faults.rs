@@ -1,7 +1,8 @@
 //! The DHCP server vanishing and returning, against the real guest on a TAP link in a
 //! test-made namespace: the guest renews its short lease at T1 without interrupting service,
-//! drops the address when the lease runs out with the server gone, serves at its link-local
-//! fallback, and takes (and serves at) a new lease when a server answers again.
+//! drops the address when the lease runs out with the server gone, serves (and answers mDNS)
+//! at its link-local fallback, and takes a new lease, found by asking from scratch, when a
+//! server answers again, serving and answering mDNS there.
 //!
 //! dnsmasq will not hand out leases under two minutes, so the server here is this package's
 //! `test-dhcpd` (one address, leases of seconds, a line per message it sees).
@@ -10,6 +11,7 @@ mod netns;
 
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use netns::mdns::{self, QueryMode};
 use netns::{HOST_ADDRESS, Netns, NetnsGuest, PREFIX_LEN, TAP, build_card, process_is_running};
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
@@ -26,8 +28,11 @@ const FIRST_ADDRESS: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 50);
 const SECOND_ADDRESS: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 60);
 /// The link's broadcast address, where the server sends replies to clients without one.
 const BROADCAST: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 255);
-/// Most requests the loop across the renewal makes (it stops sooner once the renewal is seen).
-const RENEWAL_LOOP_REQUESTS: usize = 400;
+/// Most requests the loop across the renewal makes (it stops sooner once the renewal is seen;
+/// T1 comes after about LEASE_SECONDS / 2 / REQUEST_PAUSE of them).
+const RENEWAL_LOOP_REQUESTS: usize = 1_000;
+/// Pause between the loop's requests (to spare the shared CPU, not to time anything).
+const REQUEST_PAUSE: Duration = Duration::from_millis(50);
 /// Requests still made after the renewal was acknowledged.
 const REQUESTS_AFTER_RENEWAL: usize = 10;
 /// Failure bound for each phase (a loaded 2-core machine; these are not timings).
@@ -35,6 +40,15 @@ const PHASE_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long a request to an address the guest gave up may go unanswered before it counts as
 /// refused (any answer at all would be the failure).
 const SILENCE: &str = "3";
+
+/// The guest's hostname: it answers mDNS for `sill.local`.
+const HOSTNAME: &str = "sill";
+/// The name and source address [`mdns_query_in_namespace`] asks with, when it runs as the
+/// resolver subprocess.
+const QUERY_NAME_VAR: &str = "BRAMBLE_DHCP_FAULTS_MDNS_NAME";
+const QUERY_SOURCE_VAR: &str = "BRAMBLE_DHCP_FAULTS_MDNS_SOURCE";
+/// How long the resolver subprocess asks before giving up.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(15);
 
 const QEMU_NAME: &str = "qemu-system-arm";
 const SERVER_NAME: &str = "test-dhcpd";
@@ -199,6 +213,60 @@ fn check_http(netns: &Netns, address: Ipv4Addr, files: &[(String, Vec<u8>)], con
     }
 }
 
+/// Asks for `name` over mDNS (as a legacy unicast querier from `source`) from inside `netns`,
+/// by running this test binary there as [`mdns_query_in_namespace`]. Returns the addresses
+/// answered and the subprocess's output.
+fn resolve_in(netns: &Netns, name: &str, source: Ipv4Addr) -> (Vec<Ipv4Addr>, String) {
+    let binary = std::env::current_exe().expect("path of this test binary");
+    let output = netns
+        .command(binary)
+        .args([
+            "--exact",
+            "mdns_query_in_namespace",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(QUERY_NAME_VAR, name)
+        .env(QUERY_SOURCE_VAR, source.to_string())
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the mDNS resolver subprocess");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let log = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "resolver subprocess failed:\n{log}"
+    );
+    let addresses = stdout
+        .lines()
+        .filter_map(|line| line.split_once("mdns-answer: ").map(|(_, rest)| rest))
+        .filter_map(|address| address.trim().parse().ok())
+        .collect();
+    (addresses, log)
+}
+
+/// The resolver subprocess run by [`resolve_in`] inside the namespace; prints one
+/// `mdns-answer: A.B.C.D` line per address. Without its environment (a plain `--ignored`
+/// run) there is nothing to ask, and it returns.
+#[test]
+#[ignore = "helper: run by the test inside its namespace"]
+fn mdns_query_in_namespace() {
+    let (Ok(name), Ok(source)) = (
+        std::env::var(QUERY_NAME_VAR),
+        std::env::var(QUERY_SOURCE_VAR),
+    ) else {
+        eprintln!("{QUERY_NAME_VAR} is not set: nothing to ask");
+        return;
+    };
+    let source = source.parse().expect("source address");
+    let addresses = mdns::resolve(&name, source, QueryMode::LegacyUnicast, QUERY_TIMEOUT)
+        .expect("mDNS query socket");
+    for address in addresses {
+        println!("mdns-answer: {address}");
+    }
+}
+
 /// Panics with both logs.
 fn fail(message: &str, guest: &mut Guest, server: Option<&mut DhcpServer>) -> ! {
     guest.drain();
@@ -228,7 +296,11 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
     };
     // (a) A lease, and the site served at it.
     let mut server = DhcpServer::start(&netns, FIRST_ADDRESS);
-    let mut guest = boot(&netns, dir.path(), "address = dhcp\nhostname = sill\n");
+    let mut guest = boot(
+        &netns,
+        dir.path(),
+        &format!("address = dhcp\nhostname = {HOSTNAME}\n"),
+    );
     let qemu_pid = guest.pid();
     let Some(lease) = guest.wait_for(|line| line.contains("dhcp: lease"), BOOT_TIMEOUT) else {
         fail("no DHCP lease", &mut guest, Some(&mut server));
@@ -272,6 +344,7 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
             ),
         }
         made += 1;
+        std::thread::sleep(REQUEST_PAUSE);
         server.drain();
         match &mut after_renewal {
             Some(count) => *count += 1,
@@ -291,7 +364,11 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
     }
     // The guest took the renewed lease for the same address and never dropped it.
     let Some(renewal) = guest.wait_for(
-        |line| line.contains("dhcp: lease") && line.contains(&FIRST_ADDRESS.to_string()),
+        |line| {
+            line.contains("dhcp: lease")
+                && line.contains(&FIRST_ADDRESS.to_string())
+                && line.contains("renewed")
+        },
         Duration::from_secs(30),
     ) else {
         fail(
@@ -369,6 +446,15 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
         TAP,
     ]));
     check_http(&netns, link_local, &files, "link-local fallback");
+    let name = format!("{HOSTNAME}.local");
+    let (addresses, log) = resolve_in(&netns, &name, ours);
+    if addresses != vec![link_local] {
+        fail(
+            &format!("mDNS for {name} during the fallback: {addresses:?}; resolver:\n{log}"),
+            &mut guest,
+            None,
+        );
+    }
     note("link-local served");
 
     // (d) A server answers again (with another address): the guest takes the lease and serves
@@ -402,6 +488,23 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
         &files,
         "lease after the server returned",
     );
+    // It found the server again by asking from scratch.
+    assert!(
+        server
+            .transcript
+            .iter()
+            .any(|line| line.contains("DISCOVER")),
+        "no DISCOVER reached the returning server:\n{}",
+        server.transcript.join("\n")
+    );
+    let (addresses, log) = resolve_in(&netns, &name, HOST_ADDRESS);
+    if addresses != vec![SECOND_ADDRESS] {
+        fail(
+            &format!("mDNS for {name} after the new lease: {addresses:?}; resolver:\n{log}"),
+            &mut guest,
+            Some(&mut server),
+        );
+    }
     note("second lease served");
     if fetch(&netns, &format!("http://{link_local}/"), SILENCE).is_some() {
         fail(
