@@ -6,6 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::time::{Duration, Instant};
 
 /// `TUNSETIFF`: `_IOW('T', 202, int)` from `<linux/if_tun.h>`.
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
@@ -13,6 +14,11 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TAP: libc::c_short = 0x0002;
 /// `IFF_NO_PI` from `<linux/if_tun.h>`: no 4-byte packet-information prefix.
 const IFF_NO_PI: libc::c_short = 0x1000;
+/// How long a link check is reused. The appliance asks for the link state on every turn of
+/// its loop; under load that is thousands of `SIOCGIFFLAGS` ioctls a second for a state that
+/// changes when someone types `ip link set`. A tenth of a second is far below what a person
+/// (or the link tests' 10 s) can notice.
+const LINK_CHECK_INTERVAL: Duration = Duration::from_millis(100);
 
 /// `struct ifreq` as `TUNSETIFF` reads it: the name and the flags word of the union.
 #[repr(C)]
@@ -30,6 +36,10 @@ pub struct TapDevice {
     name: [libc::c_char; libc::IFNAMSIZ],
     mac: MacAddress,
     frame: [u8; MAX_FRAME_LEN + 4],
+    /// A datagram socket kept open for the `SIOCGIFFLAGS` ioctl.
+    control: File,
+    /// The last link check: when, and what it found.
+    link: Option<(Instant, LinkState)>,
 }
 
 impl TapDevice {
@@ -67,6 +77,8 @@ impl TapDevice {
             name: request.name,
             mac,
             frame: [0; MAX_FRAME_LEN + 4],
+            control: control_socket()?,
+            link: None,
         })
     }
 
@@ -77,17 +89,10 @@ impl TapDevice {
             flags: 0,
             _pad: [0; 22],
         };
-        // SAFETY: plain socket(2) call; the descriptor is checked and wrapped in `File`
-        // (which closes it) before any other use.
-        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-        let socket = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
         // SAFETY: `request` is a live `struct ifreq` with the interface name set, outliving
         // the call; SIOCGIFFLAGS writes only the flags field of it.
-        let result = unsafe { libc::ioctl(socket.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) };
+        let result =
+            unsafe { libc::ioctl(self.control.as_raw_fd(), libc::SIOCGIFFLAGS, &mut request) };
         if result < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -100,6 +105,18 @@ impl TapDevice {
     }
 }
 
+/// An `AF_INET` datagram socket, the handle interface ioctls go through.
+fn control_socket() -> io::Result<File> {
+    // SAFETY: plain socket(2) call; the descriptor is checked and wrapped in `File` (which
+    // closes it) before any other use.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+}
+
 impl EthernetDevice for TapDevice {
     fn mac_address(&self) -> MacAddress {
         self.mac
@@ -108,10 +125,17 @@ impl EthernetDevice for TapDevice {
     fn link_state(&mut self) -> LinkState {
         // The carrier is up while the descriptor is open; what a cable pull looks like here
         // is the host side taking the interface down (`ip link set NAME down`).
-        match self.host_side_up() {
+        if let Some((checked, state)) = self.link
+            && checked.elapsed() < LINK_CHECK_INTERVAL
+        {
+            return state;
+        }
+        let state = match self.host_side_up() {
             Ok(false) => LinkState::Down,
             _ => LinkState::Up,
-        }
+        };
+        self.link = Some((Instant::now(), state));
+        state
     }
 
     fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, DeviceError> {
