@@ -418,6 +418,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         }
         self.limit_connection_requests();
         self.iface.poll(timestamp, &mut self.phy, &mut self.sockets);
+        // That pass may have received a DHCP ACK: apply it now, at the instant smoltcp
+        // counts the lease from, not whenever the loop next happens to wake.
+        self.poll_dhcp(now);
         if let Some(fault) = self.phy.take_fault()
             && self.device_fault.is_none()
         {
@@ -1315,6 +1318,53 @@ mod tests {
         appliance.poll(at(20));
         assert_eq!(appliance.ipv4_address(), Some(LEASED_ADDRESS));
         at(20)
+    }
+
+    #[test]
+    fn an_ack_received_in_any_pass_of_a_poll_is_applied_by_that_poll() {
+        // Receive errors end a pass's receiving, so the ACK lands in pass 1, 2, 3, ... .
+        for errors_first in 0..5 {
+            let config = NetworkConfig::dhcp("bramble", 8);
+            let mut appliance = Appliance::new(
+                MockDevice::new(GUEST_MAC),
+                config,
+                memory(1),
+                server(),
+                at(0),
+            )
+            .unwrap();
+            appliance.poll(at(0));
+            let (xid, _) = last_dhcp(appliance.device(), DhcpMessageType::Discover).unwrap();
+            let offer = server_reply(DhcpMessageType::Offer, xid, 20);
+            appliance.device_mut().rx.push_back(Ok(offer));
+            appliance.poll(at(10));
+            let (xid, _) = last_dhcp(appliance.device(), DhcpMessageType::Request).unwrap();
+            for _ in 0..errors_first {
+                appliance
+                    .device_mut()
+                    .rx
+                    .push_back(Err(bramble_hal::DeviceError::Transfer));
+            }
+            let ack = server_reply(DhcpMessageType::Ack, xid, 20);
+            appliance.device_mut().rx.push_back(Ok(ack));
+            let mut now = at(20);
+            while !appliance.device().rx.is_empty() {
+                appliance.poll(now);
+                now = now.add_micros(1_000);
+            }
+            let taken = now.as_micros() - 1_000;
+            assert_eq!(
+                appliance.ipv4_address(),
+                Some(LEASED_ADDRESS),
+                "ACK after {errors_first} receive errors: received but not applied"
+            );
+            // The expiry is counted from the same instant as smoltcp's.
+            assert_eq!(
+                appliance.lease_expires_at,
+                Some(Instant::from_micros(taken + 20_000_000)),
+                "ACK after {errors_first} receive errors"
+            );
+        }
     }
 
     #[test]
