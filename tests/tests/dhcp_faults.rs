@@ -2,7 +2,8 @@
 //! test-made namespace: the guest renews its short lease at T1 without interrupting service,
 //! drops the address when the lease runs out with the server gone, serves (and answers mDNS)
 //! at its link-local fallback, and takes a new lease, found by asking from scratch, when a
-//! server answers again, serving and answering mDNS there.
+//! server answers again, serving and answering mDNS there. A server that is silent from T1 and
+//! back before expiry gets the rebinding at T2, and the guest never lets go of the address.
 //!
 //! dnsmasq will not hand out leases under two minutes, so the server here is this package's
 //! `test-dhcpd` (one address, leases of seconds, a line per message it sees).
@@ -63,11 +64,23 @@ struct DhcpServer {
     transcript: Vec<String>,
 }
 
+/// Whether the server answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replies {
+    /// Offers and acknowledges.
+    Answer,
+    /// Logs what it hears and answers nothing: a server that is gone, watched.
+    Silent,
+}
+
 impl DhcpServer {
     /// Starts the server handing out `offer` for [`LEASE_SECONDS`], and waits until it listens.
-    fn start(netns: &Netns, offer: Ipv4Addr) -> DhcpServer {
-        let mut child = netns
-            .command(env!("CARGO_BIN_EXE_test-dhcpd"))
+    fn start(netns: &Netns, offer: Ipv4Addr, replies: Replies) -> DhcpServer {
+        let mut command = netns.command(env!("CARGO_BIN_EXE_test-dhcpd"));
+        if replies == Replies::Silent {
+            command.arg("--silent");
+        }
+        let mut child = command
             .args([
                 "--server",
                 &HOST_ADDRESS.to_string(),
@@ -267,6 +280,53 @@ fn mdns_query_in_namespace() {
     }
 }
 
+/// Boots the guest (DHCP, hostname [`HOSTNAME`]) with `server` running; checks it takes
+/// [`FIRST_ADDRESS`] for [`LEASE_SECONDS`] and serves the site there.
+fn boot_with_first_lease(
+    netns: &Netns,
+    dir: &Path,
+    files: &[(String, Vec<u8>)],
+    server: &mut DhcpServer,
+) -> Guest {
+    let mut guest = boot(
+        netns,
+        dir,
+        &format!("address = dhcp\nhostname = {HOSTNAME}\n"),
+    );
+    let Some(lease) = guest.wait_for(|line| line.contains("dhcp: lease"), BOOT_TIMEOUT) else {
+        fail("no DHCP lease", &mut guest, Some(server));
+    };
+    assert_eq!(address_after(&lease, "lease "), FIRST_ADDRESS, "{lease}");
+    assert!(
+        lease.contains(&format!("from {HOST_ADDRESS} for {LEASE_SECONDS} s")),
+        "lease not from the test server, or not for {LEASE_SECONDS} s: {lease:?}"
+    );
+    guest.expect_line(
+        &format!("serving: http://{FIRST_ADDRESS}/"),
+        Duration::from_secs(30),
+    );
+    check_http(netns, FIRST_ADDRESS, files, "first lease");
+    guest
+}
+
+/// Whether a server line shows the guest asking from its leased address to keep it, and the
+/// server acknowledging (a renewal at T1 or a rebinding at T2).
+fn renewal_acknowledged(line: &str) -> bool {
+    line.contains(&format!("REQUEST from {FIRST_ADDRESS}:68"))
+        && line.contains(&format!("ciaddr {FIRST_ADDRESS}"))
+        && line.contains(&format!("-> ACK {FIRST_ADDRESS}"))
+}
+
+/// The first serial line saying the address was dropped or replaced, if any.
+fn address_dropped(guest: &mut Guest) -> Option<String> {
+    guest.drain();
+    guest
+        .transcript
+        .iter()
+        .find(|line| line.contains("lease lost") || line.contains("link-local"))
+        .cloned()
+}
+
 /// Panics with both logs.
 fn fail(message: &str, guest: &mut Guest, server: Option<&mut DhcpServer>) -> ! {
     guest.drain();
@@ -295,35 +355,13 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
         )
     };
     // (a) A lease, and the site served at it.
-    let mut server = DhcpServer::start(&netns, FIRST_ADDRESS);
-    let mut guest = boot(
-        &netns,
-        dir.path(),
-        &format!("address = dhcp\nhostname = {HOSTNAME}\n"),
-    );
+    let mut server = DhcpServer::start(&netns, FIRST_ADDRESS, Replies::Answer);
+    let mut guest = boot_with_first_lease(&netns, dir.path(), &files, &mut server);
     let qemu_pid = guest.pid();
-    let Some(lease) = guest.wait_for(|line| line.contains("dhcp: lease"), BOOT_TIMEOUT) else {
-        fail("no DHCP lease", &mut guest, Some(&mut server));
-    };
-    assert_eq!(address_after(&lease, "lease "), FIRST_ADDRESS, "{lease}");
-    assert!(
-        lease.contains(&format!("from {HOST_ADDRESS} for {LEASE_SECONDS} s")),
-        "lease not from the test server, or not for {LEASE_SECONDS} s: {lease:?}"
-    );
-    guest.expect_line(
-        &format!("serving: http://{FIRST_ADDRESS}/"),
-        Duration::from_secs(30),
-    );
-    check_http(&netns, FIRST_ADDRESS, &files, "first lease");
     note("first lease served");
 
     // (b) Renewal at T1: a loop of requests (bounded in count) runs across it; every one is
     // answered, and the server sees a REQUEST from the leased address for that address.
-    let renewed = |line: &str| {
-        line.contains(&format!("REQUEST from {FIRST_ADDRESS}:68"))
-            && line.contains(&format!("ciaddr {FIRST_ADDRESS}"))
-            && line.contains(&format!("-> ACK {FIRST_ADDRESS}"))
-    };
     let url = format!("http://{FIRST_ADDRESS}/");
     let deadline = Instant::now() + PHASE_TIMEOUT;
     let mut after_renewal = None;
@@ -348,7 +386,11 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
         server.drain();
         match &mut after_renewal {
             Some(count) => *count += 1,
-            None if server.transcript.iter().any(|line| renewed(line)) => {
+            None if server
+                .transcript
+                .iter()
+                .any(|line| renewal_acknowledged(line)) =>
+            {
                 after_renewal = Some(0);
                 note(&format!("renewal acknowledged after {made} requests"));
             }
@@ -378,13 +420,7 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
         );
     };
     assert_eq!(address_after(&renewal, "lease "), FIRST_ADDRESS);
-    guest.drain();
-    if let Some(line) = guest
-        .transcript
-        .iter()
-        .find(|line| line.contains("lease lost") || line.contains("link-local"))
-    {
-        let line = line.clone();
+    if let Some(line) = address_dropped(&mut guest) {
         fail(
             &format!("the address was dropped around the renewal: {line:?}"),
             &mut guest,
@@ -459,7 +495,7 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
 
     // (d) A server answers again (with another address): the guest takes the lease and serves
     // there, and leaves link-local.
-    let mut server = DhcpServer::start(&netns, SECOND_ADDRESS);
+    let mut server = DhcpServer::start(&netns, SECOND_ADDRESS, Replies::Answer);
     let Some(lease) = guest.wait_for(
         |line| line.contains("dhcp: lease") && line.contains(&SECOND_ADDRESS.to_string()),
         PHASE_TIMEOUT,
@@ -520,4 +556,102 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
         !process_is_running(qemu_pid, QEMU_NAME),
         "QEMU (PID {qemu_pid}) still running after the guest was dropped"
     );
+}
+
+#[test]
+fn lease_survives_a_server_outage_from_t1_until_rebinding() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = netns::write_site(&dir.path().join("site"));
+    let index = files[0].1.clone();
+    let netns = Netns::create();
+    let mut server = DhcpServer::start(&netns, FIRST_ADDRESS, Replies::Answer);
+    let mut guest = boot_with_first_lease(&netns, dir.path(), &files, &mut server);
+
+    // The server goes quiet: the renewal at T1 goes unanswered. It answers again before the
+    // lease runs out, and the rebinding at T2 is acknowledged. A loop of requests (bounded in
+    // count) runs across all of it; every one is answered.
+    drop(server);
+    let mut server = DhcpServer::start(&netns, FIRST_ADDRESS, Replies::Silent);
+    let url = format!("http://{FIRST_ADDRESS}/");
+    let deadline = Instant::now() + PHASE_TIMEOUT;
+    let mut answering = false;
+    let mut after_rebinding = None;
+    let mut made = 0;
+    while made < RENEWAL_LOOP_REQUESTS
+        && after_rebinding.is_none_or(|n| n < REQUESTS_AFTER_RENEWAL)
+        && Instant::now() < deadline
+    {
+        match fetch(&netns, &url, "30") {
+            Some(body) if body == index => {}
+            other => fail(
+                &format!(
+                    "request {made} across the outage failed ({:?} bytes; server answering: \
+                     {answering})",
+                    other.map(|b| b.len())
+                ),
+                &mut guest,
+                Some(&mut server),
+            ),
+        }
+        made += 1;
+        std::thread::sleep(REQUEST_PAUSE);
+        server.drain();
+        if !answering {
+            let unanswered = server.transcript.iter().any(|line| {
+                line.contains(&format!("REQUEST from {FIRST_ADDRESS}:68"))
+                    && line.contains("ignored (silent)")
+            });
+            if unanswered {
+                drop(server);
+                server = DhcpServer::start(&netns, FIRST_ADDRESS, Replies::Answer);
+                answering = true;
+            }
+        } else if let Some(count) = &mut after_rebinding {
+            *count += 1;
+        } else if server
+            .transcript
+            .iter()
+            .any(|line| renewal_acknowledged(line))
+        {
+            after_rebinding = Some(0);
+        }
+    }
+    if !answering {
+        fail(
+            &format!("no unanswered renewal across {made} requests"),
+            &mut guest,
+            Some(&mut server),
+        );
+    }
+    if after_rebinding.is_none_or(|n| n < REQUESTS_AFTER_RENEWAL) {
+        fail(
+            &format!("no acknowledged rebinding across {made} requests"),
+            &mut guest,
+            Some(&mut server),
+        );
+    }
+    // The guest took the extended lease and never let go of the address.
+    if guest
+        .wait_for(
+            |line| {
+                line.contains(&format!("dhcp: lease {FIRST_ADDRESS}/")) && line.contains("renewed")
+            },
+            Duration::from_secs(30),
+        )
+        .is_none()
+    {
+        fail(
+            "the guest did not log the extended lease",
+            &mut guest,
+            Some(&mut server),
+        );
+    }
+    if let Some(line) = address_dropped(&mut guest) {
+        fail(
+            &format!("the address was dropped during the outage: {line:?}"),
+            &mut guest,
+            Some(&mut server),
+        );
+    }
+    check_http(&netns, FIRST_ADDRESS, &files, "after the outage");
 }

@@ -5,14 +5,16 @@
 //!
 //! ```text
 //! test-dhcpd --server 192.168.77.1 --offer 192.168.77.50 --lease 16 \
-//!     --prefix 24 --broadcast 192.168.77.255 [--lifetime 300]
+//!     --prefix 24 --broadcast 192.168.77.255 [--lifetime 300] [--silent]
 //! ```
 //!
 //! It answers DISCOVER with an OFFER of `--offer`, and REQUEST with an ACK when the address
 //! asked for (option 50, or `ciaddr` when renewing) is `--offer`, a NAK otherwise. Replies
 //! to a client that already has an address (`ciaddr` set) are unicast to it; the others go to
 //! `--broadcast` (the link's broadcast address: the namespace has no default route, so the
-//! limited broadcast 255.255.255.255 has nowhere to go). One line per event on stdout:
+//! limited broadcast 255.255.255.255 has nowhere to go). With `--silent` it answers nothing
+//! (a server that is gone, but whose absence the test can watch). One line per event on
+//! stdout:
 //!
 //! ```text
 //! test-dhcpd: listening on 0.0.0.0:67
@@ -64,6 +66,7 @@ struct Settings {
     prefix_len: u8,
     broadcast: Ipv4Addr,
     lifetime: Duration,
+    silent: bool,
 }
 
 fn parse_args() -> Result<Settings, String> {
@@ -73,8 +76,13 @@ fn parse_args() -> Result<Settings, String> {
     let mut prefix_len = 24;
     let mut broadcast = None;
     let mut lifetime = Duration::from_secs(300);
+    let mut silent = false;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--silent" {
+            silent = true;
+            continue;
+        }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let bad = |what: &str| format!("{flag} {value}: not {what}");
         match flag.as_str() {
@@ -99,6 +107,7 @@ fn parse_args() -> Result<Settings, String> {
         prefix_len,
         broadcast: broadcast.ok_or("--broadcast is required")?,
         lifetime,
+        silent,
     })
 }
 
@@ -298,6 +307,10 @@ fn main() {
             say(&format!("{what} -> ignored (for another server)"));
             continue;
         };
+        if settings.silent {
+            say(&format!("{what} -> ignored (silent)"));
+            continue;
+        }
         let destination = if request.client_address.is_unspecified() || kind == message::NAK {
             settings.broadcast
         } else {
