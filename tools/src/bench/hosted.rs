@@ -70,34 +70,7 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let packed = pack_site(&site.dir, &PackOptions::default())?;
     let site_image = run_dir.join("SITE.BIN");
     std::fs::write(&site_image, &packed.image)?;
-    let mut servers = Vec::new();
-    for name in &names {
-        match name.as_str() {
-            "bramble" => {
-                servers.push(ServerKind::Bramble {
-                    name: "bramble-hosted".into(),
-                    binary: build_hosted()?,
-                });
-                for extra in &args.hosted_binary {
-                    let (label, path) = extra
-                        .split_once('=')
-                        .with_context(|| format!("--hosted-binary {extra}: expected LABEL=PATH"))?;
-                    ensure!(
-                        Path::new(path).is_file(),
-                        "--hosted-binary {extra}: no such file"
-                    );
-                    servers.push(ServerKind::Bramble {
-                        name: format!("bramble-hosted-{label}"),
-                        binary: PathBuf::from(path),
-                    });
-                }
-            }
-            "nginx" => servers.push(ServerKind::Nginx),
-            "busybox" => servers.push(ServerKind::Busybox),
-            other => bail!("unknown system '{other}' for --hosted (use bramble, nginx, busybox)"),
-        }
-    }
-
+    let servers = servers(&names, &args.hosted_binary)?;
     let accounting = CpuAccounting::detect();
     let mut report = Report {
         date: date.clone(),
@@ -169,6 +142,44 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         eprintln!("bench: results in {}", run_dir.display());
     }
     Ok(())
+}
+
+/// The servers in report order: the freshly built bramble-hosted (if `bramble` is named), the
+/// `--hosted-binary` ones, then nginx and busybox httpd as named.
+fn servers(names: &[String], extra_binaries: &[String]) -> anyhow::Result<Vec<ServerKind>> {
+    let mut servers = Vec::new();
+    for name in names {
+        if !["bramble", "nginx", "busybox"].contains(&name.as_str()) {
+            bail!("unknown system '{name}' for --hosted (use bramble, nginx, busybox)");
+        }
+    }
+    if names.iter().any(|n| n == "bramble") {
+        servers.push(ServerKind::Bramble {
+            name: "bramble-hosted".into(),
+            binary: build_hosted()?,
+        });
+    }
+    for extra in extra_binaries {
+        let (label, path) = extra
+            .split_once('=')
+            .with_context(|| format!("--hosted-binary {extra}: expected LABEL=PATH"))?;
+        ensure!(
+            Path::new(path).is_file(),
+            "--hosted-binary {extra}: no such file"
+        );
+        servers.push(ServerKind::Bramble {
+            name: format!("bramble-hosted-{label}"),
+            binary: PathBuf::from(path),
+        });
+    }
+    for name in names {
+        match name.as_str() {
+            "nginx" => servers.push(ServerKind::Nginx),
+            "busybox" => servers.push(ServerKind::Busybox),
+            _ => {}
+        }
+    }
+    Ok(servers)
 }
 
 /// Says exactly what is missing, and how to install it.

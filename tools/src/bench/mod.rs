@@ -79,8 +79,8 @@ pub struct BenchArgs {
     #[arg(long)]
     pub hosted: bool,
     /// With --hosted: also measure this bramble-hosted binary, as LABEL=PATH (repeatable),
-    /// reported as bramble-hosted-LABEL right after the freshly built one: before/after
-    /// comparisons in one run.
+    /// reported as bramble-hosted-LABEL right after the freshly built one (which
+    /// `--systems nginx,busybox` leaves out): before/after comparisons in one run.
     #[arg(long, value_name = "LABEL=PATH", requires = "hosted")]
     pub hosted_binary: Vec<String>,
 }

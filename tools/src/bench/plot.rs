@@ -9,11 +9,13 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 const FONT: &str = "sans-serif";
-const COLORS: [RGBColor; 4] = [
+const COLORS: [RGBColor; 6] = [
     RGBColor(27, 127, 55),
     RGBColor(40, 90, 200),
     RGBColor(200, 90, 20),
     RGBColor(120, 60, 160),
+    RGBColor(190, 30, 90),
+    RGBColor(110, 110, 110),
 ];
 
 fn register_font() -> anyhow::Result<()> {
