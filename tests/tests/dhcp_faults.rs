@@ -550,6 +550,15 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
         );
     }
 
+    // What the guest said about its addresses (shown with --nocapture).
+    guest.drain();
+    for line in guest.transcript.iter().filter(|line| {
+        ["dhcp:", "mdns:", "serving:"]
+            .iter()
+            .any(|word| line.contains(word))
+    }) {
+        eprintln!("dhcp_faults: serial: {line}");
+    }
     drop(guest);
     drop(server);
     assert!(
