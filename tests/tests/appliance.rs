@@ -171,3 +171,53 @@ fn card_is_unchanged_after_twenty_runs_killed_at_random_moments() {
         );
     }
 }
+
+/// Sends `status` and returns the first status line (uptime, loop counters).
+fn status(guest: &mut Guest) -> String {
+    guest.send_line("status");
+    guest.expect_line("status: up", Duration::from_secs(10))
+}
+
+/// Under QEMU an idle receive path is polled instead of parked (QEMU's DWC2 model would
+/// retry the parked transfer every 250 µs on the host CPU): the quiet wake-ups must not run
+/// the network stack, and the first request after a quiet spell must still be answered.
+#[test]
+fn quiet_receive_path_is_polled_cheaply_and_still_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let card = card(dir.path());
+    let port = free_port();
+    let mut guest = guest_with_network(&card, port);
+    guest.expect_line("serving: http://10.0.2.15/", BOOT_TIMEOUT);
+    assert!(fetch_index(port).contains("still here"));
+
+    for round in 0..3 {
+        // Wait (bounded) until the receive path has gone quiet and is being polled.
+        let start = number_after(&status(&mut guest), "quiet receive wakes");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let before = loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let line = status(&mut guest);
+            if number_after(&line, "quiet receive wakes") >= start + 50 {
+                break line;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "round {round}: the receive path never went quiet: {line:?}"
+            );
+        };
+        std::thread::sleep(Duration::from_secs(1));
+        let after = status(&mut guest);
+        let quiet = number_after(&after, "quiet receive wakes")
+            - number_after(&before, "quiet receive wakes");
+        let passes = number_after(&after, "loop passes") - number_after(&before, "loop passes");
+        assert!(
+            quiet > 0 && passes - quiet < quiet,
+            "round {round}: most idle wake-ups are quiet polls, not full passes \
+             ({quiet} quiet of {passes}): {before:?} / {after:?}"
+        );
+        assert!(
+            fetch_index(port).contains("still here"),
+            "round {round}: the first request after a quiet spell is answered"
+        );
+    }
+}

@@ -36,6 +36,8 @@ static LOOPS: AtomicU64 = AtomicU64::new(0);
 static SLEEPS: AtomicU64 = AtomicU64::new(0);
 /// Passes that skipped sleeping because a deadline was already due.
 static DUE_NOW: AtomicU64 = AtomicU64::new(0);
+/// Passes that only looked for a frame on a quiet receive path and went back to sleep.
+static QUIET_WAKES: AtomicU64 = AtomicU64::new(0);
 
 /// When each boot phase finished, in microseconds since reset (0: did not happen).
 #[derive(Default)]
@@ -139,9 +141,16 @@ fn kernel_main() -> ! {
 
     let mut lines = console::LineReader::new();
     let mut commands = commands::Commands::new();
+    let mut last_full_pass = FullPass::default();
     loop {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
+        if let Some(deadline) = quiet_wake(&mut net, &last_full_pass) {
+            // Woken only to look for a frame on a quiet receive path, and none came.
+            QUIET_WAKES.fetch_add(1, Ordering::Relaxed);
+            sleep_until(Some(deadline), last_full_pass.usb_interrupts);
+            continue;
+        }
         let mut status_asked = false;
         lines.poll(|line| status_asked |= commands.run(line).is_some());
         let now = TIMER.micros();
@@ -176,26 +185,74 @@ fn kernel_main() -> ! {
         });
         deadline = earliest(deadline, led.poll(now));
         if status_asked {
-            print_status(net.as_ref(), arena.remaining());
+            print_status(net.as_mut(), arena.remaining());
         }
-        if let Some(deadline) = deadline
-            && !TIMER.set_alarm(Instant::from_micros(deadline))
-        {
-            DUE_NOW.fetch_add(1, Ordering::Relaxed);
-            continue; // already due: run the loop again instead of sleeping
+        last_full_pass = FullPass {
+            due: deadline,
+            usb_interrupts,
+        };
+        // A pipe waiting to issue its transfer again (a quiet receive under QEMU): no
+        // interrupt will come for it.
+        if let Some(appliance) = net.as_mut() {
+            deadline = earliest(deadline, appliance.device_mut().host_mut().next_restart());
         }
-        // Mask, re-check, sleep: an interrupt arriving between the check and WFI still wakes
-        // us, because WFI returns on a pending interrupt even while IRQs are masked.
-        cpu::disable_irq();
-        if !console::LineReader::pending() && dwc2::interrupts_taken() == usb_interrupts {
-            let asleep = TIMER.micros();
-            SLEEPS.fetch_add(1, Ordering::Relaxed);
-            cpu::wait_for_interrupt();
-            IDLE_MICROS.fetch_add(TIMER.micros() - asleep, Ordering::Relaxed);
-        }
-        // SAFETY: as above; unmasking lets the pending interrupt's handler run now.
-        unsafe { cpu::enable_irq() };
+        sleep_until(deadline, usb_interrupts);
     }
+}
+
+/// What the last full pass of the main loop left behind.
+#[derive(Default)]
+struct FullPass {
+    /// When anything but a quiet receive path next needs the loop (timers of the network
+    /// stack, console commands, the LED, a USB re-probe).
+    due: Option<u64>,
+    /// The USB interrupt count taken before that pass polled the network.
+    usb_interrupts: u32,
+}
+
+/// A wake-up that only a quiet receive path asked for (QEMU, see `Dwc2Host::quiet_receive`):
+/// issues the due receive attempts and, if they all came back empty and nothing else
+/// happened since the last full pass (no console input, no USB interrupt, no other deadline
+/// due), returns when to wake next, so the loop sleeps again without polling the network
+/// stack (a full pass walks every socket; at 100 wake-ups a second that was most of the
+/// emulated CPU's idle work). `None`: run a full pass.
+fn quiet_wake(net: &mut Option<network::Network>, last: &FullPass) -> Option<u64> {
+    let appliance = net.as_mut()?;
+    let now = TIMER.micros();
+    if last.due.is_some_and(|due| due <= now)
+        || console::LineReader::pending()
+        || dwc2::interrupts_taken() != last.usb_interrupts
+    {
+        return None;
+    }
+    let host = appliance.device_mut().host_mut();
+    if host.next_restart().is_none_or(|at| at > now) || !host.poll_restarts() {
+        return None;
+    }
+    earliest(last.due, host.next_restart())
+}
+
+/// Sleeps in WFI until `deadline` (µs) or an interrupt; returns at once if the deadline has
+/// passed or the console or the USB controller (interrupt count no longer `usb_interrupts`)
+/// already has news.
+fn sleep_until(deadline: Option<u64>, usb_interrupts: u32) {
+    if let Some(deadline) = deadline
+        && !TIMER.set_alarm(Instant::from_micros(deadline))
+    {
+        DUE_NOW.fetch_add(1, Ordering::Relaxed);
+        return; // already due: run the loop again instead of sleeping
+    }
+    // Mask, re-check, sleep: an interrupt arriving between the check and WFI still wakes
+    // us, because WFI returns on a pending interrupt even while IRQs are masked.
+    cpu::disable_irq();
+    if !console::LineReader::pending() && dwc2::interrupts_taken() == usb_interrupts {
+        let asleep = TIMER.micros();
+        SLEEPS.fetch_add(1, Ordering::Relaxed);
+        cpu::wait_for_interrupt();
+        IDLE_MICROS.fetch_add(TIMER.micros() - asleep, Ordering::Relaxed);
+    }
+    // SAFETY: as above; unmasking lets the pending interrupt's handler run now.
+    unsafe { cpu::enable_irq() };
 }
 
 fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -207,7 +264,7 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 
 /// One line for the operator and the benchmark harness: uptime, busy time (outside WFI),
 /// interrupts, resets, memory, and the server's counters.
-fn print_status(net: Option<&network::Network>, free_bytes: usize) {
+fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
     let up = TIMER.micros();
     let idle = IDLE_MICROS.load(Ordering::Relaxed);
     let (resets, watchdog_resets) = health::reset_counts();
@@ -219,14 +276,15 @@ fn print_status(net: Option<&network::Network>, free_bytes: usize) {
     log::info!(
         "status: up {up} us, busy {} us, idle {idle} us, {} timer interrupts, {} watchdog ticks, \
          resets {resets} (watchdog {watchdog_resets}), memory used {used_kib} KiB, free {} KiB, \
-         loop passes {}, slept {}, deadline already due {}",
+         loop passes {}, slept {}, deadline already due {}, quiet receive wakes {}",
         up.saturating_sub(idle),
         ALARMS.load(Ordering::Relaxed),
         health::ticks(),
         free_bytes / 1024,
         LOOPS.load(Ordering::Relaxed),
         SLEEPS.load(Ordering::Relaxed),
-        DUE_NOW.load(Ordering::Relaxed)
+        DUE_NOW.load(Ordering::Relaxed),
+        QUIET_WAKES.load(Ordering::Relaxed)
     );
     if let Some(appliance) = net {
         let http = appliance.server().counters();
@@ -245,11 +303,13 @@ fn print_status(net: Option<&network::Network>, free_bytes: usize) {
             phy.rx_errors,
             phy.tx_dropped
         );
-        let nic = appliance.device();
+        let nic = appliance.device_mut();
         let usb = nic.counters();
+        let kind = nic.kind();
+        let quiet_attempts = nic.host_mut().quiet_attempts();
         log::info!(
-            "status: usb {:?}, losses {}, re-probes {} ({} found it), last probe error {:?}",
-            nic.kind(),
+            "status: usb {kind:?}, losses {}, re-probes {} ({} found it), last probe error {:?}, \
+             quiet receive attempts {quiet_attempts}",
             usb.losses,
             usb.reprobes_attempted,
             usb.reprobes_succeeded,

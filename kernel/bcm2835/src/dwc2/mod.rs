@@ -18,6 +18,12 @@
 //! the controller through the 0x4000_0000 bus alias ([`crate::bus_address`], §2.6); a DSB
 //! orders buffer writes before a channel is enabled.
 //!
+//! Under QEMU only ([`Dwc2Host::quiet_receive`]), a bulk-IN that has received nothing for a
+//! while stops being parked: QEMU's model retries a parked NAK every 250 µs on the host's
+//! CPU, for ever, so instead the transfer is issued as a single attempt (typed as an
+//! interrupt transfer, whose NAK halts the channel in QEMU's model) and issued again after a
+//! short interval until data comes; then the pipe is parked again.
+//!
 //! Completion is visible by polling HCINT, so the driver works with interrupts off. With
 //! [`Dwc2Host::enable_interrupts`] and [`handle_interrupt`] registered on [`IRQ`], a channel
 //! halt wakes the core from WFI; the handler only records and acknowledges the channel's
@@ -64,6 +70,8 @@ const CONTROL_STAGE_TIMEOUT_US: u64 = 500_000;
 const OUT_TRANSFER_TIMEOUT_US: u64 = 1_000_000;
 /// Deadline for a channel to halt after a disable request.
 const HALT_TIMEOUT_US: u64 = 10_000;
+/// HCINT bits that raise the controller interrupt for a channel (every halt, and bus errors).
+const HALT_INTERRUPTS: u32 = hcint::HALTED | hcint::AHB_ERROR;
 /// Time to wait for a device to connect to the root port.
 const CONNECT_TIMEOUT_MS: u32 = 500;
 
@@ -111,6 +119,10 @@ struct Transaction {
     pid: u32,
     bus_address: u32,
     len: usize,
+    /// Raise the controller interrupt when the channel halts. Quiet single attempts start
+    /// without it: QEMU answers them while the enabling register write runs, so the driver
+    /// looks at once and asks for the interrupt only if the attempt is still going.
+    interrupt_on_halt: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +145,9 @@ struct Active {
     deadline: Option<u64>,
     /// Bulk IN: bytes the current segment had received at the previous poll.
     seen_progress: usize,
+    /// Bulk IN under [`Dwc2Host::quiet_receive`]: the segment on the channel is a single
+    /// attempt that a NAK ends (the pipe was quiet when it started).
+    quiet: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -140,6 +155,9 @@ enum PipeState {
     Idle,
     Active(Active),
     Done(usize),
+    /// A transfer that failed while [`Dwc2Host::poll_restarts`] serviced it; the next
+    /// [`UsbHost::poll`] reports the error.
+    Failed(UsbError),
 }
 
 struct Pipe {
@@ -149,6 +167,46 @@ struct Pipe {
     len: usize,
     pid: u32,
     state: PipeState,
+    /// When an IN transfer on this pipe last received data (or when it was opened), µs.
+    last_data_at: u64,
+}
+
+/// How a quiet bulk-IN is polled instead of parked; see [`Dwc2Host::quiet_receive`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuietReceive {
+    /// A bulk-IN pipe that has received nothing for this long is quiet.
+    pub after_micros: u64,
+    /// A quiet pipe's single attempts are this far apart.
+    pub interval_micros: u64,
+}
+
+/// What to do with a quiet bulk-IN segment that the controller halted without completing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QuietHalt {
+    /// NAK with nothing received: try again after the interval.
+    TryAgainAt(u64),
+    /// NAK after whole packets: the device has nothing more, the message is complete (QEMU's
+    /// usb-net sends no zero-length packet after a message of 64n bytes).
+    Complete,
+    /// Not a NAK: an error, handled like any other halt.
+    NotQuiet,
+}
+
+/// Decides the outcome of a halted quiet segment from its HCINT bits and the bytes the whole
+/// transfer has received so far.
+fn quiet_halt(status: u32, received: usize, now: u64, quiet: QuietReceive) -> QuietHalt {
+    if status & hcint::NAK == 0 || status & hcint::TRANSFER_COMPLETE != 0 {
+        QuietHalt::NotQuiet
+    } else if received > 0 {
+        QuietHalt::Complete
+    } else {
+        QuietHalt::TryAgainAt(now + quiet.interval_micros)
+    }
+}
+
+/// Whether a bulk-IN segment started now goes out as a single quiet attempt.
+fn starts_quiet(quiet: Option<QuietReceive>, last_data_at: u64, now: u64) -> bool {
+    quiet.is_some_and(|q| now.saturating_sub(last_data_at) >= q.after_micros)
 }
 
 /// The DWC2 host controller.
@@ -162,6 +220,10 @@ pub struct Dwc2Host {
     channels: usize,
     /// See [`Dwc2Host::end_bulk_in_on_idle_nak`].
     end_bulk_in_on_idle_nak: bool,
+    /// See [`Dwc2Host::quiet_receive`].
+    quiet_receive: Option<QuietReceive>,
+    /// Single attempts made on quiet bulk-IN pipes.
+    quiet_attempts: u32,
 }
 
 fn channel_register(registers: RegisterBlock, channel: usize, offset: usize) -> Register {
@@ -222,6 +284,8 @@ impl Dwc2Host {
             pipes: [const { None }; MAX_PIPES],
             channels: CHANNELS,
             end_bulk_in_on_idle_nak: false,
+            quiet_receive: None,
+            quiet_attempts: 0,
         };
         host.init_core()?;
         Ok(host)
@@ -345,6 +409,75 @@ impl Dwc2Host {
         self.end_bulk_in_on_idle_nak = on;
     }
 
+    /// Polls a quiet bulk-IN instead of parking it: once a bulk-IN pipe has received nothing
+    /// for `after_micros`, each of its segments is a single attempt (programmed as an
+    /// interrupt transfer, which QEMU's model ends on the first NAK) repeated every
+    /// `interval_micros` until data arrives; after that the pipe is parked again. QEMU's DWC2
+    /// model retries a parked NAK every 250 µs on the host's CPU for as long as the transfer
+    /// stays open, which is most of an idle QEMU's CPU use. The cost is up to one interval
+    /// of extra latency for the first frame after a quiet spell. Only for QEMU: a real
+    /// controller retries NAKs in hardware and a bulk endpoint must not be addressed as an
+    /// interrupt endpoint. [`Dwc2Host::next_restart`] says when the loop must poll again.
+    pub fn quiet_receive(&mut self, quiet: Option<QuietReceive>) {
+        self.quiet_receive = quiet;
+    }
+
+    /// Single attempts made on quiet bulk-IN pipes so far (see [`Dwc2Host::quiet_receive`]).
+    pub fn quiet_attempts(&self) -> u32 {
+        self.quiet_attempts
+    }
+
+    /// The earliest time (µs) at which a pipe waits to issue its transfer again (interrupt
+    /// pipes after a NAK, quiet bulk-IN pipes): the idle loop must poll by then, because no
+    /// interrupt will come.
+    pub fn next_restart(&self) -> Option<u64> {
+        self.pipes
+            .iter()
+            .flatten()
+            .filter_map(|pipe| match pipe.state {
+                PipeState::Active(active) => active.restart_at,
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Issues every pipe transfer whose restart time has come (see
+    /// [`Dwc2Host::next_restart`]) and reports whether all of them came back with nothing
+    /// (`true`: each is waiting for its next restart again, so the layers above have nothing
+    /// new and the idle loop can go back to sleep). `false` when one received data, is still
+    /// going, or failed: the next [`UsbHost::poll`] of that pipe reports it.
+    pub fn poll_restarts(&mut self) -> bool {
+        let now = self.micros();
+        let mut all_quiet = true;
+        for index in 0..MAX_PIPES {
+            let due = matches!(
+                self.pipes[index].as_ref().map(|p| p.state),
+                Some(PipeState::Active(Active { restart_at: Some(at), .. })) if at <= now
+            );
+            if !due {
+                continue;
+            }
+            match self.service(index) {
+                Ok(_) => {
+                    all_quiet &= matches!(
+                        self.pipes[index].as_ref().map(|p| p.state),
+                        Some(PipeState::Active(Active {
+                            restart_at: Some(_),
+                            ..
+                        }))
+                    );
+                }
+                Err(error) => {
+                    if let Some(pipe) = self.pipes[index].as_mut() {
+                        pipe.state = PipeState::Failed(error);
+                    }
+                    all_quiet = false;
+                }
+            }
+        }
+        all_quiet
+    }
+
     /// Enables the controller's interrupt output for channel halts and root port changes.
     /// Register [`handle_interrupt`] on [`IRQ`] first.
     pub fn enable_interrupts(&mut self) {
@@ -425,7 +558,11 @@ impl Dwc2Host {
         self.ch(channel, reg::HCDMA).write(t.bus_address);
         self.ch(channel, reg::HCSPLT).write(0);
         self.ch(channel, reg::HCINTMSK)
-            .write(hcint::HALTED | hcint::AHB_ERROR);
+            .write(if t.interrupt_on_halt {
+                HALT_INTERRUPTS
+            } else {
+                0
+            });
         self.r(reg::HAINTMSK).modify(1 << channel, 1 << channel);
         let mut chars = (t.max_packet as u32 & hcchar::MPS_MASK)
             | (((t.endpoint & 0x0F) as u32) << hcchar::EP_SHIFT)
@@ -467,6 +604,7 @@ impl Dwc2Host {
             pid,
             bus_address,
             len,
+            interrupt_on_halt: true,
         };
         for _ in 0..CONTROL_STAGE_TRIES {
             self.start_channel(CONTROL_CHANNEL, &t);
@@ -583,11 +721,18 @@ impl Dwc2Host {
         let config = pipe.config;
         let len = active.requested - active.done;
         let offset = pipe.offset + active.done;
+        let quiet = config.is_in()
+            && config.transfer_type == TransferType::Bulk
+            && starts_quiet(self.quiet_receive, pipe.last_data_at, self.micros());
+        if quiet {
+            self.quiet_attempts = self.quiet_attempts.wrapping_add(1);
+        }
         let t = Transaction {
             device: config.device,
             endpoint: config.endpoint,
             direction_in: config.is_in(),
             kind: match config.transfer_type {
+                TransferType::Bulk if quiet => hcchar::TYPE_INTERRUPT,
                 TransferType::Bulk => hcchar::TYPE_BULK,
                 TransferType::Interrupt => hcchar::TYPE_INTERRUPT,
             },
@@ -595,6 +740,7 @@ impl Dwc2Host {
             pid: pipe.pid,
             bus_address: self.bus_address(&self.arena[offset..]),
             len,
+            interrupt_on_halt: !quiet,
         };
         let packets = self.start_channel(pipe.channel, &t);
         if let Some(pipe) = self.pipes[index].as_mut()
@@ -603,6 +749,7 @@ impl Dwc2Host {
             a.segment_len = len;
             a.segment_packets = packets;
             a.status = 0;
+            a.quiet = quiet;
         }
     }
 
@@ -644,6 +791,7 @@ impl Dwc2Host {
             restart_at: None,
             deadline: (!direction_in).then_some(now + OUT_TRANSFER_TIMEOUT_US),
             seen_progress: 0,
+            quiet: false,
         });
         self.start_segment(pipe.0 as usize);
         Ok(())
@@ -658,6 +806,7 @@ impl Dwc2Host {
         };
         let channel = pipe.channel;
         let config = pipe.config;
+        let last_data_at = pipe.last_data_at;
         let PipeState::Active(mut a) = pipe.state else {
             unreachable!("service is only called on active pipes");
         };
@@ -681,10 +830,32 @@ impl Dwc2Host {
             a.restart_at = None;
             self.set_active(index, a);
             self.start_segment(index);
-            return Ok(TransferStatus::Pending);
+            return self.settle_quiet_attempt(index, channel);
         }
         let fresh = self.take_status(channel);
         a.status |= fresh;
+        if a.status & hcint::HALTED == 0
+            && !a.quiet
+            && config.is_in()
+            && config.transfer_type == TransferType::Bulk
+            && a.done == 0
+            && starts_quiet(self.quiet_receive, last_data_at, now)
+        {
+            // Parked with nothing received for the whole quiet period: take the transfer off
+            // the channel and poll instead. Re-programming the channel also replaces the
+            // packet QEMU's model keeps retrying (a halt alone does not stop it).
+            self.halt_channel(channel);
+            dsb();
+            let remaining = (self.ch(channel, reg::HCTSIZ).read() & hctsiz::SIZE_MASK) as usize;
+            let got = a.segment_len.saturating_sub(remaining);
+            if got > 0 {
+                // Data landed while the channel was being halted: hand it over as it is.
+                return Ok(self.finish(index, got, now));
+            }
+            self.set_active(index, a);
+            self.start_segment(index);
+            return self.settle_quiet_attempt(index, channel);
+        }
         if a.status & hcint::HALTED == 0
             && self.end_bulk_in_on_idle_nak
             && config.is_in()
@@ -703,12 +874,10 @@ impl Dwc2Host {
                 self.halt_channel(channel);
                 dsb();
                 let pid = (self.ch(channel, reg::HCTSIZ).read() >> hctsiz::PID_SHIFT) & 3;
-                let total = a.done + got;
                 if let Some(p) = self.pipes[index].as_mut() {
                     p.pid = pid;
-                    p.state = PipeState::Done(total);
                 }
-                return Ok(TransferStatus::Complete(total));
+                return Ok(self.finish(index, a.done + got, now));
             }
             a.seen_progress = got;
         }
@@ -765,10 +934,20 @@ impl Dwc2Host {
                 return Ok(TransferStatus::Pending);
             }
             let total = if config.is_in() { a.done } else { a.requested };
-            if let Some(p) = self.pipes[index].as_mut() {
-                p.state = PipeState::Done(total);
+            return Ok(self.finish(index, total, now));
+        }
+        if a.quiet
+            && let Some(quiet) = self.quiet_receive
+        {
+            match quiet_halt(status, a.done, now, quiet) {
+                QuietHalt::TryAgainAt(at) => {
+                    a.restart_at = Some(at);
+                    self.set_active(index, a);
+                    return Ok(TransferStatus::Pending);
+                }
+                QuietHalt::Complete => return Ok(self.finish(index, a.done, now)),
+                QuietHalt::NotQuiet => {}
             }
-            return Ok(TransferStatus::Complete(total));
         }
         if status & hcint::NAK != 0 && config.transfer_type == TransferType::Interrupt {
             // Nothing new; ask again after the endpoint's interval.
@@ -790,6 +969,41 @@ impl Dwc2Host {
         self.set_active(index, a);
         self.start_segment(index);
         Ok(TransferStatus::Pending)
+    }
+
+    /// Right after a segment was started: if it is a quiet single attempt, QEMU has usually
+    /// answered it already (a NAK, or a short message), and it is handled now rather than
+    /// after an interrupt and another pass of the idle loop. Otherwise the halt interrupt is
+    /// enabled; a halt that came in between raises it as soon as it is unmasked.
+    fn settle_quiet_attempt(
+        &mut self,
+        index: usize,
+        channel: usize,
+    ) -> Result<TransferStatus, UsbError> {
+        let quiet = matches!(
+            self.pipes[index].as_ref().map(|p| p.state),
+            Some(PipeState::Active(Active { quiet: true, .. }))
+        );
+        if !quiet {
+            return Ok(TransferStatus::Pending);
+        }
+        if self.ch(channel, reg::HCINT).read() & hcint::HALTED != 0 {
+            return self.service(index);
+        }
+        self.ch(channel, reg::HCINTMSK).write(HALT_INTERRUPTS);
+        Ok(TransferStatus::Pending)
+    }
+
+    /// Marks the pipe's transfer complete with `total` bytes; an IN that received data
+    /// makes the pipe busy again (see [`Dwc2Host::quiet_receive`]).
+    fn finish(&mut self, index: usize, total: usize, now: u64) -> TransferStatus {
+        if let Some(p) = self.pipes[index].as_mut() {
+            p.state = PipeState::Done(total);
+            if p.config.is_in() && total > 0 {
+                p.last_data_at = now;
+            }
+        }
+        TransferStatus::Complete(total)
     }
 
     fn set_active(&mut self, index: usize, a: Active) {
@@ -906,6 +1120,7 @@ impl UsbHost for Dwc2Host {
             len: config.buffer_len,
             pid: hctsiz::PID_DATA0,
             state: PipeState::Idle,
+            last_data_at: self.micros(),
         });
         Ok(PipeId(index as u8))
     }
@@ -966,6 +1181,60 @@ impl UsbHost for Dwc2Host {
             PipeState::Idle => Ok(TransferStatus::Idle),
             PipeState::Done(n) => Ok(TransferStatus::Complete(n)),
             PipeState::Active(_) => self.service(index),
+            PipeState::Failed(error) => {
+                if let Some(pipe) = self.pipes[index].as_mut() {
+                    pipe.state = PipeState::Idle;
+                }
+                Err(error)
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUIET: QuietReceive = QuietReceive {
+        after_micros: 2_000_000,
+        interval_micros: 10_000,
+    };
+
+    #[test]
+    fn a_pipe_turns_quiet_only_after_the_silence_and_only_when_enabled() {
+        assert!(!starts_quiet(None, 0, 60_000_000));
+        assert!(!starts_quiet(Some(QUIET), 5_000_000, 6_999_999));
+        assert!(starts_quiet(Some(QUIET), 5_000_000, 7_000_000));
+        // A clock that reads earlier than the last data (never expected) is not quiet.
+        assert!(!starts_quiet(Some(QUIET), 5_000_000, 4_000_000));
+    }
+
+    #[test]
+    fn a_nak_with_nothing_received_waits_one_interval() {
+        let halted_on_nak = hcint::HALTED | hcint::NAK;
+        assert_eq!(
+            quiet_halt(halted_on_nak, 0, 1_000, QUIET),
+            QuietHalt::TryAgainAt(11_000)
+        );
+    }
+
+    #[test]
+    fn a_nak_after_whole_packets_completes_the_message() {
+        assert_eq!(
+            quiet_halt(hcint::HALTED | hcint::NAK, 128, 1_000, QUIET),
+            QuietHalt::Complete
+        );
+    }
+
+    #[test]
+    fn errors_and_completions_are_not_quiet_outcomes() {
+        assert_eq!(
+            quiet_halt(hcint::HALTED | hcint::TRANSFER_COMPLETE, 64, 0, QUIET),
+            QuietHalt::NotQuiet
+        );
+        assert_eq!(
+            quiet_halt(hcint::HALTED | hcint::TRANSACTION_ERROR, 0, 0, QUIET),
+            QuietHalt::NotQuiet
+        );
     }
 }
