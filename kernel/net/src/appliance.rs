@@ -75,7 +75,8 @@ impl core::fmt::Display for NetError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AddressConfig {
     /// Ask a DHCP server (the default), sending the hostname; while none answers (after
-    /// [`LINK_LOCAL_AFTER_MICROS`]), use a link-local 169.254.x.y address.
+    /// [`LINK_LOCAL_AFTER_MICROS`], or at once when a lease runs out unrenewed), use a
+    /// link-local 169.254.x.y address. DHCP keeps asking, and a lease replaces it.
     Dhcp,
     /// A fixed address.
     Static {
