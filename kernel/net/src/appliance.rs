@@ -484,7 +484,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         if let Some((_, responder)) = &self.mdns {
             earliest(responder.next_deadline());
         }
-        if let Some(since) = self.dhcp_waiting_since {
+        // The link-local fallback is only taken with the link up (see poll_dhcp): with it
+        // down, this deadline would stay in the past and the loop would spin.
+        if let Some(since) = self.dhcp_waiting_since
+            && self.link == LinkState::Up
+        {
             earliest(Some(since.add_micros(LINK_LOCAL_AFTER_MICROS)));
         }
         if self.phy.has_held_frame() {
@@ -1117,6 +1121,27 @@ mod tests {
             );
         }
         assert!(appliance.device().tx.is_empty());
+    }
+
+    #[test]
+    fn with_the_link_down_past_the_link_local_wait_the_loop_still_sleeps() {
+        // No device at all (the USB NIC is missing): DHCP has waited longer than the
+        // link-local fallback's delay, which is not taken while the link is down.
+        let config = NetworkConfig::dhcp("bramble", 1);
+        let mut device = MockDevice::new(GUEST_MAC);
+        device.link = LinkState::Down;
+        let mut appliance = Appliance::new(device, config, memory(1), server(), at(0)).unwrap();
+        let after_wait = LINK_LOCAL_AFTER_MICROS / 1_000 + 500;
+        for step in 0..5u64 {
+            let now = at(after_wait + step);
+            let next = appliance.poll(now).expect("a wake-up time");
+            assert!(
+                next.micros_since(now) >= LINK_DOWN_CHECK_MICROS / 2,
+                "woken again after only {} us: the idle loop would spin",
+                next.micros_since(now)
+            );
+        }
+        assert_eq!(appliance.ipv4_address(), None);
     }
 
     #[test]
