@@ -14,6 +14,7 @@
 use crate::platform::{self, GPIO, TIMER, WATCHDOG};
 use bramble_bcm2835::gpio::Function;
 use bramble_bcm2835::timer::TICK_IRQ;
+pub use bramble_hal::{LedPattern, LedState};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// How long the main loop may go without progress once serving.
@@ -210,44 +211,23 @@ fn on_tick() {
     }
 }
 
-/// What the ACT LED says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LedState {
-    /// Serving: one short flash every two seconds.
-    Serving,
-    /// Site loaded but no address yet or no NIC: two flashes.
-    NoNetwork,
-    /// No valid site on the card: three flashes.
-    NoSite,
-}
-
-/// The ACT LED (GPIO 47 on the B+, A+ and Zero; the Zero's is active low).
+/// The ACT LED (GPIO 47 on the B+, A+ and Zero; the Zero's is active low), showing the
+/// patterns of [`LedPattern`].
 pub struct Led {
-    enabled: bool,
+    pattern: LedPattern,
     active_low: bool,
-    state: LedState,
-    /// Position in the pattern and when it changes next.
-    step: usize,
-    next_change: u64,
 }
 
 /// GPIO of the ACT LED on BCM2835 boards with the 40-pin header.
 const LED_PIN: u32 = 47;
-/// Flash and gap lengths in milliseconds; the pattern repeats every 2 s.
-const FLASH_MILLIS: u64 = 60;
-const GAP_MILLIS: u64 = 200;
-const PERIOD_MILLIS: u64 = 2_000;
 
 impl Led {
     /// Sets the pin up; `enabled = false` keeps the LED dark (BRAMBLE.TXT `led = off`).
     pub fn new(enabled: bool, active_low: bool) -> Self {
         GPIO.set_function(LED_PIN, Function::Output);
         let led = Led {
-            enabled,
+            pattern: LedPattern::new(enabled),
             active_low,
-            state: LedState::NoNetwork,
-            step: 0,
-            next_change: 0,
         };
         led.drive(false);
         led
@@ -259,42 +239,14 @@ impl Led {
 
     /// Switches to `state` (restarting its pattern if it changed).
     pub fn show(&mut self, state: LedState) {
-        if state != self.state {
-            self.state = state;
-            self.step = 0;
-            self.next_change = 0;
-        }
+        self.pattern.show(state);
     }
 
     /// Advances the pattern; returns when it next needs to run (microseconds since reset).
     pub fn poll(&mut self, now: u64) -> Option<u64> {
-        if !self.enabled {
-            return None;
+        if let Some(step) = self.pattern.poll(now) {
+            self.drive(step.on);
         }
-        if now < self.next_change {
-            return Some(self.next_change);
-        }
-        let flashes = match self.state {
-            LedState::Serving => 1,
-            LedState::NoNetwork => 2,
-            LedState::NoSite => 3,
-        };
-        // Steps: on, off, on, off, ... then a long dark gap to fill the period.
-        let on = self.step.is_multiple_of(2) && self.step < 2 * flashes;
-        self.drive(on);
-        let duration = if on {
-            FLASH_MILLIS
-        } else if self.step + 1 < 2 * flashes {
-            GAP_MILLIS
-        } else {
-            PERIOD_MILLIS - flashes as u64 * FLASH_MILLIS - (flashes as u64 - 1) * GAP_MILLIS
-        };
-        self.step = if self.step + 1 >= 2 * flashes {
-            0
-        } else {
-            self.step + 1
-        };
-        self.next_change = now + duration * 1000;
-        Some(self.next_change)
+        self.pattern.next_change()
     }
 }

@@ -2,14 +2,17 @@
 //!
 //! Everything above these traits (site image, HTTP engine, network loop) is hardware-free and
 //! runs on the host in tests; everything below them is a driver. Each trait is small on
-//! purpose, and every error a driver can report is a documented enum variant.
+//! purpose, and every error a driver can report is a documented enum variant. [`led`] holds
+//! the status LED's patterns, portable so that they are tested here; boards only switch a pin.
 #![no_std]
 #![forbid(unsafe_code)]
 
 pub mod block;
 pub mod clock;
 pub mod ethernet;
+pub mod led;
 
 pub use block::{BlockDevice, BlockError};
 pub use clock::{Clock, Instant};
 pub use ethernet::{DeviceError, EthernetDevice, LinkState, MacAddress};
+pub use led::{LedPattern, LedState};
