@@ -4,6 +4,7 @@
 
 use crate::mmio::RegisterBlock;
 use bramble_hal::{Clock, Instant};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 const CS: usize = 0x00;
 const CLO: usize = 0x04;
@@ -15,6 +16,25 @@ const C3: usize = 0x18;
 pub const ALARM_IRQ: u32 = 1;
 /// Interrupt line of compare channel 3 (the software watchdog's tick).
 pub const TICK_IRQ: u32 = 3;
+
+/// Delays at least this long sleep in WFI once allowed (shorter ones are not worth an
+/// interrupt).
+pub const SLEEPING_DELAY_MIN_MICROS: u64 = 200;
+
+/// Set by [`SystemTimer::allow_sleeping_delays`].
+static SLEEPING_DELAYS: AtomicBool = AtomicBool::new(false);
+
+/// Stops the core until an interrupt is pending (ARMv6 CP15 wait-for-interrupt); a spin hint
+/// on the host, where the unit tests run.
+fn wait_for_interrupt() {
+    #[cfg(target_arch = "arm")]
+    // SAFETY: WFI only stops the core until an interrupt is pending.
+    unsafe {
+        core::arch::asm!("mcr p15, 0, {0}, c7, c0, 4", in(reg) 0u32, options(nostack, preserves_flags))
+    }
+    #[cfg(not(target_arch = "arm"))]
+    core::hint::spin_loop();
+}
 
 /// The system timer.
 #[derive(Clone, Copy)]
@@ -45,10 +65,28 @@ impl SystemTimer {
         }
     }
 
-    /// Busy-waits `micros` microseconds. Only for the short delays hardware sequences need.
+    /// Waits `micros` microseconds, for the delays hardware sequences need (USB resets and
+    /// settle times, card power-up). Once [`SystemTimer::allow_sleeping_delays`] was called,
+    /// delays of [`SLEEPING_DELAY_MIN_MICROS`] or more sleep in WFI until the channel-1 alarm
+    /// (or any other interrupt) instead of spinning; the rest, and anything left after a
+    /// wake-up, is busy-waited. The delay re-arms channel 1, so the caller's own alarm must
+    /// be set again afterwards (the main loop sets it before every sleep).
     pub fn delay_micros(&self, micros: u64) {
         let end = self.micros() + micros;
+        if micros >= SLEEPING_DELAY_MIN_MICROS && SLEEPING_DELAYS.load(Ordering::Acquire) {
+            while self.micros() < end && self.set_alarm(Instant::from_micros(end)) {
+                wait_for_interrupt();
+            }
+            self.clear_alarm();
+        }
         while self.micros() < end {}
+    }
+
+    /// Lets [`SystemTimer::delay_micros`] sleep: call once the channel-1 interrupt is enabled
+    /// in the interrupt controller (its handler must acknowledge it, as the alarm handler
+    /// does). WFI wakes on a pending interrupt whether or not IRQs are masked in the CPU.
+    pub fn allow_sleeping_delays(&self) {
+        SLEEPING_DELAYS.store(true, Ordering::Release);
     }
 
     /// Arms compare channel 1 to raise [`ALARM_IRQ`] at `deadline`. Returns `false` (and arms

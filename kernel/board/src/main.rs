@@ -78,6 +78,8 @@ fn kernel_main() -> ! {
 
     TIMER.clear_alarm();
     INTERRUPTS.register(timer::ALARM_IRQ, on_alarm);
+    // From here on, hardware delays (USB resets, the card's power-up) sleep in WFI.
+    TIMER.allow_sleeping_delays();
     platform::CONSOLE.enable_receive_interrupt();
     INTERRUPTS.register(uart::IRQ, console::on_uart_interrupt);
     health::start_watchdogs(platform::is_real_hardware(&platform.board));
