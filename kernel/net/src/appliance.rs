@@ -512,6 +512,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             }
             LinkState::Up => {
                 log::info!("net: link up");
+                // A device that recovers itself (a USB re-probe) may come back as another
+                // adapter with another address: adopt it, or every frame we send carries
+                // the old source MAC and replies go nowhere.
+                let mac = self.phy.device().mac_address();
+                if mac.0 != self.mac {
+                    self.iface
+                        .set_hardware_addr(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
+                    self.mac = mac.0;
+                    log::warn!("net: the network device's MAC is now {mac}");
+                }
                 if let Some(handle) = self.dhcp {
                     // The network may be another one now: ask again from scratch. The lease
                     // is given up, not run out: the server may well answer at once.
@@ -1203,6 +1213,36 @@ mod tests {
             .find(|f| dhcp_options(f).is_some())
             .unwrap();
         assert_eq!(&discover[6..12], &new_mac);
+    }
+
+    #[test]
+    fn a_device_that_returns_with_another_mac_has_it_adopted() {
+        // A self-recovering device (ReprobingNic) goes down and comes back as another
+        // adapter, without replace_device.
+        let config = NetworkConfig::dhcp("bramble", 1);
+        let mut appliance = Appliance::new(
+            MockDevice::new(GUEST_MAC),
+            config,
+            memory(1),
+            server(),
+            at(0),
+        )
+        .unwrap();
+        appliance.poll(at(0));
+        appliance.device_mut().link = LinkState::Down;
+        appliance.poll(at(10));
+        let new_mac = [2, 0, 0, 0, 0, 7];
+        appliance.device_mut().mac = bramble_hal::MacAddress(new_mac);
+        appliance.device_mut().tx.clear();
+        appliance.device_mut().link = LinkState::Up;
+        appliance.poll(at(20));
+        let device = appliance.device();
+        let discover = device
+            .tx
+            .iter()
+            .find(|f| dhcp_options(f).is_some())
+            .expect("DHCP asks again after the link returns");
+        assert_eq!(&discover[6..12], &new_mac, "sent from the new MAC");
     }
 
     #[test]
