@@ -47,7 +47,6 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Runs the hosted benchmark.
 pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let root = crate::workspace_root();
-    let work = root.join("target/bench/hosted");
     let date = super::utc_date(SystemTime::now());
     let commit = super::git_commit(&root);
     let run_dir = root.join("target/bench/runs").join(format!(
@@ -66,7 +65,8 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         signal_hook::flag::register(signal, Arc::clone(&interrupted))?;
     }
 
-    let site = systems::prepare_site(&root, &work.join("site"))?;
+    // The site lives in the run's own folder: two runs at once must not rewrite each other's.
+    let site = systems::prepare_site(&root, &run_dir.join("site"))?;
     let packed = pack_site(&site.dir, &PackOptions::default())?;
     let site_image = run_dir.join("SITE.BIN");
     std::fs::write(&site_image, &packed.image)?;
@@ -519,11 +519,11 @@ fn measure(
             };
             let events_before =
                 matches!(server, ServerKind::Bramble { .. }).then(|| process.events());
-            let cpu_before = process.cpu_seconds();
+            let cpu_before = process.cpu_times();
             let started = Instant::now();
             let outcome = load::run_wrk(&run, &dir.join(format!("wrk-{target}-c{level}.txt")));
             let wall = started.elapsed().as_secs_f64();
-            let cpu_after = process.cpu_seconds();
+            let cpu_after = process.cpu_times();
             if let Some(before) = events_before {
                 let after = process.events();
                 load.guest_events = after
@@ -537,7 +537,13 @@ fn measure(
                 Ok(figures) => {
                     if let (Some(before), Some(after)) = (cpu_before, cpu_after) {
                         let good = figures.responses.saturating_sub(figures.bad_status);
-                        load.server_cpu = Some(ServerCpu::new(after - before, wall, good));
+                        let user = after.user - before.user;
+                        let system = after.system - before.system;
+                        let mut cpu = ServerCpu::new(user + system, wall, good);
+                        if user + system > 0.0 {
+                            cpu.system_share_percent = Some(100.0 * system / (user + system));
+                        }
+                        load.server_cpu = Some(cpu);
                     }
                     load.figures = Some(figures);
                 }
@@ -702,6 +708,13 @@ impl CpuAccounting {
     }
 }
 
+/// CPU seconds used, in user space and in the kernel.
+#[derive(Clone, Copy, Debug)]
+struct CpuTimes {
+    user: f64,
+    system: f64,
+}
+
 /// A running server: its process (the `Child` is the server itself: `ip netns exec` and the
 /// `sh` that joins the cgroup both exec), and its cgroup if there is one.
 struct ServerProcess {
@@ -764,27 +777,36 @@ impl ServerProcess {
         }
     }
 
-    /// CPU seconds (user + system) the server has used so far.
-    fn cpu_seconds(&self) -> Option<f64> {
+    /// CPU time the server has used so far.
+    fn cpu_times(&self) -> Option<CpuTimes> {
         match &self.cgroup {
             Some(dir) => {
                 let stat = std::fs::read_to_string(dir.join("cpu.stat")).ok()?;
-                let usec: u64 = stat
-                    .lines()
-                    .find_map(|line| line.strip_prefix("usage_usec "))?
-                    .trim()
-                    .parse()
-                    .ok()?;
-                Some(usec as f64 / 1e6)
+                let field = |name: &str| -> Option<f64> {
+                    let usec: u64 = stat
+                        .lines()
+                        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))?
+                        .trim()
+                        .parse()
+                        .ok()?;
+                    Some(usec as f64 / 1e6)
+                };
+                Some(CpuTimes {
+                    user: field("user_usec")?,
+                    system: field("system_usec")?,
+                })
             }
             None => {
                 let ticks = rustix::param::clock_ticks_per_second() as f64;
-                let total: u64 = self
+                let (user, system) = self
                     .pids()
                     .iter()
                     .filter_map(|&pid| proc_cpu_ticks(pid))
-                    .sum();
-                Some(total as f64 / ticks)
+                    .fold((0, 0), |(u, s), (user, system)| (u + user, s + system));
+                Some(CpuTimes {
+                    user: user as f64 / ticks,
+                    system: system as f64 / ticks,
+                })
             }
         }
     }
@@ -907,18 +929,18 @@ fn process_tree(pid: u32) -> Vec<u32> {
     all
 }
 
-/// utime + stime + cutime + cstime of one process, in clock ticks.
-fn proc_cpu_ticks(pid: u32) -> Option<u64> {
+/// (utime + cutime, stime + cstime) of one process, in clock ticks.
+fn proc_cpu_ticks(pid: u32) -> Option<(u64, u64)> {
     stat_cpu_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
-/// utime + stime + cutime + cstime from the text of a /proc/PID/stat file.
-fn stat_cpu_ticks(stat: &str) -> Option<u64> {
+/// (utime + cutime, stime + cstime) from the text of a /proc/PID/stat file.
+fn stat_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
     // The command name may hold spaces and parentheses: fields start after the last ')'.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     // Fields 14-17 of proc(5); the first after the name is field 3 (the state).
     let field = |n: usize| fields.get(n - 3)?.parse::<u64>().ok();
-    Some(field(14)? + field(15)? + field(16)? + field(17)?)
+    Some((field(14)? + field(16)?, field(15)? + field(17)?))
 }
 
 #[cfg(test)]
@@ -929,7 +951,7 @@ mod tests {
     fn proc_stat_cpu_fields_are_found_after_the_name() {
         let stat = "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 \
                     7 11 13 17 20 0 1 0 100 1000 10 18446744073709551615";
-        assert_eq!(stat_cpu_ticks(stat), Some(7 + 11 + 13 + 17));
+        assert_eq!(stat_cpu_ticks(stat), Some((7 + 13, 11 + 17)));
         assert_eq!(stat_cpu_ticks("4242 (short"), None);
         // This process's own file parses, and its tree starts with it.
         assert!(proc_cpu_ticks(std::process::id()).is_some());

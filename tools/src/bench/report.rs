@@ -106,7 +106,8 @@ pub struct LoadReport {
     /// The guest's own busy time during the run, percent of its (emulated) CPU: near 100 means
     /// the guest CPU is the limit, low means something outside it is (NIC path, protocol).
     pub guest_busy_percent: Option<f64>,
-    /// How much the guest's network and server event counters grew over the run.
+    /// How much the guest's network and server event counters grew over the run (hosted
+    /// runs: bramble-hosted's read and write syscalls and context switches).
     pub guest_events: BTreeMap<String, u64>,
     /// The load generator's figures; `None` when the run failed.
     pub figures: Option<LoadFigures>,
@@ -127,6 +128,10 @@ pub struct ServerCpu {
     pub percent_of_a_core: f64,
     /// CPU microseconds per good response; `None` without good responses.
     pub microseconds_per_request: Option<f64>,
+    /// The share of that CPU time spent in the kernel (system time), in percent: for
+    /// bramble-hosted mostly its TAP writes, which run the host's receive path for each frame.
+    #[serde(default)]
+    pub system_share_percent: Option<f64>,
 }
 
 impl ServerCpu {
@@ -141,6 +146,7 @@ impl ServerCpu {
                 0.0
             },
             microseconds_per_request: (requests > 0).then(|| cpu_seconds * 1e6 / requests as f64),
+            system_share_percent: None,
         }
     }
 }
@@ -285,9 +291,10 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
                     pair(&per_request, false),
                 );
                 let share = |s: &SystemReport| server(s).map(|c| c.percent_of_a_core);
+                let kernel = |s: &SystemReport| server(s).and_then(|c| c.system_share_percent);
                 row(
-                    format!("{target} c={level}: server CPU % of a core"),
-                    &|s| number(share(s), 0),
+                    format!("{target} c={level}: server CPU % of a core / % in kernel"),
+                    &|s| format!("{} / {}", number(share(s), 0), number(kernel(s), 0)),
                     String::new(),
                 );
                 continue;
