@@ -94,6 +94,9 @@ fn kernel_main() -> ! {
         .as_ref()
         .map(|info| info.emmc_clock_hz)
         .unwrap_or(0);
+    // The USB core needs 100 ms to settle after its reset: let that pass while the card is
+    // read.
+    let usb_controller = network::power_up(&mut platform.dma, platform.mailbox_buffer);
     let (card, free) = storage::load(emmc_clock, platform::free_memory(&platform.board));
     timeline.sd = storage::card_ready_at();
     timeline.site = TIMER.micros();
@@ -128,8 +131,7 @@ fn kernel_main() -> ! {
     };
     let board_mac = platform.board.as_ref().ok().map(|info| info.mac_address);
     let mut net = network::start(
-        &mut platform.dma,
-        platform.mailbox_buffer,
+        usb_controller,
         board_mac,
         &card.settings,
         site,

@@ -4,7 +4,7 @@
 use crate::arena::Arena;
 use crate::platform::{INTERRUPTS, MAILBOX, TIMER, micros};
 use bramble_bcm2835::dma::DmaAllocator;
-use bramble_bcm2835::dwc2::{self, Dwc2Host};
+use bramble_bcm2835::dwc2::{self, Dwc2Host, Dwc2Starting};
 use bramble_bcm2835::mailbox::{PropertyBuffer, device};
 use bramble_hal::{Instant, MacAddress};
 use bramble_http::{Connection, Server, ServerConfig, SiteSource};
@@ -25,6 +25,27 @@ const TCP_TX_LEN: usize = 32 * 1024;
 const RNDIS_EMULATOR_MIN_TRANSFER: usize = 1540;
 /// Share of the free RAM the connection pool may take.
 const POOL_SHARE_DIVISOR: usize = 4;
+/// Powers the USB controller through the firmware and resets its core, the first half of
+/// bring-up ([`Dwc2Host::start`]); [`start`] finishes it. `None` (logged) if the core did
+/// not answer.
+pub fn power_up(
+    dma: &mut DmaAllocator,
+    mailbox_buffer: &mut PropertyBuffer,
+) -> Option<Dwc2Starting> {
+    match MAILBOX.set_power(mailbox_buffer, device::USB_HCD, true, micros) {
+        Ok(true) => {}
+        Ok(false) => log::warn!("usb: the firmware did not power the controller on"),
+        Err(error) => log::warn!("usb: power-on request failed: {error:?}"),
+    }
+    match Dwc2Host::start(TIMER, dma) {
+        Ok(starting) => Some(starting),
+        Err(error) => {
+            log::error!("usb: controller did not start: {error:?}");
+            None
+        }
+    }
+}
+
 /// Under QEMU: after 2 s without a received frame, look for one every 10 ms instead of
 /// keeping the bulk-IN parked (see `Dwc2Host::quiet_receive`; idle QEMU host CPU and the
 /// latency cost are measured in the README).
@@ -45,9 +66,11 @@ pub type Network = Appliance<'static, ReprobingNic<Dwc2Host>>;
 
 /// Brings up USB and the NIC and starts the appliance. Logs and returns `None` on failure
 /// (the console keeps working).
+///
+/// `controller` comes from [`power_up`], called before the SD card is read so that the USB
+/// core's settle time after its reset passes meanwhile.
 pub fn start(
-    dma: &mut DmaAllocator,
-    mailbox_buffer: &mut PropertyBuffer,
+    controller: Option<Dwc2Starting>,
     board_mac: Option<[u8; 6]>,
     settings: &Settings,
     site: SiteSource<'static>,
@@ -55,12 +78,7 @@ pub fn start(
     emulated: bool,
 ) -> Option<Network> {
     let started = micros();
-    match MAILBOX.set_power(mailbox_buffer, device::USB_HCD, true, micros) {
-        Ok(true) => {}
-        Ok(false) => log::warn!("usb: the firmware did not power the controller on"),
-        Err(error) => log::warn!("usb: power-on request failed: {error:?}"),
-    }
-    let mut host = match Dwc2Host::new(TIMER, dma) {
+    let mut host = match controller?.finish() {
         Ok(host) => host,
         Err(error) => {
             log::error!("usb: controller did not start: {error:?}");

@@ -72,6 +72,9 @@ const OUT_TRANSFER_TIMEOUT_US: u64 = 1_000_000;
 const HALT_TIMEOUT_US: u64 = 10_000;
 /// HCINT bits that raise the controller interrupt for a channel (every halt, and bus errors).
 const HALT_INTERRUPTS: u32 = hcint::HALTED | hcint::AHB_ERROR;
+/// Settle time after the core soft reset before the core is configured (U-Boot: "This
+/// long sleep is very important, otherwise the core will not stay in host mode").
+pub const CORE_SETTLE_US: u64 = 100_000;
 /// Time to wait for a device to connect to the root port.
 const CONNECT_TIMEOUT_MS: u32 = 500;
 
@@ -268,11 +271,42 @@ pub fn handle_interrupt() {
     }
 }
 
+/// A controller whose core was reset and is settling into host mode: the first half of
+/// bring-up, from [`Dwc2Host::start`]. Do other work meanwhile (the board reads the SD
+/// card), then [`Dwc2Starting::finish`].
+pub struct Dwc2Starting {
+    host: Dwc2Host,
+    /// When the core has settled (µs).
+    settled_at: u64,
+}
+
+impl Dwc2Starting {
+    /// Waits for whatever is left of the settle time, then configures the core (DMA, FIFOs)
+    /// and powers the root port.
+    pub fn finish(mut self) -> Result<Dwc2Host, Dwc2Error> {
+        let now = self.host.micros();
+        if now < self.settled_at {
+            self.host.timer.delay_micros(self.settled_at - now);
+        }
+        self.host.configure_core()?;
+        Ok(self.host)
+    }
+}
+
 impl Dwc2Host {
-    /// Brings the core up in host mode with DMA and powers the root port. The board must
-    /// have powered the controller through the mailbox first (SET_POWER_STATE, device 3,
-    /// reference §2.2). Takes its DMA buffers from `dma`.
+    /// Brings the core up in host mode with DMA and powers the root port, waiting out the
+    /// settle time after the core reset: [`Dwc2Host::start`] and [`Dwc2Starting::finish`]
+    /// in one go.
     pub fn new(timer: SystemTimer, dma: &mut DmaAllocator) -> Result<Self, Dwc2Error> {
+        Self::start(timer, dma)?.finish()
+    }
+
+    /// Checks the core and resets it; it then needs [`CORE_SETTLE_US`] to stay in host mode
+    /// (U-Boot: "This long sleep is very important"), which the caller can spend on other
+    /// work before [`Dwc2Starting::finish`]. The board must have powered the controller
+    /// through the mailbox first (SET_POWER_STATE, device 3, reference §2.2). Takes its DMA
+    /// buffers from `dma`.
+    pub fn start(timer: SystemTimer, dma: &mut DmaAllocator) -> Result<Dwc2Starting, Dwc2Error> {
         // SAFETY: BASE is the DWC2 register block on every BCM2835 (and in QEMU).
         let registers = unsafe { RegisterBlock::new(reg::BASE) };
         let mut host = Self {
@@ -287,8 +321,11 @@ impl Dwc2Host {
             quiet_receive: None,
             quiet_attempts: 0,
         };
-        host.init_core()?;
-        Ok(host)
+        host.reset_core()?;
+        Ok(Dwc2Starting {
+            settled_at: host.micros() + CORE_SETTLE_US,
+            host,
+        })
     }
 
     fn r(&self, offset: usize) -> Register {
@@ -316,7 +353,8 @@ impl Dwc2Host {
         }
     }
 
-    fn init_core(&mut self) -> Result<(), Dwc2Error> {
+    /// Vendor check and core soft reset (§2.3 steps 1-5).
+    fn reset_core(&mut self) -> Result<(), Dwc2Error> {
         let id = self.r(reg::GSNPSID).read();
         if id != reg::SNPSID_BCM2835 && id != reg::SNPSID_QEMU {
             log::error!("dwc2: unknown core id {id:#010x}");
@@ -340,10 +378,13 @@ impl Dwc2Host {
         if !self.wait_for(self.r(reg::GRSTCTL), rstctl::CORE_SOFT_RESET, 0, 10_000) {
             return Err(Dwc2Error::ResetTimeout);
         }
-        // U-Boot: "This long sleep is very important, otherwise the core will not stay in
-        // host mode".
-        self.timer.delay_micros(100_000);
+        Ok(())
+    }
 
+    /// Host-mode configuration after the settle time: PHY, DMA, FIFO sizes, interrupts off,
+    /// root port powered.
+    fn configure_core(&mut self) -> Result<(), Dwc2Error> {
+        let id = self.r(reg::GSNPSID).read();
         self.r(reg::GUSBCFG).modify(
             usbcfg::ULPI_UTMI_SEL | usbcfg::PHY_IF | usbcfg::ULPI_FSLS | usbcfg::ULPI_CLK_SUS_M,
             0,
