@@ -47,11 +47,13 @@ pub fn power_up(
 }
 
 /// Under QEMU: after 2 s without a received frame, look for one every 10 ms instead of
-/// keeping the bulk-IN parked (see `Dwc2Host::quiet_receive`; idle QEMU host CPU and the
-/// latency cost are measured in the README).
+/// keeping the bulk-IN parked; while parked, look at its progress every 5 ms (a message
+/// without a zero-length packet raises no interrupt). See `Dwc2Host::quiet_receive`; idle
+/// QEMU host CPU and the latency costs are measured in the README.
 const QUIET_RECEIVE: dwc2::QuietReceive = dwc2::QuietReceive {
     after_micros: 2_000_000,
     interval_micros: 10_000,
+    parked_check_micros: 5_000,
 };
 
 static USED_BYTES: AtomicUsize = AtomicUsize::new(0);

@@ -151,6 +151,9 @@ struct Active {
     /// Bulk IN under [`Dwc2Host::quiet_receive`]: the segment on the channel is a single
     /// attempt that a NAK ends (the pipe was quiet when it started).
     quiet: bool,
+    /// Bulk IN under [`Dwc2Host::quiet_receive`], parked: when to look at its progress
+    /// again (µs), since no interrupt marks a message that ends without a short packet.
+    check_at: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,6 +184,11 @@ pub struct QuietReceive {
     pub after_micros: u64,
     /// A quiet pipe's single attempts are this far apart.
     pub interval_micros: u64,
+    /// While a bulk-IN is parked (it received data within `after_micros`), how often its
+    /// progress is looked at: a message of 64n bytes that QEMU's usb-net sends without a
+    /// zero-length packet raises no interrupt, and is only found complete by looking (see
+    /// [`Dwc2Host::end_bulk_in_on_idle_nak`]).
+    pub parked_check_micros: u64,
 }
 
 /// What to do with a quiet bulk-IN segment that the controller halted without completing it.
@@ -193,6 +201,14 @@ enum QuietHalt {
     Complete,
     /// Not a NAK: an error, handled like any other halt.
     NotQuiet,
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Decides the outcome of a halted quiet segment from its HCINT bits and the bytes the whole
@@ -469,45 +485,41 @@ impl Dwc2Host {
     }
 
     /// The earliest time (µs) at which a pipe waits to issue its transfer again (interrupt
-    /// pipes after a NAK, quiet bulk-IN pipes): the idle loop must poll by then, because no
-    /// interrupt will come.
+    /// pipes after a NAK, quiet bulk-IN pipes) or to look at a parked transfer's progress:
+    /// the idle loop must poll by then, because no interrupt will come.
     pub fn next_restart(&self) -> Option<u64> {
         self.pipes
             .iter()
             .flatten()
             .filter_map(|pipe| match pipe.state {
-                PipeState::Active(active) => active.restart_at,
+                PipeState::Active(active) => earliest(active.restart_at, active.check_at),
                 _ => None,
             })
             .min()
     }
 
-    /// Issues every pipe transfer whose restart time has come (see
-    /// [`Dwc2Host::next_restart`]) and reports whether all of them came back with nothing
-    /// (`true`: each is waiting for its next restart again, so the layers above have nothing
-    /// new and the idle loop can go back to sleep). `false` when one received data, is still
-    /// going, or failed: the next [`UsbHost::poll`] of that pipe reports it.
+    /// Services every pipe whose restart or progress check is due (see
+    /// [`Dwc2Host::next_restart`]) and reports whether none of them has news (`true`: each
+    /// is still waiting, so the layers above have nothing new and the idle loop can go back
+    /// to sleep). `false` when one completed or failed: the next [`UsbHost::poll`] of that
+    /// pipe reports it.
     pub fn poll_restarts(&mut self) -> bool {
         let now = self.micros();
         let mut all_quiet = true;
         for index in 0..MAX_PIPES {
-            let due = matches!(
-                self.pipes[index].as_ref().map(|p| p.state),
-                Some(PipeState::Active(Active { restart_at: Some(at), .. })) if at <= now
-            );
+            let due = match self.pipes[index].as_ref().map(|p| p.state) {
+                Some(PipeState::Active(active)) => {
+                    earliest(active.restart_at, active.check_at).is_some_and(|at| at <= now)
+                }
+                _ => false,
+            };
             if !due {
                 continue;
             }
             match self.service(index) {
-                Ok(_) => {
-                    all_quiet &= matches!(
-                        self.pipes[index].as_ref().map(|p| p.state),
-                        Some(PipeState::Active(Active {
-                            restart_at: Some(_),
-                            ..
-                        }))
-                    );
-                }
+                // Still waiting (an attempt in flight raises its halt interrupt later).
+                Ok(TransferStatus::Pending) => {}
+                Ok(_) => all_quiet = false,
                 Err(error) => {
                     if let Some(pipe) = self.pipes[index].as_mut() {
                         pipe.state = PipeState::Failed(error);
@@ -791,6 +803,8 @@ impl Dwc2Host {
             a.segment_packets = packets;
             a.status = 0;
             a.quiet = quiet;
+            // A new segment: a parked one is looked at again from its first poll on.
+            a.check_at = None;
         }
     }
 
@@ -833,6 +847,7 @@ impl Dwc2Host {
             deadline: (!direction_in).then_some(now + OUT_TRANSFER_TIMEOUT_US),
             seen_progress: 0,
             quiet: false,
+            check_at: None,
         });
         self.start_segment(pipe.0 as usize);
         Ok(())
@@ -921,6 +936,7 @@ impl Dwc2Host {
                 return Ok(self.finish(index, a.done + got, now));
             }
             a.seen_progress = got;
+            a.check_at = self.quiet_receive.map(|q| now + q.parked_check_micros);
         }
         if a.status & hcint::HALTED == 0 {
             self.set_active(index, a);
@@ -1239,6 +1255,7 @@ mod tests {
     const QUIET: QuietReceive = QuietReceive {
         after_micros: 2_000_000,
         interval_micros: 10_000,
+        parked_check_micros: 5_000,
     };
 
     #[test]
