@@ -217,7 +217,7 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
     assert!(summary.contains("not a claim about the Pi"), "{summary}");
 
     // Nothing left behind: the namespace, the cgroups, the servers.
-    let namespace = format!("bramble-bench-{pid}");
+    let namespace = format!("bramble-bench-{pid}-");
     let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(
         !String::from_utf8_lossy(&namespaces.stdout).contains(&namespace),

@@ -4,11 +4,13 @@
 //! that matters is each server's CPU time per request, a regression guard for the portable
 //! code on a shared host; nothing here says how fast a Pi is.
 //!
-//! Layout: namespace `bramble-bench-<pid>` holds a TAP `bbench0` (host side 192.168.77.1/24;
-//! bramble-hosted answers as 192.168.77.2) and its own loopback, where nginx listens on
-//! 127.0.0.1:8081 and busybox httpd on 127.0.0.1:8082. wrk runs inside it (`ip netns exec`),
-//! and so do the probes (a thread that enters it), so no traffic leaves it. Every server is
-//! stopped by its PID; the namespace is deleted on drop, also after an error or Ctrl-C.
+//! Layout: each server gets a fresh namespace `bramble-bench-<pid>-<n>` (so that no TIME-WAIT
+//! connection or ARP entry of one server's runs meets the next server), holding a TAP
+//! `bbench0` (host side 192.168.77.1/24; bramble-hosted answers as 192.168.77.2) and its own
+//! loopback, where nginx listens on 127.0.0.1:8081 and busybox httpd on 127.0.0.1:8082. wrk
+//! runs inside it (`ip netns exec`), and so do the probes (a thread that enters it), so no
+//! traffic leaves it. Every server is stopped by its PID; the namespace is deleted on drop,
+//! also after an error or Ctrl-C.
 
 use super::report::{Host, LoadReport, Report, ServerCpu, SystemReport, TARGETS};
 use super::{BenchArgs, NOT_ANSWERING, load, probe, systems};
@@ -110,8 +112,8 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         args.duration,
         run_dir.display()
     );
-    let namespace = Namespace::create()?;
-    for server in &servers {
+    for (index, server) in servers.iter().enumerate() {
+        let namespace = Namespace::create(index)?;
         let dir = run_dir.join(server.name());
         std::fs::create_dir_all(&dir)?;
         let result = measure(
@@ -127,7 +129,6 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         report.systems.push(result);
         super::write_json(&report, &run_dir.join("results.json"))?;
     }
-    drop(namespace);
     report.host.load_average_after = super::load_average();
     print!("{}", super::report::table(&report));
     super::write_outputs(&report, &run_dir)?;
@@ -588,14 +589,14 @@ fn describe(load: &LoadReport) -> String {
     }
 }
 
-/// The benchmark's network namespace with its TAP device; deleted on drop.
+/// One server's network namespace with its TAP device; deleted on drop.
 struct Namespace {
     name: String,
 }
 
 impl Namespace {
-    fn create() -> anyhow::Result<Namespace> {
-        let name = format!("bramble-bench-{}", std::process::id());
+    fn create(index: usize) -> anyhow::Result<Namespace> {
+        let name = format!("bramble-bench-{}-{index}", std::process::id());
         ip(&["netns", "add", &name])?;
         // From here on, drop deletes it whatever fails next.
         let namespace = Namespace { name };
