@@ -9,6 +9,36 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// Starts `command` with piped stdin and stdout (stderr passes through) and a thread that
+/// sends each stdout line, without its line ending, to the returned channel. `what` names
+/// the program in the panic if it cannot start.
+pub fn spawn_with_lines(
+    command: &mut Command,
+    what: &str,
+) -> (Child, ChildStdin, Receiver<String>) {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|error| panic!("starting {what}: {error}"));
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (sender, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if sender
+                .send(line.trim_end_matches('\r').to_string())
+                .is_err()
+            {
+                break;
+            }
+        }
+    });
+    (child, stdin, lines)
+}
+
 /// Builds the kernel once per test binary (the build itself is incremental across binaries).
 pub fn kernel() -> &'static KernelArtifacts {
     static KERNEL: OnceLock<KernelArtifacts> = OnceLock::new();
@@ -41,26 +71,7 @@ impl Guest {
     /// Starts a prepared QEMU command line (for example through `nsenter` into a network
     /// namespace, which replaces itself with QEMU, so the PID is still QEMU's).
     pub fn start_command(mut command: Command) -> Guest {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting qemu-system-arm");
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender
-                    .send(line.trim_end_matches('\r').to_string())
-                    .is_err()
-                {
-                    break;
-                }
-            }
-        });
+        let (child, stdin, lines) = spawn_with_lines(&mut command, "qemu-system-arm");
         Guest {
             child,
             stdin,

@@ -11,14 +11,13 @@
 mod netns;
 
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
-use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use bramble_tests::{BOOT_TIMEOUT, Guest, kernel, spawn_with_lines};
 use netns::mdns::{self, QueryMode};
 use netns::{HOST_ADDRESS, Netns, NetnsGuest, PREFIX_LEN, TAP, build_card, process_is_running};
-use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 /// Lease length: T1 (renewal) falls at half of it, expiry at all of it.
@@ -80,37 +79,21 @@ impl DhcpServer {
         if replies == Replies::Silent {
             command.arg("--silent");
         }
-        let mut child = command
-            .args([
-                "--server",
-                &HOST_ADDRESS.to_string(),
-                "--offer",
-                &offer.to_string(),
-                "--lease",
-                &LEASE_SECONDS.to_string(),
-                "--prefix",
-                &PREFIX_LEN.to_string(),
-                "--broadcast",
-                &BROADCAST.to_string(),
-                "--lifetime",
-                "600",
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting test-dhcpd");
-        let stdin = child.stdin.take().expect("piped stdin");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let (sender, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        command.args([
+            "--server",
+            &HOST_ADDRESS.to_string(),
+            "--offer",
+            &offer.to_string(),
+            "--lease",
+            &LEASE_SECONDS.to_string(),
+            "--prefix",
+            &PREFIX_LEN.to_string(),
+            "--broadcast",
+            &BROADCAST.to_string(),
+            "--lifetime",
+            "600",
+        ]);
+        let (child, stdin, lines) = spawn_with_lines(&mut command, "test-dhcpd");
         let mut server = DhcpServer {
             child,
             _stdin: stdin,
