@@ -90,8 +90,8 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
                 .trim(),
             std::env::consts::ARCH
         ),
-        nic: "bramble-hosted on a TAP, nginx and busybox httpd on loopback, one network \
-              namespace"
+        nic: "bramble-hosted on a TAP, nginx and busybox httpd on loopback, each server in a \
+              fresh network namespace"
             .into(),
         load_generator,
         duration_seconds: args.duration,
