@@ -209,7 +209,7 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
     assert!(first_load["server_cpu"]["percent_of_a_core"].is_number());
 
     // The charts and the summary.
-    for chart in ["throughput.png", "latency.png"] {
+    for chart in ["throughput.png", "latency.png", "cpu.png"] {
         let bytes = std::fs::read(results.path().join(chart)).unwrap();
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{chart}");
     }

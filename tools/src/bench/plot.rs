@@ -1,5 +1,5 @@
-//! PNG charts of a [`Report`]: throughput and latency against concurrency, one panel per
-//! target, every system on each panel. Text is drawn with an embedded DejaVu Sans.
+//! PNG charts of a [`Report`]: throughput and latency (and, for hosted runs, server CPU per
+//! request) against concurrency, one panel per target, every system on each panel. Text is drawn with an embedded DejaVu Sans.
 
 use super::report::{Report, TARGETS};
 use anyhow::{Context, anyhow};
@@ -34,7 +34,7 @@ struct Line {
     points: Vec<(f64, f64)>,
 }
 
-/// Writes `throughput.png` and `latency.png` into `dir`.
+/// Writes `throughput.png` and `latency.png` into `dir`, and for hosted runs `cpu.png`.
 pub fn write_plots(report: &Report, dir: &Path) -> anyhow::Result<()> {
     register_font()?;
     let throughput: Vec<Vec<Line>> = TARGETS
@@ -102,6 +102,46 @@ pub fn write_plots(report: &Report, dir: &Path) -> anyhow::Result<()> {
         ),
         "milliseconds",
         &latency,
+    )?;
+    if report.hosted {
+        write_cpu_plot(report, dir)?;
+    }
+    Ok(())
+}
+
+/// Hosted runs: `cpu.png`, each server's CPU time per good response against concurrency.
+fn write_cpu_plot(report: &Report, dir: &Path) -> anyhow::Result<()> {
+    let cpu: Vec<Vec<Line>> = TARGETS
+        .iter()
+        .map(|(target, _)| {
+            report
+                .systems
+                .iter()
+                .zip(COLORS.iter().cycle())
+                .map(|(system, &color)| Line {
+                    label: system.name.clone(),
+                    color,
+                    thin: false,
+                    points: report
+                        .levels
+                        .iter()
+                        .filter_map(|&level| {
+                            let cpu = system.load(target, level)?.server_cpu.as_ref()?;
+                            Some((level as f64, cpu.microseconds_per_request?.max(0.01)))
+                        })
+                        .collect(),
+                })
+                .collect()
+        })
+        .collect();
+    draw(
+        &dir.join("cpu.png"),
+        &format!(
+            "Server CPU per request (all its processes), {} {} {}",
+            report.machine, report.date, report.commit
+        ),
+        "CPU microseconds / request",
+        &cpu,
     )
 }
 
@@ -278,5 +318,16 @@ mod tests {
             assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{name}");
             assert!(bytes.len() > 10_000, "{name}: {} bytes", bytes.len());
         }
+        assert!(
+            !dir.path().join("cpu.png").exists(),
+            "cpu.png only for hosted runs"
+        );
+        let hosted = Report {
+            hosted: true,
+            ..report
+        };
+        write_plots(&hosted, dir.path()).unwrap();
+        let bytes = std::fs::read(dir.path().join("cpu.png")).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     }
 }

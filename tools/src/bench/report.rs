@@ -508,6 +508,9 @@ pub fn markdown(report: &Report) -> String {
         out,
         "![throughput](throughput.png)\n\n![latency](latency.png)"
     );
+    if report.hosted {
+        let _ = writeln!(out, "\n![server CPU per request](cpu.png)");
+    }
     out
 }
 
