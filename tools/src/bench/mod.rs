@@ -73,7 +73,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_save: bool,
     /// Benchmark the hosted build instead of the QEMU guests: bramble-hosted on a TAP device
-    /// against nginx and busybox httpd, all in a network namespace on this machine (needs
+    /// against nginx and busybox httpd, each in a fresh network namespace on this machine (needs
     /// root). A regression guard for the portable code, not a figure for the Pi. Results go
     /// to bench/results/<date>-<commit>-hosted/.
     #[arg(long)]
