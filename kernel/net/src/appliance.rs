@@ -36,6 +36,9 @@ pub const DHCP_PACKET_BUFFER_LEN: usize = 1024;
 pub const MDNS_PACKETS: usize = 4;
 /// Payload bytes queued each way on the mDNS socket.
 pub const MDNS_BUFFER_LEN: usize = 1024;
+/// Most egress-only passes at the end of a poll (each sends what the sockets have; the
+/// device's transmit path usually fills long before).
+const EGRESS_ROUNDS: usize = 64;
 /// How long DHCP may go unanswered before a link-local address is taken.
 pub const LINK_LOCAL_AFTER_MICROS: u64 = 10_000_000;
 /// Lease length assumed when an ACK gives none (smoltcp's own default, RFC 2131 leaves it
@@ -289,6 +292,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             rest = tail;
             let mut socket =
                 tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
+            // Whole answers go into the send buffer at once; Nagle's algorithm would only
+            // hold back each answer's last partial segment until the client's delayed ACK
+            // (40 ms on Linux: the page's p99 in the hosted benchmark).
+            socket.set_nagle_enabled(false);
             // Cannot fail: the port is not zero and the socket is new.
             let _ = socket.listen(config.http_port);
             let handle = sockets.add(socket);
@@ -422,6 +429,20 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         // That pass may have received a DHCP ACK: apply it now, at the instant smoltcp
         // counts the lease from, not whenever the loop next happens to wake.
         self.poll_dhcp(now);
+        // That pass may also have taken in ACKs that freed send space: let the connections
+        // fill it and send it now, without taking in more frames (those wake the loop
+        // anyway). Without this the rest of an answer waited for the next wake-up: 615 ->
+        // 1,302 req/s for a 100 KiB file in the hosted benchmark, measured side by side.
+        self.poll_connections(now);
+        for _ in 0..EGRESS_ROUNDS {
+            if self
+                .iface
+                .poll_egress(timestamp, &mut self.phy, &mut self.sockets)
+                == smoltcp::iface::PollResult::None
+            {
+                break;
+            }
+        }
         if let Some(fault) = self.phy.take_fault()
             && self.device_fault.is_none()
         {
@@ -965,7 +986,27 @@ mod tests {
                 brotli: None,
             })
             .unwrap();
+        writer
+            .add(FileSpec {
+                path: "/big.bin".into(),
+                content_type: "application/octet-stream".into(),
+                cache_control: "no-cache".into(),
+                last_modified: 1_700_000_000,
+                last_modified_http: http_date(1_700_000_000),
+                identity: VariantSpec {
+                    body: big_body(),
+                    etag: "\"big\"".into(),
+                },
+                gzip: None,
+                brotli: None,
+            })
+            .unwrap();
         Box::leak(writer.finish().unwrap().into_boxed_slice())
+    }
+
+    /// A body several times the test sockets' 4 KiB transmit buffer.
+    fn big_body() -> Vec<u8> {
+        (0..20_000u32).map(|i| (i % 251) as u8).collect()
     }
 
     fn server() -> Server<'static> {
@@ -1771,6 +1812,83 @@ mod tests {
         client.socket(handle).close();
         run_until(&mut appliance, &mut client, &mut clock, 2000, |_| false);
         assert_eq!(appliance.open_connections(), 0, "the slot is free again");
+    }
+
+    /// Wakes the appliance the way the board's loop does: when a frame arrives for it, or
+    /// at the time its last poll asked for; the client runs every millisecond. Returns the
+    /// simulated milliseconds until `done`, or `None` after `limit_ms`.
+    fn run_event_driven(
+        appliance: &mut Appliance<'static, WiredDevice>,
+        client: &mut Client,
+        clock: &mut u64,
+        limit_ms: u64,
+        mut done: impl FnMut(&mut Client) -> bool,
+    ) -> Option<u64> {
+        let start = *clock;
+        let mut wake = Some(at(*clock));
+        while *clock < start + limit_ms {
+            // Within one millisecond: deliver frames both ways until the wire is quiet.
+            for _ in 0..64 {
+                let frames_waiting = appliance.device().has_frames_waiting();
+                let due = wake.is_some_and(|w| w.as_micros() <= at(*clock).as_micros());
+                if frames_waiting || due {
+                    wake = appliance.poll(at(*clock));
+                }
+                client.poll(at(*clock));
+                if done(client) {
+                    return Some(*clock - start);
+                }
+                if !appliance.device().has_frames_waiting() {
+                    break;
+                }
+            }
+            *clock += 1;
+        }
+        None
+    }
+
+    #[test]
+    fn a_response_larger_than_the_send_buffer_flows_when_woken_only_by_frames() {
+        // The appliance runs only when a frame arrives or its own wake-up time comes, as on
+        // the board: the client's ACKs must be enough to move a 20 KB answer through a 4 KiB
+        // send buffer, without waiting for timers.
+        let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+        let mut appliance =
+            Appliance::new(guest, static_config(false), memory(1), server(), at(0)).unwrap();
+        let mut client = Client::new(host);
+        let handle = client.connect(40001);
+        let mut clock = 0;
+        assert!(run_until(
+            &mut appliance,
+            &mut client,
+            &mut clock,
+            1000,
+            |c| c.socket(handle).may_send()
+        ));
+        client
+            .socket(handle)
+            .send_slice(b"GET /big.bin HTTP/1.1\r\nHost: b\r\n\r\n")
+            .unwrap();
+        let body = big_body();
+        let mut response = Vec::new();
+        let took = run_event_driven(&mut appliance, &mut client, &mut clock, 5_000, |c| {
+            read_all(c, handle, &mut response);
+            response.ends_with(&body)
+        });
+        let took = took.unwrap_or_else(|| {
+            panic!(
+                "the whole body within 5 s simulated ({} of {} bytes)",
+                response.len(),
+                body.len()
+            )
+        });
+        // Over a lossless, instant wire the only waits are the 1 ms steps of the simulation
+        // (the client acknowledges every other segment at once); a stall is a wait for a
+        // timer: the client's delayed ACK or the appliance's transmit re-check.
+        assert!(
+            took < 10,
+            "20 KB through a 4 KiB send buffer took {took} ms of simulated time"
+        );
     }
 
     #[test]

@@ -103,6 +103,13 @@ pub fn wired_pair(a: [u8; 6], b: [u8; 6]) -> (WiredDevice, WiredDevice) {
     )
 }
 
+impl WiredDevice {
+    /// Whether frames sent by the other end wait to be received.
+    pub fn has_frames_waiting(&self) -> bool {
+        !self.inbox.borrow().is_empty()
+    }
+}
+
 impl EthernetDevice for WiredDevice {
     fn mac_address(&self) -> MacAddress {
         self.mac
