@@ -36,7 +36,8 @@ static LOOPS: AtomicU64 = AtomicU64::new(0);
 static SLEEPS: AtomicU64 = AtomicU64::new(0);
 /// Passes that skipped sleeping because a deadline was already due.
 static DUE_NOW: AtomicU64 = AtomicU64::new(0);
-/// Passes that only looked for a frame on a quiet receive path and went back to sleep.
+/// Passes that only looked for a frame on a quiet receive path, or at a parked one's
+/// progress (QEMU), and went back to sleep.
 static QUIET_WAKES: AtomicU64 = AtomicU64::new(0);
 
 /// When each boot phase finished, in microseconds since reset (0: did not happen).
@@ -150,7 +151,7 @@ fn kernel_main() -> ! {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
         if let Some(deadline) = quiet_wake(&mut net, &last_full_pass) {
-            // Woken only to look for a frame on a quiet receive path, and none came.
+            // Woken only to look at the receive path (QEMU), and nothing came.
             QUIET_WAKES.fetch_add(1, Ordering::Relaxed);
             sleep_until(Some(deadline), last_full_pass.usb_interrupts);
             continue;
