@@ -296,7 +296,7 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
         let phy = appliance.phy_counters();
         log::info!(
             "status: http requests {}, bytes {}, open connections {}, accepted {}, timeouts {}, \
-             errors {}; frames rx {} tx {}, rx errors {}, tx dropped {}",
+             errors {}; frames rx {} tx {}, rx errors {}, tx dropped {}, syn deferred {}",
             http.requests,
             http.bytes_sent,
             http.open_connections,
@@ -306,7 +306,8 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
             phy.rx_frames,
             phy.tx_frames,
             phy.rx_errors,
-            phy.tx_dropped
+            phy.tx_dropped,
+            phy.syn_deferred
         );
         let nic = appliance.device_mut();
         let usb = nic.counters();
