@@ -1,7 +1,7 @@
 //! PNG charts of a [`Report`]: throughput and latency (and, for hosted runs, server CPU per
 //! request) against concurrency, one panel per target, every system on each panel. Text is drawn with an embedded DejaVu Sans.
 
-use super::report::{Report, TARGETS};
+use super::report::{LoadReport, Report, TARGETS};
 use anyhow::{Context, anyhow};
 use plotters::coord::ranged1d::ValueFormatter;
 use plotters::prelude::*;
@@ -37,29 +37,9 @@ struct Line {
 /// Writes `throughput.png` and `latency.png` into `dir`, and for hosted runs `cpu.png`.
 pub fn write_plots(report: &Report, dir: &Path) -> anyhow::Result<()> {
     register_font()?;
-    let throughput: Vec<Vec<Line>> = TARGETS
-        .iter()
-        .map(|(target, _)| {
-            report
-                .systems
-                .iter()
-                .zip(COLORS.iter().cycle())
-                .map(|(system, &color)| Line {
-                    label: system.name.clone(),
-                    color,
-                    thin: false,
-                    points: report
-                        .levels
-                        .iter()
-                        .filter_map(|&level| {
-                            let figures = system.load(target, level)?.figures.as_ref()?;
-                            Some((level as f64, figures.requests_per_second))
-                        })
-                        .collect(),
-                })
-                .collect()
-        })
-        .collect();
+    let throughput = lines_per_target(report, |load| {
+        Some(load.figures.as_ref()?.requests_per_second)
+    });
     draw(
         &dir.join("throughput.png"),
         &format!(
@@ -111,7 +91,28 @@ pub fn write_plots(report: &Report, dir: &Path) -> anyhow::Result<()> {
 
 /// Hosted runs: `cpu.png`, each server's CPU time per good response against concurrency.
 fn write_cpu_plot(report: &Report, dir: &Path) -> anyhow::Result<()> {
-    let cpu: Vec<Vec<Line>> = TARGETS
+    let cpu = lines_per_target(report, |load| {
+        Some(
+            load.server_cpu
+                .as_ref()?
+                .microseconds_per_request?
+                .max(0.01),
+        )
+    });
+    draw(
+        &dir.join("cpu.png"),
+        &format!(
+            "Server CPU per request (all its processes), {} {} {}",
+            report.machine, report.date, report.commit
+        ),
+        "CPU microseconds / request",
+        &cpu,
+    )
+}
+
+/// One panel per target, one line per system: `value` of each level's load report.
+fn lines_per_target(report: &Report, value: impl Fn(&LoadReport) -> Option<f64>) -> Vec<Vec<Line>> {
+    TARGETS
         .iter()
         .map(|(target, _)| {
             report
@@ -126,23 +127,13 @@ fn write_cpu_plot(report: &Report, dir: &Path) -> anyhow::Result<()> {
                         .levels
                         .iter()
                         .filter_map(|&level| {
-                            let cpu = system.load(target, level)?.server_cpu.as_ref()?;
-                            Some((level as f64, cpu.microseconds_per_request?.max(0.01)))
+                            Some((level as f64, value(system.load(target, level)?)?))
                         })
                         .collect(),
                 })
                 .collect()
         })
-        .collect();
-    draw(
-        &dir.join("cpu.png"),
-        &format!(
-            "Server CPU per request (all its processes), {} {} {}",
-            report.machine, report.date, report.commit
-        ),
-        "CPU microseconds / request",
-        &cpu,
-    )
+        .collect()
 }
 
 /// A y range covering every point with some room, on a log scale.
