@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 /// The TAP device inside the namespace.
 const TAP: &str = "bbench0";
@@ -49,15 +49,11 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 /// Runs the hosted benchmark.
 pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     let root = crate::workspace_root();
-    let date = super::utc_date(SystemTime::now());
-    let commit = super::git_commit(&root);
-    let run_dir = root.join("target/bench/runs").join(format!(
-        "{date}-{}-{commit}-hosted",
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    ));
-    std::fs::create_dir_all(&run_dir)?;
+    let super::RunDir {
+        date,
+        commit,
+        path: run_dir,
+    } = super::new_run_dir(&root, "-hosted")?;
     let names = args.system_names();
     check_prerequisites(&names)?;
     let load_generator = super::wrk_version()?;

@@ -123,15 +123,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     let systems = args.system_names();
     let root = crate::workspace_root();
     let work = root.join("target/bench");
-    let date = utc_date(SystemTime::now());
-    let commit = git_commit(&root);
-    let run_dir = work.join("runs").join(format!(
-        "{date}-{}-{commit}",
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    ));
-    std::fs::create_dir_all(&run_dir)?;
+    let RunDir {
+        date,
+        commit,
+        path: run_dir,
+    } = new_run_dir(&root, "")?;
     raise_open_file_limit();
     let site = systems::prepare_site(&root, &work.join("site"))?;
     let load_generator = wrk_version()?;
@@ -705,6 +701,27 @@ fn git_commit(root: &Path) -> String {
     } else {
         commit
     }
+}
+
+/// A benchmark run's date, commit and raw-output folder.
+pub(super) struct RunDir {
+    pub date: String,
+    pub commit: String,
+    pub path: PathBuf,
+}
+
+/// Creates `target/bench/runs/<date>-<seconds>-<commit><suffix>/` for a run's raw output.
+pub(super) fn new_run_dir(root: &Path, suffix: &str) -> anyhow::Result<RunDir> {
+    let date = utc_date(SystemTime::now());
+    let commit = git_commit(root);
+    let seconds = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let path = root
+        .join("target/bench/runs")
+        .join(format!("{date}-{seconds}-{commit}{suffix}"));
+    std::fs::create_dir_all(&path)?;
+    Ok(RunDir { date, commit, path })
 }
 
 /// The UTC calendar date of `time` as YYYY-MM-DD.
