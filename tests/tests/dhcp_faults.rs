@@ -16,7 +16,7 @@ use netns::mdns::{self, QueryMode};
 use netns::{HOST_ADDRESS, Netns, NetnsGuest, PREFIX_LEN, TAP, build_card, process_is_running};
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Stdio};
+use std::process::{Child, ChildStdin};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
@@ -213,33 +213,13 @@ fn check_http(netns: &Netns, address: Ipv4Addr, files: &[(String, Vec<u8>)], con
 /// by running this test binary there as [`mdns_query_in_namespace`]. Returns the addresses
 /// answered and the subprocess's output.
 fn resolve_in(netns: &Netns, name: &str, source: Ipv4Addr) -> (Vec<Ipv4Addr>, String) {
-    let binary = std::env::current_exe().expect("path of this test binary");
-    let output = netns
-        .command(binary)
-        .args([
-            "--exact",
-            "mdns_query_in_namespace",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(QUERY_NAME_VAR, name)
-        .env(QUERY_SOURCE_VAR, source.to_string())
-        .stdin(Stdio::null())
-        .output()
-        .expect("running the mDNS resolver subprocess");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let log = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    assert!(
-        output.status.success(),
-        "resolver subprocess failed:\n{log}"
-    );
-    let addresses = stdout
-        .lines()
-        .filter_map(|line| line.split_once("mdns-answer: ").map(|(_, rest)| rest))
-        .filter_map(|address| address.trim().parse().ok())
-        .collect();
-    (addresses, log)
+    mdns::resolve_in_subprocess(
+        netns,
+        &[
+            (QUERY_NAME_VAR, name.to_string()),
+            (QUERY_SOURCE_VAR, source.to_string()),
+        ],
+    )
 }
 
 /// The resolver subprocess run by [`resolve_in`] inside the namespace; prints one

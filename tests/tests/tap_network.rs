@@ -46,34 +46,13 @@ fn boot(netns: &Netns, dir: &Path, settings: &str, topology: Topology) -> brambl
 /// resolver subprocess ([`mdns_query_in_namespace`]). Returns the addresses answered and the
 /// subprocess's output (for failure messages).
 fn resolve_in(netns: &Netns, name: &str, mode: QueryMode) -> (Vec<Ipv4Addr>, String) {
-    let binary = std::env::current_exe().expect("path of this test binary");
-    let output = netns
-        .command(binary)
-        .args([
-            "--exact",
-            "mdns_query_in_namespace",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(QUERY_NAME_VAR, name)
-        .env(QUERY_MODE_VAR, mode.name())
-        .output()
-        .expect("running the mDNS resolver subprocess");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "resolver subprocess failed:\n{stdout}{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let addresses = stdout
-        .lines()
-        // The harness prints "test NAME ... " without a newline before the helper's output.
-        .filter_map(|line| line.split_once("mdns-answer: ").map(|(_, rest)| rest))
-        .filter_map(|address| address.trim().parse().ok())
-        .collect();
-    let log = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
-    (addresses, log)
+    mdns::resolve_in_subprocess(
+        netns,
+        &[
+            (QUERY_NAME_VAR, name.to_string()),
+            (QUERY_MODE_VAR, mode.name().to_string()),
+        ],
+    )
 }
 
 /// The resolver subprocess: run by [`resolve_in`] inside a namespace with the name and mode in

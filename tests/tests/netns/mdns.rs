@@ -177,6 +177,43 @@ pub fn resolve(
     Ok(Vec::new())
 }
 
+/// Runs this test binary inside `netns` as its ignored `mdns_query_in_namespace` helper test,
+/// with `env` telling it what to ask, and collects the `mdns-answer: A.B.C.D` lines it prints.
+/// Returns the addresses and the subprocess's output (for failure messages); panics if the
+/// subprocess fails.
+pub fn resolve_in_subprocess(
+    netns: &super::Netns,
+    env: &[(&str, String)],
+) -> (Vec<Ipv4Addr>, String) {
+    let binary = std::env::current_exe().expect("path of this test binary");
+    let output = netns
+        .command(binary)
+        .args([
+            "--exact",
+            "mdns_query_in_namespace",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(env.iter().map(|(key, value)| (key, value)))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running the mDNS resolver subprocess");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let log = format!("{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "resolver subprocess failed:\n{log}"
+    );
+    let addresses = stdout
+        .lines()
+        // The harness prints "test NAME ... " without a newline before the helper's output.
+        .filter_map(|line| line.split_once("mdns-answer: ").map(|(_, rest)| rest))
+        .filter_map(|address| address.trim().parse().ok())
+        .collect();
+    (addresses, log)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
