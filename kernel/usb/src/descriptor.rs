@@ -180,7 +180,8 @@ impl<'a> ConfigurationDescriptor<'a> {
     /// Length of the configuration descriptor's own header.
     pub const HEADER_LEN: usize = 9;
 
-    /// `wTotalLength` from the 9-byte header (what enumeration reads first).
+    /// `wTotalLength` from the 9-byte header (what enumeration reads first), checked to be
+    /// at least the header's own `bLength`, which in turn is at least 9.
     pub fn total_length_from_header(bytes: &[u8]) -> Result<u16, DescriptorError> {
         if bytes.len() < Self::HEADER_LEN {
             return Err(DescriptorError::Truncated);
@@ -189,7 +190,12 @@ impl<'a> ConfigurationDescriptor<'a> {
             return Err(DescriptorError::WrongType);
         }
         let total = le16(bytes, 2);
-        if (total as usize) < Self::HEADER_LEN || (bytes[0] as usize) < Self::HEADER_LEN {
+        let header_len = bytes[0] as usize;
+        // The header is part of the run wTotalLength counts, so it cannot be longer than it.
+        if (total as usize) < Self::HEADER_LEN
+            || header_len < Self::HEADER_LEN
+            || header_len > total as usize
+        {
             return Err(DescriptorError::BadLength);
         }
         Ok(total)
@@ -766,6 +772,32 @@ mod tests {
             DeviceDescriptor::parse(&USB_NET_DEVICE[..17]),
             Err(DescriptorError::Truncated)
         );
+    }
+
+    #[test]
+    fn configuration_header_longer_than_total_length_is_rejected() {
+        // bLength 0x40 in a 9-byte configuration (wTotalLength 9): the header would run past
+        // the truncated run. Found in review (M2): the slice after truncation panicked.
+        let mut config = [0u8; 0x40];
+        config[..9].copy_from_slice(&[0x40, 0x02, 0x09, 0x00, 0x01, 0x01, 0x00, 0xc0, 0x32]);
+        assert_eq!(
+            ConfigurationDescriptor::new_checked(&config),
+            Err(DescriptorError::BadLength)
+        );
+        // The same with the header's bLength just one past wTotalLength.
+        let mut one_past = USB_NET_CONFIG_ECM;
+        one_past[0] = 0x51;
+        let mut padded = [0u8; 0x51];
+        padded[..80].copy_from_slice(&one_past);
+        assert_eq!(
+            ConfigurationDescriptor::new_checked(&padded),
+            Err(DescriptorError::BadLength)
+        );
+        // bLength equal to wTotalLength is a configuration with nothing in it: accepted.
+        let mut bare = [0u8; 9];
+        bare.copy_from_slice(&[0x09, 0x02, 0x09, 0x00, 0x00, 0x01, 0x00, 0xc0, 0x32]);
+        let c = ConfigurationDescriptor::new_checked(&bare).unwrap();
+        assert_eq!(c.interfaces().count(), 0);
     }
 
     #[test]
