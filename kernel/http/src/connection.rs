@@ -23,6 +23,8 @@ pub const RESPONSE_HEAD_LEN: usize = 2048;
 pub const MAX_HEADERS: usize = 48;
 /// Longest built-in page body (error pages, the 503 diagnostic page).
 const PAGE_LEN: usize = 1024;
+/// Longest request line accepted: the longest target plus room for the method and version.
+const LONGEST_REQUEST_LINE: usize = MAX_TARGET_LEN + 32;
 /// How much of a request target the access log keeps.
 const LOG_TARGET_LEN: usize = 160;
 
@@ -334,9 +336,16 @@ impl Connection {
                             self.request_started = Some(now);
                         }
                     }
+                    let before = self.request.len();
                     // Cannot fail: n fits the free space.
                     let _ = self.request.extend_from_slice(&rest[..n]);
-                    self.parse_pending |= rest[..n].contains(&b'\n');
+                    // Worth parsing again only if a line ended, or the buffer just grew
+                    // past the longest valid request line (a line that never ends is 414),
+                    // or it is full: the work per received byte stays bounded.
+                    self.parse_pending |= rest[..n].contains(&b'\n')
+                        || (before <= LONGEST_REQUEST_LINE
+                            && self.request.len() > LONGEST_REQUEST_LINE)
+                        || self.request.len() >= REQUEST_BUFFER_LEN;
                     consumed += n;
                     progress = true;
                 }
@@ -517,9 +526,7 @@ impl Connection {
             self.request_started = None;
             return false;
         }
-        let full = self.request.len() >= REQUEST_BUFFER_LEN;
-        let long_line = self.request.len() > MAX_TARGET_LEN + 32;
-        if !self.parse_pending && !full && !long_line {
+        if !self.parse_pending {
             return false;
         }
         self.parse_pending = false;
@@ -527,6 +534,7 @@ impl Connection {
         let date = server.unix_time(now);
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut parsed = httparse::Request::new(&mut headers);
+        server.counters.header_parses += 1;
         let result = parsed.parse(&self.request);
         self.head.clear();
         let error = |status: u16,
@@ -553,7 +561,7 @@ impl Connection {
             }
             Ok(httparse::Status::Partial) => {
                 let has_line = self.request.contains(&b'\n');
-                if !has_line && self.request.len() > MAX_TARGET_LEN + 32 {
+                if !has_line && self.request.len() > LONGEST_REQUEST_LINE {
                     error(
                         414,
                         &mut self.log_method,

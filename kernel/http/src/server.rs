@@ -104,6 +104,11 @@ pub struct Counters {
     pub timeouts: u64,
     /// Responses per status code, indexed like [`STATUSES`].
     pub by_status: [u64; STATUSES.len()],
+    /// Times a buffered header section was run through the parser, complete or not: the
+    /// parsing work clients caused. A connection re-parses only when a line ends (or its
+    /// buffer fills, or a line grows past any valid request line), so one byte per segment
+    /// costs no more parses than the same header sent at once.
+    pub header_parses: u64,
 }
 
 impl Counters {

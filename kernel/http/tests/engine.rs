@@ -527,6 +527,58 @@ fn requests_split_byte_by_byte_still_parse() {
     assert_eq!(r[0].body, b"body { color: green }\n");
 }
 
+/// Sends `request` one byte per `receive` call, as a client sending one byte per TCP segment
+/// would, and returns what the connection answered.
+fn send_byte_by_byte(client: &mut Client, server: &mut Server, request: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for byte in request {
+        client
+            .connection
+            .receive(server, std::slice::from_ref(byte), client.now);
+        let mut buffer = [0u8; 4096];
+        let n = client.connection.transmit(server, &mut buffer, client.now);
+        out.extend_from_slice(&buffer[..n]);
+    }
+    out
+}
+
+#[test]
+fn a_long_header_sent_byte_by_byte_is_parsed_once_per_line() {
+    // Review L1: past MAX_TARGET_LEN + 32 buffered bytes the engine re-parsed the whole
+    // buffer twice for every byte that arrived, so a 6 KiB header sent one byte per segment
+    // cost about 12,000 parses of up to 6 KiB each. Parses are counted, not timed.
+    let image = site_image(true);
+    let mut server = server(&image);
+    let mut client = Client::open(&mut server);
+    let long_value = "v".repeat(6000);
+    let request = get(
+        "/style.css",
+        &format!("X-Long: {long_value}\r\nAccept: */*\r\n"),
+    );
+    let lines = request.matches('\n').count() as u64;
+    let out = send_byte_by_byte(&mut client, &mut server, request.as_bytes());
+    let r = parse_responses(&out, &[false]);
+    assert_eq!(r[0].status, 200);
+    let parses = server.counters().header_parses;
+    // One parse for the first byte, one per line end, one when the line grew past any
+    // valid request line.
+    assert!(
+        parses <= lines + 2,
+        "{parses} parses for {} bytes in {lines} lines",
+        request.len()
+    );
+
+    // A request line that never ends is still refused as soon as it is too long, and that
+    // too takes a bounded number of parses.
+    let before = server.counters().header_parses;
+    let mut client = Client::open(&mut server);
+    let endless = format!("GET /{}", "a".repeat(bramble_http::MAX_TARGET_LEN + 100));
+    let out = send_byte_by_byte(&mut client, &mut server, endless.as_bytes());
+    assert_eq!(parse_responses(&out, &[false])[0].status, 414);
+    let parses = server.counters().header_parses - before;
+    assert!(parses <= 2, "{parses} parses for an endless request line");
+}
+
 #[test]
 fn pipelined_input_is_held_back_while_a_response_is_sent() {
     let image = site_image(true);
