@@ -153,11 +153,28 @@ impl Default for Connection {
     }
 }
 
-/// Appends as much of `text` as fits to `out`, on a char boundary.
-fn push_truncated<const N: usize>(out: &mut heapless::String<N>, text: &str) {
+/// Replaces `out` with as much of `text` as fits, for the access log: control characters
+/// (C0, DEL and C1, such as the CSI U+009B a terminal would act on) become `\xNN` per UTF-8
+/// byte and a backslash becomes `\\`, so the log line reaches the console as visible text
+/// and every escape in it is unambiguous. Truncation never splits a char or an escape.
+fn push_log_text<const N: usize>(out: &mut heapless::String<N>, text: &str) {
     out.clear();
     for c in text.chars() {
-        if out.push(c).is_err() {
+        let fits = if c == '\\' {
+            out.push_str("\\\\").is_ok()
+        } else if c.is_control() {
+            let mut utf8 = [0u8; 4];
+            let bytes = c.encode_utf8(&mut utf8).as_bytes();
+            let mut escaped: heapless::String<16> = heapless::String::new();
+            for byte in bytes {
+                // Cannot fail: at most 4 escapes of 4 characters each.
+                let _ = core::fmt::write(&mut escaped, format_args!("\\x{byte:02x}"));
+            }
+            out.push_str(&escaped).is_ok()
+        } else {
+            out.push(c).is_ok()
+        };
+        if !fits {
             break;
         }
     }
@@ -541,8 +558,8 @@ impl Connection {
                      log_method: &mut heapless::String<16>,
                      log_target: &mut heapless::String<LOG_TARGET_LEN>,
                      head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>| {
-            push_truncated(log_method, "-");
-            push_truncated(log_target, "-");
+            push_log_text(log_method, "-");
+            push_log_text(log_target, "-");
             let mut response = Response::new(head, false, date, true, BodySkip::None, 1);
             (response.page(status, "", false, None), 0)
         };
@@ -554,8 +571,8 @@ impl Connection {
                     version: parsed.version.unwrap_or(1),
                     headers: parsed.headers,
                 };
-                push_truncated(&mut self.log_method, view.method);
-                push_truncated(&mut self.log_target, view.target);
+                push_log_text(&mut self.log_method, view.method);
+                push_log_text(&mut self.log_target, view.target);
                 let outcome = respond(&view, server, date, self.requests_served, &mut self.head);
                 (outcome, header_len)
             }

@@ -81,3 +81,40 @@ fn one_line_per_request_or_none_when_disabled() {
     assert!(lines_with("logged-2").is_empty());
     assert_eq!(quiet.counters().requests, 1);
 }
+
+#[test]
+fn control_characters_in_targets_are_escaped_in_the_log() {
+    // Review L4: the access log goes to the serial console, so a request target carrying a
+    // terminal control sequence (the C1 CSI as UTF-8, C2 9B, then "2J" clears the screen)
+    // must reach it as visible text, not as the sequence.
+    let _ = log::set_logger(&CAPTURE);
+    log::set_max_level(log::LevelFilter::Info);
+    let image = site_image(true);
+    let mut server = support::server(&image);
+    let targets: [&[u8]; 3] = [
+        b"/csi?logged-3=\xc2\x9b2J",
+        b"/bell?logged-4=\xc2\x87\xc2\x85next",
+        b"/back?logged-5=a\\x1b",
+    ];
+    for target in targets {
+        let mut client = Client::open(&mut server);
+        let mut request = b"GET ".to_vec();
+        request.extend_from_slice(target);
+        request.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
+        client.send(&mut server, &request);
+    }
+    let expected = [
+        ("logged-3", "/csi?logged-3=\\xc2\\x9b2J"),
+        ("logged-4", "/bell?logged-4=\\xc2\\x87\\xc2\\x85next"),
+        // A backslash in the target is doubled, so an escape in the log is never ambiguous.
+        ("logged-5", "/back?logged-5=a\\\\x1b"),
+    ];
+    for (marker, target) in expected {
+        let lines = lines_with(marker);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let line = &lines[0].1;
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        let fields: Vec<&str> = line.split(' ').collect();
+        assert_eq!(fields[1], target, "{line:?}");
+    }
+}
