@@ -4,6 +4,8 @@
 //! runs on the host in tests; everything below them is a driver. Each trait is small on
 //! purpose, and every error a driver can report is a documented enum variant. [`led`] holds
 //! the status LED's patterns, portable so that they are tested here; boards only switch a pin.
+//! [`usb`] is the USB host controller seam: the chip crate implements it, the USB protocol
+//! crate (`bramble-usb`) drives devices through it.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -11,8 +13,10 @@ pub mod block;
 pub mod clock;
 pub mod ethernet;
 pub mod led;
+pub mod usb;
 
 pub use block::{BlockDevice, BlockError};
 pub use clock::{Clock, Instant};
 pub use ethernet::{DeviceError, EthernetDevice, LinkState, MacAddress};
 pub use led::{LedPattern, LedState};
+pub use usb::{UsbError, UsbHost};

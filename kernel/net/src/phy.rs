@@ -11,7 +11,7 @@
 
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, LinkState};
-use smoltcp::phy::{self, ChecksumCapabilities, DeviceCapabilities, Medium};
+use smoltcp::phy::{self, DeviceCapabilities, Medium};
 use smoltcp::time::Instant as SmolInstant;
 
 /// Traffic and error counts kept by [`EthernetPhy`].
@@ -41,7 +41,6 @@ pub struct EthernetPhy<D: EthernetDevice> {
     counters: PhyCounters,
     /// The first error that means the device is gone, kept until [`EthernetPhy::take_fault`].
     fault: Option<DeviceError>,
-    checksum: ChecksumCapabilities,
     /// See [`EthernetPhy::limit_connection_requests`].
     syn_limit: Option<(u16, usize)>,
 }
@@ -58,15 +57,8 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             scratch: [0; MAX_FRAME_LEN],
             counters: PhyCounters::default(),
             fault: None,
-            checksum: ChecksumCapabilities::default(),
             syn_limit: None,
         }
-    }
-
-    /// Replaces the checksum capabilities reported to smoltcp (for a driver whose hardware
-    /// verifies or fills in checksums itself).
-    pub fn set_checksum_capabilities(&mut self, checksum: ChecksumCapabilities) {
-        self.checksum = checksum;
     }
 
     /// The wrapped device.
@@ -85,11 +77,6 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         self.held_frame = None;
         self.fault = None;
         core::mem::replace(&mut self.device, device)
-    }
-
-    /// Unwraps the device.
-    pub fn into_inner(self) -> D {
-        self.device
     }
 
     /// The device's current link state.
@@ -308,7 +295,7 @@ impl<D: EthernetDevice> phy::Device for EthernetPhy<D> {
         caps.medium = Medium::Ethernet;
         caps.max_transmission_unit = MAX_FRAME_LEN;
         caps.max_burst_size = None;
-        caps.checksum = self.checksum.clone();
+        // caps.checksum stays at its default: smoltcp computes and verifies every checksum.
         caps
     }
 }

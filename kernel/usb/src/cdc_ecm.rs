@@ -8,10 +8,10 @@ use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, EndpointKind, class};
 use crate::device::{UsbDevice, default_language, read_string, set_configuration, set_interface};
-use crate::host::{SetupPacket, UsbError, UsbHost};
 use crate::nic::{
     BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
 };
+use bramble_hal::usb::{SetupPacket, UsbError, UsbHost};
 
 /// Class request SET_ETHERNET_PACKET_FILTER (CDC ECM 1.2 §6.2.4).
 pub const SET_ETHERNET_PACKET_FILTER: u8 = 0x43;

@@ -54,9 +54,9 @@ pub enum DescriptorError {
     BadLength,
 }
 
-impl From<DescriptorError> for crate::UsbError {
+impl From<DescriptorError> for bramble_hal::usb::UsbError {
     fn from(_: DescriptorError) -> Self {
-        crate::UsbError::Protocol
+        bramble_hal::usb::UsbError::Protocol
     }
 }
 

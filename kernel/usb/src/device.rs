@@ -3,7 +3,9 @@
 //! (USB 2.0 §9.1.2 and §9.4; timings from Circle `usbdevice.cpp` and USPi).
 
 use crate::descriptor::{ConfigurationDescriptor, DeviceDescriptor, StringDescriptor, kind};
-use crate::host::{DeviceTarget, SetupPacket, Speed, TransactionTranslator, UsbError, UsbHost};
+use bramble_hal::usb::{
+    DeviceTarget, SetupPacket, Speed, TransactionTranslator, UsbError, UsbHost,
+};
 
 /// Standard request codes (USB 2.0 table 9-4).
 pub mod request {

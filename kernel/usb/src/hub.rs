@@ -3,7 +3,9 @@
 
 use crate::descriptor::{HubDescriptor, kind};
 use crate::device::{UsbDevice, request};
-use crate::host::{DeviceTarget, SetupPacket, Speed, TransactionTranslator, UsbError, UsbHost};
+use bramble_hal::usb::{
+    DeviceTarget, SetupPacket, Speed, TransactionTranslator, UsbError, UsbHost,
+};
 
 /// Port features for SET_FEATURE / CLEAR_FEATURE (USB 2.0 table 11-17).
 pub mod feature {

@@ -1,6 +1,7 @@
 //! Bramble's USB host stack: enumeration, the hub class driver and the USB Ethernet drivers
-//! (SMSC95xx, CDC-ECM, RNDIS), all portable and written against the [`UsbHost`] trait that a
-//! host controller driver (DWC2 on the Pi) implements.
+//! (SMSC95xx, CDC-ECM, RNDIS), all portable and written against the [`UsbHost`](bramble_hal::usb::UsbHost) trait that a
+//! host controller driver (DWC2 on the Pi) implements. The trait and its types live in
+//! [`bramble_hal::usb`], beside the other hardware seams.
 //!
 //! ```text
 //! board ──► probe(host, options) ──► root port reset, enumerate, hub (one level), choose
@@ -29,7 +30,6 @@ extern crate std;
 pub mod cdc_ecm;
 pub mod descriptor;
 pub mod device;
-pub mod host;
 pub mod hub;
 pub mod nic;
 pub mod probe;
@@ -42,9 +42,5 @@ mod fixtures;
 #[cfg(test)]
 mod model;
 
-pub use host::{
-    DeviceTarget, PipeConfig, PipeId, SetupPacket, Speed, TransactionTranslator, TransferStatus,
-    TransferType, UsbError, UsbHost,
-};
 pub use probe::{CdcPreference, NicKind, ProbeOptions, UsbNic, probe};
 pub use recovery::{RecoveryCounters, ReprobingNic};

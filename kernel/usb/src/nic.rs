@@ -5,7 +5,7 @@ use bramble_hal::{DeviceError, Instant};
 
 use crate::descriptor::Endpoint;
 use crate::device::{UsbDevice, clear_endpoint_halt, request};
-use crate::host::{
+use bramble_hal::usb::{
     PipeConfig, PipeId, SetupPacket, TransferStatus, TransferType, UsbError, UsbHost,
 };
 

@@ -7,11 +7,11 @@ use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
 use crate::cdc_ecm::{CdcEcm, EcmBinding};
 use crate::descriptor::{DeviceDescriptor, class};
 use crate::device::{UsbDevice, enumerate, read_configuration, set_configuration};
-use crate::host::{UsbError, UsbHost};
 use crate::hub::Hub;
 use crate::nic::NicStats;
 use crate::rndis::{Rndis, RndisBinding};
 use crate::smsc95xx::{self, Smsc95xx, SmscBinding, SmscOptions};
+use bramble_hal::usb::{UsbError, UsbHost};
 
 /// Which class protocol to use when a device offers both (QEMU usb-net does).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -16,8 +16,8 @@
 
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
-use crate::host::{UsbError, UsbHost};
 use crate::probe::{NicKind, ProbeOptions, UsbNic, probe};
+use bramble_hal::usb::{UsbError, UsbHost};
 
 /// Wait before the first probe after a loss (or after a failed probe at start).
 pub const FIRST_RETRY_MICROS: u64 = 1_000_000;

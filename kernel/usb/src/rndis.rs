@@ -9,10 +9,10 @@ use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, EndpointKind, class};
 use crate::device::{UsbDevice, set_configuration};
-use crate::host::{SetupPacket, UsbError, UsbHost};
 use crate::nic::{
     BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
 };
+use bramble_hal::usb::{SetupPacket, UsbError, UsbHost};
 
 /// RNDIS message types.
 pub mod msg {

@@ -9,10 +9,10 @@ use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::descriptor::{ConfigurationDescriptor, Endpoint, EndpointKind};
 use crate::device::{UsbDevice, set_configuration};
-use crate::host::{SetupPacket, Speed, UsbError, UsbHost};
 use crate::nic::{
     BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
 };
+use bramble_hal::usb::{SetupPacket, Speed, UsbError, UsbHost};
 
 /// Vendor request: write a 32-bit register (`bmRequestType` 0x40).
 pub const REQUEST_WRITE_REGISTER: u8 = 0xA0;

@@ -1,5 +1,5 @@
 //! Host-mode driver for the BCM2835's Synopsys DWC2 USB controller in buffer-DMA mode,
-//! implementing [`bramble_usb::UsbHost`].
+//! implementing [`bramble_hal::usb::UsbHost`].
 //!
 //! Bring-up follows the usb-ethernet reference §2.3 (USPi/Circle, hardware-proven): vendor
 //! check (hardware 0x4F54280A, QEMU 0x4F54294A), core reset with the 100 ms settle, UTMI+
@@ -33,11 +33,11 @@ pub mod registers;
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use bramble_hal::{Clock, Instant};
-use bramble_usb::host::{
+use bramble_hal::usb::{
     DeviceTarget, PipeConfig, PipeId, SetupPacket, Speed, TransferStatus, TransferType, UsbError,
     UsbHost,
 };
+use bramble_hal::{Clock, Instant};
 
 use crate::dma::{DmaAllocator, DmaError};
 use crate::mmio::{Register, RegisterBlock};
@@ -80,8 +80,6 @@ const CONNECT_TIMEOUT_MS: u32 = 500;
 
 /// HCINT bits the interrupt handler collected per channel; [`UsbHost::poll`] takes them.
 static CHANNEL_STATUS: [AtomicU32; CHANNELS] = [const { AtomicU32::new(0) }; CHANNELS];
-/// Root port change interrupts seen by the handler.
-static PORT_CHANGES: AtomicU32 = AtomicU32::new(0);
 /// Interrupts taken by the handler (a generation counter for the idle loop).
 static INTERRUPTS_TAKEN: AtomicU32 = AtomicU32::new(0);
 
@@ -283,7 +281,6 @@ pub fn handle_interrupt() {
         // Write the change bits back to clear them, never the enable bit (that disables);
         // power and a reset in progress are written back unchanged.
         registers.register(reg::HPRT0).write(port & !hprt::ENABLE);
-        PORT_CHANGES.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -540,11 +537,6 @@ impl Dwc2Host {
             ahbcfg::GLOBAL_INTERRUPT_ENABLE,
             ahbcfg::GLOBAL_INTERRUPT_ENABLE,
         );
-    }
-
-    /// Root port change interrupts seen so far (a change means re-probe).
-    pub fn port_changes(&self) -> u32 {
-        PORT_CHANGES.load(Ordering::Acquire)
     }
 
     /// Whether a device is attached and the port enabled.

@@ -5,8 +5,8 @@ use std::boxed::Box;
 use std::vec::Vec;
 
 use super::{DeviceModel, StandardState};
-use crate::host::{SetupPacket, Speed, UsbError};
 use crate::hub::{change, feature, status};
+use bramble_hal::usb::{SetupPacket, Speed, UsbError};
 
 /// One downstream port.
 pub struct PortModel {

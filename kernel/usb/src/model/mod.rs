@@ -12,7 +12,7 @@ use std::vec::Vec;
 
 use bramble_hal::Instant;
 
-use crate::host::{
+use bramble_hal::usb::{
     DeviceTarget, PipeConfig, PipeId, SetupPacket, Speed, TransferStatus, UsbError, UsbHost,
 };
 

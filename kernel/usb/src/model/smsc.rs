@@ -15,11 +15,11 @@ use std::string::{String, ToString};
 use std::vec::Vec;
 
 use super::{DeviceModel, StandardState};
-use crate::host::{SetupPacket, Speed, UsbError};
 use crate::smsc95xx::{
     PM_CTRL_PHY_RST, REQUEST_READ_REGISTER, REQUEST_WRITE_REGISTER, TX_CFG_ON, hw_cfg, mac_cr, mii,
     phy, reg, rx_sts, tx_cmd,
 };
+use bramble_hal::usb::{SetupPacket, Speed, UsbError};
 
 /// A frame waiting in the chip's RX FIFO.
 #[derive(Clone, Debug)]

@@ -10,9 +10,9 @@ use super::MockHost;
 use super::hub::HubModel;
 use super::smsc::{Partner, SmscModel};
 use super::usbnet::{MAC, UsbNetModel};
-use crate::host::{UsbError, UsbHost};
 use crate::probe::{CdcPreference, NicKind, ProbeOptions, UsbNic, probe};
 use crate::smsc95xx::{hw_cfg, mac_cr, phy, reg, rx_sts};
+use bramble_hal::usb::{UsbError, UsbHost};
 
 const BOARD_MAC: MacAddress = MacAddress([0xb8, 0x27, 0xeb, 0x12, 0x34, 0x56]);
 

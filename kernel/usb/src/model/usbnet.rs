@@ -13,8 +13,8 @@ use std::string::{String, ToString};
 use std::vec::Vec;
 
 use super::{DeviceModel, StandardState};
-use crate::host::{SetupPacket, Speed, UsbError};
 use crate::rndis::{msg, oid};
+use bramble_hal::usb::{SetupPacket, Speed, UsbError};
 
 /// QEMU's default NIC MAC.
 pub const MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];

@@ -1,5 +1,7 @@
 //! The `UsbHost` trait: what a host controller driver (DWC2 on the Pi, a model in tests) offers
-//! to enumeration, the hub driver and the class drivers.
+//! to enumeration, the hub driver and the class drivers (`bramble-usb`). It lives here, beside
+//! the other hardware seams, so that the chip crate and the protocol crate both depend on this
+//! crate and not on each other.
 //!
 //! Control transfers are synchronous (they are rare: enumeration, register access, RNDIS
 //! messages). Bulk and interrupt transfers go through *pipes*: a pipe is one endpoint of one
@@ -10,7 +12,7 @@
 //! completion is recorded by the host driver's interrupt handler, and [`UsbHost::poll`] only
 //! reads that record.
 
-use bramble_hal::Instant;
+use crate::Instant;
 
 /// Bus speed of a device or port.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -315,23 +317,6 @@ impl<T: UsbHost + ?Sized> UsbHost for &mut T {
     fn poll(&mut self, pipe: PipeId) -> Result<TransferStatus, UsbError> {
         (**self).poll(pipe)
     }
-}
-
-/// Waits (with `delay_ms(1)` steps) until the pipe's transfer completes, at most
-/// `timeout_ms` milliseconds; returns the bytes moved.
-pub fn wait_for_completion<H: UsbHost + ?Sized>(
-    host: &mut H,
-    pipe: PipeId,
-    timeout_ms: u32,
-) -> Result<usize, UsbError> {
-    for _ in 0..=timeout_ms {
-        match host.poll(pipe)? {
-            TransferStatus::Complete(n) => return Ok(n),
-            TransferStatus::Idle => return Err(UsbError::InvalidRequest),
-            TransferStatus::Pending => host.delay_ms(1),
-        }
-    }
-    Err(UsbError::Timeout)
 }
 
 #[cfg(test)]
