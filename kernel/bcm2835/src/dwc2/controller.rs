@@ -1,0 +1,231 @@
+//! Core and root port: the vendor check, the core reset and its settle time, host-mode
+//! configuration (PHY, DMA, FIFO sizes), the controller's interrupt output, and powering,
+//! resetting and watching the root port.
+
+use bramble_hal::usb::{Speed, UsbError, UsbHost};
+
+use super::registers::{self as reg, ahbcfg, gint, hprt, rstctl, usbcfg};
+use super::{
+    CHANNELS, CONTROL_BUFFER_LEN, CONTROL_CHANNEL, CORE_SETTLE_US, Dwc2Error, Dwc2Host, MAX_PIPES,
+    PIPE_ARENA_LEN,
+};
+use crate::dma::DmaAllocator;
+use crate::mmio::RegisterBlock;
+use crate::timer::SystemTimer;
+
+/// Time to wait for a device to connect to the root port.
+const CONNECT_TIMEOUT_MS: u32 = 500;
+
+/// A controller whose core was reset and is settling into host mode: the first half of
+/// bring-up, from [`Dwc2Host::start`]. Do other work meanwhile (the board reads the SD
+/// card), then [`Dwc2Starting::finish`].
+pub struct Dwc2Starting {
+    host: Dwc2Host,
+    /// When the core has settled (µs).
+    settled_at: u64,
+}
+
+impl Dwc2Starting {
+    /// Waits for whatever is left of the settle time, then configures the core (DMA, FIFOs)
+    /// and powers the root port.
+    pub fn finish(mut self) -> Result<Dwc2Host, Dwc2Error> {
+        let now = self.host.micros();
+        if now < self.settled_at {
+            self.host.timer.delay_micros(self.settled_at - now);
+        }
+        self.host.configure_core()?;
+        Ok(self.host)
+    }
+}
+
+impl Dwc2Host {
+    /// Brings the core up in host mode with DMA and powers the root port, waiting out the
+    /// settle time after the core reset: [`Dwc2Host::start`] and [`Dwc2Starting::finish`]
+    /// in one go.
+    pub fn new(timer: SystemTimer, dma: &mut DmaAllocator) -> Result<Self, Dwc2Error> {
+        Self::start(timer, dma)?.finish()
+    }
+
+    /// Checks the core and resets it; it then needs [`CORE_SETTLE_US`] to stay in host mode
+    /// (U-Boot: "This long sleep is very important"), which the caller can spend on other
+    /// work before [`Dwc2Starting::finish`]. The board must have powered the controller
+    /// through the mailbox first (SET_POWER_STATE, device 3, reference §2.2). Takes its DMA
+    /// buffers from `dma`.
+    pub fn start(timer: SystemTimer, dma: &mut DmaAllocator) -> Result<Dwc2Starting, Dwc2Error> {
+        // SAFETY: BASE is the DWC2 register block on every BCM2835 (and in QEMU).
+        let registers = unsafe { RegisterBlock::new(reg::BASE) };
+        let mut host = Self {
+            registers,
+            timer,
+            control: dma.allocate_bytes(CONTROL_BUFFER_LEN)?,
+            arena: dma.allocate_bytes(PIPE_ARENA_LEN)?,
+            arena_used: 0,
+            pipes: [const { None }; MAX_PIPES],
+            channels: CHANNELS,
+            end_bulk_in_on_idle_nak: false,
+            quiet_receive: None,
+            quiet_attempts: 0,
+        };
+        host.reset_core()?;
+        Ok(Dwc2Starting {
+            settled_at: host.micros() + CORE_SETTLE_US,
+            host,
+        })
+    }
+
+    /// Vendor check and core soft reset (§2.3 steps 1-5).
+    pub(super) fn reset_core(&mut self) -> Result<(), Dwc2Error> {
+        let id = self.r(reg::GSNPSID).read();
+        if id != reg::SNPSID_BCM2835 && id != reg::SNPSID_QEMU {
+            log::error!("dwc2: unknown core id {id:#010x}");
+            return Err(Dwc2Error::UnknownCore(id));
+        }
+        self.r(reg::GAHBCFG)
+            .modify(ahbcfg::GLOBAL_INTERRUPT_ENABLE, 0);
+        self.r(reg::GUSBCFG)
+            .modify(usbcfg::ULPI_EXT_VBUS_DRV | usbcfg::TERM_SEL_DL_PULSE, 0);
+
+        // Core soft reset (§2.3 step 5).
+        if !self.wait_for(
+            self.r(reg::GRSTCTL),
+            rstctl::AHB_IDLE,
+            rstctl::AHB_IDLE,
+            100_000,
+        ) {
+            return Err(Dwc2Error::ResetTimeout);
+        }
+        self.r(reg::GRSTCTL).write(rstctl::CORE_SOFT_RESET);
+        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::CORE_SOFT_RESET, 0, 10_000) {
+            return Err(Dwc2Error::ResetTimeout);
+        }
+        Ok(())
+    }
+
+    /// Host-mode configuration after the settle time: PHY, DMA, FIFO sizes, interrupts off,
+    /// root port powered.
+    pub(super) fn configure_core(&mut self) -> Result<(), Dwc2Error> {
+        let id = self.r(reg::GSNPSID).read();
+        self.r(reg::GUSBCFG).modify(
+            usbcfg::ULPI_UTMI_SEL | usbcfg::PHY_IF | usbcfg::ULPI_FSLS | usbcfg::ULPI_CLK_SUS_M,
+            0,
+        );
+        let hw2 = self.r(reg::GHWCFG2).read();
+        if (hw2 >> 3) & 3 != 2 {
+            return Err(Dwc2Error::NoInternalDma(hw2));
+        }
+        self.channels = ((((hw2 >> 14) & 0xF) + 1) as usize).min(CHANNELS);
+        self.r(reg::GAHBCFG).modify(
+            ahbcfg::AXI_BURST_MASK | ahbcfg::DMA_ENABLE | ahbcfg::WAIT_AXI_WRITES,
+            ahbcfg::DMA_ENABLE | ahbcfg::WAIT_AXI_WRITES,
+        );
+        self.r(reg::GUSBCFG)
+            .modify(usbcfg::HNP_CAP | usbcfg::SRP_CAP, 0);
+        self.r(reg::GINTSTS).write(0xFFFF_FFFF);
+        self.r(reg::PCGCCTL).write(0);
+        self.r(reg::HCFG).modify(3, 0);
+
+        // FIFO sizes in words (USPi/Circle values), mandatory even in DMA mode (§2.10).
+        self.r(reg::GRXFSIZ).write(1024);
+        self.r(reg::GNPTXFSIZ).write((1024 << 16) | 1024);
+        self.r(reg::HPTXFSIZ).write((1024 << 16) | 2048);
+        self.r(reg::GRSTCTL)
+            .write(rstctl::TX_FIFO_FLUSH | rstctl::TX_FIFO_ALL);
+        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::TX_FIFO_FLUSH, 0, 10_000) {
+            return Err(Dwc2Error::ResetTimeout);
+        }
+        self.r(reg::GRSTCTL).write(rstctl::RX_FIFO_FLUSH);
+        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::RX_FIFO_FLUSH, 0, 10_000) {
+            return Err(Dwc2Error::ResetTimeout);
+        }
+        self.timer.delay_micros(1);
+
+        self.r(reg::GINTMSK).write(0);
+        self.r(reg::HAINTMSK).write(0);
+        for channel in 0..self.channels {
+            self.ch(channel, reg::HCINTMSK).write(0);
+            self.ch(channel, reg::HCINT).write(0xFFFF_FFFF);
+        }
+        self.power_port();
+        log::info!(
+            "dwc2: core {}.{:03x} ({}), {} channels, buffer DMA",
+            (id >> 12) & 0xF,
+            id & 0xFFF,
+            if id == reg::SNPSID_QEMU {
+                "QEMU"
+            } else {
+                "BCM2835"
+            },
+            self.channels
+        );
+        Ok(())
+    }
+
+    /// Enables the controller's interrupt output for channel halts and root port changes.
+    /// Register [`handle_interrupt`](super::handle_interrupt) on [`IRQ`](super::IRQ) first.
+    pub fn enable_interrupts(&mut self) {
+        self.r(reg::GINTSTS).write(0xFFFF_FFFF);
+        self.r(reg::GINTMSK).write(gint::HOST_CHANNELS | gint::PORT);
+        self.r(reg::GAHBCFG).modify(
+            ahbcfg::GLOBAL_INTERRUPT_ENABLE,
+            ahbcfg::GLOBAL_INTERRUPT_ENABLE,
+        );
+    }
+
+    /// Whether a device is attached and the port enabled.
+    pub fn port_enabled(&self) -> bool {
+        let port = self.r(reg::HPRT0).read();
+        port & (hprt::CONNECT_STATUS | hprt::ENABLE) == hprt::CONNECT_STATUS | hprt::ENABLE
+    }
+
+    /// Writes HPRT0 with `set` added, never writing 1 to a write-1-to-clear bit.
+    pub(super) fn write_port(&self, set: u32, clear: u32) {
+        let port = self.r(reg::HPRT0).read() & !hprt::WRITE_CLEAR_MASK;
+        self.r(reg::HPRT0).write((port | set) & !clear);
+    }
+
+    pub(super) fn power_port(&self) {
+        if self.r(reg::HPRT0).read() & hprt::POWER == 0 {
+            self.write_port(hprt::POWER, 0);
+        }
+    }
+
+    /// Powers the root port, waits for a device, resets the port and returns the device's
+    /// speed: [`UsbHost::reset_root_port`]. Closes every open pipe first.
+    pub(super) fn reset_port(&mut self) -> Result<Speed, UsbError> {
+        self.close_all_pipes();
+        self.halt_channel(CONTROL_CHANNEL);
+        self.power_port();
+        let mut connected = false;
+        for _ in 0..CONNECT_TIMEOUT_MS {
+            if self.r(reg::HPRT0).read() & hprt::CONNECT_STATUS != 0 {
+                connected = true;
+                break;
+            }
+            self.delay_ms(1);
+        }
+        if !connected {
+            log::warn!("dwc2: nothing connected to the root port");
+            return Err(UsbError::NoDevice);
+        }
+        self.delay_ms(100);
+        self.write_port(hprt::RESET, 0);
+        self.delay_ms(50);
+        self.write_port(0, hprt::RESET);
+        self.delay_ms(20);
+        let port = self.r(reg::HPRT0).read();
+        // Acknowledge connect/enable changes (write them back; never write ENABLE).
+        self.r(reg::HPRT0)
+            .write(port & !hprt::ENABLE & !hprt::RESET);
+        if port & hprt::ENABLE == 0 {
+            log::warn!("dwc2: root port did not enable after reset (HPRT0 {port:#x})");
+            return Err(UsbError::NoDevice);
+        }
+        let speed = match (port >> hprt::SPEED_SHIFT) & 3 {
+            0 => Speed::High,
+            1 => Speed::Full,
+            _ => Speed::Low,
+        };
+        log::info!("dwc2: root port enabled, {speed:?} speed device");
+        Ok(speed)
+    }
+}

@@ -1,0 +1,560 @@
+//! Transfer scheduling on pipes: a transfer is split into segments that fit the channel,
+//! retried from where it stopped on transaction errors, re-issued after an interrupt
+//! endpoint's NAK, and (under QEMU) polled instead of parked while a bulk-IN is quiet.
+
+use bramble_hal::usb::{PipeConfig, PipeId, TransferStatus, TransferType, UsbError, UsbHost};
+
+use super::channel::{HALT_INTERRUPTS, Transaction};
+use super::registers::{self as reg, hcchar, hcint, hctsiz};
+use super::{Dwc2Host, MAX_PIPES, MAX_TRANSFER_TRIES, dsb};
+
+/// Deadline of a bulk-OUT transfer before it is abandoned.
+const OUT_TRANSFER_TIMEOUT_US: u64 = 1_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Active {
+    /// Bytes asked for (IN) or to send (OUT).
+    pub(super) requested: usize,
+    /// Bytes moved by earlier segments (after retries).
+    pub(super) done: usize,
+    /// Length and packet count of the segment now on the channel.
+    pub(super) segment_len: usize,
+    pub(super) segment_packets: u32,
+    /// HCINT bits collected so far.
+    pub(super) status: u32,
+    pub(super) tries: u8,
+    /// OUT: a zero-length packet still has to follow.
+    pub(super) zlp_pending: bool,
+    /// Interrupt pipes after a NAK: re-issue at this time (µs).
+    pub(super) restart_at: Option<u64>,
+    /// OUT: give up at this time (µs).
+    pub(super) deadline: Option<u64>,
+    /// Bulk IN: bytes the current segment had received at the previous poll.
+    pub(super) seen_progress: usize,
+    /// Bulk IN under [`Dwc2Host::quiet_receive`]: the segment on the channel is a single
+    /// attempt that a NAK ends (the pipe was quiet when it started).
+    pub(super) quiet: bool,
+    /// Bulk IN under [`Dwc2Host::quiet_receive`], parked: when to look at its progress
+    /// again (µs), since no interrupt marks a message that ends without a short packet.
+    pub(super) check_at: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PipeState {
+    Idle,
+    Active(Active),
+    Done(usize),
+    /// A transfer that failed while [`Dwc2Host::poll_restarts`] serviced it; the next
+    /// [`UsbHost::poll`] reports the error.
+    Failed(UsbError),
+}
+
+pub(super) struct Pipe {
+    pub(super) config: PipeConfig,
+    pub(super) channel: usize,
+    pub(super) offset: usize,
+    pub(super) len: usize,
+    pub(super) pid: u32,
+    pub(super) state: PipeState,
+    /// When an IN transfer on this pipe last received data (or when it was opened), µs.
+    pub(super) last_data_at: u64,
+}
+
+/// How a quiet bulk-IN is polled instead of parked; see [`Dwc2Host::quiet_receive`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuietReceive {
+    /// A bulk-IN pipe that has received nothing for this long is quiet.
+    pub after_micros: u64,
+    /// A quiet pipe's single attempts are this far apart.
+    pub interval_micros: u64,
+    /// While a bulk-IN is parked (it received data within `after_micros`), how often its
+    /// progress is looked at: a message of 64n bytes that QEMU's usb-net sends without a
+    /// zero-length packet raises no interrupt, and is only found complete by looking (see
+    /// [`Dwc2Host::end_bulk_in_on_idle_nak`]).
+    pub parked_check_micros: u64,
+}
+
+/// What to do with a quiet bulk-IN segment that the controller halted without completing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum QuietHalt {
+    /// NAK with nothing received: try again after the interval.
+    TryAgainAt(u64),
+    /// NAK after whole packets: the device has nothing more, the message is complete (QEMU's
+    /// usb-net sends no zero-length packet after a message of 64n bytes).
+    Complete,
+    /// Not a NAK: an error, handled like any other halt.
+    NotQuiet,
+}
+
+/// The earlier of two optional times.
+fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Decides the outcome of a halted quiet segment from its HCINT bits and the bytes the whole
+/// transfer has received so far.
+fn quiet_halt(status: u32, received: usize, now: u64, quiet: QuietReceive) -> QuietHalt {
+    if status & hcint::NAK == 0 || status & hcint::TRANSFER_COMPLETE != 0 {
+        QuietHalt::NotQuiet
+    } else if received > 0 {
+        QuietHalt::Complete
+    } else {
+        QuietHalt::TryAgainAt(now + quiet.interval_micros)
+    }
+}
+
+/// Whether a bulk-IN segment started now goes out as a single quiet attempt.
+fn starts_quiet(quiet: Option<QuietReceive>, last_data_at: u64, now: u64) -> bool {
+    quiet.is_some_and(|q| now.saturating_sub(last_data_at) >= q.after_micros)
+}
+
+impl Dwc2Host {
+    /// Ends a bulk-IN transfer that has received whole packets and is then NAKed with no
+    /// further progress, as if a zero-length packet had come. QEMU's usb-net sends no ZLP
+    /// after an RNDIS message that is a multiple of 64 bytes, and QEMU's DWC2 model then
+    /// keeps the transfer open until the next message arrives behind it (a request of such a
+    /// size waited seconds for its answer). Only for QEMU: a real device terminates its
+    /// transfers, and may NAK briefly in the middle of one.
+    pub fn end_bulk_in_on_idle_nak(&mut self, on: bool) {
+        self.end_bulk_in_on_idle_nak = on;
+    }
+
+    /// Polls a quiet bulk-IN instead of parking it: once a bulk-IN pipe has received nothing
+    /// for `after_micros`, each of its segments is a single attempt (programmed as an
+    /// interrupt transfer, which QEMU's model ends on the first NAK) repeated every
+    /// `interval_micros` until data arrives; after that the pipe is parked again. QEMU's DWC2
+    /// model retries a parked NAK every 250 µs on the host's CPU for as long as the transfer
+    /// stays open, which is most of an idle QEMU's CPU use. The cost is up to one interval
+    /// of extra latency for the first frame after a quiet spell. Only for QEMU: a real
+    /// controller retries NAKs in hardware and a bulk endpoint must not be addressed as an
+    /// interrupt endpoint. [`Dwc2Host::next_restart`] says when the loop must poll again.
+    pub fn quiet_receive(&mut self, quiet: Option<QuietReceive>) {
+        self.quiet_receive = quiet;
+    }
+
+    /// Single attempts made on quiet bulk-IN pipes so far (see [`Dwc2Host::quiet_receive`]).
+    pub fn quiet_attempts(&self) -> u32 {
+        self.quiet_attempts
+    }
+
+    /// The earliest time (µs) at which a pipe waits to issue its transfer again (interrupt
+    /// pipes after a NAK, quiet bulk-IN pipes) or to look at a parked transfer's progress:
+    /// the idle loop must poll by then, because no interrupt will come.
+    pub fn next_restart(&self) -> Option<u64> {
+        self.pipes
+            .iter()
+            .flatten()
+            .filter_map(|pipe| match pipe.state {
+                PipeState::Active(active) => earliest(active.restart_at, active.check_at),
+                _ => None,
+            })
+            .min()
+    }
+
+    /// Services every pipe whose restart or progress check is due (see
+    /// [`Dwc2Host::next_restart`]) and reports whether none of them has news (`true`: each
+    /// is still waiting, so the layers above have nothing new and the idle loop can go back
+    /// to sleep). `false` when one completed or failed: the next [`UsbHost::poll`] of that
+    /// pipe reports it.
+    pub fn poll_restarts(&mut self) -> bool {
+        let now = self.micros();
+        let mut all_quiet = true;
+        for index in 0..MAX_PIPES {
+            let due = match self.pipes[index].as_ref().map(|p| p.state) {
+                Some(PipeState::Active(active)) => {
+                    earliest(active.restart_at, active.check_at).is_some_and(|at| at <= now)
+                }
+                _ => false,
+            };
+            if !due {
+                continue;
+            }
+            match self.service(index) {
+                // Still waiting (an attempt in flight raises its halt interrupt later).
+                Ok(TransferStatus::Pending) => {}
+                Ok(_) => all_quiet = false,
+                Err(error) => {
+                    if let Some(pipe) = self.pipes[index].as_mut() {
+                        pipe.state = PipeState::Failed(error);
+                    }
+                    all_quiet = false;
+                }
+            }
+        }
+        all_quiet
+    }
+
+    pub(super) fn pipe_mut(&mut self, pipe: PipeId) -> Result<&mut Pipe, UsbError> {
+        self.pipes
+            .get_mut(pipe.0 as usize)
+            .and_then(|p| p.as_mut())
+            .ok_or(UsbError::InvalidRequest)
+    }
+
+    /// Programs the next segment of the pipe's active transfer.
+    pub(super) fn start_segment(&mut self, index: usize) {
+        let Some(pipe) = self.pipes[index].as_ref() else {
+            return;
+        };
+        let PipeState::Active(active) = pipe.state else {
+            return;
+        };
+        let config = pipe.config;
+        let len = active.requested - active.done;
+        let offset = pipe.offset + active.done;
+        let quiet = config.is_in()
+            && config.transfer_type == TransferType::Bulk
+            && starts_quiet(self.quiet_receive, pipe.last_data_at, self.micros());
+        if quiet {
+            self.quiet_attempts = self.quiet_attempts.wrapping_add(1);
+        }
+        let t = Transaction {
+            device: config.device,
+            endpoint: config.endpoint,
+            direction_in: config.is_in(),
+            kind: match config.transfer_type {
+                TransferType::Bulk if quiet => hcchar::TYPE_INTERRUPT,
+                TransferType::Bulk => hcchar::TYPE_BULK,
+                TransferType::Interrupt => hcchar::TYPE_INTERRUPT,
+            },
+            max_packet: config.max_packet,
+            pid: pipe.pid,
+            bus_address: self.bus_address(&self.arena[offset..]),
+            len,
+            interrupt_on_halt: !quiet,
+        };
+        let packets = self.start_channel(pipe.channel, &t);
+        if let Some(pipe) = self.pipes[index].as_mut()
+            && let PipeState::Active(a) = &mut pipe.state
+        {
+            a.segment_len = len;
+            a.segment_packets = packets;
+            a.status = 0;
+            a.quiet = quiet;
+            // A new segment: a parked one is looked at again from its first poll on.
+            a.check_at = None;
+        }
+    }
+
+    pub(super) fn start_transfer(
+        &mut self,
+        pipe: PipeId,
+        len: usize,
+        direction_in: bool,
+    ) -> Result<(), UsbError> {
+        if !self.port_enabled() {
+            return Err(UsbError::Disconnected);
+        }
+        let now = self.micros();
+        let p = self.pipe_mut(pipe)?;
+        if p.config.is_in() != direction_in || len > p.len {
+            return Err(UsbError::InvalidRequest);
+        }
+        if matches!(p.state, PipeState::Active(_)) {
+            return Err(UsbError::InvalidRequest);
+        }
+        let mps = p.config.max_packet.max(1) as usize;
+        if direction_in && !len.is_multiple_of(mps) {
+            return Err(UsbError::InvalidRequest);
+        }
+        if p.config.device.translator.is_some() {
+            return Err(UsbError::InvalidRequest);
+        }
+        p.state = PipeState::Active(Active {
+            requested: len,
+            done: 0,
+            segment_len: 0,
+            segment_packets: 0,
+            status: 0,
+            tries: 0,
+            zlp_pending: !direction_in
+                && p.config.zero_length_termination
+                && len > 0
+                && len.is_multiple_of(mps),
+            restart_at: None,
+            deadline: (!direction_in).then_some(now + OUT_TRANSFER_TIMEOUT_US),
+            seen_progress: 0,
+            quiet: false,
+            check_at: None,
+        });
+        self.start_segment(pipe.0 as usize);
+        Ok(())
+    }
+
+    /// Advances the pipe's transfer from the channel's state.
+    pub(super) fn service(&mut self, index: usize) -> Result<TransferStatus, UsbError> {
+        let now = self.micros();
+        let port_ok = self.port_enabled();
+        let Some(pipe) = self.pipes[index].as_ref() else {
+            return Err(UsbError::InvalidRequest);
+        };
+        let channel = pipe.channel;
+        let config = pipe.config;
+        let last_data_at = pipe.last_data_at;
+        let PipeState::Active(mut a) = pipe.state else {
+            unreachable!("service is only called on active pipes");
+        };
+        let fail = |host: &mut Self, e: UsbError| {
+            host.halt_channel(channel);
+            if let Some(p) = host.pipes[index].as_mut() {
+                p.state = PipeState::Idle;
+                if e == UsbError::Stall {
+                    p.pid = hctsiz::PID_DATA0;
+                }
+            }
+            Err(e)
+        };
+        if !port_ok {
+            return fail(self, UsbError::Disconnected);
+        }
+        if let Some(at) = a.restart_at {
+            if now < at {
+                return Ok(TransferStatus::Pending);
+            }
+            a.restart_at = None;
+            self.set_active(index, a);
+            self.start_segment(index);
+            return self.settle_quiet_attempt(index, channel);
+        }
+        let fresh = self.take_status(channel);
+        a.status |= fresh;
+        if a.status & hcint::HALTED == 0
+            && !a.quiet
+            && config.is_in()
+            && config.transfer_type == TransferType::Bulk
+            && a.done == 0
+            && starts_quiet(self.quiet_receive, last_data_at, now)
+        {
+            // Parked with nothing received for the whole quiet period: take the transfer off
+            // the channel and poll instead. Re-programming the channel also replaces the
+            // packet QEMU's model keeps retrying (a halt alone does not stop it).
+            self.halt_channel(channel);
+            dsb();
+            let remaining = (self.ch(channel, reg::HCTSIZ).read() & hctsiz::SIZE_MASK) as usize;
+            let got = a.segment_len.saturating_sub(remaining);
+            if got > 0 {
+                // Data landed while the channel was being halted: hand it over as it is.
+                return Ok(self.finish(index, got, now));
+            }
+            self.set_active(index, a);
+            self.start_segment(index);
+            return self.settle_quiet_attempt(index, channel);
+        }
+        if a.status & hcint::HALTED == 0
+            && self.end_bulk_in_on_idle_nak
+            && config.is_in()
+            && config.transfer_type == TransferType::Bulk
+        {
+            let remaining = (self.ch(channel, reg::HCTSIZ).read() & hctsiz::SIZE_MASK) as usize;
+            let got = a.segment_len.saturating_sub(remaining);
+            let mps = config.max_packet.max(1) as usize;
+            if got > 0
+                && got.is_multiple_of(mps)
+                && got == a.seen_progress
+                && fresh & hcint::NAK != 0
+            {
+                // Whole packets, then a NAK with nothing new since the last poll: the message
+                // is complete. Halting and later re-arming replaces QEMU's pending packet.
+                self.halt_channel(channel);
+                dsb();
+                let pid = (self.ch(channel, reg::HCTSIZ).read() >> hctsiz::PID_SHIFT) & 3;
+                if let Some(p) = self.pipes[index].as_mut() {
+                    p.pid = pid;
+                }
+                return Ok(self.finish(index, a.done + got, now));
+            }
+            a.seen_progress = got;
+            a.check_at = self.quiet_receive.map(|q| now + q.parked_check_micros);
+        }
+        if a.status & hcint::HALTED == 0 {
+            self.set_active(index, a);
+            if a.deadline.is_some_and(|d| now > d) {
+                log::warn!(
+                    "dwc2: bulk-OUT to endpoint {:#x} timed out",
+                    config.endpoint
+                );
+                return fail(self, UsbError::Timeout);
+            }
+            return Ok(TransferStatus::Pending);
+        }
+        dsb();
+        let status = a.status;
+        a.status = 0;
+        let size = self.ch(channel, reg::HCTSIZ).read();
+        let remaining_bytes = (size & hctsiz::SIZE_MASK) as usize;
+        let remaining_packets = (size >> hctsiz::PACKETS_SHIFT) & hctsiz::PACKETS_MASK;
+        let pid = (size >> hctsiz::PID_SHIFT) & 3;
+        let mps = config.max_packet.max(1) as usize;
+        // Progress: IN from the byte count; OUT from the packet count (Xinu: XferSize is not
+        // reliable for OUT).
+        let moved = if config.is_in() {
+            a.segment_len.saturating_sub(remaining_bytes)
+        } else if status & hcint::TRANSFER_COMPLETE != 0 {
+            // Without split transactions XferCompl is reliable; QEMU leaves PktCnt at 1
+            // after a zero-length packet.
+            a.segment_len
+        } else {
+            (((a.segment_packets.saturating_sub(remaining_packets)) as usize) * mps)
+                .min(a.segment_len)
+        };
+        a.done += moved;
+        if let Some(p) = self.pipes[index].as_mut() {
+            p.pid = pid;
+        }
+
+        if status & hcint::STALL != 0 {
+            return fail(self, UsbError::Stall);
+        }
+        if status & (hcint::AHB_ERROR | hcint::BABBLE) != 0 {
+            log::warn!("dwc2: endpoint {:#x}: HCINT {status:#x}", config.endpoint);
+            return fail(self, UsbError::Transfer);
+        }
+        if status & hcint::TRANSFER_COMPLETE != 0 {
+            if a.zlp_pending {
+                a.zlp_pending = false;
+                a.requested = a.done;
+                self.set_active(index, a);
+                // A zero-length segment: requested == done gives len 0.
+                self.start_segment(index);
+                return Ok(TransferStatus::Pending);
+            }
+            let total = if config.is_in() { a.done } else { a.requested };
+            return Ok(self.finish(index, total, now));
+        }
+        if a.quiet
+            && let Some(quiet) = self.quiet_receive
+        {
+            match quiet_halt(status, a.done, now, quiet) {
+                QuietHalt::TryAgainAt(at) => {
+                    a.restart_at = Some(at);
+                    self.set_active(index, a);
+                    return Ok(TransferStatus::Pending);
+                }
+                QuietHalt::Complete => return Ok(self.finish(index, a.done, now)),
+                QuietHalt::NotQuiet => {}
+            }
+        }
+        if status & hcint::NAK != 0 && config.transfer_type == TransferType::Interrupt {
+            // Nothing new; ask again after the endpoint's interval.
+            a.restart_at = Some(now + config.interval_ms.max(1) as u64 * 1000);
+            self.set_active(index, a);
+            return Ok(TransferStatus::Pending);
+        }
+        // Transaction error, frame overrun, toggle error, or an unexplained halt: retry from
+        // where the transfer stopped, a bounded number of times.
+        a.tries += 1;
+        if a.tries >= MAX_TRANSFER_TRIES {
+            log::warn!(
+                "dwc2: endpoint {:#x}: giving up after {} tries, HCINT {status:#x}",
+                config.endpoint,
+                a.tries
+            );
+            return fail(self, UsbError::Transfer);
+        }
+        self.set_active(index, a);
+        self.start_segment(index);
+        Ok(TransferStatus::Pending)
+    }
+
+    /// Right after a segment was started: if it is a quiet single attempt, QEMU has usually
+    /// answered it already (a NAK, or a short message), and it is handled now rather than
+    /// after an interrupt and another pass of the idle loop. Otherwise the halt interrupt is
+    /// enabled; a halt that came in between raises it as soon as it is unmasked.
+    pub(super) fn settle_quiet_attempt(
+        &mut self,
+        index: usize,
+        channel: usize,
+    ) -> Result<TransferStatus, UsbError> {
+        let quiet = matches!(
+            self.pipes[index].as_ref().map(|p| p.state),
+            Some(PipeState::Active(Active { quiet: true, .. }))
+        );
+        if !quiet {
+            return Ok(TransferStatus::Pending);
+        }
+        if self.ch(channel, reg::HCINT).read() & hcint::HALTED != 0 {
+            return self.service(index);
+        }
+        self.ch(channel, reg::HCINTMSK).write(HALT_INTERRUPTS);
+        Ok(TransferStatus::Pending)
+    }
+
+    /// Marks the pipe's transfer complete with `total` bytes; an IN that received data
+    /// makes the pipe busy again (see [`Dwc2Host::quiet_receive`]).
+    pub(super) fn finish(&mut self, index: usize, total: usize, now: u64) -> TransferStatus {
+        if let Some(p) = self.pipes[index].as_mut() {
+            p.state = PipeState::Done(total);
+            if p.config.is_in() && total > 0 {
+                p.last_data_at = now;
+            }
+        }
+        TransferStatus::Complete(total)
+    }
+
+    pub(super) fn set_active(&mut self, index: usize, a: Active) {
+        if let Some(p) = self.pipes[index].as_mut() {
+            p.state = PipeState::Active(a);
+        }
+    }
+
+    pub(super) fn close_all_pipes(&mut self) {
+        for index in 0..MAX_PIPES {
+            if self.pipes[index].is_some() {
+                self.close_pipe(PipeId(index as u8));
+            }
+        }
+        self.arena_used = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUIET: QuietReceive = QuietReceive {
+        after_micros: 2_000_000,
+        interval_micros: 10_000,
+        parked_check_micros: 5_000,
+    };
+
+    #[test]
+    fn a_pipe_turns_quiet_only_after_the_silence_and_only_when_enabled() {
+        assert!(!starts_quiet(None, 0, 60_000_000));
+        assert!(!starts_quiet(Some(QUIET), 5_000_000, 6_999_999));
+        assert!(starts_quiet(Some(QUIET), 5_000_000, 7_000_000));
+        // A clock that reads earlier than the last data (never expected) is not quiet.
+        assert!(!starts_quiet(Some(QUIET), 5_000_000, 4_000_000));
+    }
+
+    #[test]
+    fn a_nak_with_nothing_received_waits_one_interval() {
+        let halted_on_nak = hcint::HALTED | hcint::NAK;
+        assert_eq!(
+            quiet_halt(halted_on_nak, 0, 1_000, QUIET),
+            QuietHalt::TryAgainAt(11_000)
+        );
+    }
+
+    #[test]
+    fn a_nak_after_whole_packets_completes_the_message() {
+        assert_eq!(
+            quiet_halt(hcint::HALTED | hcint::NAK, 128, 1_000, QUIET),
+            QuietHalt::Complete
+        );
+    }
+
+    #[test]
+    fn errors_and_completions_are_not_quiet_outcomes() {
+        assert_eq!(
+            quiet_halt(hcint::HALTED | hcint::TRANSFER_COMPLETE, 64, 0, QUIET),
+            QuietHalt::NotQuiet
+        );
+        assert_eq!(
+            quiet_halt(hcint::HALTED | hcint::TRANSACTION_ERROR, 0, 0, QUIET),
+            QuietHalt::NotQuiet
+        );
+    }
+}
