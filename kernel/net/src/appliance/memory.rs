@@ -1,0 +1,84 @@
+//! The memory the caller lends the appliance: socket slots, HTTP connection states, TCP
+//! buffers, and the small fixed buffers of the DHCP and mDNS sockets.
+
+use super::pool::MAX_CONNECTIONS;
+use bramble_http::Connection;
+use smoltcp::iface::SocketStorage;
+use smoltcp::socket::udp;
+use smoltcp::wire::DhcpOption;
+
+/// Sockets the appliance needs besides the TCP pool: DHCP and mDNS.
+pub const EXTRA_SOCKETS: usize = 2;
+/// DHCP option 12: host name (RFC 2132 §3.14).
+const DHCP_OPTION_HOSTNAME: u8 = 12;
+/// Bytes kept of the last DHCP packet, to read the lease time from it.
+pub const DHCP_PACKET_BUFFER_LEN: usize = 1024;
+/// Datagrams queued each way on the mDNS socket.
+pub const MDNS_PACKETS: usize = 4;
+/// Payload bytes queued each way on the mDNS socket.
+pub const MDNS_BUFFER_LEN: usize = 1024;
+
+/// Memory the caller lends the appliance for its whole life (the kernel gives static
+/// memory; the hosted build leaks a heap allocation). The TCP pool size is the smallest of
+/// `connections.len()`, `sockets.len() - EXTRA_SOCKETS` and the number of whole
+/// `tcp_rx_len + tcp_tx_len` chunks in `tcp_buffers`.
+pub struct ApplianceMemory<'a> {
+    /// smoltcp socket slots.
+    pub sockets: &'a mut [SocketStorage<'a>],
+    /// One HTTP connection state per TCP socket.
+    pub connections: &'a mut [Connection],
+    /// Backing store for every TCP socket's receive and transmit buffers.
+    pub tcp_buffers: &'a mut [u8],
+    /// Receive buffer bytes per TCP socket (requests are small: 2-4 KiB is plenty).
+    pub tcp_rx_len: usize,
+    /// Transmit buffer bytes per TCP socket (responses are large: bigger is faster).
+    pub tcp_tx_len: usize,
+    pub(super) dhcp_options: [DhcpOption<'a>; 1],
+    pub(super) dhcp_packet: [u8; DHCP_PACKET_BUFFER_LEN],
+    pub(super) mdns_rx_meta: [udp::PacketMetadata; MDNS_PACKETS],
+    pub(super) mdns_tx_meta: [udp::PacketMetadata; MDNS_PACKETS],
+    pub(super) mdns_rx: [u8; MDNS_BUFFER_LEN],
+    pub(super) mdns_tx: [u8; MDNS_BUFFER_LEN],
+}
+
+impl<'a> ApplianceMemory<'a> {
+    /// Bundles the caller's memory with the appliance's small fixed buffers.
+    pub fn new(
+        sockets: &'a mut [SocketStorage<'a>],
+        connections: &'a mut [Connection],
+        tcp_buffers: &'a mut [u8],
+        tcp_rx_len: usize,
+        tcp_tx_len: usize,
+    ) -> Self {
+        Self {
+            sockets,
+            connections,
+            tcp_buffers,
+            tcp_rx_len,
+            tcp_tx_len,
+            dhcp_options: [DhcpOption {
+                kind: DHCP_OPTION_HOSTNAME,
+                data: &[],
+            }],
+            dhcp_packet: [0; DHCP_PACKET_BUFFER_LEN],
+            mdns_rx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
+            mdns_tx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
+            mdns_rx: [0; MDNS_BUFFER_LEN],
+            mdns_tx: [0; MDNS_BUFFER_LEN],
+        }
+    }
+
+    /// How many TCP connections this memory holds.
+    pub fn pool_size(&self) -> usize {
+        let per_socket = self.tcp_rx_len + self.tcp_tx_len;
+        let by_buffers = if per_socket == 0 || self.tcp_rx_len == 0 || self.tcp_tx_len == 0 {
+            0
+        } else {
+            self.tcp_buffers.len() / per_socket
+        };
+        by_buffers
+            .min(self.connections.len())
+            .min(self.sockets.len().saturating_sub(EXTRA_SOCKETS))
+            .min(MAX_CONNECTIONS)
+    }
+}

@@ -1,0 +1,144 @@
+//! Host tests of the appliance over in-memory devices, by part: the poll loop's wake-ups and
+//! device changes (`poll`), addresses (`address`), and HTTP over TCP through the pool
+//! (`pool`). This file holds the fixtures they share.
+
+mod address;
+mod poll;
+mod pool;
+
+use super::*;
+use crate::test_support::{MockDevice, WiredDevice, wired_pair};
+use bramble_http::{ServerConfig, SiteSource};
+use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
+use smoltcp::iface::SocketStorage;
+use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::wire::{
+    ArpOperation, ArpPacket, ArpRepr, DhcpMessageType, DhcpPacket, DhcpRepr, EthernetFrame,
+    EthernetProtocol, EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpAddress, IpProtocol, Ipv4Packet,
+    Ipv4Repr, UdpPacket, UdpRepr,
+};
+use std::boxed::Box;
+use std::string::String;
+use std::vec::Vec;
+
+const GUEST_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const BODY: &[u8] = b"<h1>hello from the appliance</h1>";
+
+fn site() -> &'static [u8] {
+    let mut writer = SiteImageWriter::new();
+    writer
+        .add(FileSpec {
+            path: "/index.html".into(),
+            content_type: "text/html; charset=utf-8".into(),
+            cache_control: "no-cache".into(),
+            last_modified: 1_700_000_000,
+            last_modified_http: http_date(1_700_000_000),
+            identity: VariantSpec {
+                body: BODY.to_vec(),
+                etag: "\"abc\"".into(),
+            },
+            gzip: None,
+            brotli: None,
+        })
+        .unwrap();
+    writer
+        .add(FileSpec {
+            path: "/big.bin".into(),
+            content_type: "application/octet-stream".into(),
+            cache_control: "no-cache".into(),
+            last_modified: 1_700_000_000,
+            last_modified_http: http_date(1_700_000_000),
+            identity: VariantSpec {
+                body: big_body(),
+                etag: "\"big\"".into(),
+            },
+            gzip: None,
+            brotli: None,
+        })
+        .unwrap();
+    Box::leak(writer.finish().unwrap().into_boxed_slice())
+}
+
+/// A body several times the test sockets' 4 KiB transmit buffer.
+fn big_body() -> Vec<u8> {
+    (0..20_000u32).map(|i| (i % 251) as u8).collect()
+}
+
+fn server() -> Server<'static> {
+    let image = SiteImage::new_checked(site()).unwrap();
+    Server::new(SiteSource::Ready(image), ServerConfig::default())
+}
+
+/// Leaked memory for `pool` connections of 2 KiB + 4 KiB.
+fn memory(pool: usize) -> &'static mut ApplianceMemory<'static> {
+    let sockets = Box::leak(
+        (0..pool + EXTRA_SOCKETS)
+            .map(|_| SocketStorage::EMPTY)
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let connections = Box::leak(
+        (0..pool)
+            .map(|_| Connection::new())
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let buffers = Box::leak(std::vec![0u8; pool * 6144].into_boxed_slice());
+    Box::leak(Box::new(ApplianceMemory::new(
+        sockets,
+        connections,
+        buffers,
+        2048,
+        4096,
+    )))
+}
+
+fn static_config(mdns: bool) -> NetworkConfig<'static> {
+    NetworkConfig {
+        hostname: "bramble",
+        address: AddressConfig::Static {
+            address: [10, 0, 0, 2],
+            prefix_len: 24,
+            gateway: Some([10, 0, 0, 1]),
+        },
+        http_port: 80,
+        mdns,
+        random_seed: 7,
+    }
+}
+
+fn at(millis: u64) -> Instant {
+    Instant::from_micros(millis * 1000)
+}
+
+/// DHCP options as (kind, data) pairs.
+type Options = Vec<(u8, Vec<u8>)>;
+
+/// The DHCP message type and options of a frame, if it is a DHCP client message.
+fn dhcp_options(frame: &[u8]) -> Option<(DhcpMessageType, Options)> {
+    let ethernet = EthernetFrame::new_checked(frame).ok()?;
+    if ethernet.ethertype() != EthernetProtocol::Ipv4 {
+        return None;
+    }
+    let ip = Ipv4Packet::new_checked(ethernet.payload()).ok()?;
+    if ip.next_header() != IpProtocol::Udp {
+        return None;
+    }
+    let udp = UdpPacket::new_checked(ip.payload()).ok()?;
+    if udp.dst_port() != 67 {
+        return None;
+    }
+    let dhcp = DhcpPacket::new_checked(udp.payload()).ok()?;
+    let options: Vec<(u8, Vec<u8>)> = dhcp.options().map(|o| (o.kind, o.data.to_vec())).collect();
+    let kind = options.iter().find(|(k, _)| *k == 53)?.1[0];
+    Some((DhcpMessageType::from(kind), options))
+}
+
+fn discovers(device: &MockDevice) -> usize {
+    device
+        .tx
+        .iter()
+        .filter(|f| matches!(dhcp_options(f), Some((DhcpMessageType::Discover, _))))
+        .count()
+}
