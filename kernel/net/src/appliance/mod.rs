@@ -29,10 +29,10 @@ pub use pool::{CLOSE_LIMIT_MICROS, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS};
 use crate::mdns::{self, MdnsResponder};
 use crate::phy::{EthernetPhy, PhyCounters};
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState};
-use bramble_http::{Connection, Server};
-use pool::PoolSlot;
+use bramble_http::Server;
+use pool::ConnectionPool;
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
-use smoltcp::socket::{dhcpv4, tcp, udp};
+use smoltcp::socket::{dhcpv4, udp};
 use smoltcp::time::Instant as SmolInstant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr, Ipv4Address, Ipv4Cidr};
 
@@ -89,10 +89,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     phy: EthernetPhy<D>,
     iface: Interface,
     sockets: SocketSet<'a>,
-    connections: &'a mut [Connection],
-    pool: heapless::Vec<PoolSlot, MAX_CONNECTIONS>,
+    pool: ConnectionPool<'a>,
     server: Server<'a>,
-    http_port: u16,
     dhcp: Option<SocketHandle>,
     /// Since when DHCP has been asking without an address (for the link-local fallback).
     dhcp_waiting_since: Option<Instant>,
@@ -115,6 +113,14 @@ fn smol(now: Instant) -> SmolInstant {
 
 fn ours(instant: SmolInstant) -> Instant {
     Instant::from_micros(instant.total_micros().max(0) as u64)
+}
+
+/// The earlier of two optional deadlines (`None`: no deadline).
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 impl<'a, D: EthernetDevice> Appliance<'a, D> {
@@ -152,30 +158,14 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         } = memory;
         let mut sockets = SocketSet::new(&mut socket_storage[..]);
 
-        let mut pool = heapless::Vec::new();
-        let mut rest: &'a mut [u8] = tcp_buffers;
-        for _ in 0..pool_size {
-            let (rx, tail) = rest.split_at_mut(*tcp_rx_len);
-            let (tx, tail) = tail.split_at_mut(*tcp_tx_len);
-            rest = tail;
-            let mut socket =
-                tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
-            // Whole answers go into the send buffer at once; Nagle's algorithm would only
-            // hold back each answer's last partial segment until the client's delayed ACK
-            // (40 ms on Linux: the page's p99 in the hosted benchmark).
-            socket.set_nagle_enabled(false);
-            // Cannot fail: the port is not zero and the socket is new.
-            let _ = socket.listen(config.http_port);
-            let handle = sockets.add(socket);
-            // Cannot fail: pool_size <= MAX_CONNECTIONS.
-            let _ = pool.push(PoolSlot {
-                handle,
-                open: false,
-                closing: false,
-                since: None,
-            });
-        }
-        let connections = &mut connections[..pool_size];
+        let pool = ConnectionPool::new(
+            &mut sockets,
+            connections,
+            tcp_buffers,
+            (*tcp_rx_len, *tcp_tx_len),
+            pool_size,
+            config.http_port,
+        );
 
         let dhcp = match config.address {
             AddressConfig::Dhcp => {
@@ -262,10 +252,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             phy,
             iface,
             sockets,
-            connections,
             pool,
             server,
-            http_port: config.http_port,
             dhcp_waiting_since: dhcp.map(|_| now),
             lease_expires_at: None,
             link_local: false,
@@ -289,7 +277,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             self.limit_connection_requests();
             self.iface.poll(timestamp, &mut self.phy, &mut self.sockets);
             self.poll_dhcp(now);
-            self.poll_connections(now);
+            self.pool
+                .poll(&mut self.sockets, &mut self.server, &mut self.counters, now);
             self.poll_mdns(now);
         }
         self.limit_connection_requests();
@@ -303,7 +292,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         // req/s for a 100 KiB file in the hosted benchmark, measured side by side. Skipped
         // when the pass changed nothing (it walks every connection).
         if last_pass == PollResult::SocketStateChanged {
-            self.poll_connections(now);
+            self.pool
+                .poll(&mut self.sockets, &mut self.server, &mut self.counters, now);
             for _ in 0..EGRESS_ROUNDS {
                 if self
                     .iface
@@ -326,13 +316,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// Lets through only as many new connection requests as there are listening sockets:
     /// when the pool is full, SYNs are dropped (clients retry) rather than refused.
     fn limit_connection_requests(&mut self) {
-        let listening = self
-            .pool
-            .iter()
-            .filter(|slot| self.sockets.get::<tcp::Socket>(slot.handle).is_listening())
-            .count();
+        let listening = self.pool.listening(&self.sockets);
         self.phy
-            .limit_connection_requests(Some((self.http_port, listening)));
+            .limit_connection_requests(Some((self.pool.port(), listening)));
     }
 
     fn next_wake(&mut self, now: Instant) -> Option<Instant> {
@@ -355,37 +341,20 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 }
             })
         };
-        let mut earliest = |candidate: Option<Instant>| {
-            if let Some(candidate) = candidate {
-                next = Some(next.map_or(candidate, |n| n.min(candidate)));
-            }
-        };
-        for (slot, connection) in self.pool.iter().zip(self.connections.iter()) {
-            if slot.open {
-                earliest(connection.next_deadline());
-            }
-            if let Some(since) = slot.since {
-                let limit = if slot.closing {
-                    CLOSE_LIMIT_MICROS
-                } else {
-                    HANDSHAKE_LIMIT_MICROS
-                };
-                earliest(Some(since.add_micros(limit)));
-            }
-        }
+        next = earliest(next, self.pool.next_deadline());
         if let Some((_, responder)) = &self.mdns {
-            earliest(responder.next_deadline());
+            next = earliest(next, responder.next_deadline());
         }
         // The link-local fallback is only taken with the link up (see poll_dhcp): with it
         // down, this deadline would stay in the past and the loop would spin.
         if let Some(since) = self.dhcp_waiting_since
             && self.link == LinkState::Up
         {
-            earliest(Some(since.add_micros(LINK_LOCAL_AFTER_MICROS)));
+            next = earliest(next, Some(since.add_micros(LINK_LOCAL_AFTER_MICROS)));
         }
         if self.phy.has_held_frame() {
             // A frame waits for transmit space: try again soon.
-            earliest(Some(now.add_micros(1_000)));
+            next = earliest(next, Some(now.add_micros(1_000)));
         }
         next
     }
@@ -477,7 +446,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 
     /// Number of HTTP connections open now.
     pub fn open_connections(&self) -> usize {
-        self.pool.iter().filter(|slot| slot.open).count()
+        self.pool.open_count()
     }
 
     /// The appliance's counts.

@@ -1,10 +1,10 @@
 //! The connection pool: a fixed set of TCP sockets listening on the HTTP port, each driving
 //! one HTTP connection, with limits on how long a handshake or a close may hold a slot.
 
-use super::Appliance;
-use bramble_hal::{EthernetDevice, Instant};
-use bramble_http::ConnectionAction;
-use smoltcp::iface::SocketHandle;
+use super::{ApplianceCounters, earliest};
+use bramble_hal::Instant;
+use bramble_http::{Connection, ConnectionAction, Server};
+use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 
 /// Most TCP sockets one appliance drives (a bound for the handle table, not a target).
@@ -29,137 +29,298 @@ pub(super) struct PoolSlot {
     pub(super) since: Option<Instant>,
 }
 
-impl<'a, D: EthernetDevice> Appliance<'a, D> {
-    pub(super) fn poll_connections(&mut self, now: Instant) {
-        let port = self.http_port;
-        for (slot, connection) in self.pool.iter_mut().zip(self.connections.iter_mut()) {
-            let socket = self.sockets.get_mut::<tcp::Socket>(slot.handle);
-            if !slot.open {
-                match socket.state() {
-                    // CLOSE-WAIT: the client sent its request and its FIN before we looked;
-                    // the request is still in the buffer and gets its answer.
-                    tcp::State::Established | tcp::State::CloseWait => {
-                        connection.open(&mut self.server, now);
-                        slot.open = true;
-                        slot.closing = false;
-                        slot.since = None;
-                        self.counters.connections_opened += 1;
-                    }
-                    tcp::State::SynReceived => {
-                        // A handshake that never completes (a lost ACK, a SYN flood) must
-                        // not hold the slot: give it HANDSHAKE_LIMIT_MICROS.
-                        let since = *slot.since.get_or_insert(now);
-                        if now.micros_since(since) >= HANDSHAKE_LIMIT_MICROS {
-                            socket.abort();
-                            slot.since = None;
-                            self.counters.handshakes_abandoned += 1;
-                        }
-                        continue;
-                    }
-                    _ => {
-                        slot.since = None;
-                        if !socket.is_open() {
-                            // Cannot fail: the port is not zero and the socket is not open.
-                            let _ = socket.listen(port);
-                        }
-                        continue;
-                    }
-                }
+/// The TCP sockets on the HTTP port (in the appliance's socket set) and the HTTP connection
+/// each one drives, slot for slot.
+pub(super) struct ConnectionPool<'a> {
+    pub(super) slots: heapless::Vec<PoolSlot, MAX_CONNECTIONS>,
+    connections: &'a mut [Connection],
+    port: u16,
+}
+
+impl<'a> ConnectionPool<'a> {
+    /// Adds `size` TCP sockets listening on `port` to `sockets`, each with `rx_len` +
+    /// `tx_len` bytes cut from `buffers`, and pairs them with the first `size` connections.
+    /// The caller has checked that the memory holds `size` of each (`pool_size`).
+    pub(super) fn new(
+        sockets: &mut SocketSet<'a>,
+        connections: &'a mut [Connection],
+        buffers: &'a mut [u8],
+        (rx_len, tx_len): (usize, usize),
+        size: usize,
+        port: u16,
+    ) -> Self {
+        let mut slots = heapless::Vec::new();
+        let mut rest = buffers;
+        for _ in 0..size {
+            let (rx, tail) = rest.split_at_mut(rx_len);
+            let (tx, tail) = tail.split_at_mut(tx_len);
+            rest = tail;
+            let mut socket =
+                tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
+            // Whole answers go into the send buffer at once; Nagle's algorithm would only
+            // hold back each answer's last partial segment until the client's delayed ACK
+            // (40 ms on Linux: the page's p99 in the hosted benchmark).
+            socket.set_nagle_enabled(false);
+            // Cannot fail: the port is not zero and the socket is new.
+            let _ = socket.listen(port);
+            let handle = sockets.add(socket);
+            // Cannot fail: size <= MAX_CONNECTIONS.
+            let _ = slots.push(PoolSlot {
+                handle,
+                open: false,
+                closing: false,
+                since: None,
+            });
+        }
+        Self {
+            slots,
+            connections: &mut connections[..size],
+            port,
+        }
+    }
+
+    /// The TCP port the pool listens on.
+    pub(super) fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Number of TCP sockets in the pool.
+    pub(super) fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Number of HTTP connections open now.
+    pub(super) fn open_count(&self) -> usize {
+        self.slots.iter().filter(|slot| slot.open).count()
+    }
+
+    /// Number of sockets listening for a new connection.
+    pub(super) fn listening(&self, sockets: &SocketSet<'a>) -> usize {
+        self.slots
+            .iter()
+            .filter(|slot| sockets.get::<tcp::Socket>(slot.handle).is_listening())
+            .count()
+    }
+
+    /// Moves every slot on: opens connections whose handshake completed, moves request and
+    /// response bytes, follows each connection's wish (keep, close, abort), enforces the
+    /// handshake and close limits, and puts finished sockets back to listening.
+    pub(super) fn poll(
+        &mut self,
+        sockets: &mut SocketSet<'a>,
+        server: &mut Server<'a>,
+        counters: &mut ApplianceCounters,
+        now: Instant,
+    ) {
+        let port = self.port;
+        for (slot, connection) in self.slots.iter_mut().zip(self.connections.iter_mut()) {
+            let socket = sockets.get_mut::<tcp::Socket>(slot.handle);
+            if !slot.open && !slot.admit(socket, connection, server, counters, port, now) {
+                continue;
             }
-            // Alternate between request bytes in and response bytes out until neither moves:
-            // sending a response can make room for the next pipelined request, and reading
-            // a request can produce the next response. Bounded, so one connection cannot
-            // hold the loop.
-            let mut wrote = 0;
+            let wrote = exchange(socket, connection, server, now);
             // Set when this pass aborts the socket: smoltcp sends the RST on the next
             // interface poll, but only if the socket still knows its peer, so it must not be
             // put back to listening (which forgets the peer) until the next pass.
-            let mut aborted = false;
-            for _ in 0..PROGRESS_ROUNDS {
-                let mut moved = 0;
-                while socket.can_recv() {
-                    let consumed = socket
-                        .recv(|data| {
-                            let n = connection
-                                .receive(&mut self.server, data, now)
-                                .min(data.len());
-                            (n, n)
-                        })
-                        .unwrap_or(0);
-                    moved += consumed;
-                    if consumed == 0 {
-                        break;
-                    }
-                }
-                // Response bytes go straight into the socket's transmit buffer.
-                while socket.can_send() {
-                    let n = socket
-                        .send(|buffer| {
-                            let n = connection
-                                .transmit(&mut self.server, buffer, now)
-                                .min(buffer.len());
-                            (n, n)
-                        })
-                        .unwrap_or(0);
-                    wrote += n;
-                    moved += n;
-                    if n == 0 {
-                        break;
-                    }
-                }
-                if moved == 0 {
-                    break;
-                }
+            let mut aborted = slot.follow(connection.action(now), socket, wrote, counters, now);
+            aborted |= slot.enforce_close_limit(socket, counters, now);
+            slot.recycle_if_closed(socket, connection, server, aborted, port);
+        }
+    }
+
+    /// The earliest of the open connections' deadlines and the handshake and close limits.
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        let mut next = None;
+        for (slot, connection) in self.slots.iter().zip(self.connections.iter()) {
+            if slot.open {
+                next = earliest(next, connection.next_deadline());
             }
-            match connection.action(now) {
-                ConnectionAction::KeepOpen => {
-                    // The client finished sending and nothing more is queued for it: the
-                    // exchange is over, so close our half too.
-                    if !socket.may_recv() && wrote == 0 && socket.send_queue() == 0 && !slot.closing
-                    {
-                        socket.close();
-                        slot.closing = true;
-                        slot.since = Some(now);
-                    }
-                }
-                ConnectionAction::CloseWhenFlushed => {
-                    if !slot.closing {
-                        // FIN goes after whatever is still queued.
-                        socket.close();
-                        slot.closing = true;
-                        slot.since = Some(now);
-                    }
-                }
-                ConnectionAction::Abort => {
+            if let Some(since) = slot.since {
+                let limit = if slot.closing {
+                    CLOSE_LIMIT_MICROS
+                } else {
+                    HANDSHAKE_LIMIT_MICROS
+                };
+                next = earliest(next, Some(since.add_micros(limit)));
+            }
+        }
+        next
+    }
+}
+
+impl PoolSlot {
+    /// For a slot with no open connection: opens one for a socket whose handshake is done
+    /// (true: serve it in this pass), or keeps the slot listening and its handshake within
+    /// [`HANDSHAKE_LIMIT_MICROS`] (false).
+    fn admit(
+        &mut self,
+        socket: &mut tcp::Socket<'_>,
+        connection: &mut Connection,
+        server: &mut Server<'_>,
+        counters: &mut ApplianceCounters,
+        port: u16,
+        now: Instant,
+    ) -> bool {
+        match socket.state() {
+            // CLOSE-WAIT: the client sent its request and its FIN before we looked; the
+            // request is still in the buffer and gets its answer.
+            tcp::State::Established | tcp::State::CloseWait => {
+                connection.open(server, now);
+                self.open = true;
+                self.closing = false;
+                self.since = None;
+                counters.connections_opened += 1;
+                true
+            }
+            tcp::State::SynReceived => {
+                // A handshake that never completes (a lost ACK, a SYN flood) must not hold
+                // the slot: give it HANDSHAKE_LIMIT_MICROS.
+                let since = *self.since.get_or_insert(now);
+                if now.micros_since(since) >= HANDSHAKE_LIMIT_MICROS {
                     socket.abort();
-                    aborted = true;
-                    self.counters.connections_aborted += 1;
+                    self.since = None;
+                    counters.handshakes_abandoned += 1;
                 }
+                false
             }
-            // A client that vanished while we close (never acknowledges our FIN, or never
-            // sends its own) would hold the slot for ever: cut it off after CLOSE_LIMIT.
-            if slot.closing
-                && slot
-                    .since
-                    .is_some_and(|since| now.micros_since(since) >= CLOSE_LIMIT_MICROS)
-                && !matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait)
-            {
-                socket.abort();
-                aborted = true;
-                self.counters.closes_abandoned += 1;
-            }
-            if matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait) {
-                connection.close(&mut self.server);
-                slot.open = false;
-                slot.closing = false;
-                slot.since = None;
-                // Back to listening: the pool slot serves the next client. (TIME-WAIT
-                // protection is given up for the slot; the client's port differs anyway.)
-                // After an abort this waits one pass, for the RST to go out first.
-                if !aborted {
+            _ => {
+                self.since = None;
+                if !socket.is_open() {
+                    // Cannot fail: the port is not zero and the socket is not open.
                     let _ = socket.listen(port);
                 }
+                false
             }
         }
     }
+
+    /// Does what the connection asks once this pass's bytes have moved (`wrote` of them
+    /// into the socket): close our half when the exchange is over, FIN after the queued
+    /// bytes, or reset. Returns whether it aborted the socket.
+    fn follow(
+        &mut self,
+        action: ConnectionAction,
+        socket: &mut tcp::Socket<'_>,
+        wrote: usize,
+        counters: &mut ApplianceCounters,
+        now: Instant,
+    ) -> bool {
+        match action {
+            ConnectionAction::KeepOpen => {
+                // The client finished sending and nothing more is queued for it: the
+                // exchange is over, so close our half too.
+                if !socket.may_recv() && wrote == 0 && socket.send_queue() == 0 && !self.closing {
+                    socket.close();
+                    self.closing = true;
+                    self.since = Some(now);
+                }
+                false
+            }
+            ConnectionAction::CloseWhenFlushed => {
+                if !self.closing {
+                    // FIN goes after whatever is still queued.
+                    socket.close();
+                    self.closing = true;
+                    self.since = Some(now);
+                }
+                false
+            }
+            ConnectionAction::Abort => {
+                socket.abort();
+                counters.connections_aborted += 1;
+                true
+            }
+        }
+    }
+
+    /// A client that vanished while we close (never acknowledges our FIN, or never sends
+    /// its own) would hold the slot for ever: cuts it off after [`CLOSE_LIMIT_MICROS`].
+    /// Returns whether it aborted the socket.
+    fn enforce_close_limit(
+        &mut self,
+        socket: &mut tcp::Socket<'_>,
+        counters: &mut ApplianceCounters,
+        now: Instant,
+    ) -> bool {
+        if self.closing
+            && self
+                .since
+                .is_some_and(|since| now.micros_since(since) >= CLOSE_LIMIT_MICROS)
+            && !matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait)
+        {
+            socket.abort();
+            counters.closes_abandoned += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Once the socket has closed, ends the HTTP connection and frees the slot for the next
+    /// client. (TIME-WAIT protection is given up for the slot; the client's port differs
+    /// anyway.) After an abort in this pass (`aborted`), listening waits one pass, for the
+    /// RST to go out first.
+    fn recycle_if_closed(
+        &mut self,
+        socket: &mut tcp::Socket<'_>,
+        connection: &mut Connection,
+        server: &mut Server<'_>,
+        aborted: bool,
+        port: u16,
+    ) {
+        if matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait) {
+            connection.close(server);
+            self.open = false;
+            self.closing = false;
+            self.since = None;
+            if !aborted {
+                let _ = socket.listen(port);
+            }
+        }
+    }
+}
+
+/// Alternates between request bytes in and response bytes out until neither moves: sending
+/// a response can make room for the next pipelined request, and reading a request can
+/// produce the next response. Bounded by [`PROGRESS_ROUNDS`], so one connection cannot hold
+/// the loop. Returns the response bytes written into the socket.
+fn exchange(
+    socket: &mut tcp::Socket<'_>,
+    connection: &mut Connection,
+    server: &mut Server<'_>,
+    now: Instant,
+) -> usize {
+    let mut wrote = 0;
+    for _ in 0..PROGRESS_ROUNDS {
+        let mut moved = 0;
+        while socket.can_recv() {
+            let consumed = socket
+                .recv(|data| {
+                    let n = connection.receive(server, data, now).min(data.len());
+                    (n, n)
+                })
+                .unwrap_or(0);
+            moved += consumed;
+            if consumed == 0 {
+                break;
+            }
+        }
+        // Response bytes go straight into the socket's transmit buffer.
+        while socket.can_send() {
+            let n = socket
+                .send(|buffer| {
+                    let n = connection.transmit(server, buffer, now).min(buffer.len());
+                    (n, n)
+                })
+                .unwrap_or(0);
+            wrote += n;
+            moved += n;
+            if n == 0 {
+                break;
+            }
+        }
+        if moved == 0 {
+            break;
+        }
+    }
+    wrote
 }

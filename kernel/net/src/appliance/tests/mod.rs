@@ -8,10 +8,11 @@ mod pool;
 
 use super::*;
 use crate::test_support::{MockDevice, WiredDevice, wired_pair};
-use bramble_http::{ServerConfig, SiteSource};
+use bramble_http::{Connection, ServerConfig, SiteSource};
 use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
 use smoltcp::iface::SocketStorage;
 use smoltcp::phy::ChecksumCapabilities;
+use smoltcp::socket::tcp;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, DhcpMessageType, DhcpPacket, DhcpRepr, EthernetFrame,
     EthernetProtocol, EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpAddress, IpProtocol, Ipv4Packet,

@@ -295,7 +295,7 @@ fn an_unfinished_handshake_frees_its_slot_after_the_limit() {
     // Run until the guest has answered the SYN, then cut the wire: the final ACK of
     // the handshake never arrives.
     let mut clock = 0;
-    while appliance.pool[0].since.is_none() {
+    while appliance.pool.slots[0].since.is_none() {
         assert!(clock < 1000, "no SYN arrived");
         client.poll(at(clock));
         appliance.poll(at(clock));
@@ -375,7 +375,7 @@ fn a_client_that_vanishes_during_close_frees_its_slot() {
         .socket(handle)
         .send_slice(b"GET / HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
         .unwrap();
-    while !appliance.pool[0].closing {
+    while !appliance.pool.slots[0].closing {
         assert!(clock < 5000, "the guest never closed");
         client.poll(at(clock));
         appliance.poll(at(clock));
