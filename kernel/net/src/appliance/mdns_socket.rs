@@ -1,15 +1,64 @@
 //! The mDNS responder's UDP socket: queries in, answers, probes and announcements out.
 
 use super::Appliance;
-use crate::mdns::{self, Destination};
+use super::memory::MdnsSocketMemory;
+use crate::mdns::{self, Destination, MdnsResponder};
 use bramble_hal::{EthernetDevice, Instant};
+use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::socket::udp;
 use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address};
 
 /// Largest mDNS message the responder writes or reads whole.
 const MDNS_MESSAGE_LEN: usize = 512;
 
+/// Starts the responder for `hostname` on a UDP socket in `sockets`, with `iface` in the
+/// mDNS group; `None` (with a warning) if the hostname is not a DNS label.
+pub(super) fn start_mdns<'a>(
+    hostname: &str,
+    seed: u32,
+    iface: &mut Interface,
+    sockets: &mut SocketSet<'a>,
+    memory: &'a mut MdnsSocketMemory,
+    now: Instant,
+) -> Option<(SocketHandle, MdnsResponder)> {
+    let Ok(mut responder) = MdnsResponder::new(hostname, seed) else {
+        log::warn!(
+            "mdns: hostname {hostname:?} is not a valid DNS label (letters, digits, '-', at \
+             most 63); mDNS is off"
+        );
+        return None;
+    };
+    let mut socket = udp::Socket::new(
+        udp::PacketBuffer::new(&mut memory.rx_meta[..], &mut memory.rx[..]),
+        udp::PacketBuffer::new(&mut memory.tx_meta[..], &mut memory.tx[..]),
+    );
+    // RFC 6762 §11: mDNS packets are sent with IP TTL 255.
+    socket.set_hop_limit(Some(255));
+    // Cannot fail: the port is not zero and the socket is new.
+    let _ = socket.bind(mdns::MDNS_PORT);
+    let group = Ipv4Address::from_octets(mdns::MDNS_GROUP);
+    if let Err(error) = iface.join_multicast_group(group) {
+        log::warn!("mdns: cannot join {group}: {error}");
+    }
+    let handle = sockets.add(socket);
+    if let Some(address) = iface.ipv4_addr() {
+        responder.set_address(Some(address.octets()), now);
+    }
+    Some((handle, responder))
+}
+
 impl<'a, D: EthernetDevice> Appliance<'a, D> {
+    /// Probes and announces the name again (after the link returns): it may be taken on
+    /// this network.
+    pub(super) fn reprobe_mdns(&mut self, now: Instant) {
+        if let Some((_, responder)) = &mut self.mdns {
+            let address = self.iface.ipv4_addr().map(|a| a.octets());
+            responder.set_address(None, now);
+            responder.set_address(address, now);
+        }
+    }
+
+    /// Answers the queries received, then sends the responder's due probe or announcement.
     pub(super) fn poll_mdns(&mut self, now: Instant) {
         let Some((handle, responder)) = &mut self.mdns else {
             return;

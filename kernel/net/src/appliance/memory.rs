@@ -33,12 +33,23 @@ pub struct ApplianceMemory<'a> {
     pub tcp_rx_len: usize,
     /// Transmit buffer bytes per TCP socket (responses are large: bigger is faster).
     pub tcp_tx_len: usize,
-    pub(super) dhcp_options: [DhcpOption<'a>; 1],
-    pub(super) dhcp_packet: [u8; DHCP_PACKET_BUFFER_LEN],
-    pub(super) mdns_rx_meta: [udp::PacketMetadata; MDNS_PACKETS],
-    pub(super) mdns_tx_meta: [udp::PacketMetadata; MDNS_PACKETS],
-    pub(super) mdns_rx: [u8; MDNS_BUFFER_LEN],
-    pub(super) mdns_tx: [u8; MDNS_BUFFER_LEN],
+    pub(super) dhcp: DhcpSocketMemory<'a>,
+    pub(super) mdns: MdnsSocketMemory,
+}
+
+/// The DHCP client socket's memory: the options it sends and the last packet it received.
+pub(super) struct DhcpSocketMemory<'a> {
+    /// Option 12 (host name), filled in at start-up.
+    pub(super) options: [DhcpOption<'a>; 1],
+    pub(super) packet: [u8; DHCP_PACKET_BUFFER_LEN],
+}
+
+/// The mDNS socket's datagram queues, each way.
+pub(super) struct MdnsSocketMemory {
+    pub(super) rx_meta: [udp::PacketMetadata; MDNS_PACKETS],
+    pub(super) tx_meta: [udp::PacketMetadata; MDNS_PACKETS],
+    pub(super) rx: [u8; MDNS_BUFFER_LEN],
+    pub(super) tx: [u8; MDNS_BUFFER_LEN],
 }
 
 impl<'a> ApplianceMemory<'a> {
@@ -56,15 +67,19 @@ impl<'a> ApplianceMemory<'a> {
             tcp_buffers,
             tcp_rx_len,
             tcp_tx_len,
-            dhcp_options: [DhcpOption {
-                kind: DHCP_OPTION_HOSTNAME,
-                data: &[],
-            }],
-            dhcp_packet: [0; DHCP_PACKET_BUFFER_LEN],
-            mdns_rx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
-            mdns_tx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
-            mdns_rx: [0; MDNS_BUFFER_LEN],
-            mdns_tx: [0; MDNS_BUFFER_LEN],
+            dhcp: DhcpSocketMemory {
+                options: [DhcpOption {
+                    kind: DHCP_OPTION_HOSTNAME,
+                    data: &[],
+                }],
+                packet: [0; DHCP_PACKET_BUFFER_LEN],
+            },
+            mdns: MdnsSocketMemory {
+                rx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
+                tx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
+                rx: [0; MDNS_BUFFER_LEN],
+                tx: [0; MDNS_BUFFER_LEN],
+            },
         }
     }
 

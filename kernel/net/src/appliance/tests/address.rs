@@ -232,7 +232,7 @@ fn an_ack_received_in_any_pass_of_a_poll_is_applied_by_that_poll() {
         );
         // The expiry is counted from the same instant as smoltcp's.
         assert_eq!(
-            appliance.lease_expires_at,
+            appliance.address.lease_expires_at,
             Some(Instant::from_micros(taken + 20_000_000)),
             "ACK after {errors_first} receive errors"
         );
@@ -391,7 +391,7 @@ fn a_renewal_that_keeps_the_address_keeps_the_neighbour_cache() {
     appliance.poll(now.add_micros(1_000));
     assert_eq!(appliance.ipv4_address(), Some(LEASED_ADDRESS));
     assert_eq!(
-        appliance.lease_expires_at,
+        appliance.address.lease_expires_at,
         Some(now.add_micros(1_000 + 20_000_000))
     );
     // The server is still known: its ping is answered at once, with no ARP first.

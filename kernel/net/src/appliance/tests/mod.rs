@@ -15,8 +15,8 @@ use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::socket::tcp;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, DhcpMessageType, DhcpPacket, DhcpRepr, EthernetFrame,
-    EthernetProtocol, EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpAddress, IpProtocol, Ipv4Packet,
-    Ipv4Repr, UdpPacket, UdpRepr,
+    EthernetProtocol, EthernetRepr, Icmpv4Packet, Icmpv4Repr, IpAddress, IpCidr, IpProtocol,
+    Ipv4Address, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
 };
 use std::boxed::Box;
 use std::string::String;
