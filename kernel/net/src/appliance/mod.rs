@@ -122,6 +122,10 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
 impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// Builds the interface and sockets over `device`, serving `server`'s site on
     /// `config.http_port`, in `memory`.
+    // Called once, at start-up. Inlined into the board's kernel_main, the set-up steps made
+    // LLVM's inliner grow the kernel image by ~1 KB (kernel.img, measured); out of line they
+    // cost nothing at run time.
+    #[inline(never)]
     pub fn new(
         device: D,
         config: NetworkConfig<'a>,
