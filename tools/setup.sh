@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 # Debian packages: QEMU for the Pi machines; mtools to read SD images back independently;
 # iproute2, iputils-ping, curl and dnsmasq-base for the network-namespace tests; chromium to
 # render the default site from a guest; nginx (with brotli_static) as the conformance
-# reference; wrk and cpio for the benchmark (`bramble bench`); busybox for the hosted
-# benchmark's busybox httpd (`bramble bench --hosted`); git for the version string.
+# reference; wrk and cpio for the benchmark (`bramble-bench`); busybox for the hosted
+# benchmark's busybox httpd (`bramble-bench --hosted`); git for the version string.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git)
 

@@ -1,7 +1,6 @@
-//! The host side of Bramble as a library: the `bramble` binary and the integration tests
-//! share it.
+//! The host side of Bramble as a library: the `bramble` binary, the integration tests and the
+//! benchmarks (bench/) share it.
 
-pub mod bench;
 pub mod firmware;
 pub mod flash;
 pub mod image;

@@ -22,8 +22,6 @@ enum Command {
     Flash(bramble::flash::FlashArgs),
     /// Serve a site folder on this machine with Bramble's HTTP engine (authors' preview).
     Serve(bramble::serve::ServeArgs),
-    /// Benchmark Bramble against Linux + busybox httpd in the same QEMU machine, side by side.
-    Bench(bramble::bench::BenchArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -33,6 +31,5 @@ fn main() -> anyhow::Result<()> {
         Command::Image(args) => bramble::image::run(args),
         Command::Flash(args) => bramble::flash::run(args),
         Command::Serve(args) => bramble::serve::run(args),
-        Command::Bench(args) => bramble::bench::run(args),
     }
 }

@@ -30,7 +30,7 @@ pub struct Report {
     pub levels: Vec<u32>,
     /// One entry per system, Bramble first.
     pub systems: Vec<SystemReport>,
-    /// A hosted run (`bramble bench --hosted`): the servers are Linux processes on this host,
+    /// A hosted run (`bramble-bench --hosted`): the servers are Linux processes on this host,
     /// not QEMU guests, and the CPU figures are the server processes' own.
     #[serde(default)]
     pub hosted: bool,
@@ -517,7 +517,7 @@ pub fn markdown(report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::load::Latency;
+    use crate::load::Latency;
 
     fn system(name: &str, rps: f64, boot: f64) -> SystemReport {
         SystemReport {

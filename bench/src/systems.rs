@@ -4,9 +4,9 @@
 use super::counters::{self, GuestCounters};
 use super::guest::Guest;
 use super::probe;
-use crate::image::{ImageInputs, build_image};
-use crate::pack::{PackOptions, pack_site};
 use anyhow::{Context, bail};
+use bramble::image::{ImageInputs, build_image};
+use bramble::pack::{PackOptions, pack_site};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -27,11 +27,11 @@ pub struct Site {
     pub file_100k: Vec<u8>,
 }
 
-/// Writes the site into `dir`: tools/bench/site/index.html and a 100 KiB file of
+/// Writes the site into `dir`: bench/site/index.html and a 100 KiB file of
 /// pseudo-random bytes (incompressible, the same on every run).
 pub fn prepare_site(root: &Path, dir: &Path) -> anyhow::Result<Site> {
-    let page = std::fs::read(root.join("tools/bench/site/index.html"))
-        .context("reading tools/bench/site/index.html")?;
+    let page = std::fs::read(root.join("bench/site/index.html"))
+        .context("reading bench/site/index.html")?;
     let mut state: u32 = 0x2545_f491;
     let file_100k: Vec<u8> = (0..FILE_100K_BYTES)
         .map(|_| {
@@ -80,7 +80,7 @@ const BRAMBLE_SETTINGS: &str = "hostname = bramble\naddress = dhcp\naccess_log =
 impl System {
     /// Builds the kernel (cargo kernel), packs the site and writes the SD card image.
     pub fn bramble(site: &Site, work: &Path) -> anyhow::Result<System> {
-        let kernel = crate::kernel::build_kernel()?;
+        let kernel = bramble::kernel::build_kernel()?;
         let packed = pack_site(&site.dir, &PackOptions::default())?;
         let dir = work.join("bramble");
         std::fs::create_dir_all(&dir)?;
@@ -106,11 +106,11 @@ impl System {
         })
     }
 
-    /// Builds the baseline with tools/bench/baseline/build-initramfs.sh (which downloads the
+    /// Builds the baseline with bench/baseline/build-initramfs.sh (which downloads the
     /// Debian packages the first time).
     pub fn linux(root: &Path, site: &Site, work: &Path) -> anyhow::Result<System> {
         let out = work.join("baseline");
-        let script = root.join("tools/bench/baseline/build-initramfs.sh");
+        let script = root.join("bench/baseline/build-initramfs.sh");
         let status = std::process::Command::new("bash")
             .arg(&script)
             .arg(&out)

@@ -259,8 +259,8 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::load::{Latency, LoadFigures};
-    use crate::bench::report::{LoadReport, SystemReport};
+    use crate::load::{Latency, LoadFigures};
+    use crate::report::{LoadReport, SystemReport};
 
     #[test]
     fn writes_two_nonempty_pngs() {

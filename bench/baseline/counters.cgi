@@ -1,5 +1,5 @@
 #!/bin/sh
-# CGI for `bramble bench`: the guest's clock and idle time (/proc/uptime: seconds since boot and
+# CGI for `bramble-bench`: the guest's clock and idle time (/proc/uptime: seconds since boot and
 # seconds spent idle), CPU time by kind (/proc/stat), memory (/proc/meminfo) and TCP counters
 # (/proc/net/snmp, /proc/net/netstat). Kernels with NO_HZ print the idle time in nanoseconds
 # in /proc/timer_list (idle_sleeptime, with its clock "now at"); Debian's rpi kernel does not,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Build the Linux + busybox httpd baseline for `bramble bench`: OUT/zImage, OUT/board.dtb and
+# Build the Linux + busybox httpd baseline for `bramble-bench`: OUT/zImage, OUT/board.dtb and
 # OUT/initramfs.cpio.gz whose /www is a copy of SITE (the same files Bramble serves) plus a CGI
 # script that prints /proc/stat and /proc/meminfo (guest CPU and RAM for the benchmark).
 # usage: build-initramfs.sh OUT SITE        (runs fetch-debs.sh OUT first when needed)

@@ -1,4 +1,4 @@
-//! `bramble bench --hosted` end to end, tiny and bounded (2 s per level, 1 and 10 clients, the
+//! `bramble-bench --hosted` end to end, tiny and bounded (2 s per level, 1 and 10 clients, the
 //! page only): every server answers with the site's exact bytes, bramble-hosted has no errors,
 //! the JSON has the fields the README documents, the charts are PNGs, and nothing is left
 //! behind (namespace, processes, cgroups). It asserts behaviour, never speed.
@@ -7,7 +7,7 @@
 //! hosted TAP tests do). Missing wrk, nginx or busybox is a failure: tools/setup.sh installs
 //! them.
 
-use bramble::bench::report::Report;
+use bramble_bench::report::Report;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -76,9 +76,8 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
     require("busybox", &["--list"], "busybox");
 
     let results = tempfile::tempdir().unwrap();
-    let mut bench = Command::new(env!("CARGO_BIN_EXE_bramble"))
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_bramble-bench"))
         .args([
-            "bench",
             "--hosted",
             "--levels",
             "1,10",
@@ -93,7 +92,7 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start bramble bench --hosted");
+        .expect("start bramble-bench --hosted");
     let pid = bench.id();
     // Read both pipes on threads so that neither fills up; stop the run (by its PID) if it
     // overruns the limit.
@@ -123,7 +122,7 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
             std::thread::sleep(Duration::from_secs(20));
             let _ = bench.kill();
             let _ = bench.wait();
-            panic!("bramble bench --hosted overran {LIMIT:?}");
+            panic!("bramble-bench --hosted overran {LIMIT:?}");
         }
         std::thread::sleep(Duration::from_millis(200));
     };
@@ -154,7 +153,7 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
     assert!(report.server_cpu_method.is_some());
     let names: Vec<&str> = report.systems.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["bramble-hosted", "nginx", "busybox-httpd"]);
-    let page = std::fs::read(bramble::workspace_root().join("tools/bench/site/index.html"))
+    let page = std::fs::read(bramble::workspace_root().join("bench/site/index.html"))
         .unwrap()
         .len() as u64;
     for system in &report.systems {

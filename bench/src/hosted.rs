@@ -1,4 +1,4 @@
-//! `bramble bench --hosted`: the portable kernel code as a Linux process (`bramble-hosted` on
+//! `bramble-bench --hosted`: the portable kernel code as a Linux process (`bramble-hosted` on
 //! a TAP device) against nginx and busybox httpd, all serving the same files inside a network
 //! namespace the benchmark creates and deletes, measured with the same wrk runs. The figure
 //! that matters is each server's CPU time per request, a regression guard for the portable
@@ -14,8 +14,8 @@
 
 use super::report::{Host, LoadReport, Report, ServerCpu, SystemReport, TARGETS};
 use super::{BenchArgs, NOT_ANSWERING, load, probe, systems};
-use crate::pack::{PackOptions, pack_site};
 use anyhow::{Context, bail, ensure};
+use bramble::pack::{PackOptions, pack_site};
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsFd;
@@ -48,7 +48,7 @@ const STOP_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the hosted benchmark.
 pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
-    let root = crate::workspace_root();
+    let root = bramble::workspace_root();
     let super::RunDir {
         date,
         commit,
@@ -225,7 +225,7 @@ fn check_prerequisites(names: &[String]) -> anyhow::Result<()> {
 /// Builds bramble-hosted in release mode in its own target directory (so that a build started
 /// from inside `cargo test` never waits on the outer build's lock); returns the binary.
 fn build_hosted() -> anyhow::Result<PathBuf> {
-    let root = crate::workspace_root();
+    let root = bramble::workspace_root();
     let target = root.join("target/bench/hosted/cargo");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     eprintln!("bench: hosted: building bramble-hosted (release)");
@@ -366,7 +366,7 @@ impl ServerKind {
 fn nginx_config(site: &Path, dir: &Path) -> String {
     let d = dir.display();
     format!(
-        "# Written by bramble bench --hosted.
+        "# Written by bramble-bench --hosted.
 daemon off;
 master_process on;
 worker_processes 1;

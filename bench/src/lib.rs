@@ -1,13 +1,16 @@
-//! `bramble bench`: boots Bramble and the Linux + busybox httpd baseline one after the other in
+//! `bramble-bench`: boots Bramble and the Linux + busybox httpd baseline one after the other in
 //! the same QEMU machine with the same usb-net NIC mode (RNDIS), serving the same files, and
 //! measures both the same way: wrk at each concurrency level, time to the first HTTP 200,
 //! QEMU's idle host CPU, guest RAM, image sizes, and guest instructions per request under
 //! `-icount shift=0`. Prints a side-by-side table and keeps JSON, PNG charts and a markdown
 //! summary in `bench/results/<date>-<commit>/`.
 //!
-//! `bramble bench --hosted` (hosted.rs) measures the portable code instead: bramble-hosted
+//! `bramble-bench --hosted` (hosted.rs) measures the portable code instead: bramble-hosted
 //! on a TAP device against nginx and busybox httpd on this machine, inside a network
 //! namespace, with the same load runs, table, JSON and charts.
+//!
+//! A crate of its own, beside the `bramble` tool it uses (pack, image, kernel build), so that
+//! the user's tool carries none of the benchmark's JSON, chart and font dependencies.
 //!
 //! Benchmarks measure; they assert nothing about timing. Every request goes to 127.0.0.1;
 //! every load run is bounded in time; every QEMU is stopped by its PID.
@@ -31,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 use systems::System;
 
-/// Options of `bramble bench`.
+/// Options of `bramble-bench`.
 #[derive(Args, Debug, Clone)]
 pub struct BenchArgs {
     /// Concurrency levels (open connections), comma-separated.
@@ -121,7 +124,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         return hosted::run(&args);
     }
     let systems = args.system_names();
-    let root = crate::workspace_root();
+    let root = bramble::workspace_root();
     let work = root.join("target/bench");
     let RunDir {
         date,
@@ -704,14 +707,14 @@ fn git_commit(root: &Path) -> String {
 }
 
 /// A benchmark run's date, commit and raw-output folder.
-pub(super) struct RunDir {
+pub(crate) struct RunDir {
     pub date: String,
     pub commit: String,
     pub path: PathBuf,
 }
 
 /// Creates `target/bench/runs/<date>-<seconds>-<commit><suffix>/` for a run's raw output.
-pub(super) fn new_run_dir(root: &Path, suffix: &str) -> anyhow::Result<RunDir> {
+pub(crate) fn new_run_dir(root: &Path, suffix: &str) -> anyhow::Result<RunDir> {
     let date = utc_date(SystemTime::now());
     let commit = git_commit(root);
     let seconds = SystemTime::now()
