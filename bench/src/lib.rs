@@ -25,6 +25,7 @@ pub mod report;
 mod systems;
 
 use anyhow::{Context, bail};
+use bramble_hal::calendar::UtcDateTime;
 use clap::Args;
 use guest::Guest;
 use report::{CpuCost, Host, LoadReport, Report, SystemReport, TARGETS};
@@ -727,27 +728,13 @@ pub(crate) fn new_run_dir(root: &Path, suffix: &str) -> anyhow::Result<RunDir> {
     Ok(RunDir { date, commit, path })
 }
 
-/// The UTC calendar date of `time` as YYYY-MM-DD.
+/// The UTC calendar date of `time` as YYYY-MM-DD (1970-01-01 for a time before it).
 pub fn utc_date(time: SystemTime) -> String {
-    let days = time
+    let seconds = time
         .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() / 86_400) as i64;
-    // Civil date from days since 1970-01-01 (proleptic Gregorian, 400-year eras).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
+        .map_or(0, |d| d.as_secs());
+    let date = UtcDateTime::from_unix_seconds(seconds).date;
+    format!("{:04}-{:02}-{:02}", date.year, date.month, date.day)
 }
 
 #[cfg(test)]

@@ -6,6 +6,8 @@ use std::string::String;
 use std::vec;
 use std::vec::Vec;
 
+use bramble_hal::calendar::UtcDateTime;
+
 use crate::{ALIGN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC, VERSION, entry, header};
 
 /// One encoding of a file given to the writer.
@@ -320,37 +322,16 @@ impl SiteImageWriter {
 /// `Sun, 06 Nov 1994 08:49:37 GMT`. Years past 9999 are clamped to the last second of 9999.
 pub fn http_date(unix_seconds: u64) -> String {
     const MAX: u64 = 253_402_300_799; // 9999-12-31T23:59:59Z
-    let seconds = unix_seconds.min(MAX);
-    let days = seconds / 86_400;
-    let second_of_day = seconds % 86_400;
-    // Civil-from-days (proleptic Gregorian), with eras of 400 years starting on 0000-03-01.
-    let shifted = days + 719_468;
-    let era = shifted / 146_097;
-    let day_of_era = shifted % 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153; // 0 = March
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + u64::from(month <= 2);
-    const WEEKDAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
+    let time = UtcDateTime::from_unix_seconds(unix_seconds.min(MAX));
     std::format!(
         "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
-        WEEKDAYS[(days % 7) as usize],
-        day,
-        MONTHS[(month - 1) as usize],
-        year,
-        second_of_day / 3600,
-        second_of_day / 60 % 60,
-        second_of_day % 60
+        time.weekday_abbreviation(),
+        time.date.day,
+        time.month_abbreviation(),
+        time.date.year,
+        time.hour,
+        time.minute,
+        time.second
     )
 }
 

@@ -6,10 +6,13 @@
 //! the status LED's patterns, portable so that they are tested here; boards only switch a pin.
 //! [`usb`] is the USB host controller seam: the chip crate implements it, the USB protocol
 //! crate (`bramble-usb`) drives devices through it.
+//! [`calendar`] is the workspace's one UTC calendar (Unix time to dates), here because this is
+//! the crate every other one can depend on.
 #![no_std]
 #![forbid(unsafe_code)]
 
 pub mod block;
+pub mod calendar;
 pub mod clock;
 pub mod ethernet;
 pub mod led;

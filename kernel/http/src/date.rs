@@ -1,36 +1,6 @@
 //! HTTP-date parsing (all three RFC 9110 §5.6.7 formats) and IMF-fixdate formatting.
 
-const MONTHS: [&[u8; 3]; 12] = [
-    b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
-];
-const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (`month` 1..=12).
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month = i64::from(month);
-    let day_of_year =
-        (153 * (if month > 2 { month - 3 } else { month + 9 }) + 2) / 5 + i64::from(day) - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The (year, month 1..=12, day 1..=31) of a count of days since 1970-01-01.
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let mp = (5 * day_of_year + 2) / 153;
-    let day = (day_of_year - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
+use bramble_hal::calendar::{CivilDate, MONTH_ABBREVIATIONS, SECONDS_PER_DAY, UtcDateTime};
 
 fn digits(bytes: &[u8]) -> Option<u32> {
     if bytes.is_empty() || bytes.len() > 4 {
@@ -47,9 +17,9 @@ fn digits(bytes: &[u8]) -> Option<u32> {
 }
 
 fn month_number(name: &[u8]) -> Option<u32> {
-    MONTHS
+    MONTH_ABBREVIATIONS
         .iter()
-        .position(|m| m.as_slice() == name)
+        .position(|m| m.as_bytes() == name)
         .map(|i| i as u32 + 1)
 }
 
@@ -71,17 +41,14 @@ fn time_of_day(bytes: &[u8]) -> Option<u64> {
 }
 
 fn to_unix(year: i64, month: u32, day: u32, seconds: u64) -> Option<u64> {
-    if !(1..=31).contains(&day) || year < 1970 {
+    let date = CivilDate { year, month, day };
+    // Reject dates such as Feb 30 that would roll over into the next month.
+    if year < 1970 || !date.is_valid() {
         return None;
     }
-    let days = days_from_civil(year, month, day);
-    // Reject dates such as Feb 30 that roll over into the next month.
-    if civil_from_days(days) != (year, month, day) {
-        return None;
-    }
-    u64::try_from(days)
+    u64::try_from(date.days_since_epoch())
         .ok()?
-        .checked_mul(86_400)?
+        .checked_mul(SECONDS_PER_DAY)?
         .checked_add(seconds)
 }
 
@@ -132,17 +99,17 @@ pub fn parse_http_date(value: &[u8]) -> Option<u64> {
 
 /// Formats Unix seconds as an IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") into `out`.
 pub fn write_imf_fixdate(out: &mut impl core::fmt::Write, unix_seconds: u64) -> core::fmt::Result {
-    let days = (unix_seconds / 86_400) as i64;
-    let seconds = unix_seconds % 86_400;
-    let (year, month, day) = civil_from_days(days);
-    let weekday = WEEKDAYS[((days + 4) % 7) as usize];
-    let month_name = core::str::from_utf8(MONTHS[month as usize - 1]).unwrap_or("Jan");
+    let time = UtcDateTime::from_unix_seconds(unix_seconds);
     write!(
         out,
-        "{weekday}, {day:02} {month_name} {year:04} {:02}:{:02}:{:02} GMT",
-        seconds / 3600,
-        seconds / 60 % 60,
-        seconds % 60
+        "{}, {:02} {} {:04} {:02}:{:02}:{:02} GMT",
+        time.weekday_abbreviation(),
+        time.date.day,
+        time.month_abbreviation(),
+        time.date.year,
+        time.hour,
+        time.minute,
+        time.second
     )
 }
 

@@ -1,6 +1,7 @@
 //! The SD card image on disk: an MBR partition table and one FAT16/FAT32 partition, written
 //! with the `mbrman` and `fatfs` crates.
 
+use bramble_hal::calendar::UtcDateTime;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -360,33 +361,18 @@ fn fat_date_time(unix_seconds: u64) -> fatfs::DateTime {
     const FAT_EPOCH: u64 = 315_532_800; // 1980-01-01T00:00:00Z
     const FAT_END: u64 = 4_354_819_199; // 2107-12-31T23:59:59Z
     let seconds = unix_seconds.clamp(FAT_EPOCH, FAT_END);
-    let (days, in_day) = (seconds / 86_400, seconds % 86_400);
-    // Days since 1970-01-01 to a civil date (the proleptic Gregorian algorithm of
-    // H. Hinnant's "chrono-Compatible Low-Level Date Algorithms").
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let shifted_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
-    let month = if shifted_month < 10 {
-        shifted_month + 3
-    } else {
-        shifted_month - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let time = UtcDateTime::from_unix_seconds(seconds);
+    // In range for u16 after the clamp: years 1980..=2107.
     fatfs::DateTime {
         date: fatfs::Date {
-            year: year as u16,
-            month: month as u16,
-            day: day as u16,
+            year: time.date.year as u16,
+            month: time.date.month as u16,
+            day: time.date.day as u16,
         },
         time: fatfs::Time {
-            hour: (in_day / 3600) as u16,
-            min: (in_day / 60 % 60) as u16,
-            sec: (in_day % 60) as u16,
+            hour: time.hour as u16,
+            min: time.minute as u16,
+            sec: time.second as u16,
             millis: 0,
         },
     }
