@@ -6,26 +6,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-/// A parsed response.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Response {
-    /// Status code.
-    pub status: u16,
-    /// Header fields in order, names lower-cased.
-    pub headers: Vec<(String, String)>,
-    /// The body (everything after the header block; the request asks for `Connection: close`).
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    /// The first header named `name` (lower case).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    }
-}
+pub use bramble_http_response::Response;
+use bramble_http_response::{Parsed, parse_response};
 
 /// GET `path` from 127.0.0.1:`port` with extra header lines; `None` on any failure or timeout.
 pub fn get(port: u16, path: &str, extra: &[(&str, &str)], timeout: Duration) -> Option<Response> {
@@ -56,50 +38,9 @@ pub fn get_at(
     stream.write_all(request.as_bytes()).ok()?;
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).ok()?;
-    parse_response(&raw)
-}
-
-/// Parses a complete HTTP/1.x response (head and body).
-pub fn parse_response(raw: &[u8]) -> Option<Response> {
-    let end = raw.windows(4).position(|window| window == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&raw[..end]).ok()?;
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next()?;
-    if !status_line.starts_with("HTTP/1.") {
-        return None;
-    }
-    let status = status_line.split(' ').nth(1)?.parse().ok()?;
-    let headers = lines
-        .filter_map(|line| line.split_once(':'))
-        .map(|(name, value)| (name.trim().to_ascii_lowercase(), value.trim().to_string()))
-        .collect();
-    Some(Response {
-        status,
-        headers,
-        body: raw[end + 4..].to_vec(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_status_headers_and_body() {
-        let raw = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nETag: \"abc\"\r\n\r\nhi";
-        let response = parse_response(raw).unwrap();
-        assert_eq!(response.status, 200);
-        assert_eq!(response.header("etag"), Some("\"abc\""));
-        assert_eq!(response.header("content-length"), Some("2"));
-        assert_eq!(response.body, b"hi");
-    }
-
-    #[test]
-    fn rejects_incomplete_or_foreign_responses() {
-        assert_eq!(
-            parse_response(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"),
-            None
-        );
-        assert_eq!(parse_response(b"SSH-2.0-OpenSSH\r\n\r\n"), None);
+    // The request asks for `Connection: close`: the stream's end is the response's end.
+    match parse_response(&raw, false, true) {
+        Parsed::Complete(response, _) => Some(response),
+        Parsed::Partial | Parsed::Invalid(_) => None,
     }
 }

@@ -7,6 +7,7 @@ mod netns;
 
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
+use bramble_http_response::{Parsed, parse_response};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use std::io::{Read, Write};
@@ -96,13 +97,12 @@ fn get(port: u16, path: &str, timeout: Duration) -> std::io::Result<Vec<u8>> {
     Ok(response)
 }
 
-/// The body of a `200 OK` response, or `None` for anything else.
-fn ok_body(response: &[u8]) -> Option<&[u8]> {
-    if !response.starts_with(b"HTTP/1.1 200 ") {
-        return None;
+/// The body of a complete `200` response, or `None` for anything else.
+fn ok_body(response: &[u8]) -> Option<Vec<u8>> {
+    match parse_response(response, false, true) {
+        Parsed::Complete(response, _) if response.status == 200 => Some(response.body),
+        _ => None,
     }
-    let split = response.windows(4).position(|w| w == b"\r\n\r\n")?;
-    Some(&response[split + 4..])
 }
 
 fn free_port() -> u16 {
@@ -144,7 +144,11 @@ fn serving_resumes_after_the_link_drops_and_returns() {
     guest.expect_line("serving: http://10.0.2.15/", BOOT_TIMEOUT);
 
     let before = get(port, "/", Duration::from_secs(30)).expect("GET before the drop");
-    assert_eq!(ok_body(&before), Some(page.as_bytes()), "before the drop");
+    assert_eq!(
+        ok_body(&before).as_deref(),
+        Some(page.as_bytes()),
+        "before the drop"
+    );
 
     let reply = monitor.run("set_link net0 off");
     assert!(reply.is_empty(), "set_link net0 off: {reply:?}");
@@ -162,7 +166,7 @@ fn serving_resumes_after_the_link_drops_and_returns() {
 
     // ... and is answered once it returns (QEMU's user network keeps retrying the guest).
     let late = during.join().unwrap();
-    let late_ok = late.as_deref().ok().and_then(ok_body) == Some(page.as_bytes());
+    let late_ok = late.as_deref().ok().and_then(ok_body).as_deref() == Some(page.as_bytes());
     eprintln!(
         "request made during the outage ended {:.1} s after the link returned",
         link_returned.elapsed().as_secs_f64()
@@ -174,7 +178,9 @@ fn serving_resumes_after_the_link_drops_and_returns() {
     let after = loop {
         attempts += 1;
         match get(port, "/", Duration::from_secs(10)) {
-            Ok(response) if ok_body(&response) == Some(page.as_bytes()) => break response,
+            Ok(response) if ok_body(&response).as_deref() == Some(page.as_bytes()) => {
+                break response;
+            }
             other if Instant::now() > deadline => panic!(
                 "not serving {RECOVERY_TIMEOUT:?} after the link returned ({attempts} \
                  attempts, last: {other:?}); serial:\n{}",
@@ -183,7 +189,7 @@ fn serving_resumes_after_the_link_drops_and_returns() {
             _ => std::thread::sleep(Duration::from_millis(500)),
         }
     };
-    assert_eq!(ok_body(&after), Some(page.as_bytes()));
+    assert_eq!(ok_body(&after).as_deref(), Some(page.as_bytes()));
     eprintln!(
         "new requests served again {:.1} s after the link returned ({attempts} attempt(s))",
         link_returned.elapsed().as_secs_f64()

@@ -3,6 +3,7 @@
 
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
+use bramble_http_response::{Parsed, parse_response};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use std::io::{Read, Write};
@@ -18,7 +19,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// One HTTP/1.1 GET with `Connection: close`; returns (status, headers, body).
+/// One HTTP/1.1 GET with `Connection: close`; returns (status, head, body).
 fn get(port: u16, path: &str) -> (u16, String, Vec<u8>) {
     let mut stream =
         TcpStream::connect(("127.0.0.1", port)).expect("connect to the forwarded port");
@@ -34,17 +35,11 @@ fn get(port: u16, path: &str) -> (u16, String, Vec<u8>) {
     stream
         .read_to_end(&mut response)
         .expect("read the response");
-    let split = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("end of headers");
-    let head = String::from_utf8_lossy(&response[..split]).to_string();
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("status code");
-    (status, head, response[split + 4..].to_vec())
+    match parse_response(&response, false, true) {
+        Parsed::Complete(response, _) => (response.status, response.head, response.body),
+        Parsed::Partial => panic!("{path}: incomplete response {response:?}"),
+        Parsed::Invalid(why) => panic!("{path}: {why}"),
+    }
 }
 
 fn site_files(root: &Path) -> Vec<(String, Vec<u8>)> {

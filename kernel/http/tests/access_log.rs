@@ -55,8 +55,8 @@ fn one_line_per_request_or_none_when_disabled() {
     assert_eq!(lines[0].0, "bramble_http::access");
     let fields: Vec<&str> = lines[0].1.split(' ').collect();
     assert_eq!(&fields[..3], ["GET", "/style.css?logged-1", "200"]);
-    // The byte count is the whole response: head plus body.
-    let head_len = bytes.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    // The byte count is the whole response: head, the blank line that ends it, and body.
+    let head_len = responses[0].head.len() + "\r\n\r\n".len();
     assert_eq!(fields[3], (head_len + responses[0].body.len()).to_string());
     assert!(fields[4].ends_with("ms"));
     assert!(

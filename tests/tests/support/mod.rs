@@ -1,10 +1,12 @@
 //! Helpers shared by the end-to-end HTTP tests: boot a guest serving a site through a
-//! forwarded 127.0.0.1 port, speak raw HTTP/1.1 to it, parse responses, read access-log lines.
+//! forwarded 127.0.0.1 port, speak raw HTTP/1.1 to it, read its responses (through the one
+//! parser, bramble-http-response), read access-log lines.
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
+pub use bramble_http_response::{Parsed, Response, parse_response};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use std::io::{ErrorKind, Read, Write};
@@ -102,140 +104,6 @@ pub fn site_files(root: &Path) -> Vec<(String, Vec<u8>)> {
 /// The repository's default site (what `bramble` packs when given no site).
 pub fn default_site_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../site/default")
-}
-
-/// One parsed HTTP response.
-#[derive(Clone, Debug)]
-pub struct Response {
-    /// Status code.
-    pub status: u16,
-    /// The status line and header lines, as received (for failure messages).
-    pub head: String,
-    /// Header fields in order, names as sent.
-    pub headers: Vec<(String, String)>,
-    /// The body (empty for HEAD, 204 and 304).
-    pub body: Vec<u8>,
-}
-
-impl Response {
-    /// The first field named `name` (case-insensitive).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Every field named `name`, in order.
-    pub fn all(&self, name: &str) -> Vec<&str> {
-        self.headers
-            .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
-    /// Does the comma-separated field `name` list `token` (case-insensitive)?
-    pub fn lists(&self, name: &str, token: &str) -> bool {
-        self.all(name).iter().any(|value| {
-            value
-                .split(',')
-                .any(|item| item.trim().eq_ignore_ascii_case(token))
-        })
-    }
-}
-
-/// Outcome of trying to parse one response from the front of a buffer.
-pub enum Parsed {
-    /// A complete response and how many bytes it took.
-    Complete(Response, usize),
-    /// More bytes are needed.
-    Partial,
-    /// The bytes are not an HTTP/1.x response.
-    Invalid(String),
-}
-
-/// Parses one response from the front of `bytes`. `head_request`: the request was HEAD (no
-/// body whatever Content-Length says). `at_eof`: no more bytes will come, so a body without
-/// Content-Length ends here.
-pub fn parse_response(bytes: &[u8], head_request: bool, at_eof: bool) -> Parsed {
-    let Some(split) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return Parsed::Partial;
-    };
-    let head = String::from_utf8_lossy(&bytes[..split]).to_string();
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or("");
-    let mut parts = status_line.splitn(3, ' ');
-    let version = parts.next().unwrap_or("");
-    let status = parts.next().and_then(|s| s.parse::<u16>().ok());
-    let Some(status) = status.filter(|_| version.starts_with("HTTP/1.")) else {
-        return Parsed::Invalid(format!("bad status line {status_line:?}"));
-    };
-    let mut headers = Vec::new();
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
-            return Parsed::Invalid(format!("header line without a colon: {line:?}"));
-        };
-        headers.push((name.to_string(), value.trim().to_string()));
-    }
-    let mut response = Response {
-        status,
-        head,
-        headers,
-        body: Vec::new(),
-    };
-    let body_start = split + 4;
-    let no_body = head_request || status == 204 || status == 304 || (100..200).contains(&status);
-    if no_body {
-        return Parsed::Complete(response, body_start);
-    }
-    if response
-        .header("transfer-encoding")
-        .is_some_and(|te| te.to_ascii_lowercase().contains("chunked"))
-    {
-        return parse_chunked(bytes, body_start, response);
-    }
-    match response.header("content-length").map(str::parse::<usize>) {
-        Some(Ok(length)) => {
-            if bytes.len() < body_start + length {
-                return Parsed::Partial;
-            }
-            response.body = bytes[body_start..body_start + length].to_vec();
-            Parsed::Complete(response, body_start + length)
-        }
-        Some(Err(_)) => Parsed::Invalid(format!("bad Content-Length in\n{}", response.head)),
-        None if at_eof => {
-            response.body = bytes[body_start..].to_vec();
-            Parsed::Complete(response, bytes.len())
-        }
-        None => Parsed::Partial,
-    }
-}
-
-fn parse_chunked(bytes: &[u8], mut at: usize, mut response: Response) -> Parsed {
-    loop {
-        let Some(line_end) = bytes[at..].windows(2).position(|w| w == b"\r\n") else {
-            return Parsed::Partial;
-        };
-        let size_text = String::from_utf8_lossy(&bytes[at..at + line_end]).to_string();
-        let size_text = size_text.split(';').next().unwrap_or("").trim().to_string();
-        let Ok(size) = usize::from_str_radix(&size_text, 16) else {
-            return Parsed::Invalid(format!("bad chunk size {size_text:?}"));
-        };
-        at += line_end + 2;
-        if size == 0 {
-            // No trailers expected from the servers under test.
-            if bytes.len() < at + 2 {
-                return Parsed::Partial;
-            }
-            return Parsed::Complete(response, at + 2);
-        }
-        if bytes.len() < at + size + 2 {
-            return Parsed::Partial;
-        }
-        response.body.extend_from_slice(&bytes[at..at + size]);
-        at += size + 2;
-    }
 }
 
 /// One client connection speaking raw bytes.
