@@ -1,0 +1,175 @@
+//! The server's identity (certificate chain and key from PEM) and the rustls configuration
+//! built from it: ALPN http/1.1, tickets, the SNI policy, the server's cipher order.
+
+use crate::certificate::{self, Validity};
+use crate::clock::CLOCK;
+use crate::provider;
+use crate::tickets::Ticketer;
+use alloc::string::String;
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use pki_types::pem::PemObject;
+use pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::ServerConfig;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// Why a certificate and key cannot be served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentityError {
+    /// The certificate file holds no PEM `CERTIFICATE` block.
+    NoCertificate,
+    /// A `CERTIFICATE` block is not valid PEM or base64.
+    BadCertificatePem,
+    /// The leaf certificate is not DER X.509 that webpki accepts.
+    BadCertificate,
+    /// The key file holds no PEM private key (PKCS#8 `PRIVATE KEY` or SEC1 `EC PRIVATE KEY`).
+    NoKey,
+    /// The key is neither ECDSA P-256 nor Ed25519.
+    UnsupportedKey,
+    /// The key is not the certificate's.
+    KeyMismatch,
+}
+
+impl core::fmt::Display for IdentityError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::NoCertificate => "no PEM CERTIFICATE block in the certificate file",
+            Self::BadCertificatePem => "a CERTIFICATE block is not valid PEM",
+            Self::BadCertificate => "the certificate is not a valid X.509 certificate",
+            Self::NoKey => "no PEM private key (PRIVATE KEY or EC PRIVATE KEY) in the key file",
+            Self::UnsupportedKey => "the key is neither ECDSA P-256 nor Ed25519",
+            Self::KeyMismatch => "the key does not belong to the certificate",
+        })
+    }
+}
+
+/// A certificate chain with its key, checked to parse and to match.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    certified: Arc<CertifiedKey>,
+    validity: Validity,
+}
+
+impl Identity {
+    /// Parses a PEM chain (leaf first) and a PEM key, and checks that the key is the leaf's.
+    pub fn from_pem(certificate_pem: &[u8], key_pem: &[u8]) -> Result<Self, IdentityError> {
+        let chain = CertificateDer::pem_slice_iter(certificate_pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|_| IdentityError::BadCertificatePem)?;
+        let leaf = chain.first().ok_or(IdentityError::NoCertificate)?;
+        webpki::EndEntityCert::try_from(leaf).map_err(|_| IdentityError::BadCertificate)?;
+        let validity = certificate::validity(leaf).ok_or(IdentityError::BadCertificate)?;
+        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|_| IdentityError::NoKey)?;
+        let signing_key = rustls::crypto::KeyProvider::load_private_key(&provider::sign::Keys, key)
+            .map_err(|_| IdentityError::UnsupportedKey)?;
+        let certified = CertifiedKey::new(chain, signing_key);
+        certified
+            .keys_match()
+            .map_err(|_| IdentityError::KeyMismatch)?;
+        Ok(Self {
+            certified: Arc::new(certified),
+            validity,
+        })
+    }
+
+    /// The leaf's validity period.
+    pub fn validity(&self) -> Validity {
+        self.validity
+    }
+
+    /// Whether the leaf certificate covers `name` (its subjectAltName DNS names, wildcards
+    /// included, RFC 6125).
+    pub fn covers(&self, name: &str) -> bool {
+        let Ok(name) = ServerName::try_from(String::from(name)) else {
+            return false;
+        };
+        let Some(leaf) = self.certified.cert.first() else {
+            return false;
+        };
+        webpki::EndEntityCert::try_from(leaf)
+            .map(|leaf| leaf.verify_is_valid_for_subject_name(&name).is_ok())
+            .unwrap_or(false)
+    }
+
+    /// Bytes of the whole chain as sent in the Certificate message (for sizing buffers).
+    pub fn chain_len(&self) -> usize {
+        self.certified.cert.iter().map(|cert| cert.len() + 3).sum()
+    }
+}
+
+/// Which server names (SNI) the server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SniPolicy {
+    /// Any name, and none: one site.
+    AnyName,
+    /// Only names the certificate covers (clients that send no name are still answered);
+    /// others get a handshake failure instead of a certificate they would reject anyway.
+    CertificateNames,
+}
+
+#[derive(Debug)]
+struct Resolver {
+    identity: Identity,
+    policy: SniPolicy,
+}
+
+impl ResolvesServerCert for Resolver {
+    fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        match (self.policy, client_hello.server_name()) {
+            (SniPolicy::CertificateNames, Some(name)) if !self.identity.covers(name) => None,
+            _ => Some(self.identity.certified.clone()),
+        }
+    }
+}
+
+/// How long tickets are announced for: a day (their key rotates at the same pace).
+pub const TICKET_LIFETIME_SECONDS: u32 = 24 * 60 * 60;
+
+/// Why a server configuration cannot be made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigError {
+    /// The CSPRNG has no seed: TLS needs one before anything else.
+    Unseeded,
+    /// rustls refused the configuration (a bug if it ever happens).
+    Rustls(rustls::Error),
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Unseeded => f.write_str("no entropy seed: TLS is not started"),
+            Self::Rustls(error) => write!(f, "TLS configuration: {error}"),
+        }
+    }
+}
+
+/// The rustls server configuration for `identity`: TLS 1.3 and 1.2, ALPN `http/1.1`, one
+/// ticket per full handshake, the server's cipher order.
+pub fn server_config(
+    identity: Identity,
+    policy: SniPolicy,
+) -> Result<Arc<ServerConfig>, ConfigError> {
+    if !crate::random::RANDOM.is_seeded() {
+        return Err(ConfigError::Unseeded);
+    }
+    let ticketer = Ticketer::new(TICKET_LIFETIME_SECONDS).ok_or(ConfigError::Unseeded)?;
+    let mut config = ServerConfig::builder_with_details(
+        Arc::new(provider::provider()),
+        Arc::new(crate::clock::ClockRef(&CLOCK)),
+    )
+    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+    .map_err(ConfigError::Rustls)?
+    .with_no_client_auth()
+    .with_cert_resolver(Arc::new(Resolver { identity, policy }));
+    config.alpn_protocols = alloc::vec![b"http/1.1".to_vec()];
+    config.ignore_client_order = true;
+    config.ticketer = Arc::new(ticketer);
+    // Each ticket costs a seal and a record; one per handshake is what browsers use.
+    config.send_tls13_tickets = 1;
+    // Stateful TLS 1.2 resumption would need a session cache; tickets cover both versions.
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    // 0-RTT data can be replayed; a static site gains little from it.
+    config.max_early_data_size = 0;
+    Ok(Arc::new(config))
+}

@@ -1,0 +1,23 @@
+//! Bramble's TLS server: rustls's unbuffered server (no_std + alloc) with a small RustCrypto
+//! provider, adapted to the appliance's connection buffers.
+//!
+//! [`provider`] holds the crypto, [`random`] the CSPRNG that must be seeded from hardware
+//! before any handshake, [`config`] the identity and rustls configuration, [`session`] one
+//! connection over caller-owned buffers, [`clock`] the wall clock, [`tickets`] resumption.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+pub mod certificate;
+pub mod clock;
+pub mod config;
+pub mod provider;
+pub mod random;
+pub mod session;
+pub mod tickets;
+
+pub use config::{ConfigError, Identity, IdentityError, SniPolicy, server_config};
+pub use session::{Application, Phase, SessionError, TlsSession};

@@ -1,0 +1,378 @@
+//! One TLS connection over caller-owned buffers: ciphertext in, plaintext to an
+//! [`Application`], plaintext from it, ciphertext out.
+//!
+//! rustls's buffered `ServerConnection` needs `std::io`; in no_std only the unbuffered API
+//! exists, and it fits the appliance anyway: records are decrypted in the session's receive
+//! buffer, the ciphertext buffers are fixed slices the pool hands out (so most of a
+//! connection's RAM is known up front), and nothing is queued without bound: rustls decrypts
+//! one record per call, and a record the application cannot take yet waits in one
+//! record-sized heap buffer (rustls 0.23 hands plaintext over in a buffer of its own).
+
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use rustls::server::UnbufferedServerConnection;
+use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError};
+use rustls::{Error, ServerConfig};
+
+/// What a TLS session carries: the HTTP engine in the appliance, anything byte-oriented in
+/// tests.
+pub trait Application {
+    /// Plaintext from the peer; returns how many bytes were taken (the rest is offered again).
+    fn receive(&mut self, data: &[u8]) -> usize;
+    /// Writes plaintext to send into `out`; returns how many bytes were written.
+    fn transmit(&mut self, out: &mut [u8]) -> usize;
+}
+
+/// The most a TLS record can take on the wire (RFC 8446 §5.2: 2^14 + 256, plus 5 of header).
+pub const MAX_RECORD_LEN: usize = 16_384 + 256 + 5;
+/// Bytes a sealed record adds to its plaintext at most: 5 of header, plus either TLS 1.3's
+/// content type and tag (1 + 16) or TLS 1.2 GCM's explicit nonce and tag (8 + 16).
+pub const RECORD_OVERHEAD: usize = 5 + 8 + 16;
+/// The largest plaintext one record carries.
+pub const MAX_FRAGMENT_LEN: usize = 16_384;
+
+/// Why a session stopped.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SessionError {
+    /// rustls refused the peer's bytes (bad record, failed handshake, bad MAC...). An alert
+    /// for the peer may wait in the transmit queue.
+    Protocol(Error),
+    /// The peer sent a record larger than the receive buffer.
+    RecordTooLarge,
+    /// The transmit buffer cannot hold a handshake flight (the certificate chain is too long
+    /// for the buffer size the pool chose).
+    TransmitBufferTooSmall,
+}
+
+impl core::fmt::Display for SessionError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Protocol(error) => write!(f, "TLS: {error}"),
+            Self::RecordTooLarge => f.write_str("TLS record larger than the receive buffer"),
+            Self::TransmitBufferTooSmall => {
+                f.write_str("TLS handshake flight larger than the transmit buffer")
+            }
+        }
+    }
+}
+
+/// Where the session is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Handshake in progress.
+    Handshaking,
+    /// Application data flows both ways.
+    Open,
+    /// The peer sent close_notify: no more plaintext will arrive.
+    PeerClosed,
+    /// Both sides closed, or an error ended the session; only queued bytes remain to send.
+    Closed,
+}
+
+/// A server-side TLS session over two caller-owned buffers.
+pub struct TlsSession<'b> {
+    connection: UnbufferedServerConnection,
+    /// Received ciphertext; after a decryption, the plaintext of one record sits inside it.
+    incoming: &'b mut [u8],
+    incoming_len: usize,
+    /// Encoded handshake records, alerts and close_notify waiting to be sent; empty between
+    /// flights, when it doubles as the plaintext scratch for [`TlsSession::transmit`].
+    outgoing: &'b mut [u8],
+    outgoing_start: usize,
+    outgoing_end: usize,
+    /// Plaintext of a record the application has not fully taken yet, from `pending_start`.
+    pending: Vec<u8>,
+    pending_start: usize,
+    phase: Phase,
+    close_queued: bool,
+    error: Option<SessionError>,
+}
+
+impl<'b> TlsSession<'b> {
+    /// A session for one accepted connection. `incoming` should hold [`MAX_RECORD_LEN`]
+    /// bytes (smaller buffers refuse larger records); `outgoing` must hold the server's
+    /// first flight (certificate chain plus about 1 KiB).
+    pub fn new(
+        config: Arc<ServerConfig>,
+        incoming: &'b mut [u8],
+        outgoing: &'b mut [u8],
+    ) -> Result<Self, SessionError> {
+        Ok(Self {
+            connection: UnbufferedServerConnection::new(config).map_err(SessionError::Protocol)?,
+            incoming,
+            incoming_len: 0,
+            outgoing,
+            outgoing_start: 0,
+            outgoing_end: 0,
+            pending: Vec::new(),
+            pending_start: 0,
+            phase: Phase::Handshaking,
+            close_queued: false,
+            error: None,
+        })
+    }
+
+    /// Where the session is.
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// Why the session failed, if it did.
+    pub fn error(&self) -> Option<&SessionError> {
+        self.error.as_ref()
+    }
+
+    /// The negotiated application protocol (ALPN), if the client offered one.
+    pub fn alpn_protocol(&self) -> Option<&[u8]> {
+        self.connection.alpn_protocol()
+    }
+
+    /// Whether this session was resumed from a ticket (valid once open).
+    pub fn is_resumed(&self) -> bool {
+        matches!(
+            self.connection.handshake_kind(),
+            Some(rustls::HandshakeKind::Resumed)
+        )
+    }
+
+    /// The negotiated protocol version, once known.
+    pub fn protocol_version(&self) -> Option<rustls::ProtocolVersion> {
+        self.connection.protocol_version()
+    }
+
+    /// The negotiated cipher suite, once known.
+    pub fn cipher_suite(&self) -> Option<rustls::CipherSuite> {
+        self.connection
+            .negotiated_cipher_suite()
+            .map(|suite| suite.suite())
+    }
+
+    /// Free room for ciphertext, in bytes.
+    pub fn receive_space(&self) -> usize {
+        self.incoming.len() - self.incoming_len
+    }
+
+    /// Whether ciphertext waits to be sent.
+    pub fn wants_transmit(&self) -> bool {
+        self.outgoing_end > self.outgoing_start
+    }
+
+    /// Takes ciphertext from the peer (as much as fits) and processes it, passing plaintext
+    /// to `application`. Returns how many bytes were taken.
+    pub fn receive(
+        &mut self,
+        application: &mut impl Application,
+        ciphertext: &[u8],
+    ) -> Result<usize, SessionError> {
+        self.check()?;
+        let taken = ciphertext.len().min(self.receive_space());
+        self.incoming[self.incoming_len..self.incoming_len + taken]
+            .copy_from_slice(&ciphertext[..taken]);
+        self.incoming_len += taken;
+        self.poll(application)?;
+        if taken < ciphertext.len() && self.receive_space() == 0 && self.pending.is_empty() {
+            // A full buffer that holds no complete record: the record is too large for it.
+            return self.fail(SessionError::RecordTooLarge);
+        }
+        Ok(taken)
+    }
+
+    /// Processes what has been received: handshake progress, and plaintext for
+    /// `application` (call again when the application can take more).
+    pub fn poll(&mut self, application: &mut impl Application) -> Result<(), SessionError> {
+        self.check()?;
+        loop {
+            if self.pending_start < self.pending.len() {
+                let taken = application.receive(&self.pending[self.pending_start..]);
+                self.pending_start += taken.min(self.pending.len() - self.pending_start);
+                if self.pending_start < self.pending.len() {
+                    return Ok(());
+                }
+                self.pending.clear();
+                self.pending_start = 0;
+            }
+            if !self.step(application)? {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs rustls once over the received bytes; returns whether to go on.
+    fn step(&mut self, application: &mut impl Application) -> Result<bool, SessionError> {
+        let status = self
+            .connection
+            .process_tls_records(&mut self.incoming[..self.incoming_len]);
+        let discard = status.discard;
+        let mut failure = None;
+        let go_on = match status.state {
+            Err(error) => {
+                failure = Some(SessionError::Protocol(error));
+                false
+            }
+            Ok(ConnectionState::ReadTraffic(mut traffic)) => {
+                // rustls hands each record's plaintext over in a buffer of its own; what the
+                // application does not take now waits in `pending`.
+                while let Some(record) = traffic.next_record() {
+                    match record {
+                        Ok(record) => {
+                            let taken = application.receive(record.payload);
+                            if taken < record.payload.len() {
+                                self.pending.extend_from_slice(&record.payload[taken..]);
+                                break;
+                            }
+                        }
+                        Err(error) => {
+                            failure = Some(SessionError::Protocol(error));
+                            break;
+                        }
+                    }
+                }
+                failure.is_none()
+            }
+            Ok(ConnectionState::EncodeTlsData(mut encode)) => {
+                match encode.encode(&mut self.outgoing[self.outgoing_end..]) {
+                    Ok(written) => self.outgoing_end += written,
+                    Err(EncodeError::InsufficientSize(_)) => {
+                        failure = Some(SessionError::TransmitBufferTooSmall);
+                    }
+                    Err(EncodeError::AlreadyEncoded) => {}
+                }
+                failure.is_none()
+            }
+            Ok(ConnectionState::TransmitTlsData(transmit)) => {
+                // The records are in `outgoing`, which is sent before anything else.
+                transmit.done();
+                true
+            }
+            Ok(ConnectionState::BlockedHandshake) => false,
+            Ok(ConnectionState::WriteTraffic(_)) => {
+                if self.phase == Phase::Handshaking {
+                    self.phase = Phase::Open;
+                }
+                false
+            }
+            Ok(ConnectionState::PeerClosed) => {
+                self.phase = Phase::PeerClosed;
+                true
+            }
+            Ok(ConnectionState::Closed) => {
+                self.phase = Phase::Closed;
+                false
+            }
+            // Early data is never enabled, and the list of states may grow.
+            Ok(_) => false,
+        };
+        self.discard(discard);
+        if let Some(error) = failure {
+            // Whatever the connection has left to say (an alert) is encoded by the next
+            // calls; queue it so the peer learns why.
+            self.drain_alert();
+            return self.fail(error);
+        }
+        Ok(go_on)
+    }
+
+    /// After an error rustls may still encode an alert: put it in the transmit queue.
+    fn drain_alert(&mut self) {
+        for _ in 0..4 {
+            let status = self.connection.process_tls_records(&mut []);
+            match status.state {
+                Ok(ConnectionState::EncodeTlsData(mut encode)) => {
+                    if let Ok(written) = encode.encode(&mut self.outgoing[self.outgoing_end..]) {
+                        self.outgoing_end += written;
+                    }
+                }
+                Ok(ConnectionState::TransmitTlsData(transmit)) => transmit.done(),
+                _ => return,
+            }
+        }
+    }
+
+    /// Writes ciphertext into `out`: queued handshake records first, then the application's
+    /// plaintext sealed into records. Returns how many bytes were written.
+    pub fn transmit(&mut self, application: &mut impl Application, out: &mut [u8]) -> usize {
+        let mut written = self.flush(out);
+        if self.wants_transmit() || self.error.is_some() || self.close_queued {
+            return written;
+        }
+        if !matches!(self.phase, Phase::Open | Phase::PeerClosed) {
+            return written;
+        }
+        while out.len() - written > RECORD_OVERHEAD {
+            let room = (out.len() - written - RECORD_OVERHEAD)
+                .min(MAX_FRAGMENT_LEN)
+                .min(self.outgoing.len());
+            let status = self.connection.process_tls_records(&mut []);
+            let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state else {
+                break;
+            };
+            let plain = application.transmit(&mut self.outgoing[..room]);
+            if plain == 0 {
+                break;
+            }
+            match traffic.encrypt(&self.outgoing[..plain], &mut out[written..]) {
+                Ok(sealed) => written += sealed,
+                Err(EncryptError::InsufficientSize(_)) | Err(_) => {
+                    // Cannot happen: `room` leaves RECORD_OVERHEAD for one record.
+                    self.error = Some(SessionError::TransmitBufferTooSmall);
+                    self.phase = Phase::Closed;
+                    break;
+                }
+            }
+        }
+        written
+    }
+
+    /// Queues close_notify (RFC 8446 §6.1); the caller sends it with [`TlsSession::transmit`]
+    /// and then closes the TCP connection.
+    pub fn close(&mut self) {
+        if self.close_queued || self.error.is_some() {
+            return;
+        }
+        self.close_queued = true;
+        let status = self.connection.process_tls_records(&mut []);
+        if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state
+            && let Ok(written) = traffic.queue_close_notify(&mut self.outgoing[self.outgoing_end..])
+        {
+            self.outgoing_end += written;
+        }
+    }
+
+    /// Whether close() was called (nothing more will be sealed).
+    pub fn is_closing(&self) -> bool {
+        self.close_queued
+    }
+
+    fn flush(&mut self, out: &mut [u8]) -> usize {
+        let count = (self.outgoing_end - self.outgoing_start).min(out.len());
+        out[..count]
+            .copy_from_slice(&self.outgoing[self.outgoing_start..self.outgoing_start + count]);
+        self.outgoing_start += count;
+        if self.outgoing_start == self.outgoing_end {
+            self.outgoing_start = 0;
+            self.outgoing_end = 0;
+        }
+        count
+    }
+
+    fn discard(&mut self, count: usize) {
+        if count == 0 {
+            return;
+        }
+        self.incoming.copy_within(count..self.incoming_len, 0);
+        self.incoming_len -= count;
+    }
+
+    fn check(&self) -> Result<(), SessionError> {
+        match &self.error {
+            Some(error) => Err(error.clone()),
+            None => Ok(()),
+        }
+    }
+
+    fn fail<T>(&mut self, error: SessionError) -> Result<T, SessionError> {
+        self.error = Some(error.clone());
+        self.phase = Phase::Closed;
+        Err(error)
+    }
+}
