@@ -69,8 +69,8 @@ impl SupportedKxGroup for Secp256r1 {
         // 2^-32 (zero or not below the group order); draw again in that case.
         for _ in 0..4 {
             if let Ok(secret) = p256::SecretKey::from_slice(&random_bytes()?) {
-                use p256::elliptic_curve::sec1::ToEncodedPoint;
-                let point = secret.public_key().to_encoded_point(false);
+                use p256::elliptic_curve::sec1::ToSec1Point;
+                let point = secret.public_key().to_sec1_point(false);
                 let mut public = [0u8; 65];
                 public.copy_from_slice(point.as_bytes());
                 return Ok(Box::new(Secp256r1Exchange { secret, public }));

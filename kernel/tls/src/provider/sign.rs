@@ -28,10 +28,11 @@ impl KeyProvider for Keys {
         &self,
         key_der: PrivateKeyDer<'static>,
     ) -> Result<Arc<dyn SigningKey>, Error> {
-        use p256::pkcs8::DecodePrivateKey;
         let unsupported = || Error::General("the key is neither ECDSA P-256 nor Ed25519".into());
         match &key_der {
             PrivateKeyDer::Pkcs8(der) => {
+                use ed25519_dalek::pkcs8::DecodePrivateKey as _;
+                use p256::pkcs8::DecodePrivateKey as _;
                 if let Ok(key) = p256::ecdsa::SigningKey::from_pkcs8_der(der.secret_pkcs8_der()) {
                     return Ok(Arc::new(EcdsaP256Key::new(key)));
                 }
@@ -56,7 +57,7 @@ pub struct EcdsaP256Key {
 
 impl EcdsaP256Key {
     fn new(key: p256::ecdsa::SigningKey) -> Self {
-        let point = key.verifying_key().to_encoded_point(false);
+        let point = key.verifying_key().to_sec1_point(false);
         let mut spki = Vec::with_capacity(P256_SPKI_PREFIX.len() + point.len());
         spki.extend_from_slice(&P256_SPKI_PREFIX);
         spki.extend_from_slice(point.as_bytes());
