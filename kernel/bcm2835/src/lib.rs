@@ -18,6 +18,7 @@ pub mod mailbox;
 pub mod mmio;
 pub mod power;
 pub mod revision;
+pub mod rng;
 pub mod timer;
 pub mod uart;
 

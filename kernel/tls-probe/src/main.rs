@@ -246,9 +246,16 @@ fn kernel_main() -> ! {
     heap::init();
     client::set_time();
     say!("tls-probe: instructions (guest ns under -icount shift=0)");
-    RANDOM
-        .seed(&TIMER.micros().to_le_bytes().repeat(4))
-        .unwrap();
+    // SAFETY: the probe's only RNG instance.
+    let rng = unsafe { bramble_bcm2835::rng::HardwareRng::new() };
+    rng.enable();
+    let mut seed = [0u8; 64];
+    let ((), cost) = measure(|| rng.fill(&mut seed, || TIMER.micros()).unwrap());
+    say!(
+        "hardware rng: 64 bytes in {cost}, first words {:02x?}",
+        &seed[..8]
+    );
+    RANDOM.seed(&seed).unwrap();
     primitives();
     let roots = client::roots(CA);
     for (name, suites) in [

@@ -14,6 +14,7 @@ extern crate std;
 pub mod certificate;
 pub mod clock;
 pub mod config;
+pub mod heap;
 pub mod provider;
 pub mod random;
 pub mod session;

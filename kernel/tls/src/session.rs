@@ -188,7 +188,8 @@ impl<'b> TlsSession<'b> {
                 if self.pending_start < self.pending.len() {
                     return Ok(());
                 }
-                self.pending.clear();
+                // Give the record-sized buffer back: most connections never need it again.
+                self.pending = Vec::new();
                 self.pending_start = 0;
             }
             if !self.step(application)? {
