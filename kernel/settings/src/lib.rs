@@ -47,6 +47,120 @@ pub const MIN_ARM_FREQ_MHZ: u16 = 100;
 /// exists to save power; overclocking needs voltage changes Bramble does not make.
 pub const MAX_ARM_FREQ_MHZ: u16 = 700;
 
+/// How many time servers `ntp` may list.
+pub const MAX_NTP_SERVERS: usize = 3;
+
+/// The longest DNS name (RFC 1035 section 2.3.4, without the root's trailing dot).
+pub const MAX_DNS_NAME_LEN: usize = 253;
+
+/// The time servers asked when neither BRAMBLE.TXT nor the DHCP server names any.
+pub const DEFAULT_NTP_SERVER: &str = "pool.ntp.org";
+
+/// The longest `hsts` max-age accepted: two years, as the HSTS preload list asks for at most
+/// (a longer one only makes a mistake last longer).
+pub const MAX_HSTS_SECONDS: u32 = 2 * 365 * 24 * 60 * 60;
+
+/// Whether and how the server answers HTTPS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpsMode {
+    /// Plain HTTP only (the default).
+    #[default]
+    Off,
+    /// HTTPS beside plain HTTP.
+    On,
+    /// HTTPS; plain HTTP answers every request with a 308 redirect to https, except the
+    /// ACME HTTP-01 challenge path `/.well-known/acme-challenge/`.
+    Only,
+}
+
+/// Which names (TLS SNI) the HTTPS server answers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SniPolicy {
+    /// Any name, or none: one site (the default).
+    #[default]
+    Any,
+    /// Only names the certificate covers; clients asking for another name are refused during
+    /// the handshake (clients that send no name are still answered).
+    Certificate,
+}
+
+/// A file in the root folder of the card's FAT partition, as an 8.3 name (what the kernel's
+/// FAT reader opens): 1 to 8 characters, optionally a dot and 1 to 3 more; letters, digits
+/// and `_ - ~ ! # $ % & ' ( ) @ ^ { }`. Kept upper-cased, as FAT stores it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CardFileName(heapless::String<12>);
+
+impl CardFileName {
+    /// Checks `name` as an 8.3 file name.
+    pub fn new(name: &str) -> Result<Self, Problem> {
+        let (stem, extension) = match name.split_once('.') {
+            Some((stem, extension)) => (stem, Some(extension)),
+            None => (name, None),
+        };
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "_-~!#$%&'()@^{}".contains(c);
+        let stem_ok = (1..=8).contains(&stem.len()) && stem.chars().all(allowed);
+        let extension_ok =
+            extension.is_none_or(|e| (1..=3).contains(&e.len()) && e.chars().all(allowed));
+        if !stem_ok || !extension_ok {
+            return Err(Problem::NotACardFileName);
+        }
+        let mut text = heapless::String::new();
+        for c in name.chars() {
+            // Cannot fail: at most 12 ASCII characters were checked above.
+            let _ = text.push(c.to_ascii_uppercase());
+        }
+        Ok(CardFileName(text))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for CardFileName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A time server: an IPv4 address or a DNS name (resolved through the network's name
+/// servers), as written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NtpServer(heapless::String<MAX_DNS_NAME_LEN>);
+
+impl NtpServer {
+    /// Checks `text` as an IPv4 address or a DNS name (dot-separated RFC 1123 labels).
+    pub fn new(text: &str) -> Result<Self, Problem> {
+        let name = text.strip_suffix('.').unwrap_or(text);
+        let is_address = Ipv4Addr::from_str(name).is_ok();
+        let labels_ok = name.split('.').all(|label| Hostname::new(label).is_ok());
+        if name.is_empty() || name.len() > MAX_DNS_NAME_LEN || !(is_address || labels_ok) {
+            return Err(Problem::NotAServer);
+        }
+        let mut kept = heapless::String::new();
+        // Cannot fail: the length was checked above.
+        let _ = kept.push_str(name);
+        Ok(NtpServer(kept))
+    }
+
+    /// The server's address, if it was given as one.
+    pub fn address(&self) -> Option<Ipv4Addr> {
+        Ipv4Addr::from_str(&self.0).ok()
+    }
+
+    /// The server as written (an address or a name).
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for NtpServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A host name that is a valid RFC 1123 label: 1 to 63 ASCII letters, digits and hyphens, not
 /// starting or ending with a hyphen. Used for mDNS (`<name>.local`) and sent in DHCP.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,7 +344,32 @@ pub struct Settings {
     pub arm_freq_mhz: Option<u16>,
     /// `usb_protocol`: `rndis` or `ecm`, for USB Ethernet devices that offer both.
     pub usb_protocol: UsbProtocol,
+    /// `https`: `off` (default), `on`, or `only` (plain HTTP redirects to https).
+    pub https: HttpsMode,
+    /// `https_port`: the TCP port the HTTPS server listens on. Default 443.
+    pub https_port: u16,
+    /// `hsts`: `off` (default) or a max-age in seconds for Strict-Transport-Security, sent
+    /// on HTTPS responses (RFC 6797).
+    pub hsts_seconds: Option<u32>,
+    /// `tls_certificate`: the PEM certificate chain on the card, leaf first. Default
+    /// `CERT.PEM`.
+    pub tls_certificate: CardFileName,
+    /// `tls_key`: the PEM private key on the card (ECDSA P-256 or Ed25519). Default
+    /// `KEY.PEM`.
+    pub tls_key: CardFileName,
+    /// `sni`: `any` (default) or `certificate` (refuse names the certificate lacks).
+    pub sni: SniPolicy,
+    /// `ntp = off` clears this: no clock. Default on.
+    pub ntp: bool,
+    /// `ntp`: up to [`MAX_NTP_SERVERS`] names or addresses; empty (`auto`, the default)
+    /// means the DHCP server's time servers (option 42), or [`DEFAULT_NTP_SERVER`].
+    pub ntp_servers: heapless::Vec<NtpServer, MAX_NTP_SERVERS>,
 }
+
+/// Default `tls_certificate`.
+pub const DEFAULT_TLS_CERTIFICATE: &str = "CERT.PEM";
+/// Default `tls_key`.
+pub const DEFAULT_TLS_KEY: &str = "KEY.PEM";
 
 impl Default for Settings {
     fn default() -> Self {
@@ -247,6 +386,15 @@ impl Default for Settings {
             hdmi: false,
             arm_freq_mhz: None,
             usb_protocol: UsbProtocol::Rndis,
+            https: HttpsMode::Off,
+            https_port: 443,
+            hsts_seconds: None,
+            tls_certificate: CardFileName::new(DEFAULT_TLS_CERTIFICATE)
+                .expect("the default certificate name is valid"),
+            tls_key: CardFileName::new(DEFAULT_TLS_KEY).expect("the default key name is valid"),
+            sni: SniPolicy::Any,
+            ntp: true,
+            ntp_servers: heapless::Vec::new(),
         }
     }
 }
@@ -266,10 +414,17 @@ enum Key {
     Hdmi,
     ArmFreq,
     UsbProtocol,
+    Https,
+    HttpsPort,
+    Hsts,
+    CertificateFile,
+    PrivateKeyFile,
+    Sni,
+    Ntp,
 }
 
 impl Key {
-    const ALL: [Key; 12] = [
+    const ALL: [Key; 19] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -282,6 +437,13 @@ impl Key {
         Key::Hdmi,
         Key::ArmFreq,
         Key::UsbProtocol,
+        Key::Https,
+        Key::HttpsPort,
+        Key::Hsts,
+        Key::CertificateFile,
+        Key::PrivateKeyFile,
+        Key::Sni,
+        Key::Ntp,
     ];
 
     fn name(self) -> &'static str {
@@ -298,6 +460,13 @@ impl Key {
             Key::Hdmi => "hdmi",
             Key::ArmFreq => "arm_freq",
             Key::UsbProtocol => "usb_protocol",
+            Key::Https => "https",
+            Key::HttpsPort => "https_port",
+            Key::Hsts => "hsts",
+            Key::CertificateFile => "tls_certificate",
+            Key::PrivateKeyFile => "tls_key",
+            Key::Sni => "sni",
+            Key::Ntp => "ntp",
         }
     }
 
@@ -359,6 +528,20 @@ pub enum Problem {
     NotALogLevel,
     /// `usb_protocol` is neither `rndis` nor `ecm`.
     NotAUsbProtocol,
+    /// `https` is not `on`, `off` or `only`.
+    NotAnHttpsMode,
+    /// `hsts` is neither `off` nor a number of seconds in range.
+    NotAnHstsSetting,
+    /// A file name is not an 8.3 name in the card's root folder.
+    NotACardFileName,
+    /// `sni` is neither `any` nor `certificate`.
+    NotAnSniPolicy,
+    /// A time server is neither an IPv4 address nor a DNS name.
+    NotAServer,
+    /// `ntp` lists more than [`MAX_NTP_SERVERS`] servers.
+    TooManyNtpServers,
+    /// `https_port` is the same as `http_port`.
+    SamePortTwice,
 }
 
 impl fmt::Display for Problem {
@@ -412,6 +595,25 @@ impl fmt::Display for Problem {
                 f.write_str("expected one of error, warn, info, debug, trace")
             }
             Problem::NotAUsbProtocol => f.write_str("expected `rndis` or `ecm`"),
+            Problem::NotAnHttpsMode => f.write_str("expected `on`, `off` or `only`"),
+            Problem::NotAnHstsSetting => write!(
+                f,
+                "expected `off` or a max-age in seconds from 1 to {MAX_HSTS_SECONDS} (two years)"
+            ),
+            Problem::NotACardFileName => f.write_str(
+                "expected a file name in the card's top folder, at most 8 characters, a dot \
+                 and 3 more (for example CERT.PEM)",
+            ),
+            Problem::NotAnSniPolicy => f.write_str("expected `any` or `certificate`"),
+            Problem::NotAServer => {
+                f.write_str("expected a server name such as pool.ntp.org or an IPv4 address")
+            }
+            Problem::TooManyNtpServers => {
+                write!(f, "at most {MAX_NTP_SERVERS} time servers may be listed")
+            }
+            Problem::SamePortTwice => f.write_str(
+                "https_port must differ from http_port; HTTPS uses 443 (8443 when http_port is 443)",
+            ),
         }
     }
 }
@@ -537,6 +739,18 @@ impl Settings {
             }
         }
 
+        // HTTPS needs a port of its own; checked once both are known.
+        if settings.https_port == settings.http_port {
+            let line = first_seen[Key::HttpsPort as usize].max(first_seen[Key::HttpPort as usize]);
+            settings.https_port = if settings.http_port == 443 { 8443 } else { 443 };
+            report(SettingsError {
+                line,
+                key: "https_port",
+                value: "",
+                problem: Problem::SamePortTwice,
+            });
+        }
+
         // A gateway must be reachable from a fixed address; checked once both are known.
         if let (AddressMode::Static(fixed), Some(gateway), Some((line, key, value))) =
             (settings.address, settings.gateway, gateway_line)
@@ -578,6 +792,56 @@ impl Settings {
             Key::ArmFreq => {
                 self.arm_freq_mhz = Some(parse_number(value, MIN_ARM_FREQ_MHZ, MAX_ARM_FREQ_MHZ)?)
             }
+            Key::Https => {
+                self.https = match_word(
+                    value,
+                    &[
+                        ("off", HttpsMode::Off),
+                        ("on", HttpsMode::On),
+                        ("only", HttpsMode::Only),
+                    ],
+                )
+                .ok_or(Problem::NotAnHttpsMode)?
+            }
+            Key::HttpsPort => self.https_port = parse_number(value, 1, u16::MAX)?,
+            Key::Hsts => {
+                self.hsts_seconds = if value.eq_ignore_ascii_case("off") {
+                    None
+                } else {
+                    let seconds: u32 = value
+                        .parse()
+                        .ok()
+                        .filter(|seconds| (1..=MAX_HSTS_SECONDS).contains(seconds))
+                        .filter(|_| value.bytes().all(|b| b.is_ascii_digit()))
+                        .ok_or(Problem::NotAnHstsSetting)?;
+                    Some(seconds)
+                }
+            }
+            Key::CertificateFile => self.tls_certificate = CardFileName::new(value)?,
+            Key::PrivateKeyFile => self.tls_key = CardFileName::new(value)?,
+            Key::Sni => {
+                self.sni = match_word(
+                    value,
+                    &[
+                        ("any", SniPolicy::Any),
+                        ("certificate", SniPolicy::Certificate),
+                    ],
+                )
+                .ok_or(Problem::NotAnSniPolicy)?
+            }
+            Key::Ntp => {
+                let mut servers = heapless::Vec::new();
+                let off = value.eq_ignore_ascii_case("off");
+                if !off && !value.eq_ignore_ascii_case("auto") {
+                    for item in value.split(',') {
+                        servers
+                            .push(NtpServer::new(item.trim())?)
+                            .map_err(|_| Problem::TooManyNtpServers)?;
+                    }
+                }
+                self.ntp = !off;
+                self.ntp_servers = servers;
+            }
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
                     UsbProtocol::Rndis
@@ -590,6 +854,14 @@ impl Settings {
         }
         Ok(())
     }
+}
+
+/// The value paired with `value` (compared case-insensitively) in `words`.
+fn match_word<T: Copy>(value: &str, words: &[(&str, T)]) -> Option<T> {
+    words
+        .iter()
+        .find(|(word, _)| word.eq_ignore_ascii_case(value))
+        .map(|(_, result)| *result)
 }
 
 fn parse_switch(value: &str) -> Result<bool, Problem> {

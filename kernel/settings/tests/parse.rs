@@ -1,7 +1,7 @@
 //! BRAMBLE.TXT parser tests: the template, every setting, and every kind of bad line.
 use bramble_settings::{
-    AddressMode, Hostname, HostnameError, LogLevel, Problem, Settings, SettingsError,
-    StaticAddress, TEMPLATE,
+    AddressMode, Hostname, HostnameError, HttpsMode, LogLevel, NtpServer, Problem, Settings,
+    SettingsError, SniPolicy, StaticAddress, TEMPLATE,
 };
 use std::net::Ipv4Addr;
 
@@ -43,6 +43,14 @@ fn template_mentions_every_setting() {
         "led",
         "hdmi",
         "arm_freq",
+        "usb_protocol",
+        "https",
+        "https_port",
+        "hsts",
+        "tls_certificate",
+        "tls_key",
+        "sni",
+        "ntp",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }
@@ -381,5 +389,76 @@ fn usb_protocol_choice_parses_and_rejects_others() {
     assert_eq!(
         error.to_string(),
         "BRAMBLE.TXT line 1: usb_protocol = ncm: expected `rndis` or `ecm`"
+    );
+}
+
+#[test]
+fn https_settings_default_to_plain_http() {
+    let d = Settings::default();
+    assert_eq!(d.https, HttpsMode::Off);
+    assert_eq!(d.https_port, 443);
+    assert_eq!(d.hsts_seconds, None);
+    assert_eq!(d.tls_certificate.as_str(), "CERT.PEM");
+    assert_eq!(d.tls_key.as_str(), "KEY.PEM");
+    assert_eq!(d.sni, SniPolicy::Any);
+    assert!(d.ntp && d.ntp_servers.is_empty());
+}
+
+#[test]
+fn https_settings_are_applied() {
+    let s = Settings::parse(
+        "https = only\nhttps_port = 8443\nhsts = 31536000\ntls_certificate = site.crt\n\
+         tls_key = site.key\nsni = certificate\nntp = time.example.org, 10.0.0.1\n",
+    )
+    .unwrap();
+    assert_eq!(s.https, HttpsMode::Only);
+    assert_eq!(s.https_port, 8443);
+    assert_eq!(s.hsts_seconds, Some(31_536_000));
+    assert_eq!(s.tls_certificate.as_str(), "SITE.CRT");
+    assert_eq!(s.tls_key.as_str(), "SITE.KEY");
+    assert_eq!(s.sni, SniPolicy::Certificate);
+    assert!(s.ntp);
+    assert_eq!(s.ntp_servers[0].as_str(), "time.example.org");
+    assert_eq!(s.ntp_servers[0].address(), None);
+    assert_eq!(s.ntp_servers[1].address(), Some(Ipv4Addr::new(10, 0, 0, 1)));
+    assert_eq!(
+        NtpServer::new("pool.ntp.org.").unwrap().as_str(),
+        "pool.ntp.org"
+    );
+    let off = Settings::parse("https = on\nntp = off\n").unwrap();
+    assert!(!off.ntp && off.ntp_servers.is_empty());
+    assert_eq!(Settings::parse("hsts = off\n").unwrap().hsts_seconds, None);
+}
+
+#[test]
+fn bad_https_settings_are_named() {
+    assert_eq!(problem_of("https = maybe"), Problem::NotAnHttpsMode);
+    assert_eq!(problem_of("hsts = forever"), Problem::NotAnHstsSetting);
+    assert_eq!(problem_of("hsts = 0"), Problem::NotAnHstsSetting);
+    assert_eq!(problem_of("hsts = 99999999999"), Problem::NotAnHstsSetting);
+    assert_eq!(problem_of("hsts = +5"), Problem::NotAnHstsSetting);
+    assert_eq!(
+        problem_of("tls_certificate = certificate.pem"),
+        Problem::NotACardFileName
+    );
+    assert_eq!(problem_of("tls_key = a/b.pem"), Problem::NotACardFileName);
+    assert_eq!(problem_of("tls_key = .pem"), Problem::NotACardFileName);
+    assert_eq!(problem_of("tls_key = key.pem4"), Problem::NotACardFileName);
+    assert_eq!(problem_of("sni = some"), Problem::NotAnSniPolicy);
+    assert_eq!(problem_of("ntp = bad_name!"), Problem::NotAServer);
+    assert_eq!(problem_of("ntp = a..b"), Problem::NotAServer);
+    assert_eq!(problem_of("ntp = a, b, c, d"), Problem::TooManyNtpServers);
+    assert_eq!(problem_of("https_port = 80"), Problem::SamePortTwice);
+}
+
+#[test]
+fn https_port_clash_falls_back_to_a_free_port() {
+    let (s, errors) = lenient("http_port = 443\n");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(s.https_port, 8443);
+    assert!(
+        errors[0].to_string().contains("https_port"),
+        "{}",
+        errors[0]
     );
 }
