@@ -1,6 +1,8 @@
 //! What the server needs to know about its own certificate: the validity period, read from
 //! the leaf's DER (RFC 5280 §4.1) through a checked reader; names are checked by webpki.
 
+use bramble_hal::calendar::CivilDate;
+
 /// A certificate's notBefore and notAfter, in Unix seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Validity {
@@ -101,16 +103,15 @@ fn time(element: &Element<'_>) -> Option<i64> {
     let hour = digits(&rest[4..6])?;
     let minute = digits(&rest[6..8])?;
     let second = digits(&rest[8..10])?;
-    if !(1..=12).contains(&month)
-        || !(1..=31).contains(&day)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
+    let date = CivilDate {
+        year,
+        month: u32::try_from(month).ok()?,
+        day: u32::try_from(day).ok()?,
+    };
+    if !date.is_valid() || hour > 23 || minute > 59 || second > 60 {
         return None;
     }
-    let days = days_from_civil(year, month, day);
-    Some(days * 86_400 + hour * 3_600 + minute * 60 + second)
+    Some(date.days_since_epoch() * 86_400 + hour * 3_600 + minute * 60 + second)
 }
 
 fn digits(text: &[u8]) -> Option<i64> {
@@ -120,27 +121,9 @@ fn digits(text: &[u8]) -> Option<i64> {
     })
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's civil-date algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(days_from_civil(1970, 1, 1), 0);
-        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
-        assert_eq!(days_from_civil(2026, 12, 1), 20_788);
-    }
 
     #[test]
     fn times_of_both_kinds() {
