@@ -9,17 +9,15 @@
 //!
 //! Buffers in the `.dma` section need no cache maintenance; DMA buffers elsewhere must use
 //! [`crate::cpu::clean_dcache`] and [`crate::cpu::invalidate_dcache`].
+//!
+//! The RAM and peripheral windows are the chip's memory map, `bramble_bcm2835::memory_map`,
+//! the one place those addresses are written.
 
+use bramble_bcm2835::memory_map::{PERIPHERAL_BASE, PERIPHERAL_SIZE, RAM_END};
 use core::arch::asm;
 
 /// Size of one section mapping.
 pub const SECTION_SIZE: usize = 1 << 20;
-/// End of the RAM window (512 MiB on every BCM2835 board; the GPU's share is never touched).
-pub const RAM_END: usize = 0x2000_0000;
-/// ARM physical address of the peripherals (bus address 0x7E00_0000).
-pub const PERIPHERAL_BASE: usize = 0x2000_0000;
-/// Size of the peripheral window.
-pub const PERIPHERAL_SIZE: usize = 0x0100_0000;
 
 const SECTION: u32 = 0b10;
 const BUFFERABLE: u32 = 1 << 2;

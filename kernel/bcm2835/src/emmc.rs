@@ -173,8 +173,8 @@ impl<C: Fn() -> u64> Emmc<C> {
     /// Only one `Emmc` may exist, and GPIO48-53 must be routed to it (function ALT3).
     pub unsafe fn new(base_clock_hz: u32, now_micros: C) -> Result<Self, EmmcError> {
         let mut emmc = Emmc {
-            // SAFETY: the EMMC controller is at 0x7E30_0000 (bus) on every BCM2835.
-            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x30_0000) },
+            // SAFETY: memory_map::EMMC is the EMMC controller on every BCM2835.
+            registers: unsafe { RegisterBlock::new(crate::memory_map::EMMC) },
             now_micros,
             card: CardInfo {
                 high_capacity: false,

@@ -45,9 +45,9 @@ impl Gpio {
     /// # Safety
     /// Only one `Gpio` may change a given pin at a time.
     pub const unsafe fn new() -> Self {
-        // SAFETY: the GPIO block is at 0x7E20_0000 (bus) on every BCM2835.
+        // SAFETY: memory_map::GPIO is the GPIO block on every BCM2835.
         Self {
-            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x20_0000) },
+            registers: unsafe { RegisterBlock::new(crate::memory_map::GPIO) },
         }
     }
 

@@ -32,9 +32,9 @@ impl InterruptController {
     /// # Safety
     /// Only one owner may enable and disable lines.
     pub const unsafe fn new() -> Self {
-        // SAFETY: the ARM interrupt registers are at 0x7E00_B200 (bus).
+        // SAFETY: memory_map::INTERRUPT_CONTROLLER is the ARM interrupt registers.
         Self {
-            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0xB200) },
+            registers: unsafe { RegisterBlock::new(crate::memory_map::INTERRUPT_CONTROLLER) },
         }
     }
 

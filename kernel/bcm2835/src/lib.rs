@@ -3,7 +3,8 @@
 //! decoding) that are unit-tested on the host.
 //!
 //! Addresses are ARM physical addresses with the MMU's identity map (bus 0x7Exx_xxxx =
-//! ARM 0x20xx_xxxx). Register offsets and fields cite the "BCM2835 ARM Peripherals" datasheet.
+//! ARM 0x20xx_xxxx); every peripheral base is in [`memory_map`], and nowhere else. Register
+//! offsets and fields cite the "BCM2835 ARM Peripherals" datasheet.
 #![no_std]
 
 #[cfg(test)]
@@ -15,15 +16,13 @@ pub mod emmc;
 pub mod gpio;
 pub mod interrupts;
 pub mod mailbox;
+pub mod memory_map;
 pub mod mmio;
 pub mod power;
 pub mod revision;
 pub mod rng;
 pub mod timer;
 pub mod uart;
-
-/// ARM physical base of the peripheral window.
-pub const PERIPHERAL_BASE: usize = 0x2000_0000;
 
 /// Turns an ARM physical RAM address into the bus address a DMA master (the GPU mailbox, the
 /// USB controller, the EMMC DMA) must be given. On the Pi 1 the firmware routes the ARM's RAM

@@ -268,9 +268,9 @@ impl Mailbox {
     /// # Safety
     /// Only one `Mailbox` may exist.
     pub const unsafe fn new() -> Self {
-        // SAFETY: mailbox 0 is at 0x7E00_B880 (bus).
+        // SAFETY: memory_map::MAILBOX is mailbox 0.
         Self {
-            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0xB880) },
+            registers: unsafe { RegisterBlock::new(crate::memory_map::MAILBOX) },
         }
     }
 

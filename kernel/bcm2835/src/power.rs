@@ -39,9 +39,9 @@ impl Watchdog {
     /// # Safety
     /// Only one `Watchdog` may exist.
     pub const unsafe fn new() -> Self {
-        // SAFETY: the PM block is at 0x7E10_0000 (bus).
+        // SAFETY: memory_map::POWER_MANAGEMENT is the PM block.
         Self {
-            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x10_0000) },
+            registers: unsafe { RegisterBlock::new(crate::memory_map::POWER_MANAGEMENT) },
         }
     }
 

@@ -44,9 +44,9 @@ impl HardwareRng {
     /// # Safety
     /// Only one `HardwareRng` may exist.
     pub const unsafe fn new() -> Self {
-        // SAFETY: the RNG block is at 0x7E10_4000 (bus).
+        // SAFETY: memory_map::RNG is the RNG block.
         Self {
-            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x10_4000) },
+            registers: unsafe { RegisterBlock::new(crate::memory_map::RNG) },
         }
     }
 

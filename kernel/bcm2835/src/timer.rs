@@ -48,9 +48,9 @@ impl SystemTimer {
     /// # Safety
     /// Only one owner may program compare channel 1.
     pub const unsafe fn new() -> Self {
-        // SAFETY: the system timer is at 0x7E00_3000 (bus).
+        // SAFETY: memory_map::SYSTEM_TIMER is the system timer.
         Self {
-            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x3000) },
+            registers: unsafe { RegisterBlock::new(crate::memory_map::SYSTEM_TIMER) },
         }
     }
 

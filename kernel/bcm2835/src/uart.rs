@@ -44,9 +44,9 @@ impl Pl011 {
     /// # Safety
     /// Only one `Pl011` may exist.
     pub const unsafe fn new() -> Self {
-        // SAFETY: UART0 is at 0x7E20_1000 (bus) on every BCM2835.
+        // SAFETY: memory_map::UART0 is UART0 on every BCM2835.
         Self {
-            registers: unsafe { RegisterBlock::new(crate::PERIPHERAL_BASE + 0x20_1000) },
+            registers: unsafe { RegisterBlock::new(crate::memory_map::UART0) },
         }
     }
 

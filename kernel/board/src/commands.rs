@@ -70,7 +70,7 @@ impl Commands {
     }
 }
 
-/// An address the MMU leaves unmapped (see `bramble_boot::mmu`).
+/// An address the MMU leaves unmapped: above the peripheral window (see `bramble_boot::mmu`).
 const UNMAPPED: usize = 0x3000_0000;
 
 fn crash(kind: &str) {

@@ -77,7 +77,7 @@ pub fn free_memory(board: &Result<BoardInfo, MailboxError>) -> &'static mut [u8]
     // Without the mailbox, assume the smallest split (256 MiB boards with gpu_mem=64 leave 192).
     let end = match board {
         Ok(info) => (info.arm_memory_base as usize + info.arm_memory_size as usize)
-            .min(bramble_boot::mmu::RAM_END),
+            .min(bramble_bcm2835::memory_map::RAM_END),
         Err(_) => 192 << 20,
     };
     // SAFETY: [heap_start, end) is RAM the linker left free, mapped by the MMU, and this is

@@ -52,8 +52,8 @@ impl Dwc2Host {
     /// through the mailbox first (SET_POWER_STATE, device 3, reference §2.2). Takes its DMA
     /// buffers from `dma`.
     pub fn start(timer: SystemTimer, dma: &mut DmaAllocator) -> Result<Dwc2Starting, Dwc2Error> {
-        // SAFETY: BASE is the DWC2 register block on every BCM2835 (and in QEMU).
-        let registers = unsafe { RegisterBlock::new(reg::BASE) };
+        // SAFETY: memory_map::USB is the DWC2 register block on every BCM2835 (and in QEMU).
+        let registers = unsafe { RegisterBlock::new(crate::memory_map::USB) };
         let mut host = Self {
             registers,
             timer,

@@ -143,9 +143,10 @@ fn dsb() {
 /// The controller's interrupt handler: records and acknowledges every halted channel's HCINT
 /// bits and root port changes. Register it on [`IRQ`] after [`Dwc2Host::enable_interrupts`].
 pub fn handle_interrupt() {
-    // SAFETY: BASE is the DWC2 register block; the handler only reads status registers and
-    // writes their write-1-to-clear bits, which the driver's own accesses tolerate.
-    let registers = unsafe { RegisterBlock::new(reg::BASE) };
+    // SAFETY: memory_map::USB is the DWC2 register block; the handler only reads status
+    // registers and writes their write-1-to-clear bits, which the driver's own accesses
+    // tolerate.
+    let registers = unsafe { RegisterBlock::new(crate::memory_map::USB) };
     INTERRUPTS_TAKEN.fetch_add(1, Ordering::AcqRel);
     let pending = registers.register(reg::HAINT).read();
     for (channel, status) in CHANNEL_STATUS.iter().enumerate() {

@@ -1,8 +1,6 @@
 //! DWC2 ("DesignWare Hi-Speed USB 2.0 On-The-Go") register offsets and fields used in host
 //! mode, from the usb-ethernet reference §2.1 (USPi `dwhci.h`, Linux `drivers/usb/dwc2`).
 
-/// ARM physical base of the controller (bus 0x7E98_0000).
-pub const BASE: usize = crate::PERIPHERAL_BASE + 0x98_0000;
 /// Interrupt line of the controller (GPU IRQ 9).
 pub const IRQ: u32 = 9;
 
