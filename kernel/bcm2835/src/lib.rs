@@ -4,7 +4,8 @@
 //!
 //! Addresses are ARM physical addresses with the MMU's identity map (bus 0x7Exx_xxxx =
 //! ARM 0x20xx_xxxx); every peripheral base is in [`memory_map`], and nowhere else. Register
-//! offsets and fields cite the "BCM2835 ARM Peripherals" datasheet.
+//! offsets and fields cite the "BCM2835 ARM Peripherals" datasheet; [`mmio`] gives registers
+//! named, typed fields.
 #![no_std]
 
 #[cfg(test)]

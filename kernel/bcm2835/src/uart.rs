@@ -1,26 +1,98 @@
 //! The PL011 UART (UART0) on GPIO14/15: the serial console (BCM2835 ARM Peripherals, ch. 13).
 
-use crate::mmio::RegisterBlock;
+use crate::mmio::{Field, Offset, RegisterBlock};
 
-const DR: usize = 0x00;
-const FR: usize = 0x18;
-const IBRD: usize = 0x24;
-const FBRD: usize = 0x28;
-const LCRH: usize = 0x2C;
-const CR: usize = 0x30;
-const IMSC: usize = 0x38;
-const ICR: usize = 0x44;
+// Registers and fields as the datasheet names them (BCM2835 ARM Peripherals §13.4; the
+// PL011 TRM §3.3 has the same).
 
-const FR_TX_FULL: u32 = 1 << 5;
-const FR_RX_EMPTY: u32 = 1 << 4;
-const FR_BUSY: u32 = 1 << 3;
-const LCRH_FIFO_ENABLE: u32 = 1 << 4;
-const LCRH_8_BITS: u32 = 0b11 << 5;
-const IMSC_RECEIVE: u32 = 1 << 4;
-const IMSC_RECEIVE_TIMEOUT: u32 = 1 << 6;
-const CR_UART_ENABLE: u32 = 1 << 0;
-const CR_TX_ENABLE: u32 = 1 << 8;
-const CR_RX_ENABLE: u32 = 1 << 9;
+/// Data register: a byte to send, or the received byte and its error flags.
+const DR: Offset<Dr> = Offset::new(0x00);
+/// Flag register.
+const FR: Offset<Fr> = Offset::new(0x18);
+/// Integer baud rate divisor.
+const IBRD: Offset<Ibrd> = Offset::new(0x24);
+/// Fractional baud rate divisor.
+const FBRD: Offset<Fbrd> = Offset::new(0x28);
+/// Line control.
+const LCRH: Offset<Lcrh> = Offset::new(0x2C);
+/// Control.
+const CR: Offset<Cr> = Offset::new(0x30);
+/// Interrupt mask set/clear.
+const IMSC: Offset<Imsc> = Offset::new(0x38);
+/// Interrupt clear.
+const ICR: Offset<Icr> = Offset::new(0x44);
+
+/// DR fields.
+enum Dr {}
+impl Dr {
+    /// DATA: the byte.
+    const DATA: Field<Self> = Field::bits(7, 0);
+}
+
+/// FR fields.
+enum Fr {}
+impl Fr {
+    /// BUSY: a byte is being sent (the transmit FIFO is not empty or the shift register is
+    /// busy).
+    const BUSY: Field<Self> = Field::bit(3);
+    /// RXFE: the receive FIFO is empty.
+    const RECEIVE_EMPTY: Field<Self> = Field::bit(4);
+    /// TXFF: the transmit FIFO is full.
+    const TRANSMIT_FULL: Field<Self> = Field::bit(5);
+}
+
+/// IBRD fields.
+enum Ibrd {}
+impl Ibrd {
+    /// BAUDDIVINT: the integer part of the divisor.
+    const DIVISOR: Field<Self> = Field::bits(15, 0);
+}
+
+/// FBRD fields.
+enum Fbrd {}
+impl Fbrd {
+    /// BAUDDIVFRAC: the fractional part of the divisor, in 1/64ths.
+    const FRACTION: Field<Self> = Field::bits(5, 0);
+}
+
+/// LCRH fields.
+enum Lcrh {}
+impl Lcrh {
+    /// FEN: FIFOs on (off flushes the transmit FIFO).
+    const FIFO_ENABLE: Field<Self> = Field::bit(4);
+    /// WLEN: word length minus 5 (3: 8 bits).
+    const WORD_LENGTH: Field<Self> = Field::bits(6, 5);
+    /// [`Lcrh::WORD_LENGTH`] value: 8 data bits.
+    const EIGHT_BITS: u32 = 0b11;
+}
+
+/// CR fields.
+enum Cr {}
+impl Cr {
+    /// UARTEN: the UART is on.
+    const UART_ENABLE: Field<Self> = Field::bit(0);
+    /// TXE: transmit on.
+    const TRANSMIT_ENABLE: Field<Self> = Field::bit(8);
+    /// RXE: receive on.
+    const RECEIVE_ENABLE: Field<Self> = Field::bit(9);
+}
+
+/// IMSC fields.
+enum Imsc {}
+impl Imsc {
+    /// RXIM: interrupt when the receive FIFO reaches its trigger level.
+    const RECEIVE: Field<Self> = Field::bit(4);
+    /// RTIM: interrupt when received bytes wait in the FIFO with the line idle.
+    const RECEIVE_TIMEOUT: Field<Self> = Field::bit(6);
+}
+
+/// ICR fields.
+enum Icr {}
+impl Icr {
+    /// Every interrupt's clear bit (OEIC, BEIC, PEIC, FEIC, RTIC, TXIC, RXIC and the modem
+    /// interrupts).
+    const ALL: Field<Self> = Field::bits(10, 0);
+}
 
 /// Interrupt line of UART0 (GPU IRQ 57).
 pub const IRQ: u32 = 57;
@@ -54,23 +126,25 @@ impl Pl011 {
     /// 3 MHz on old firmware and in QEMU, 48 MHz on current Pi firmware).
     pub fn init(&self, clock_hz: u32, baud: u32) {
         let r = self.registers;
-        r.register(CR).write(0);
-        while r.register(FR).read() & FR_BUSY != 0 {}
-        r.register(LCRH).write(0); // flush the transmit FIFO
-        r.register(ICR).write(0x7FF);
+        r.at(CR).write(Cr::UART_ENABLE.clear());
+        while r.at(FR).is_set(Fr::BUSY) {}
+        r.at(LCRH).write(Lcrh::FIFO_ENABLE.clear()); // flush the transmit FIFO
+        r.at(ICR).write(Icr::ALL.set());
         let (integer, fraction) = baud_divisors(clock_hz, baud);
-        r.register(IBRD).write(integer);
-        r.register(FBRD).write(fraction);
-        r.register(LCRH).write(LCRH_8_BITS | LCRH_FIFO_ENABLE);
-        r.register(IMSC).write(0);
-        r.register(CR)
-            .write(CR_UART_ENABLE | CR_TX_ENABLE | CR_RX_ENABLE);
+        r.at(IBRD).write(Ibrd::DIVISOR.val(integer));
+        r.at(FBRD).write(Fbrd::FRACTION.val(fraction));
+        r.at(LCRH)
+            .write(Lcrh::WORD_LENGTH.val(Lcrh::EIGHT_BITS) + Lcrh::FIFO_ENABLE.set());
+        r.at(IMSC)
+            .write(Imsc::RECEIVE.clear() + Imsc::RECEIVE_TIMEOUT.clear());
+        r.at(CR)
+            .write(Cr::UART_ENABLE.set() + Cr::TRANSMIT_ENABLE.set() + Cr::RECEIVE_ENABLE.set());
     }
 
     /// Sends one byte, waiting while the transmit FIFO is full.
     pub fn write_byte(&self, byte: u8) {
-        while self.registers.register(FR).read() & FR_TX_FULL != 0 {}
-        self.registers.register(DR).write(byte as u32);
+        while self.registers.at(FR).is_set(Fr::TRANSMIT_FULL) {}
+        self.registers.at(DR).write(Dr::DATA.val(byte as u32));
     }
 
     /// Sends `bytes`, turning `\n` into `\r\n` for terminals.
@@ -85,28 +159,28 @@ impl Pl011 {
 
     /// A received byte, if one is waiting.
     pub fn read_byte(&self) -> Option<u8> {
-        if self.registers.register(FR).read() & FR_RX_EMPTY != 0 {
+        if self.registers.at(FR).is_set(Fr::RECEIVE_EMPTY) {
             None
         } else {
-            Some(self.registers.register(DR).read() as u8)
+            Some(self.registers.at(DR).read().get(Dr::DATA) as u8)
         }
     }
 
     /// Raises [`IRQ`] when bytes arrive (receive and receive-timeout interrupts).
     pub fn enable_receive_interrupt(&self) {
         self.registers
-            .register(IMSC)
-            .write(IMSC_RECEIVE | IMSC_RECEIVE_TIMEOUT);
+            .at(IMSC)
+            .write(Imsc::RECEIVE.set() + Imsc::RECEIVE_TIMEOUT.set());
     }
 
     /// Acknowledges every pending UART interrupt.
     pub fn clear_interrupts(&self) {
-        self.registers.register(ICR).write(0x7FF);
+        self.registers.at(ICR).write(Icr::ALL.set());
     }
 
     /// Waits until everything written has left the shift register.
     pub fn flush(&self) {
-        while self.registers.register(FR).read() & FR_BUSY != 0 {}
+        while self.registers.at(FR).is_set(Fr::BUSY) {}
     }
 }
 

@@ -5,14 +5,17 @@ use core::sync::atomic::Ordering;
 
 use bramble_hal::usb::{DeviceTarget, Speed};
 
-use super::registers::{self as reg, hcchar, hcint, hctsiz};
+use super::registers::{self as reg, EndpointType, Haint, Hcchar, Hcint, Hctsiz, Hfnum};
 use super::{CHANNEL_STATUS, Dwc2Host, dsb};
-use crate::mmio::{Register, RegisterBlock};
+use crate::mmio::{FieldValue, Offset, RegisterBlock, TypedRegister, Value, Word};
 
 /// Deadline for a channel to halt after a disable request.
 const HALT_TIMEOUT_US: u64 = 10_000;
 /// HCINT bits that raise the controller interrupt for a channel (every halt, and bus errors).
-pub(super) const HALT_INTERRUPTS: u32 = hcint::HALTED | hcint::AHB_ERROR;
+pub(super) const HALT_INTERRUPTS: FieldValue<Hcint> =
+    Hcint::HALTED.set().and(Hcint::AHB_ERROR.set());
+/// HCINT bits that end a transfer at once: no retry cures a DMA error or babble.
+pub(super) const FATAL_ERRORS: FieldValue<Hcint> = Hcint::AHB_ERROR.set().and(Hcint::BABBLE.set());
 
 /// A data-stage direction and PID for one channel programming.
 #[derive(Clone, Copy)]
@@ -20,7 +23,7 @@ pub(super) struct Transaction {
     pub(super) device: DeviceTarget,
     pub(super) endpoint: u8,
     pub(super) direction_in: bool,
-    pub(super) kind: u32,
+    pub(super) kind: EndpointType,
     pub(super) max_packet: u16,
     pub(super) pid: u32,
     pub(super) bus_address: u32,
@@ -31,12 +34,15 @@ pub(super) struct Transaction {
     pub(super) interrupt_on_halt: bool,
 }
 
-pub(super) fn channel_register(
+/// Register `offset` of host channel `channel`'s block (`channel` below [`super::CHANNELS`]).
+pub(super) fn channel_register<R>(
     registers: RegisterBlock,
     channel: usize,
-    offset: usize,
-) -> Register {
-    registers.register(reg::channel(channel) + offset)
+    offset: Offset<R>,
+) -> TypedRegister<R> {
+    debug_assert!(channel < super::CHANNELS);
+    // SAFETY: the DWC2 has a register block for each of its CHANNELS host channels.
+    unsafe { registers.sub_block(reg::channel(channel)) }.at(offset)
 }
 
 impl Dwc2Host {
@@ -46,27 +52,28 @@ impl Dwc2Host {
 
     /// Collects (and acknowledges) the channel's HCINT bits, including those the interrupt
     /// handler already took.
-    pub(super) fn take_status(&self, channel: usize) -> u32 {
+    pub(super) fn take_status(&self, channel: usize) -> Value<Hcint> {
         let register = self.ch(channel, reg::HCINT);
         let bits = register.read();
-        if bits != 0 {
-            register.write(bits);
+        if bits.bits() != 0 {
+            register.write_value(bits);
         }
-        bits | CHANNEL_STATUS[channel].swap(0, Ordering::AcqRel)
+        bits.union(Value::from_bits(
+            CHANNEL_STATUS[channel].swap(0, Ordering::AcqRel),
+        ))
     }
 
     /// Stops a channel if it is enabled (bounded wait for the halt).
     pub(super) fn halt_channel(&self, channel: usize) {
         let chars = self.ch(channel, reg::HCCHAR);
-        if chars.read() & hcchar::ENABLE != 0 {
-            chars.write(chars.read() | hcchar::DISABLE | hcchar::ENABLE);
+        if chars.is_set(Hcchar::ENABLE) {
+            chars.modify(Hcchar::DISABLE.set() + Hcchar::ENABLE.set());
             let deadline = self.micros() + HALT_TIMEOUT_US;
-            while self.ch(channel, reg::HCINT).read() & hcint::HALTED == 0
-                && self.micros() < deadline
-            {}
+            while !self.ch(channel, reg::HCINT).is_set(Hcint::HALTED) && self.micros() < deadline {}
         }
-        self.ch(channel, reg::HCINTMSK).write(0);
-        self.r(reg::HAINTMSK).modify(1 << channel, 0);
+        self.ch(channel, reg::HCINTMSK).write(FieldValue::NONE);
+        self.r(reg::HAINTMSK)
+            .modify(Haint::channel(channel).clear());
         self.take_status(channel);
     }
 
@@ -74,42 +81,44 @@ impl Dwc2Host {
     pub(super) fn start_channel(&self, channel: usize, t: &Transaction) -> u32 {
         let mps = t.max_packet.max(1) as usize;
         let packets = if t.len == 0 { 1 } else { t.len.div_ceil(mps) } as u32;
-        if self.ch(channel, reg::HCCHAR).read() & hcchar::ENABLE != 0 {
+        if self.ch(channel, reg::HCCHAR).is_set(Hcchar::ENABLE) {
             self.halt_channel(channel);
         }
         self.take_status(channel);
         self.ch(channel, reg::HCTSIZ).write(
-            (t.len as u32 & hctsiz::SIZE_MASK)
-                | ((packets & hctsiz::PACKETS_MASK) << hctsiz::PACKETS_SHIFT)
-                | (t.pid << hctsiz::PID_SHIFT),
+            Hctsiz::TRANSFER_SIZE.val(t.len as u32)
+                + Hctsiz::PACKET_COUNT.val(packets)
+                + Hctsiz::PID.val(t.pid),
         );
-        self.ch(channel, reg::HCDMA).write(t.bus_address);
-        self.ch(channel, reg::HCSPLT).write(0);
+        self.ch(channel, reg::HCDMA)
+            .write(Word::ALL.val(t.bus_address));
+        self.ch(channel, reg::HCSPLT).write(FieldValue::NONE);
         self.ch(channel, reg::HCINTMSK)
             .write(if t.interrupt_on_halt {
                 HALT_INTERRUPTS
             } else {
-                0
+                FieldValue::NONE
             });
-        self.r(reg::HAINTMSK).modify(1 << channel, 1 << channel);
-        let mut chars = (t.max_packet as u32 & hcchar::MPS_MASK)
-            | (((t.endpoint & 0x0F) as u32) << hcchar::EP_SHIFT)
-            | (t.kind << hcchar::TYPE_SHIFT)
-            | (1 << hcchar::MC_SHIFT)
-            | (((t.device.address & 0x7F) as u32) << hcchar::ADDRESS_SHIFT);
+        self.r(reg::HAINTMSK).modify(Haint::channel(channel).set());
+        let mut chars = Hcchar::MAX_PACKET.val(t.max_packet as u32)
+            + Hcchar::ENDPOINT.val(t.endpoint as u32)
+            + Hcchar::ENDPOINT_TYPE.val(t.kind as u32)
+            + Hcchar::MULTI_COUNT.val(1)
+            + Hcchar::DEVICE_ADDRESS.val(t.device.address as u32);
         if t.direction_in {
-            chars |= hcchar::EP_DIR_IN;
+            chars = chars + Hcchar::DIRECTION_IN.set();
         }
         if t.device.speed == Speed::Low {
-            chars |= hcchar::LOW_SPEED;
+            chars = chars + Hcchar::LOW_SPEED.set();
         }
-        if t.kind == hcchar::TYPE_INTERRUPT && self.r(reg::HFNUM).read() & 1 == 0 {
+        if t.kind == EndpointType::Interrupt && !self.r(reg::HFNUM).is_set(Hfnum::ODD_FRAME) {
             // Periodic transfers go out in the next (odd) frame; read once, never spun on.
-            chars |= hcchar::ODD_FRAME;
+            chars = chars + Hcchar::ODD_FRAME.set();
         }
         dsb();
         self.ch(channel, reg::HCCHAR).write(chars);
-        self.ch(channel, reg::HCCHAR).write(chars | hcchar::ENABLE);
+        self.ch(channel, reg::HCCHAR)
+            .write(chars + Hcchar::ENABLE.set());
         packets
     }
 }

@@ -3,9 +3,10 @@
 
 use bramble_hal::usb::{DeviceTarget, SetupPacket, UsbError};
 
-use super::channel::Transaction;
-use super::registers::{self as reg, hcchar, hcint, hctsiz};
+use super::channel::{FATAL_ERRORS, Transaction};
+use super::registers::{self as reg, EndpointType, Hcint, Hctsiz, pid};
 use super::{CONTROL_BUFFER_LEN, CONTROL_CHANNEL, CONTROL_DATA_OFFSET, Dwc2Host, dsb};
+use crate::mmio::Value;
 
 /// Attempts per control stage.
 const CONTROL_STAGE_TRIES: u8 = 3;
@@ -28,7 +29,7 @@ impl Dwc2Host {
             device: *device,
             endpoint: 0,
             direction_in,
-            kind: hcchar::TYPE_CONTROL,
+            kind: EndpointType::Control,
             max_packet: device.ep0_max_packet,
             pid,
             bus_address,
@@ -38,10 +39,10 @@ impl Dwc2Host {
         for _ in 0..CONTROL_STAGE_TRIES {
             self.start_channel(CONTROL_CHANNEL, &t);
             let deadline = self.micros() + CONTROL_STAGE_TIMEOUT_US;
-            let mut status = 0;
-            while status & hcint::HALTED == 0 {
-                status |= self.take_status(CONTROL_CHANNEL);
-                if status & hcint::HALTED != 0 {
+            let mut status = Value::<Hcint>::from_bits(0);
+            while !status.is_set(Hcint::HALTED) {
+                status = status.union(self.take_status(CONTROL_CHANNEL));
+                if status.is_set(Hcint::HALTED) {
                     break;
                 }
                 if !self.port_enabled() {
@@ -54,16 +55,18 @@ impl Dwc2Host {
                 }
             }
             dsb();
-            if status & hcint::STALL != 0 {
+            if status.is_set(Hcint::STALL) {
                 return Err(UsbError::Stall);
             }
-            if status & (hcint::AHB_ERROR | hcint::BABBLE) != 0 {
+            if status.any(FATAL_ERRORS) {
                 log::warn!("dwc2: control stage failed, HCINT {status:#x}");
                 return Err(UsbError::Transfer);
             }
-            if status & hcint::TRANSFER_COMPLETE != 0 {
-                let remaining =
-                    (self.ch(CONTROL_CHANNEL, reg::HCTSIZ).read() & hctsiz::SIZE_MASK) as usize;
+            if status.is_set(Hcint::TRANSFER_COMPLETE) {
+                let remaining = self
+                    .ch(CONTROL_CHANNEL, reg::HCTSIZ)
+                    .read()
+                    .get(Hctsiz::TRANSFER_SIZE) as usize;
                 return Ok(if direction_in {
                     len.saturating_sub(remaining)
                 } else {
@@ -95,7 +98,7 @@ impl Dwc2Host {
             return Err(UsbError::InvalidRequest);
         }
         self.control[..8].copy_from_slice(&setup.to_bytes());
-        self.control_stage(device, false, hctsiz::PID_SETUP, 0, 8)?;
+        self.control_stage(device, false, pid::SETUP, 0, 8)?;
         let mut moved = 0;
         if len > 0 {
             if setup.is_in() {
@@ -104,13 +107,7 @@ impl Dwc2Host {
                 let request = len.div_ceil(mps) * mps;
                 let request = request.min(capacity / mps * mps);
                 moved = self
-                    .control_stage(
-                        device,
-                        true,
-                        hctsiz::PID_DATA1,
-                        CONTROL_DATA_OFFSET,
-                        request,
-                    )?
+                    .control_stage(device, true, pid::DATA1, CONTROL_DATA_OFFSET, request)?
                     .min(len);
                 if let Some(out) = data_in {
                     let n = moved.min(out.len());
@@ -122,13 +119,12 @@ impl Dwc2Host {
             } else {
                 self.control[CONTROL_DATA_OFFSET..CONTROL_DATA_OFFSET + len]
                     .copy_from_slice(data_out);
-                moved =
-                    self.control_stage(device, false, hctsiz::PID_DATA1, CONTROL_DATA_OFFSET, len)?;
+                moved = self.control_stage(device, false, pid::DATA1, CONTROL_DATA_OFFSET, len)?;
             }
         }
         // Status stage: the opposite direction, IN when there was no data stage.
         let status_in = len == 0 || !setup.is_in();
-        self.control_stage(device, status_in, hctsiz::PID_DATA1, CONTROL_DATA_OFFSET, 0)?;
+        self.control_stage(device, status_in, pid::DATA1, CONTROL_DATA_OFFSET, 0)?;
         Ok(moved)
     }
 }

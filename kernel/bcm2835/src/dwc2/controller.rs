@@ -4,13 +4,16 @@
 
 use bramble_hal::usb::{Speed, UsbError, UsbHost};
 
-use super::registers::{self as reg, ahbcfg, gint, hprt, rstctl, usbcfg};
+use super::registers::{
+    self as reg, FifoSize, Gahbcfg, Ghwcfg2, Gintsts, Grstctl, Grxfsiz, Gsnpsid, Gusbcfg, Hcfg,
+    Hcint, Hprt0,
+};
 use super::{
     CHANNELS, CONTROL_BUFFER_LEN, CONTROL_CHANNEL, CORE_SETTLE_US, Dwc2Error, Dwc2Host, MAX_PIPES,
     PIPE_ARENA_LEN,
 };
 use crate::dma::DmaAllocator;
-use crate::mmio::RegisterBlock;
+use crate::mmio::{FieldValue, RegisterBlock, Word};
 use crate::timer::SystemTimer;
 
 /// Time to wait for a device to connect to the root port.
@@ -75,27 +78,27 @@ impl Dwc2Host {
 
     /// Vendor check and core soft reset (§2.3 steps 1-5).
     pub(super) fn reset_core(&mut self) -> Result<(), Dwc2Error> {
-        let id = self.r(reg::GSNPSID).read();
+        let id = self.r(reg::GSNPSID).read().bits();
         if id != reg::SNPSID_BCM2835 && id != reg::SNPSID_QEMU {
             log::error!("dwc2: unknown core id {id:#010x}");
             return Err(Dwc2Error::UnknownCore(id));
         }
         self.r(reg::GAHBCFG)
-            .modify(ahbcfg::GLOBAL_INTERRUPT_ENABLE, 0);
-        self.r(reg::GUSBCFG)
-            .modify(usbcfg::ULPI_EXT_VBUS_DRV | usbcfg::TERM_SEL_DL_PULSE, 0);
+            .modify(Gahbcfg::GLOBAL_INTERRUPT_ENABLE.clear());
+        self.r(reg::GUSBCFG).modify(
+            Gusbcfg::ULPI_EXTERNAL_VBUS.clear() + Gusbcfg::TERMSEL_DATA_LINE_PULSING.clear(),
+        );
 
         // Core soft reset (§2.3 step 5).
-        if !self.wait_for(
-            self.r(reg::GRSTCTL),
-            rstctl::AHB_IDLE,
-            rstctl::AHB_IDLE,
-            100_000,
-        ) {
+        if !self.wait_for(self.r(reg::GRSTCTL), Grstctl::AHB_IDLE.set(), 100_000) {
             return Err(Dwc2Error::ResetTimeout);
         }
-        self.r(reg::GRSTCTL).write(rstctl::CORE_SOFT_RESET);
-        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::CORE_SOFT_RESET, 0, 10_000) {
+        self.r(reg::GRSTCTL).write(Grstctl::CORE_SOFT_RESET.set());
+        if !self.wait_for(
+            self.r(reg::GRSTCTL),
+            Grstctl::CORE_SOFT_RESET.clear(),
+            10_000,
+        ) {
             return Err(Dwc2Error::ResetTimeout);
         }
         Ok(())
@@ -106,51 +109,55 @@ impl Dwc2Host {
     pub(super) fn configure_core(&mut self) -> Result<(), Dwc2Error> {
         let id = self.r(reg::GSNPSID).read();
         self.r(reg::GUSBCFG).modify(
-            usbcfg::ULPI_UTMI_SEL | usbcfg::PHY_IF | usbcfg::ULPI_FSLS | usbcfg::ULPI_CLK_SUS_M,
-            0,
+            Gusbcfg::ULPI_SELECT.clear()
+                + Gusbcfg::PHY_16_BIT.clear()
+                + Gusbcfg::ULPI_FULL_SPEED_ONLY.clear()
+                + Gusbcfg::ULPI_CLOCK_SUSPEND.clear(),
         );
         let hw2 = self.r(reg::GHWCFG2).read();
-        if (hw2 >> 3) & 3 != 2 {
-            return Err(Dwc2Error::NoInternalDma(hw2));
+        if hw2.get(Ghwcfg2::ARCHITECTURE) != Ghwcfg2::INTERNAL_DMA {
+            return Err(Dwc2Error::NoInternalDma(hw2.bits()));
         }
-        self.channels = ((((hw2 >> 14) & 0xF) + 1) as usize).min(CHANNELS);
+        self.channels = ((hw2.get(Ghwcfg2::HOST_CHANNELS_MINUS_ONE) + 1) as usize).min(CHANNELS);
         self.r(reg::GAHBCFG).modify(
-            ahbcfg::AXI_BURST_MASK | ahbcfg::DMA_ENABLE | ahbcfg::WAIT_AXI_WRITES,
-            ahbcfg::DMA_ENABLE | ahbcfg::WAIT_AXI_WRITES,
+            Gahbcfg::AXI_BURST.clear() + Gahbcfg::DMA_ENABLE.set() + Gahbcfg::WAIT_AXI_WRITES.set(),
         );
         self.r(reg::GUSBCFG)
-            .modify(usbcfg::HNP_CAP | usbcfg::SRP_CAP, 0);
-        self.r(reg::GINTSTS).write(0xFFFF_FFFF);
-        self.r(reg::PCGCCTL).write(0);
-        self.r(reg::HCFG).modify(3, 0);
+            .modify(Gusbcfg::HNP_CAPABLE.clear() + Gusbcfg::SRP_CAPABLE.clear());
+        self.r(reg::GINTSTS).write(Gintsts::ALL.set());
+        self.r(reg::PCGCCTL).write(Word::ALL.clear());
+        self.r(reg::HCFG).modify(Hcfg::FULL_LOW_SPEED_CLOCK.clear());
 
         // FIFO sizes in words (USPi/Circle values), mandatory even in DMA mode (§2.10).
-        self.r(reg::GRXFSIZ).write(1024);
-        self.r(reg::GNPTXFSIZ).write((1024 << 16) | 1024);
-        self.r(reg::HPTXFSIZ).write((1024 << 16) | 2048);
-        self.r(reg::GRSTCTL)
-            .write(rstctl::TX_FIFO_FLUSH | rstctl::TX_FIFO_ALL);
-        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::TX_FIFO_FLUSH, 0, 10_000) {
+        self.r(reg::GRXFSIZ).write(Grxfsiz::DEPTH.val(1024));
+        self.r(reg::GNPTXFSIZ)
+            .write(FifoSize::DEPTH.val(1024) + FifoSize::START_ADDRESS.val(1024));
+        self.r(reg::HPTXFSIZ)
+            .write(FifoSize::DEPTH.val(1024) + FifoSize::START_ADDRESS.val(2048));
+        self.r(reg::GRSTCTL).write(
+            Grstctl::TX_FIFO_FLUSH.set() + Grstctl::TX_FIFO_NUMBER.val(Grstctl::ALL_TX_FIFOS),
+        );
+        if !self.wait_for(self.r(reg::GRSTCTL), Grstctl::TX_FIFO_FLUSH.clear(), 10_000) {
             return Err(Dwc2Error::ResetTimeout);
         }
-        self.r(reg::GRSTCTL).write(rstctl::RX_FIFO_FLUSH);
-        if !self.wait_for(self.r(reg::GRSTCTL), rstctl::RX_FIFO_FLUSH, 0, 10_000) {
+        self.r(reg::GRSTCTL).write(Grstctl::RX_FIFO_FLUSH.set());
+        if !self.wait_for(self.r(reg::GRSTCTL), Grstctl::RX_FIFO_FLUSH.clear(), 10_000) {
             return Err(Dwc2Error::ResetTimeout);
         }
         self.timer.delay_micros(1);
 
-        self.r(reg::GINTMSK).write(0);
-        self.r(reg::HAINTMSK).write(0);
+        self.r(reg::GINTMSK).write(FieldValue::NONE);
+        self.r(reg::HAINTMSK).write(FieldValue::NONE);
         for channel in 0..self.channels {
-            self.ch(channel, reg::HCINTMSK).write(0);
-            self.ch(channel, reg::HCINT).write(0xFFFF_FFFF);
+            self.ch(channel, reg::HCINTMSK).write(FieldValue::NONE);
+            self.ch(channel, reg::HCINT).write(Hcint::ALL.set());
         }
         self.power_port();
         log::info!(
             "dwc2: core {}.{:03x} ({}), {} channels, buffer DMA",
-            (id >> 12) & 0xF,
-            id & 0xFFF,
-            if id == reg::SNPSID_QEMU {
+            id.get(Gsnpsid::MAJOR),
+            id.get(Gsnpsid::MINOR),
+            if id.bits() == reg::SNPSID_QEMU {
                 "QEMU"
             } else {
                 "BCM2835"
@@ -163,29 +170,30 @@ impl Dwc2Host {
     /// Enables the controller's interrupt output for channel halts and root port changes.
     /// Register [`handle_interrupt`](super::handle_interrupt) on [`IRQ`](super::IRQ) first.
     pub fn enable_interrupts(&mut self) {
-        self.r(reg::GINTSTS).write(0xFFFF_FFFF);
-        self.r(reg::GINTMSK).write(gint::HOST_CHANNELS | gint::PORT);
-        self.r(reg::GAHBCFG).modify(
-            ahbcfg::GLOBAL_INTERRUPT_ENABLE,
-            ahbcfg::GLOBAL_INTERRUPT_ENABLE,
-        );
+        self.r(reg::GINTSTS).write(Gintsts::ALL.set());
+        self.r(reg::GINTMSK)
+            .write(Gintsts::HOST_CHANNELS.set() + Gintsts::PORT.set());
+        self.r(reg::GAHBCFG)
+            .modify(Gahbcfg::GLOBAL_INTERRUPT_ENABLE.set());
     }
 
     /// Whether a device is attached and the port enabled.
     pub fn port_enabled(&self) -> bool {
-        let port = self.r(reg::HPRT0).read();
-        port & (hprt::CONNECT_STATUS | hprt::ENABLE) == hprt::CONNECT_STATUS | hprt::ENABLE
+        self.r(reg::HPRT0)
+            .read()
+            .matches(Hprt0::CONNECT_STATUS.set() + Hprt0::ENABLE.set())
     }
 
-    /// Writes HPRT0 with `set` added, never writing 1 to a write-1-to-clear bit.
-    pub(super) fn write_port(&self, set: u32, clear: u32) {
-        let port = self.r(reg::HPRT0).read() & !hprt::WRITE_CLEAR_MASK;
-        self.r(reg::HPRT0).write((port | set) & !clear);
+    /// Writes HPRT0 with the named fields changed, never writing 1 to a write-1-to-clear
+    /// bit.
+    pub(super) fn write_port(&self, change: FieldValue<Hprt0>) {
+        let port = self.r(reg::HPRT0).read().without(Hprt0::WRITE_1_TO_CLEAR);
+        self.r(reg::HPRT0).write_value(port.with(change));
     }
 
     pub(super) fn power_port(&self) {
-        if self.r(reg::HPRT0).read() & hprt::POWER == 0 {
-            self.write_port(hprt::POWER, 0);
+        if !self.r(reg::HPRT0).is_set(Hprt0::POWER) {
+            self.write_port(Hprt0::POWER.set());
         }
     }
 
@@ -197,7 +205,7 @@ impl Dwc2Host {
         self.power_port();
         let mut connected = false;
         for _ in 0..CONNECT_TIMEOUT_MS {
-            if self.r(reg::HPRT0).read() & hprt::CONNECT_STATUS != 0 {
+            if self.r(reg::HPRT0).is_set(Hprt0::CONNECT_STATUS) {
                 connected = true;
                 break;
             }
@@ -208,21 +216,21 @@ impl Dwc2Host {
             return Err(UsbError::NoDevice);
         }
         self.delay_ms(100);
-        self.write_port(hprt::RESET, 0);
+        self.write_port(Hprt0::RESET.set());
         self.delay_ms(50);
-        self.write_port(0, hprt::RESET);
+        self.write_port(Hprt0::RESET.clear());
         self.delay_ms(20);
         let port = self.r(reg::HPRT0).read();
         // Acknowledge connect/enable changes (write them back; never write ENABLE).
         self.r(reg::HPRT0)
-            .write(port & !hprt::ENABLE & !hprt::RESET);
-        if port & hprt::ENABLE == 0 {
+            .write_value(port.without(Hprt0::ENABLE.set() + Hprt0::RESET.set()));
+        if !port.is_set(Hprt0::ENABLE) {
             log::warn!("dwc2: root port did not enable after reset (HPRT0 {port:#x})");
             return Err(UsbError::NoDevice);
         }
-        let speed = match (port >> hprt::SPEED_SHIFT) & 3 {
-            0 => Speed::High,
-            1 => Speed::Full,
+        let speed = match port.get(Hprt0::SPEED) {
+            Hprt0::SPEED_HIGH => Speed::High,
+            Hprt0::SPEED_FULL => Speed::Full,
             _ => Speed::Low,
         };
         log::info!("dwc2: root port enabled, {speed:?} speed device");

@@ -50,11 +50,11 @@ use bramble_hal::usb::{
 use bramble_hal::{Clock, Instant};
 
 use crate::dma::DmaError;
-use crate::mmio::{Register, RegisterBlock};
+use crate::mmio::{FieldValue, Offset, RegisterBlock, TypedRegister};
 use crate::timer::SystemTimer;
 use channel::channel_register;
 use registers as reg;
-use registers::{gint, hctsiz, hprt};
+use registers::{Gintsts, Haint, Hprt0, pid};
 use transfer::{Pipe, PipeState};
 
 pub use controller::Dwc2Starting;
@@ -148,29 +148,33 @@ pub fn handle_interrupt() {
     // tolerate.
     let registers = unsafe { RegisterBlock::new(crate::memory_map::USB) };
     INTERRUPTS_TAKEN.fetch_add(1, Ordering::AcqRel);
-    let pending = registers.register(reg::HAINT).read();
+    let pending = registers.at(reg::HAINT).read();
     for (channel, status) in CHANNEL_STATUS.iter().enumerate() {
-        if pending & (1 << channel) != 0 {
+        if pending.is_set(Haint::channel(channel)) {
             let hcint_register = channel_register(registers, channel, reg::HCINT);
             let bits = hcint_register.read();
-            hcint_register.write(bits);
-            status.fetch_or(bits, Ordering::AcqRel);
+            hcint_register.write_value(bits);
+            status.fetch_or(bits.bits(), Ordering::AcqRel);
         }
     }
-    if registers.register(reg::GINTSTS).read() & gint::PORT != 0 {
-        let port = registers.register(reg::HPRT0).read();
+    if registers.at(reg::GINTSTS).is_set(Gintsts::PORT) {
+        let port = registers.at(reg::HPRT0).read();
         // Write the change bits back to clear them, never the enable bit (that disables);
         // power and a reset in progress are written back unchanged.
-        registers.register(reg::HPRT0).write(port & !hprt::ENABLE);
+        registers
+            .at(reg::HPRT0)
+            .write_value(port.without(Hprt0::ENABLE.set()));
     }
 }
 
 impl Dwc2Host {
-    fn r(&self, offset: usize) -> Register {
-        self.registers.register(offset)
+    /// Core or host register `offset`.
+    fn r<R>(&self, offset: Offset<R>) -> TypedRegister<R> {
+        self.registers.at(offset)
     }
 
-    fn ch(&self, channel: usize, offset: usize) -> Register {
+    /// Register `offset` of host channel `channel`.
+    fn ch<R>(&self, channel: usize, offset: Offset<R>) -> TypedRegister<R> {
         channel_register(self.registers, channel, offset)
     }
 
@@ -178,11 +182,16 @@ impl Dwc2Host {
         self.timer.micros()
     }
 
-    /// Polls `register` until `(value & mask) == expected`, at most `timeout_us`.
-    fn wait_for(&self, register: Register, mask: u32, expected: u32, timeout_us: u64) -> bool {
+    /// Polls `register` until the named fields have their values, at most `timeout_us`.
+    fn wait_for<R>(
+        &self,
+        register: TypedRegister<R>,
+        fields: FieldValue<R>,
+        timeout_us: u64,
+    ) -> bool {
         let deadline = self.micros() + timeout_us;
         loop {
-            if register.read() & mask == expected {
+            if register.read().matches(fields) {
                 return true;
             }
             if self.micros() > deadline {
@@ -254,7 +263,7 @@ impl UsbHost for Dwc2Host {
             channel: index + 1,
             offset,
             len: config.buffer_len,
-            pid: hctsiz::PID_DATA0,
+            pid: pid::DATA0,
             state: PipeState::Idle,
             last_data_at: self.micros(),
         });
@@ -273,7 +282,7 @@ impl UsbHost for Dwc2Host {
 
     fn reset_data_toggle(&mut self, pipe: PipeId) {
         if let Ok(p) = self.pipe_mut(pipe) {
-            p.pid = hctsiz::PID_DATA0;
+            p.pid = pid::DATA0;
         }
     }
 

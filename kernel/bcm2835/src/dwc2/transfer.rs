@@ -4,9 +4,10 @@
 
 use bramble_hal::usb::{PipeConfig, PipeId, TransferStatus, TransferType, UsbError, UsbHost};
 
-use super::channel::{HALT_INTERRUPTS, Transaction};
-use super::registers::{self as reg, hcchar, hcint, hctsiz};
+use super::channel::{FATAL_ERRORS, HALT_INTERRUPTS, Transaction};
+use super::registers::{self as reg, EndpointType, Hcint, Hctsiz, pid};
 use super::{Dwc2Host, MAX_PIPES, MAX_TRANSFER_TRIES, dsb};
+use crate::mmio::Value;
 
 /// Deadline of a bulk-OUT transfer before it is abandoned.
 const OUT_TRANSFER_TIMEOUT_US: u64 = 1_000_000;
@@ -21,7 +22,7 @@ pub(super) struct Active {
     pub(super) segment_len: usize,
     pub(super) segment_packets: u32,
     /// HCINT bits collected so far.
-    pub(super) status: u32,
+    pub(super) status: Value<Hcint>,
     pub(super) tries: u8,
     /// OUT: a zero-length packet still has to follow.
     pub(super) zlp_pending: bool,
@@ -96,8 +97,8 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 
 /// Decides the outcome of a halted quiet segment from its HCINT bits and the bytes the whole
 /// transfer has received so far.
-fn quiet_halt(status: u32, received: usize, now: u64, quiet: QuietReceive) -> QuietHalt {
-    if status & hcint::NAK == 0 || status & hcint::TRANSFER_COMPLETE != 0 {
+fn quiet_halt(status: Value<Hcint>, received: usize, now: u64, quiet: QuietReceive) -> QuietHalt {
+    if !status.is_set(Hcint::NAK) || status.is_set(Hcint::TRANSFER_COMPLETE) {
         QuietHalt::NotQuiet
     } else if received > 0 {
         QuietHalt::Complete
@@ -216,9 +217,9 @@ impl Dwc2Host {
             endpoint: config.endpoint,
             direction_in: config.is_in(),
             kind: match config.transfer_type {
-                TransferType::Bulk if quiet => hcchar::TYPE_INTERRUPT,
-                TransferType::Bulk => hcchar::TYPE_BULK,
-                TransferType::Interrupt => hcchar::TYPE_INTERRUPT,
+                TransferType::Bulk if quiet => EndpointType::Interrupt,
+                TransferType::Bulk => EndpointType::Bulk,
+                TransferType::Interrupt => EndpointType::Interrupt,
             },
             max_packet: config.max_packet,
             pid: pipe.pid,
@@ -232,7 +233,7 @@ impl Dwc2Host {
         {
             a.segment_len = len;
             a.segment_packets = packets;
-            a.status = 0;
+            a.status = Value::from_bits(0);
             a.quiet = quiet;
             // A new segment: a parked one is looked at again from its first poll on.
             a.check_at = None;
@@ -268,7 +269,7 @@ impl Dwc2Host {
             done: 0,
             segment_len: 0,
             segment_packets: 0,
-            status: 0,
+            status: Value::from_bits(0),
             tries: 0,
             zlp_pending: !direction_in
                 && p.config.zero_length_termination
@@ -302,7 +303,7 @@ impl Dwc2Host {
             if let Some(p) = host.pipes[index].as_mut() {
                 p.state = PipeState::Idle;
                 if e == UsbError::Stall {
-                    p.pid = hctsiz::PID_DATA0;
+                    p.pid = pid::DATA0;
                 }
             }
             Err(e)
@@ -320,8 +321,8 @@ impl Dwc2Host {
             return self.settle_quiet_attempt(index, channel);
         }
         let fresh = self.take_status(channel);
-        a.status |= fresh;
-        if a.status & hcint::HALTED == 0
+        a.status = a.status.union(fresh);
+        if !a.status.is_set(Hcint::HALTED)
             && !a.quiet
             && config.is_in()
             && config.transfer_type == TransferType::Bulk
@@ -333,7 +334,10 @@ impl Dwc2Host {
             // packet QEMU's model keeps retrying (a halt alone does not stop it).
             self.halt_channel(channel);
             dsb();
-            let remaining = (self.ch(channel, reg::HCTSIZ).read() & hctsiz::SIZE_MASK) as usize;
+            let remaining = self
+                .ch(channel, reg::HCTSIZ)
+                .read()
+                .get(Hctsiz::TRANSFER_SIZE) as usize;
             let got = a.segment_len.saturating_sub(remaining);
             if got > 0 {
                 // Data landed while the channel was being halted: hand it over as it is.
@@ -343,24 +347,27 @@ impl Dwc2Host {
             self.start_segment(index);
             return self.settle_quiet_attempt(index, channel);
         }
-        if a.status & hcint::HALTED == 0
+        if !a.status.is_set(Hcint::HALTED)
             && self.end_bulk_in_on_idle_nak
             && config.is_in()
             && config.transfer_type == TransferType::Bulk
         {
-            let remaining = (self.ch(channel, reg::HCTSIZ).read() & hctsiz::SIZE_MASK) as usize;
+            let remaining = self
+                .ch(channel, reg::HCTSIZ)
+                .read()
+                .get(Hctsiz::TRANSFER_SIZE) as usize;
             let got = a.segment_len.saturating_sub(remaining);
             let mps = config.max_packet.max(1) as usize;
             if got > 0
                 && got.is_multiple_of(mps)
                 && got == a.seen_progress
-                && fresh & hcint::NAK != 0
+                && fresh.is_set(Hcint::NAK)
             {
                 // Whole packets, then a NAK with nothing new since the last poll: the message
                 // is complete. Halting and later re-arming replaces QEMU's pending packet.
                 self.halt_channel(channel);
                 dsb();
-                let pid = (self.ch(channel, reg::HCTSIZ).read() >> hctsiz::PID_SHIFT) & 3;
+                let pid = self.ch(channel, reg::HCTSIZ).read().get(Hctsiz::PID);
                 if let Some(p) = self.pipes[index].as_mut() {
                     p.pid = pid;
                 }
@@ -369,7 +376,7 @@ impl Dwc2Host {
             a.seen_progress = got;
             a.check_at = self.quiet_receive.map(|q| now + q.parked_check_micros);
         }
-        if a.status & hcint::HALTED == 0 {
+        if !a.status.is_set(Hcint::HALTED) {
             self.set_active(index, a);
             if a.deadline.is_some_and(|d| now > d) {
                 log::warn!(
@@ -382,17 +389,17 @@ impl Dwc2Host {
         }
         dsb();
         let status = a.status;
-        a.status = 0;
+        a.status = Value::from_bits(0);
         let size = self.ch(channel, reg::HCTSIZ).read();
-        let remaining_bytes = (size & hctsiz::SIZE_MASK) as usize;
-        let remaining_packets = (size >> hctsiz::PACKETS_SHIFT) & hctsiz::PACKETS_MASK;
-        let pid = (size >> hctsiz::PID_SHIFT) & 3;
+        let remaining_bytes = size.get(Hctsiz::TRANSFER_SIZE) as usize;
+        let remaining_packets = size.get(Hctsiz::PACKET_COUNT);
+        let pid = size.get(Hctsiz::PID);
         let mps = config.max_packet.max(1) as usize;
         // Progress: IN from the byte count; OUT from the packet count (Xinu: XferSize is not
         // reliable for OUT).
         let moved = if config.is_in() {
             a.segment_len.saturating_sub(remaining_bytes)
-        } else if status & hcint::TRANSFER_COMPLETE != 0 {
+        } else if status.is_set(Hcint::TRANSFER_COMPLETE) {
             // Without split transactions XferCompl is reliable; QEMU leaves PktCnt at 1
             // after a zero-length packet.
             a.segment_len
@@ -405,14 +412,14 @@ impl Dwc2Host {
             p.pid = pid;
         }
 
-        if status & hcint::STALL != 0 {
+        if status.is_set(Hcint::STALL) {
             return fail(self, UsbError::Stall);
         }
-        if status & (hcint::AHB_ERROR | hcint::BABBLE) != 0 {
+        if status.any(FATAL_ERRORS) {
             log::warn!("dwc2: endpoint {:#x}: HCINT {status:#x}", config.endpoint);
             return fail(self, UsbError::Transfer);
         }
-        if status & hcint::TRANSFER_COMPLETE != 0 {
+        if status.is_set(Hcint::TRANSFER_COMPLETE) {
             if a.zlp_pending {
                 a.zlp_pending = false;
                 a.requested = a.done;
@@ -437,7 +444,7 @@ impl Dwc2Host {
                 QuietHalt::NotQuiet => {}
             }
         }
-        if status & hcint::NAK != 0 && config.transfer_type == TransferType::Interrupt {
+        if status.is_set(Hcint::NAK) && config.transfer_type == TransferType::Interrupt {
             // Nothing new; ask again after the endpoint's interval.
             a.restart_at = Some(now + config.interval_ms.max(1) as u64 * 1000);
             self.set_active(index, a);
@@ -475,7 +482,7 @@ impl Dwc2Host {
         if !quiet {
             return Ok(TransferStatus::Pending);
         }
-        if self.ch(channel, reg::HCINT).read() & hcint::HALTED != 0 {
+        if self.ch(channel, reg::HCINT).read().is_set(Hcint::HALTED) {
             return self.service(index);
         }
         self.ch(channel, reg::HCINTMSK).write(HALT_INTERRUPTS);
@@ -513,6 +520,12 @@ impl Dwc2Host {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mmio::Field;
+
+    /// HCINT of a channel that halted with `reason`.
+    fn halted_with(reason: Field<Hcint>) -> Value<Hcint> {
+        Value::of(Hcint::HALTED.set() + reason.set())
+    }
 
     const QUIET: QuietReceive = QuietReceive {
         after_micros: 2_000_000,
@@ -531,7 +544,7 @@ mod tests {
 
     #[test]
     fn a_nak_with_nothing_received_waits_one_interval() {
-        let halted_on_nak = hcint::HALTED | hcint::NAK;
+        let halted_on_nak = halted_with(Hcint::NAK);
         assert_eq!(
             quiet_halt(halted_on_nak, 0, 1_000, QUIET),
             QuietHalt::TryAgainAt(11_000)
@@ -541,7 +554,7 @@ mod tests {
     #[test]
     fn a_nak_after_whole_packets_completes_the_message() {
         assert_eq!(
-            quiet_halt(hcint::HALTED | hcint::NAK, 128, 1_000, QUIET),
+            quiet_halt(halted_with(Hcint::NAK), 128, 1_000, QUIET),
             QuietHalt::Complete
         );
     }
@@ -549,11 +562,11 @@ mod tests {
     #[test]
     fn errors_and_completions_are_not_quiet_outcomes() {
         assert_eq!(
-            quiet_halt(hcint::HALTED | hcint::TRANSFER_COMPLETE, 64, 0, QUIET),
+            quiet_halt(halted_with(Hcint::TRANSFER_COMPLETE), 64, 0, QUIET),
             QuietHalt::NotQuiet
         );
         assert_eq!(
-            quiet_halt(hcint::HALTED | hcint::TRANSACTION_ERROR, 0, 0, QUIET),
+            quiet_halt(halted_with(Hcint::TRANSACTION_ERROR), 0, 0, QUIET),
             QuietHalt::NotQuiet
         );
     }
