@@ -2,15 +2,12 @@
 //! many USB Ethernet adapters speak. Raw Ethernet frames on a bulk pair; a short packet (or a
 //! zero-length packet) ends each frame.
 
-use crate::nic::{RxRecord, receive_frame};
 use bramble_hal::ethernet::MAX_FRAME_LEN;
-use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
 
 use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, EndpointKind, class};
 use crate::device::{UsbDevice, default_language, read_string, set_configuration, set_interface};
-use crate::nic::{
-    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
-};
+use crate::nic::{BulkPipes, DataPath, NicStats, RX_BUFFER_LEN, RxRecord, open_bulk_pipes};
 use bramble_hal::usb::{SetupPacket, UsbError, UsbHost};
 
 /// Class request SET_ETHERNET_PACKET_FILTER (CDC ECM 1.2 §6.2.4).
@@ -75,14 +72,8 @@ impl EcmBinding {
 
 /// A running CDC-ECM function.
 pub struct CdcEcm<H: UsbHost> {
-    host: H,
-    device: UsbDevice,
-    pipes: BulkPipes,
+    path: DataPath<H>,
     mac: MacAddress,
-    rx_len: usize,
-    cursor: RxCursor,
-    stats: NicStats,
-    last_liveness_check: Option<Instant>,
 }
 
 impl<H: UsbHost> CdcEcm<H> {
@@ -91,14 +82,8 @@ impl<H: UsbHost> CdcEcm<H> {
     pub fn new(mut host: H, device: UsbDevice, binding: EcmBinding) -> Result<Self, (UsbError, H)> {
         match Self::init(&mut host, &device, binding) {
             Ok((pipes, mac, rx_len)) => Ok(Self {
-                host,
-                device,
-                pipes,
+                path: DataPath::new(host, device, pipes, rx_len),
                 mac,
-                rx_len,
-                cursor: RxCursor::default(),
-                stats: NicStats::default(),
-                last_liveness_check: None,
             }),
             Err(e) => Err((e, host)),
         }
@@ -158,22 +143,22 @@ impl<H: UsbHost> CdcEcm<H> {
 
     /// Counters since start.
     pub fn stats(&self) -> NicStats {
-        self.stats
+        self.path.stats()
     }
 
     /// The USB device.
     pub fn device(&self) -> &UsbDevice {
-        &self.device
+        self.path.device()
     }
 
     /// Gives the host back (after [`DeviceError::Gone`], to re-probe).
     pub fn into_host(self) -> H {
-        self.host
+        self.path.into_host()
     }
 
     /// The host controller (for controller-specific calls such as interrupt handling).
     pub fn host_mut(&mut self) -> &mut H {
-        &mut self.host
+        self.path.host_mut()
     }
 }
 
@@ -205,21 +190,11 @@ impl<H: UsbHost> EthernetDevice for CdcEcm<H> {
     }
 
     fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, DeviceError> {
-        receive_frame(
-            &mut self.host,
-            &self.device,
-            &self.pipes,
-            &mut self.cursor,
-            self.rx_len,
-            &mut self.stats,
-            &mut self.last_liveness_check,
-            whole_transfer_frame,
-            f,
-        )
+        self.path.receive(whole_transfer_frame, f)
     }
 
     fn can_transmit(&mut self) -> bool {
-        transmit_ready(&mut self.host, &self.pipes, &mut self.stats).unwrap_or(true)
+        self.path.can_transmit()
     }
 
     fn transmit<R>(
@@ -227,22 +202,9 @@ impl<H: UsbHost> EthernetDevice for CdcEcm<H> {
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R, DeviceError> {
-        if len > MAX_FRAME_LEN {
-            return Err(DeviceError::FrameTooLarge);
-        }
-        if !transmit_ready(&mut self.host, &self.pipes, &mut self.stats)? {
-            return Err(DeviceError::Busy);
-        }
-        let buf = self.host.out_buffer(self.pipes.tx);
-        if buf.len() < len {
-            return Err(DeviceError::FrameTooLarge);
-        }
-        let result = f(&mut buf[..len]);
-        // The pipe was opened with zero-length termination: frames of 64·n bytes get a ZLP.
-        self.host
-            .start_out(self.pipes.tx, len)
-            .map_err(device_error)?;
-        self.stats.tx_frames += 1;
-        Ok(result)
+        // The frame alone; the pipe was opened with zero-length termination, so frames of
+        // 64·n bytes get a ZLP.
+        self.path
+            .transmit(len, len, |buf| (len, f(&mut buf[..len])))
     }
 }

@@ -1,6 +1,7 @@
 //! What the three USB Ethernet drivers share: counters, error mapping, bulk pipe set-up and
-//! the transmit path bookkeeping.
+//! the [`DataPath`], which does the receive and transmit bookkeeping for all of them.
 
+use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, Instant};
 
 use crate::descriptor::Endpoint;
@@ -94,56 +95,20 @@ pub fn open_bulk_pipes<H: UsbHost + ?Sized>(
 
 /// The state of a parked receive transfer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RxCursor {
+struct RxCursor {
     /// A transfer is started (pending or complete and not yet consumed).
-    pub armed: bool,
+    armed: bool,
     /// Bytes of the completed transfer already consumed.
-    pub offset: usize,
+    offset: usize,
 }
 
 /// What polling the receive pipe found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RxPoll {
+enum RxPoll {
     /// Nothing yet.
     Empty,
     /// A completed transfer of this many bytes waits in `host.received(rx)`.
     Ready(usize),
-}
-
-/// Makes sure a receive transfer is parked and reports whether one has completed. Failed
-/// transfers are counted and re-armed (a STALL gets CLEAR_FEATURE(HALT) first).
-pub fn poll_receive<H: UsbHost + ?Sized>(
-    host: &mut H,
-    device: &UsbDevice,
-    pipes: &BulkPipes,
-    cursor: &mut RxCursor,
-    rx_len: usize,
-    stats: &mut NicStats,
-) -> Result<RxPoll, DeviceError> {
-    if !cursor.armed {
-        host.start_in(pipes.rx, rx_len).map_err(device_error)?;
-        cursor.armed = true;
-        cursor.offset = 0;
-    }
-    match host.poll(pipes.rx) {
-        Ok(TransferStatus::Pending) => Ok(RxPoll::Empty),
-        Ok(TransferStatus::Idle) => {
-            cursor.armed = false;
-            Ok(RxPoll::Empty)
-        }
-        Ok(TransferStatus::Complete(n)) => Ok(RxPoll::Ready(n)),
-        Err(e) => {
-            cursor.armed = false;
-            stats.rx_transfer_errors += 1;
-            if e == UsbError::Stall {
-                host.control_out(&device.target, clear_endpoint_halt(pipes.rx_endpoint), &[])
-                    .map_err(device_error)?;
-                host.reset_data_toggle(pipes.rx);
-            }
-            log::warn!("usb nic: receive failed: {e}");
-            Err(device_error(e))
-        }
-    }
 }
 
 /// One record found while walking a completed bulk-IN transfer, as each driver's parser
@@ -169,126 +134,243 @@ pub enum RxRecord {
     Truncated,
 }
 
-/// The receive path all three drivers share: keeps a bulk-IN parked, checks that an idle
-/// device still answers, walks a completed transfer with the driver's `parse` (records at
-/// increasing offsets; `None` at the end), hands the next good frame to `f`, and re-arms
-/// once the transfer is used up.
-#[allow(clippy::too_many_arguments)] // the driver's receive state, borrowed field by field
-pub fn receive_frame<H: UsbHost + ?Sized, R>(
-    host: &mut H,
-    device: &UsbDevice,
-    pipes: &BulkPipes,
-    cursor: &mut RxCursor,
-    rx_len: usize,
-    stats: &mut NicStats,
-    last_liveness_check: &mut Option<Instant>,
-    parse: impl Fn(&[u8], usize) -> Option<RxRecord>,
-    f: impl FnOnce(&[u8]) -> R,
-) -> Result<Option<R>, DeviceError> {
-    let n = match poll_receive(host, device, pipes, cursor, rx_len, stats)? {
-        RxPoll::Empty => {
-            check_liveness(host, device, last_liveness_check)?;
-            return Ok(None);
-        }
-        RxPoll::Ready(n) => n,
-    };
-    let data = &host.received(pipes.rx)[..n];
-    let mut offset = cursor.offset;
-    let found = loop {
-        match parse(data, offset) {
-            None => break None,
-            Some(RxRecord::Truncated) => {
-                stats.rx_errors += 1;
-                break None;
-            }
-            Some(RxRecord::Skip { next }) => {
-                stats.rx_errors += 1;
-                offset = next;
-            }
-            Some(RxRecord::Frame { start, len, next }) => break Some((start, len, next)),
-        }
-    };
-    let Some((start, len, next)) = found else {
-        rearm_receive(host, pipes, cursor, rx_len)?;
-        return Ok(None);
-    };
-    let result = f(&host.received(pipes.rx)[start..start + len]);
-    stats.rx_frames += 1;
-    if next >= n {
-        rearm_receive(host, pipes, cursor, rx_len)?;
-    } else {
-        cursor.offset = next;
-    }
-    Ok(Some(result))
-}
-
-/// Re-arms the receive transfer after its data was consumed.
-pub fn rearm_receive<H: UsbHost + ?Sized>(
-    host: &mut H,
-    pipes: &BulkPipes,
-    cursor: &mut RxCursor,
-    rx_len: usize,
-) -> Result<(), DeviceError> {
-    cursor.offset = 0;
-    cursor.armed = false;
-    host.start_in(pipes.rx, rx_len).map_err(device_error)?;
-    cursor.armed = true;
-    Ok(())
-}
-
-/// Whether the transmit pipe is free; a failure of the previous frame is counted (the
-/// frame is lost, as on any Ethernet) unless the device is gone.
-pub fn transmit_ready<H: UsbHost + ?Sized>(
-    host: &mut H,
-    pipes: &BulkPipes,
-    stats: &mut NicStats,
-) -> Result<bool, DeviceError> {
-    match host.poll(pipes.tx) {
-        Ok(TransferStatus::Pending) => Ok(false),
-        Ok(_) => Ok(true),
-        Err(e) if device_error(e) == DeviceError::Gone => Err(DeviceError::Gone),
-        Err(e) => {
-            stats.tx_errors += 1;
-            log::warn!("usb nic: transmit failed: {e}");
-            Ok(true)
-        }
-    }
-}
-
 /// How often an idle driver checks that its device still answers on EP0.
 pub const LIVENESS_INTERVAL_US: u64 = 1_000_000;
 
-/// Checks, at most once per [`LIVENESS_INTERVAL_US`], that the device still answers a
-/// GET_STATUS request. A parked bulk-IN cannot notice a device that vanished behind a hub
-/// (QEMU simply never completes transfers to an unknown address, and a real hub reports the
-/// loss only on its own status endpoint), so idle receive paths call this and report
-/// [`DeviceError::Gone`] when the device is silent.
-pub fn check_liveness<H: UsbHost + ?Sized>(
-    host: &mut H,
-    device: &UsbDevice,
-    last_check: &mut Option<Instant>,
-) -> Result<(), DeviceError> {
-    let now = host.now();
-    if last_check.is_some_and(|t| now.micros_since(t) < LIVENESS_INTERVAL_US) {
-        return Ok(());
+/// The data path every USB Ethernet driver shares: the host, the device, its bulk pipe pair,
+/// the parked receive transfer, the traffic counters and the idle liveness check. A driver
+/// keeps one and adds only what is its own: how records sit in a bulk-IN transfer (its
+/// `parse`) and what goes in front of a frame on the way out (its `fill`).
+pub struct DataPath<H: UsbHost> {
+    host: H,
+    device: UsbDevice,
+    pipes: BulkPipes,
+    /// Length of every receive transfer (a multiple of the bulk-IN max packet size).
+    rx_len: usize,
+    cursor: RxCursor,
+    stats: NicStats,
+    last_liveness_check: Option<Instant>,
+}
+
+impl<H: UsbHost> DataPath<H> {
+    /// The data path over `pipes`, with receive transfers of `rx_len` bytes.
+    pub fn new(host: H, device: UsbDevice, pipes: BulkPipes, rx_len: usize) -> Self {
+        Self {
+            host,
+            device,
+            pipes,
+            rx_len,
+            cursor: RxCursor::default(),
+            stats: NicStats::default(),
+            last_liveness_check: None,
+        }
     }
-    *last_check = Some(now);
-    let mut status = [0u8; 2];
-    let setup = SetupPacket {
-        request_type: 0x80,
-        request: request::GET_STATUS,
-        value: 0,
-        index: 0,
-        length: 2,
-    };
-    match host.control_in(&device.target, setup, &mut status) {
-        Ok(_) | Err(UsbError::Stall) => Ok(()),
-        Err(e) => {
-            log::warn!(
-                "usb nic: device at address {} stopped answering: {e}",
-                device.target.address
-            );
-            Err(DeviceError::Gone)
+
+    /// Counters since start.
+    pub fn stats(&self) -> NicStats {
+        self.stats
+    }
+
+    /// The USB device.
+    pub fn device(&self) -> &UsbDevice {
+        &self.device
+    }
+
+    /// The bulk pipe pair.
+    pub fn pipes(&self) -> &BulkPipes {
+        &self.pipes
+    }
+
+    /// The host controller.
+    pub fn host_mut(&mut self) -> &mut H {
+        &mut self.host
+    }
+
+    /// The host controller and the device at once (for a driver's EP0 register access).
+    pub fn host_and_device(&mut self) -> (&mut H, &UsbDevice) {
+        (&mut self.host, &self.device)
+    }
+
+    /// Gives the host back (after [`DeviceError::Gone`], to re-probe).
+    pub fn into_host(self) -> H {
+        self.host
+    }
+
+    /// Keeps a bulk-IN parked, checks that an idle device still answers, walks a completed
+    /// transfer with the driver's `parse` (records at increasing offsets; `None` at the
+    /// end), hands the next good frame to `f`, and re-arms once the transfer is used up.
+    pub fn receive<R>(
+        &mut self,
+        parse: impl Fn(&[u8], usize) -> Option<RxRecord>,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Result<Option<R>, DeviceError> {
+        let n = match self.poll_receive()? {
+            RxPoll::Empty => {
+                self.check_liveness()?;
+                return Ok(None);
+            }
+            RxPoll::Ready(n) => n,
+        };
+        let data = &self.host.received(self.pipes.rx)[..n];
+        let mut offset = self.cursor.offset;
+        let found = loop {
+            match parse(data, offset) {
+                None => break None,
+                Some(RxRecord::Truncated) => {
+                    self.stats.rx_errors += 1;
+                    break None;
+                }
+                Some(RxRecord::Skip { next }) => {
+                    self.stats.rx_errors += 1;
+                    offset = next;
+                }
+                Some(RxRecord::Frame { start, len, next }) => break Some((start, len, next)),
+            }
+        };
+        let Some((start, len, next)) = found else {
+            self.rearm_receive()?;
+            return Ok(None);
+        };
+        let result = f(&self.host.received(self.pipes.rx)[start..start + len]);
+        self.stats.rx_frames += 1;
+        if next >= n {
+            self.rearm_receive()?;
+        } else {
+            self.cursor.offset = next;
+        }
+        Ok(Some(result))
+    }
+
+    /// Whether a frame could be sent now (an error says so too: `transmit` reports it).
+    pub fn can_transmit(&mut self) -> bool {
+        self.transmit_ready().unwrap_or(true)
+    }
+
+    /// Sends one frame of `frame_len` bytes: fails with [`DeviceError::FrameTooLarge`]
+    /// beyond [`MAX_FRAME_LEN`] or when the transmit buffer is shorter than `space`, with
+    /// [`DeviceError::Busy`] while the previous transfer is under way. Otherwise `fill`
+    /// writes the transfer into the transmit buffer (the driver's header, the frame, any
+    /// padding) and returns how many bytes to send and its own result.
+    pub fn transmit<R>(
+        &mut self,
+        frame_len: usize,
+        space: usize,
+        fill: impl FnOnce(&mut [u8]) -> (usize, R),
+    ) -> Result<R, DeviceError> {
+        if frame_len > MAX_FRAME_LEN {
+            return Err(DeviceError::FrameTooLarge);
+        }
+        if !self.transmit_ready()? {
+            return Err(DeviceError::Busy);
+        }
+        let buf = self.host.out_buffer(self.pipes.tx);
+        if buf.len() < space {
+            return Err(DeviceError::FrameTooLarge);
+        }
+        let (transfer, result) = fill(buf);
+        self.host
+            .start_out(self.pipes.tx, transfer)
+            .map_err(device_error)?;
+        self.stats.tx_frames += 1;
+        Ok(result)
+    }
+
+    /// Makes sure a receive transfer is parked and reports whether one has completed. Failed
+    /// transfers are counted and re-armed (a STALL gets CLEAR_FEATURE(HALT) first).
+    fn poll_receive(&mut self) -> Result<RxPoll, DeviceError> {
+        if !self.cursor.armed {
+            self.host
+                .start_in(self.pipes.rx, self.rx_len)
+                .map_err(device_error)?;
+            self.cursor.armed = true;
+            self.cursor.offset = 0;
+        }
+        match self.host.poll(self.pipes.rx) {
+            Ok(TransferStatus::Pending) => Ok(RxPoll::Empty),
+            Ok(TransferStatus::Idle) => {
+                self.cursor.armed = false;
+                Ok(RxPoll::Empty)
+            }
+            Ok(TransferStatus::Complete(n)) => Ok(RxPoll::Ready(n)),
+            Err(e) => {
+                self.cursor.armed = false;
+                self.stats.rx_transfer_errors += 1;
+                if e == UsbError::Stall {
+                    self.host
+                        .control_out(
+                            &self.device.target,
+                            clear_endpoint_halt(self.pipes.rx_endpoint),
+                            &[],
+                        )
+                        .map_err(device_error)?;
+                    self.host.reset_data_toggle(self.pipes.rx);
+                }
+                log::warn!("usb nic: receive failed: {e}");
+                Err(device_error(e))
+            }
+        }
+    }
+
+    /// Re-arms the receive transfer after its data was consumed.
+    fn rearm_receive(&mut self) -> Result<(), DeviceError> {
+        self.cursor.offset = 0;
+        self.cursor.armed = false;
+        self.host
+            .start_in(self.pipes.rx, self.rx_len)
+            .map_err(device_error)?;
+        self.cursor.armed = true;
+        Ok(())
+    }
+
+    /// Whether the transmit pipe is free; a failure of the previous frame is counted (the
+    /// frame is lost, as on any Ethernet) unless the device is gone.
+    fn transmit_ready(&mut self) -> Result<bool, DeviceError> {
+        match self.host.poll(self.pipes.tx) {
+            Ok(TransferStatus::Pending) => Ok(false),
+            Ok(_) => Ok(true),
+            Err(e) if device_error(e) == DeviceError::Gone => Err(DeviceError::Gone),
+            Err(e) => {
+                self.stats.tx_errors += 1;
+                log::warn!("usb nic: transmit failed: {e}");
+                Ok(true)
+            }
+        }
+    }
+
+    /// Checks, at most once per [`LIVENESS_INTERVAL_US`], that the device still answers a
+    /// GET_STATUS request. A parked bulk-IN cannot notice a device that vanished behind a
+    /// hub (QEMU simply never completes transfers to an unknown address, and a real hub
+    /// reports the loss only on its own status endpoint), so the idle receive path calls
+    /// this and reports [`DeviceError::Gone`] when the device is silent.
+    fn check_liveness(&mut self) -> Result<(), DeviceError> {
+        let now = self.host.now();
+        if self
+            .last_liveness_check
+            .is_some_and(|t| now.micros_since(t) < LIVENESS_INTERVAL_US)
+        {
+            return Ok(());
+        }
+        self.last_liveness_check = Some(now);
+        let mut status = [0u8; 2];
+        let setup = SetupPacket {
+            request_type: 0x80,
+            request: request::GET_STATUS,
+            value: 0,
+            index: 0,
+            length: 2,
+        };
+        match self
+            .host
+            .control_in(&self.device.target, setup, &mut status)
+        {
+            Ok(_) | Err(UsbError::Stall) => Ok(()),
+            Err(e) => {
+                log::warn!(
+                    "usb nic: device at address {} stopped answering: {e}",
+                    self.device.target.address
+                );
+                Err(DeviceError::Gone)
+            }
         }
     }
 }

@@ -3,15 +3,12 @@
 //! GET_ENCAPSULATED_RESPONSE on EP0; each data-path frame carries a 44-byte
 //! RNDIS_PACKET_MSG header, and a bulk-IN transfer may hold several of them.
 
-use crate::nic::{RxRecord, receive_frame};
 use bramble_hal::ethernet::MAX_FRAME_LEN;
-use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
 
 use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, EndpointKind, class};
 use crate::device::{UsbDevice, set_configuration};
-use crate::nic::{
-    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
-};
+use crate::nic::{BulkPipes, DataPath, NicStats, RX_BUFFER_LEN, RxRecord, open_bulk_pipes};
 use bramble_hal::usb::{SetupPacket, UsbError, UsbHost};
 
 /// RNDIS message types.
@@ -176,14 +173,8 @@ pub struct DeviceLimits {
 
 /// A running RNDIS function.
 pub struct Rndis<H: UsbHost> {
-    host: H,
-    device: UsbDevice,
-    pipes: BulkPipes,
+    path: DataPath<H>,
     mac: MacAddress,
-    rx_len: usize,
-    cursor: RxCursor,
-    stats: NicStats,
-    last_liveness_check: Option<Instant>,
     link: LinkState,
     limits: DeviceLimits,
     /// Shortest bulk-OUT transfer (see [`Rndis::pad_transfers_to`]); 0 pads nothing.
@@ -289,14 +280,8 @@ impl<H: UsbHost> Rndis<H> {
     ) -> Result<Self, (UsbError, H)> {
         match Self::init(&mut host, &device, binding) {
             Ok((pipes, mac, rx_len, link, limits)) => Ok(Self {
-                host,
-                device,
-                pipes,
+                path: DataPath::new(host, device, pipes, rx_len),
                 mac,
-                rx_len,
-                cursor: RxCursor::default(),
-                stats: NicStats::default(),
-                last_liveness_check: None,
                 link,
                 limits,
                 min_transfer: 0,
@@ -375,7 +360,7 @@ impl<H: UsbHost> Rndis<H> {
 
     /// Counters since start.
     pub fn stats(&self) -> NicStats {
-        self.stats
+        self.path.stats()
     }
 
     /// What the device reported at INITIALIZE.
@@ -385,17 +370,17 @@ impl<H: UsbHost> Rndis<H> {
 
     /// The USB device.
     pub fn device(&self) -> &UsbDevice {
-        &self.device
+        self.path.device()
     }
 
     /// Gives the host back (after [`DeviceError::Gone`], to re-probe).
     pub fn into_host(self) -> H {
-        self.host
+        self.path.into_host()
     }
 
     /// The host controller (for controller-specific calls such as interrupt handling).
     pub fn host_mut(&mut self) -> &mut H {
-        &mut self.host
+        self.path.host_mut()
     }
 }
 
@@ -409,21 +394,11 @@ impl<H: UsbHost> EthernetDevice for Rndis<H> {
     }
 
     fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, DeviceError> {
-        receive_frame(
-            &mut self.host,
-            &self.device,
-            &self.pipes,
-            &mut self.cursor,
-            self.rx_len,
-            &mut self.stats,
-            &mut self.last_liveness_check,
-            parse_rx_record,
-            f,
-        )
+        self.path.receive(parse_rx_record, f)
     }
 
     fn can_transmit(&mut self) -> bool {
-        transmit_ready(&mut self.host, &self.pipes, &mut self.stats).unwrap_or(true)
+        self.path.can_transmit()
     }
 
     fn transmit<R>(
@@ -431,32 +406,22 @@ impl<H: UsbHost> EthernetDevice for Rndis<H> {
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R, DeviceError> {
-        if len > MAX_FRAME_LEN {
-            return Err(DeviceError::FrameTooLarge);
-        }
-        let total = PACKET_HEADER_LEN + len;
+        // Saturating: an impossible `len` makes an impossible transfer, refused below.
+        let total = PACKET_HEADER_LEN.saturating_add(len);
         if total > self.limits.max_transfer_size.max(PACKET_HEADER_LEN as u32) as usize {
             return Err(DeviceError::FrameTooLarge);
         }
-        if !transmit_ready(&mut self.host, &self.pipes, &mut self.stats)? {
-            return Err(DeviceError::Busy);
-        }
-        let buf = self.host.out_buffer(self.pipes.tx);
-        if buf.len() < total {
-            return Err(DeviceError::FrameTooLarge);
-        }
-        let transfer = total
-            .max(self.min_transfer)
-            .min(self.limits.max_transfer_size as usize)
-            .min(buf.len())
-            .max(total);
-        write_packet_header(buf, len);
-        put32(buf, 4, transfer as u32); // MessageLength covers the padding
-        let result = f(&mut buf[PACKET_HEADER_LEN..total]);
-        self.host
-            .start_out(self.pipes.tx, transfer)
-            .map_err(device_error)?;
-        self.stats.tx_frames += 1;
-        Ok(result)
+        let (min_transfer, max_transfer) =
+            (self.min_transfer, self.limits.max_transfer_size as usize);
+        self.path.transmit(len, total, |buf| {
+            let transfer = total
+                .max(min_transfer)
+                .min(max_transfer)
+                .min(buf.len())
+                .max(total);
+            write_packet_header(buf, len);
+            put32(buf, 4, transfer as u32); // MessageLength covers the padding
+            (transfer, f(&mut buf[PACKET_HEADER_LEN..total]))
+        })
     }
 }

@@ -3,15 +3,12 @@
 //! command words and RX status words. Register map and init order from the reference §3
 //! (Linux `smsc95xx.{c,h}`, U-Boot `smsc95xx.c`, Circle `smsc951x.cpp`).
 
-use crate::nic::{RxRecord, receive_frame};
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::descriptor::{ConfigurationDescriptor, Endpoint, EndpointKind};
 use crate::device::{UsbDevice, set_configuration};
-use crate::nic::{
-    BulkPipes, NicStats, RX_BUFFER_LEN, RxCursor, device_error, open_bulk_pipes, transmit_ready,
-};
+use crate::nic::{BulkPipes, DataPath, NicStats, RX_BUFFER_LEN, RxRecord, open_bulk_pipes};
 use bramble_hal::usb::{SetupPacket, Speed, UsbError, UsbHost};
 
 /// Vendor request: write a 32-bit register (`bmRequestType` 0x40).
@@ -392,14 +389,8 @@ impl<H: UsbHost + ?Sized> Registers<'_, H> {
 
 /// A running LAN95xx.
 pub struct Smsc95xx<H: UsbHost> {
-    host: H,
-    device: UsbDevice,
-    pipes: BulkPipes,
+    path: DataPath<H>,
     mac: MacAddress,
-    rx_len: usize,
-    cursor: RxCursor,
-    stats: NicStats,
-    last_liveness_check: Option<Instant>,
     link: LinkState,
     full_duplex: bool,
     last_link_poll: Option<Instant>,
@@ -416,14 +407,8 @@ impl<H: UsbHost> Smsc95xx<H> {
     ) -> Result<Self, (UsbError, H)> {
         match Self::init(&mut host, &device, binding, options) {
             Ok((pipes, mac, rx_len)) => Ok(Self {
-                host,
-                device,
-                pipes,
+                path: DataPath::new(host, device, pipes, rx_len),
                 mac,
-                rx_len,
-                cursor: RxCursor::default(),
-                stats: NicStats::default(),
-                last_liveness_check: None,
                 link: LinkState::Down,
                 full_duplex: false,
                 last_link_poll: None,
@@ -556,7 +541,7 @@ impl<H: UsbHost> Smsc95xx<H> {
 
     /// Counters since start.
     pub fn stats(&self) -> NicStats {
-        self.stats
+        self.path.stats()
     }
 
     /// Whether the MAC runs in full duplex (from the last auto-negotiation result).
@@ -566,25 +551,23 @@ impl<H: UsbHost> Smsc95xx<H> {
 
     /// The USB device.
     pub fn device(&self) -> &UsbDevice {
-        &self.device
+        self.path.device()
     }
 
     /// Gives the host back (after [`DeviceError::Gone`], to re-probe).
     pub fn into_host(self) -> H {
-        self.host
+        self.path.into_host()
     }
 
     /// The host controller (for controller-specific calls such as interrupt handling).
     pub fn host_mut(&mut self) -> &mut H {
-        &mut self.host
+        self.path.host_mut()
     }
 
     /// Reads link and duplex from the PHY now and programs MAC_CR's duplex bits to match.
     pub fn refresh_link(&mut self) -> Result<LinkState, UsbError> {
-        let mut regs = Registers {
-            host: &mut self.host,
-            device: &self.device,
-        };
+        let (host, device) = self.path.host_and_device();
+        let mut regs = Registers { host, device };
         // BMSR latches link-down: the first read reports a past drop, the second the present.
         regs.phy_read(phy::BMSR)?;
         let bmsr = regs.phy_read(phy::BMSR)?;
@@ -631,7 +614,7 @@ impl<H: UsbHost> EthernetDevice for Smsc95xx<H> {
     }
 
     fn link_state(&mut self) -> LinkState {
-        let now = self.host.now();
+        let now = self.path.host_mut().now();
         let due = match self.last_link_poll {
             None => true,
             Some(t) => now.micros_since(t) >= LINK_POLL_INTERVAL_US,
@@ -647,21 +630,11 @@ impl<H: UsbHost> EthernetDevice for Smsc95xx<H> {
     }
 
     fn receive<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Result<Option<R>, DeviceError> {
-        receive_frame(
-            &mut self.host,
-            &self.device,
-            &self.pipes,
-            &mut self.cursor,
-            self.rx_len,
-            &mut self.stats,
-            &mut self.last_liveness_check,
-            parse_rx_record,
-            f,
-        )
+        self.path.receive(parse_rx_record, f)
     }
 
     fn can_transmit(&mut self) -> bool {
-        transmit_ready(&mut self.host, &self.pipes, &mut self.stats).unwrap_or(true)
+        self.path.can_transmit()
     }
 
     fn transmit<R>(
@@ -669,30 +642,20 @@ impl<H: UsbHost> EthernetDevice for Smsc95xx<H> {
         len: usize,
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R, DeviceError> {
-        if len > MAX_FRAME_LEN {
-            return Err(DeviceError::FrameTooLarge);
-        }
-        if !transmit_ready(&mut self.host, &self.pipes, &mut self.stats)? {
-            return Err(DeviceError::Busy);
-        }
-        let mut total = TX_HEADER_LEN + len;
+        // Saturating: an impossible `len` is refused by `transmit` before `fill` runs.
+        let total = TX_HEADER_LEN.saturating_add(len);
         // Never end on a whole packet: the chip takes the frame length from TX_CMD_A, so one
         // pad byte is ignored, and no ZLP is needed (Linux usbnet does the same).
-        let pad = total.is_multiple_of(self.pipes.tx_max_packet as usize);
-        let buf = self.host.out_buffer(self.pipes.tx);
-        if buf.len() < total + 1 {
-            return Err(DeviceError::FrameTooLarge);
-        }
-        write_tx_header(buf, len);
-        let result = f(&mut buf[TX_HEADER_LEN..TX_HEADER_LEN + len]);
-        if pad {
-            buf[total] = 0;
-            total += 1;
-        }
-        self.host
-            .start_out(self.pipes.tx, total)
-            .map_err(device_error)?;
-        self.stats.tx_frames += 1;
-        Ok(result)
+        let pad = total.is_multiple_of(self.path.pipes().tx_max_packet as usize);
+        self.path.transmit(len, total.saturating_add(1), |buf| {
+            write_tx_header(buf, len);
+            let result = f(&mut buf[TX_HEADER_LEN..total]);
+            if pad {
+                buf[total] = 0;
+                (total + 1, result)
+            } else {
+                (total, result)
+            }
+        })
     }
 }
