@@ -42,19 +42,25 @@ const fn build_tables() -> [[u32; 256]; 8] {
 
 /// A running CRC-32 computation; feed it with [`Crc32::update`], read it with [`Crc32::finish`].
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Crc32 {
+pub struct Crc32 {
     /// The internal (pre-inverted) register.
     state: u32,
 }
 
+impl Default for Crc32 {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Crc32 {
     /// Starts a new computation.
-    pub(crate) const fn new() -> Self {
+    pub const fn new() -> Self {
         Crc32 { state: 0xFFFF_FFFF }
     }
 
     /// Feeds `bytes`.
-    pub(crate) fn update(&mut self, bytes: &[u8]) {
+    pub fn update(&mut self, bytes: &[u8]) {
         let mut crc = self.state;
         let mut chunks = bytes.chunks_exact(8);
         for chunk in &mut chunks {
@@ -76,7 +82,7 @@ impl Crc32 {
     }
 
     /// The checksum of everything fed so far.
-    pub(crate) const fn finish(self) -> u32 {
+    pub const fn finish(self) -> u32 {
         !self.state
     }
 }
@@ -88,10 +94,11 @@ pub fn crc32(bytes: &[u8]) -> u32 {
     crc.finish()
 }
 
-/// The checksum of a site image: CRC-32 of the whole image with the four checksum bytes at
-/// `crate::CHECKSUM_OFFSET` read as zero. `image` must be at least `CHECKSUM_OFFSET + 4` long
-/// (shorter input just yields the CRC of what there is, with no zeroing).
-pub(crate) fn image_checksum(image: &[u8]) -> u32 {
+/// The checksum of a site image's index: CRC-32 of `index` (the image's first index-length
+/// bytes) with the four checksum bytes at `crate::CHECKSUM_OFFSET` read as zero. `index` must
+/// be at least `CHECKSUM_OFFSET + 4` long (shorter input just yields the CRC of what there is,
+/// with no zeroing).
+pub(crate) fn index_checksum(image: &[u8]) -> u32 {
     let start = crate::CHECKSUM_OFFSET;
     let end = start + 4;
     let mut crc = Crc32::new();
@@ -152,12 +159,12 @@ mod tests {
     }
 
     #[test]
-    fn image_checksum_ignores_its_own_field() {
+    fn index_checksum_ignores_its_own_field() {
         let mut image = [7u8; 40];
-        let before = image_checksum(&image);
+        let before = index_checksum(&image);
         image[crate::CHECKSUM_OFFSET..crate::CHECKSUM_OFFSET + 4].copy_from_slice(&[1, 2, 3, 4]);
-        assert_eq!(image_checksum(&image), before);
+        assert_eq!(index_checksum(&image), before);
         image[0] = 8;
-        assert_ne!(image_checksum(&image), before);
+        assert_ne!(index_checksum(&image), before);
     }
 }

@@ -1,12 +1,18 @@
-//! Bramble's site-image format: a zero-copy `no_std` reader and (feature `std`) a writer.
+//! Bramble's site-image format: a `no_std` reader of the index and bodies, and (feature `std`) a
+//! writer.
 //!
 //! A site image is one byte string holding every file of a static site with everything the
 //! server needs precomputed: URL path, content type, cache policy, Last-Modified, strong ETags
-//! and the identity, gzip and brotli bodies. The layout is documented in `FORMAT.md`.
+//! and the identity, gzip and brotli bodies. It starts with its *index* (header, file table,
+//! segment checksums, strings: the small part, read and verified at boot) and ends with the
+//! *body region*, cut into fixed-size segments that each carry a CRC-32, so that a body read
+//! from the card on demand is verified as it is read. The layout is documented in `FORMAT.md`.
 //!
-//! [`SiteImage::new_checked`] validates the whole image once (magic, version, checksum, every
-//! offset, every string, path order); after that every accessor is infallible, allocation-free
-//! and never panics.
+//! [`SiteIndex::new_checked`] validates an index once (magic, version, checksum, every offset,
+//! every string, path order); after that every accessor is infallible, allocation-free and never
+//! panics. [`SiteImage::new_checked`] does the same for a whole image in RAM and also verifies
+//! every segment. Response bodies reach the HTTP engine through a [`BodySource`]: the image in
+//! RAM is one, and the card-backed store (`bramble-store`) is another.
 #![no_std]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -14,29 +20,41 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+mod body;
 mod crc32;
 mod reader;
 #[cfg(feature = "std")]
 mod writer;
 
-pub use crc32::crc32;
-pub use reader::{FileEntry, FormatError, Resolved, SiteImage, Variant};
+pub use body::{Body, BodyRequest, BodySource, BodyStatus};
+pub use crc32::{Crc32, crc32};
+pub use reader::{FileEntry, FormatError, Resolved, SiteImage, SiteIndex, Variant};
 #[cfg(feature = "std")]
 pub use writer::{FileSpec, SiteImageWriter, VariantSpec, WriteError, http_date};
 
 /// The eight bytes every site image starts with.
 pub const MAGIC: [u8; 8] = *b"BRMSITE\0";
 /// The format version this crate reads and writes.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 /// Size of the fixed header in bytes.
 pub const HEADER_LEN: usize = 64;
 /// Size of one record of the file table in bytes.
 pub const ENTRY_LEN: usize = 96;
-/// Alignment (bytes) of the table, the string region, the body region and every body.
+/// Alignment (bytes) of the file table, the segment table and the string region.
 pub const ALIGN: usize = 8;
-/// Byte offset of the checksum field in the header (the checksum covers the whole image with
-/// these four bytes read as zero).
+/// Alignment (bytes) of the body region and of every body: one SD card block, so that a body
+/// is a whole number of blocks away from the start of the file.
+pub const BODY_ALIGN: usize = 512;
+/// Byte offset of the index checksum in the header (the checksum covers the index with these
+/// four bytes read as zero).
 pub const CHECKSUM_OFFSET: usize = 20;
+/// Segment length the writer uses unless told otherwise: 64 KiB, 128 card blocks (one
+/// multi-block read of about 3 ms on a card at 20 MB/s).
+pub const DEFAULT_SEGMENT_LEN: u32 = 64 * 1024;
+/// Shortest segment length a reader accepts.
+pub const MIN_SEGMENT_LEN: u32 = 4 * 1024;
+/// Longest segment length a reader accepts.
+pub const MAX_SEGMENT_LEN: u32 = 1024 * 1024;
 
 /// Entry flag: the record has a gzip variant.
 pub(crate) const FLAG_GZIP: u32 = 1;
@@ -52,17 +70,18 @@ pub const INDEX_NAME: &str = "index.html";
 pub(crate) mod header {
     pub const VERSION: usize = 8;
     pub const HEADER_LEN: usize = 12;
-    pub const IMAGE_LEN: usize = 16;
+    pub const INDEX_LEN: usize = 16;
     pub const CHECKSUM: usize = super::CHECKSUM_OFFSET;
     pub const FILE_COUNT: usize = 24;
     pub const ENTRY_LEN: usize = 28;
     pub const TABLE_OFFSET: usize = 32;
-    pub const STRINGS_OFFSET: usize = 36;
-    pub const STRINGS_LEN: usize = 40;
-    pub const BODIES_OFFSET: usize = 44;
-    pub const BODIES_LEN: usize = 48;
-    /// Bytes 52..64 are reserved and must be zero.
-    pub const RESERVED: usize = 52;
+    pub const SEGMENTS_OFFSET: usize = 36;
+    pub const STRINGS_OFFSET: usize = 40;
+    pub const STRINGS_LEN: usize = 44;
+    pub const BODIES_OFFSET: usize = 48;
+    pub const BODIES_LEN: usize = 52;
+    pub const SEGMENT_LEN: usize = 56;
+    pub const IMAGE_LEN: usize = 60;
 }
 
 /// Field offsets inside one 96-byte table record; see FORMAT.md.

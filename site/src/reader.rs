@@ -1,11 +1,16 @@
-//! The zero-copy site-image reader: `SiteImage::new_checked` validates once, accessors never fail.
+//! The zero-copy site-image reader: `SiteIndex::new_checked` validates an index once (and
+//! `SiteImage::new_checked` a whole image in RAM), accessors never fail.
 
 use core::cmp::Ordering;
 use core::fmt;
 
-use crate::{ALIGN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC, VERSION, entry, header};
+use crate::body::{Body, BodyRequest, BodySource, BodyStatus};
+use crate::{
+    ALIGN, BODY_ALIGN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC, MAX_SEGMENT_LEN,
+    MIN_SEGMENT_LEN, VERSION, entry, header,
+};
 
-/// Every way a byte string can fail to be a valid site image.
+/// Every way a byte string can fail to be a valid site image (or index).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FormatError {
     /// Shorter than the fixed 64-byte header.
@@ -20,29 +25,47 @@ pub enum FormatError {
         /// The version found in the header.
         found: u32,
     },
-    /// Header length, record length or reserved header bytes differ from what this version
-    /// defines.
+    /// Header length, record length, segment length or the index and image lengths are not
+    /// what this version allows.
     BadHeader,
-    /// The image length recorded in the header differs from the number of bytes given
-    /// (typically a truncated or padded file).
+    /// Fewer bytes than the header says the index (or, for a whole image, the image) has:
+    /// typically a truncated file.
     LengthMismatch {
         /// The length recorded in the header.
         declared: u32,
         /// The number of bytes given.
         actual: usize,
     },
-    /// The CRC-32 of the image does not match the one stored in the header (corruption).
+    /// The CRC-32 of the index does not match the one stored in the header (corruption).
     ChecksumMismatch {
         /// The checksum stored in the header.
         stored: u32,
         /// The checksum computed over the bytes.
         computed: u32,
     },
-    /// The file table, string region or body region lies outside the image, overlaps another
-    /// region, is out of order or is misaligned.
+    /// A body segment's CRC-32 does not match the one stored in the index (corruption in the
+    /// body region).
+    SegmentChecksumMismatch {
+        /// Number of the segment, from the start of the body region.
+        segment: u32,
+        /// The checksum stored in the index.
+        stored: u32,
+        /// The checksum computed over the segment.
+        computed: u32,
+    },
+    /// The bytes between the index and the body region (padding to a block boundary) are not
+    /// all zero.
+    NonZeroPadding,
+    /// The file table, segment table, string region or body region lies outside the index or
+    /// image, overlaps another region, is out of order or is misaligned.
     RegionOutOfBounds,
     /// A string or body reference of the record at `index` points outside its region.
     EntryOutOfBounds {
+        /// Index of the record in the file table.
+        index: usize,
+    },
+    /// A body of the record at `index` does not start on a 512-byte boundary.
+    MisalignedBody {
         /// Index of the record in the file table.
         index: usize,
     },
@@ -91,7 +114,8 @@ impl fmt::Display for FormatError {
             FormatError::BadMagic => f.write_str("not a site image (bad magic)"),
             FormatError::UnsupportedVersion { found } => write!(
                 f,
-                "site image format version {found}, this build reads version {VERSION}"
+                "site image format version {found}, this build reads version {VERSION} \
+                 (pack the site again with this version's bramble)"
             ),
             FormatError::BadHeader => f.write_str("site image header malformed"),
             FormatError::LengthMismatch { declared, actual } => write!(
@@ -102,9 +126,27 @@ impl fmt::Display for FormatError {
                 f,
                 "site image checksum mismatch: stored {stored:#010x}, computed {computed:#010x}"
             ),
+            FormatError::SegmentChecksumMismatch {
+                segment,
+                stored,
+                computed,
+            } => write!(
+                f,
+                "site image body segment {segment} checksum mismatch: stored {stored:#010x}, \
+                 computed {computed:#010x}"
+            ),
+            FormatError::NonZeroPadding => {
+                f.write_str("site image padding before the bodies is not zero")
+            }
             FormatError::RegionOutOfBounds => f.write_str("site image region out of bounds"),
             FormatError::EntryOutOfBounds { index } => {
                 write!(f, "site image file #{index}: reference out of bounds")
+            }
+            FormatError::MisalignedBody { index } => {
+                write!(
+                    f,
+                    "site image file #{index}: body not on a {BODY_ALIGN}-byte boundary"
+                )
             }
             FormatError::InvalidUtf8 { index } => {
                 write!(f, "site image file #{index}: string is not UTF-8")
@@ -129,21 +171,31 @@ impl fmt::Display for FormatError {
 #[cfg(feature = "std")]
 impl std::error::Error for FormatError {}
 
-/// A validated, zero-copy view over the bytes of a site image.
+/// A validated, zero-copy view over the index of a site image: the header, the file table,
+/// the segment checksums and the strings. The bodies are not part of it; a [`Body`] says
+/// where each lies.
 #[derive(Clone, Copy, Debug)]
-pub struct SiteImage<'a> {
-    /// The whole image.
+pub struct SiteIndex<'a> {
+    /// The index bytes (the first `index_len` bytes of the image).
     bytes: &'a [u8],
     /// The file table: `file_count` records of [`ENTRY_LEN`] bytes.
     table: &'a [u8],
+    /// The segment table: one little-endian CRC-32 per body segment.
+    segments: &'a [u8],
     /// The string region.
     strings: &'a [u8],
-    /// The body region.
-    bodies: &'a [u8],
     /// Number of records in `table`.
     file_count: usize,
-    /// The checksum stored in (and verified against) the header.
+    /// The index checksum stored in (and verified against) the header.
     checksum: u32,
+    /// Image offset of the body region.
+    bodies_offset: u32,
+    /// Length of the body region.
+    bodies_len: u32,
+    /// Length of every body segment but possibly the last.
+    segment_len: u32,
+    /// Length of the whole image.
+    image_len: u32,
     /// Index of `/404.html`, if the site has one.
     not_found: Option<usize>,
 }
@@ -156,13 +208,15 @@ pub enum Resolved<'a> {
     /// The path names a directory without its trailing slash (`/dir` where `/dir/index.html`
     /// exists): redirect to the path with `/` appended.
     AddSlash,
-    /// Nothing at this path; serve [`SiteImage::not_found_page`] with status 404 if present.
+    /// Nothing at this path; serve [`SiteIndex::not_found_page`] with status 404 if present.
     NotFound,
 }
 
 /// One file of the site with everything needed to answer a request for it.
 #[derive(Clone, Copy, Debug)]
 pub struct FileEntry<'a> {
+    /// Position of the file in the path-sorted table.
+    pub index: u32,
     /// URL path of the file, e.g. `/dir/index.html`.
     pub path: &'a str,
     /// Value for `Content-Type`, e.g. `text/html; charset=utf-8`.
@@ -184,8 +238,8 @@ pub struct FileEntry<'a> {
 /// One encoding of a file's body.
 #[derive(Clone, Copy, Debug)]
 pub struct Variant<'a> {
-    /// The bytes to send.
-    pub body: &'a [u8],
+    /// Where the bytes to send lie in the body region.
+    pub body: Body,
     /// The complete quoted strong ETag of this encoding, e.g. `"9f2c1a0b4d5e6f70-br"`.
     pub etag: &'a str,
 }
@@ -206,8 +260,8 @@ fn read_u64(bytes: &[u8], offset: usize) -> u64 {
 /// Reads a `(u32 offset, u32 length)` reference at `field` and returns the range it names,
 /// if it lies inside a region of `region_len` bytes.
 fn reference(record: &[u8], field: usize, region_len: usize) -> Option<core::ops::Range<usize>> {
-    let start = read_u32(record, field) as usize;
-    let len = read_u32(record, field + 4) as usize;
+    let start = usize::try_from(read_u32(record, field)).ok()?;
+    let len = usize::try_from(read_u32(record, field.wrapping_add(4))).ok()?;
     let end = start.checked_add(len)?;
     (end <= region_len).then_some(start..end)
 }
@@ -254,80 +308,130 @@ fn compare_concat(stored: &[u8], first: &[u8], second: &[u8]) -> Ordering {
     tail.cmp(second)
 }
 
-impl<'a> SiteImage<'a> {
-    /// Validates magic, version, length, checksum, every region, every table
-    /// offset/length/UTF-8 string, header-value safety and the path order, once.
-    pub fn new_checked(bytes: &'a [u8]) -> Result<SiteImage<'a>, FormatError> {
-        if bytes.len() < HEADER_LEN {
-            return Err(FormatError::TooShort { len: bytes.len() });
-        }
-        if bytes[..MAGIC.len()] != MAGIC {
-            return Err(FormatError::BadMagic);
-        }
-        let version = read_u32(bytes, header::VERSION);
-        if version != VERSION {
-            return Err(FormatError::UnsupportedVersion { found: version });
-        }
-        if read_u32(bytes, header::HEADER_LEN) as usize != HEADER_LEN
-            || read_u32(bytes, header::ENTRY_LEN) as usize != ENTRY_LEN
-            || bytes[header::RESERVED..HEADER_LEN].iter().any(|&b| b != 0)
-        {
-            return Err(FormatError::BadHeader);
-        }
-        let declared = read_u32(bytes, header::IMAGE_LEN);
-        if declared as usize != bytes.len() || u32::try_from(bytes.len()).is_err() {
+/// The header fields a reader needs before it has the rest of the index.
+struct Header {
+    index_len: u32,
+    image_len: u32,
+}
+
+/// Checks magic, version and the fixed header constants of `bytes` (at least the header).
+fn check_header(bytes: &[u8]) -> Result<Header, FormatError> {
+    if bytes.len() < HEADER_LEN {
+        return Err(FormatError::TooShort { len: bytes.len() });
+    }
+    if bytes[..MAGIC.len()] != MAGIC {
+        return Err(FormatError::BadMagic);
+    }
+    let version = read_u32(bytes, header::VERSION);
+    if version != VERSION {
+        return Err(FormatError::UnsupportedVersion { found: version });
+    }
+    let segment_len = read_u32(bytes, header::SEGMENT_LEN);
+    let index_len = read_u32(bytes, header::INDEX_LEN);
+    let image_len = read_u32(bytes, header::IMAGE_LEN);
+    if read_u32(bytes, header::HEADER_LEN) as usize != HEADER_LEN
+        || read_u32(bytes, header::ENTRY_LEN) as usize != ENTRY_LEN
+        || !segment_len.is_power_of_two()
+        || !(MIN_SEGMENT_LEN..=MAX_SEGMENT_LEN).contains(&segment_len)
+        || (index_len as usize) < HEADER_LEN
+        || image_len < index_len
+    {
+        return Err(FormatError::BadHeader);
+    }
+    Ok(Header {
+        index_len,
+        image_len,
+    })
+}
+
+impl<'a> SiteIndex<'a> {
+    /// How many bytes from the start of the image the index takes, read from the header
+    /// (`header` holds at least the first [`HEADER_LEN`] bytes). Checks the magic, version and
+    /// header constants, so a foreign or truncated file gets a precise error before more of it
+    /// is read.
+    pub fn index_len(header: &[u8]) -> Result<usize, FormatError> {
+        let header = check_header(header)?;
+        usize::try_from(header.index_len).map_err(|_| FormatError::BadHeader)
+    }
+
+    /// Validates magic, version, the index checksum, every region, every table offset, length
+    /// and UTF-8 string, header-value safety and the path order, once. `bytes` starts with the
+    /// index; anything after it (bodies, for a whole image) is ignored.
+    pub fn new_checked(bytes: &'a [u8]) -> Result<SiteIndex<'a>, FormatError> {
+        let header = check_header(bytes)?;
+        let index_len = header.index_len as usize;
+        let Some(bytes) = bytes.get(..index_len) else {
             return Err(FormatError::LengthMismatch {
-                declared,
+                declared: header.index_len,
                 actual: bytes.len(),
             });
-        }
+        };
         let stored = read_u32(bytes, header::CHECKSUM);
-        let computed = crate::crc32::image_checksum(bytes);
+        let computed = crate::crc32::index_checksum(bytes);
         if stored != computed {
             return Err(FormatError::ChecksumMismatch { stored, computed });
         }
 
         let file_count = read_u32(bytes, header::FILE_COUNT) as usize;
-        let table_offset = read_u32(bytes, header::TABLE_OFFSET) as usize;
         let table_len = file_count
             .checked_mul(ENTRY_LEN)
             .ok_or(FormatError::RegionOutOfBounds)?;
-        let strings_offset = read_u32(bytes, header::STRINGS_OFFSET) as usize;
-        let strings_len = read_u32(bytes, header::STRINGS_LEN) as usize;
-        let bodies_offset = read_u32(bytes, header::BODIES_OFFSET) as usize;
-        let bodies_len = read_u32(bytes, header::BODIES_LEN) as usize;
-        let region = |offset: usize, len: usize, not_before: usize| -> Option<(usize, usize)> {
+        let bodies_offset = read_u32(bytes, header::BODIES_OFFSET);
+        let bodies_len = read_u32(bytes, header::BODIES_LEN);
+        let segment_len = read_u32(bytes, header::SEGMENT_LEN);
+        let segment_count = bodies_len.div_ceil(segment_len) as usize;
+        let segments_len = segment_count
+            .checked_mul(4)
+            .ok_or(FormatError::RegionOutOfBounds)?;
+        let region = |field: usize, len: usize, not_before: usize| -> Option<(usize, usize)> {
+            let offset = read_u32(bytes, field) as usize;
             let end = offset.checked_add(len)?;
-            (offset >= not_before && offset.is_multiple_of(ALIGN) && end <= bytes.len())
+            (offset >= not_before && offset.is_multiple_of(ALIGN) && end <= index_len)
                 .then_some((offset, end))
         };
-        let (table_start, table_end) =
-            region(table_offset, table_len, HEADER_LEN).ok_or(FormatError::RegionOutOfBounds)?;
+        let (table_start, table_end) = region(header::TABLE_OFFSET, table_len, HEADER_LEN)
+            .ok_or(FormatError::RegionOutOfBounds)?;
+        let (segments_start, segments_end) =
+            region(header::SEGMENTS_OFFSET, segments_len, table_end)
+                .ok_or(FormatError::RegionOutOfBounds)?;
+        let strings_len = read_u32(bytes, header::STRINGS_LEN) as usize;
         let (strings_start, strings_end) =
-            region(strings_offset, strings_len, table_end).ok_or(FormatError::RegionOutOfBounds)?;
-        let (bodies_start, bodies_end) =
-            region(bodies_offset, bodies_len, strings_end).ok_or(FormatError::RegionOutOfBounds)?;
+            region(header::STRINGS_OFFSET, strings_len, segments_end)
+                .ok_or(FormatError::RegionOutOfBounds)?;
+        // The body region follows the index, on a block boundary, and ends the image.
+        if (bodies_offset as usize) < index_len
+            || !(bodies_offset as usize).is_multiple_of(BODY_ALIGN)
+            || bodies_offset.checked_add(bodies_len) != Some(header.image_len)
+        {
+            return Err(FormatError::RegionOutOfBounds);
+        }
 
-        let image = SiteImage {
+        let index = SiteIndex {
             bytes,
             table: &bytes[table_start..table_end],
+            segments: &bytes[segments_start..segments_end],
             strings: &bytes[strings_start..strings_end],
-            bodies: &bytes[bodies_start..bodies_end],
             file_count,
             checksum: stored,
+            bodies_offset,
+            bodies_len,
+            segment_len,
+            image_len: header.image_len,
             not_found: None,
         };
         let mut previous_path: &[u8] = &[];
-        for (index, record) in image.table.chunks_exact(ENTRY_LEN).enumerate() {
-            let path = image.check_record(index, record)?;
-            if index > 0 && path <= previous_path {
-                return Err(FormatError::UnsortedPaths { index });
+        for (index_in_table, record) in index.table.chunks_exact(ENTRY_LEN).enumerate() {
+            let path = index.check_record(index_in_table, record)?;
+            if index_in_table > 0 && path <= previous_path {
+                return Err(FormatError::UnsortedPaths {
+                    index: index_in_table,
+                });
             }
             previous_path = path;
         }
-        Ok(SiteImage {
-            not_found: image.find_index(crate::NOT_FOUND_PATH.as_bytes(), b""),
-            ..image
+        Ok(SiteIndex {
+            not_found: index.find_index(crate::NOT_FOUND_PATH.as_bytes(), b""),
+            ..index
         })
     }
 
@@ -370,7 +474,11 @@ impl<'a> SiteImage<'a> {
         ];
         for (present, body, etag) in variants {
             if present {
-                reference(record, body, self.bodies.len()).ok_or(out_of_bounds)?;
+                let range =
+                    reference(record, body, self.bodies_len as usize).ok_or(out_of_bounds)?;
+                if !range.start.is_multiple_of(BODY_ALIGN) {
+                    return Err(FormatError::MisalignedBody { index });
+                }
                 if !is_strong_etag(string(etag)?) {
                     return Err(FormatError::BadHeaderValue { index });
                 }
@@ -386,23 +494,61 @@ impl<'a> SiteImage<'a> {
         self.file_count
     }
 
-    /// The image's CRC-32 checksum (verified by [`SiteImage::new_checked`]); the packer prints
-    /// the same number.
+    /// The index checksum (verified by [`SiteIndex::new_checked`]); the packer prints the same
+    /// number.
     pub fn checksum(&self) -> u32 {
         self.checksum
     }
 
-    /// Image size in bytes.
-    pub fn len(&self) -> usize {
+    /// Length of the index in bytes (what is read at boot).
+    pub fn index_bytes(&self) -> usize {
         self.bytes.len()
     }
 
-    /// Always false: a valid image has at least its header. Present for API symmetry.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
+    /// Length of the whole image in bytes.
+    pub fn image_len(&self) -> u32 {
+        self.image_len
     }
 
-    /// The raw bytes of the whole image.
+    /// Image offset of the body region (a multiple of [`BODY_ALIGN`]).
+    pub fn bodies_offset(&self) -> u32 {
+        self.bodies_offset
+    }
+
+    /// Length of the body region in bytes.
+    pub fn bodies_len(&self) -> u32 {
+        self.bodies_len
+    }
+
+    /// Length of every body segment except possibly the last (a power of two).
+    pub fn segment_len(&self) -> u32 {
+        self.segment_len
+    }
+
+    /// Number of body segments.
+    pub fn segment_count(&self) -> u32 {
+        self.bodies_len.div_ceil(self.segment_len)
+    }
+
+    /// Body-region offset and length of segment `segment`, if it exists.
+    pub fn segment(&self, segment: u32) -> Option<(u32, u32)> {
+        if segment >= self.segment_count() {
+            return None;
+        }
+        let start = segment.checked_mul(self.segment_len)?;
+        let len = (self.bodies_len - start).min(self.segment_len);
+        Some((start, len))
+    }
+
+    /// The stored CRC-32 of segment `segment`, if it exists.
+    pub fn segment_checksum(&self, segment: u32) -> Option<u32> {
+        let at = usize::try_from(segment).ok()?.checked_mul(4)?;
+        self.segments
+            .get(at..at.checked_add(4)?)
+            .map(|bytes| read_u32(bytes, 0))
+    }
+
+    /// The raw bytes of the index.
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
@@ -445,13 +591,21 @@ impl<'a> SiteImage<'a> {
 
     /// All files, in path order.
     pub fn files(&self) -> impl Iterator<Item = FileEntry<'a>> + 'a {
-        let image = *self;
-        (0..self.file_count).map(move |i| image.entry_at(i))
+        let index = *self;
+        (0..self.file_count).map(move |i| index.entry_at(i))
     }
 
     /// The file at position `index` of the path-sorted table, if `index < file_count()`.
     pub fn entry(&self, index: usize) -> Option<FileEntry<'a>> {
         (index < self.file_count).then(|| self.entry_at(index))
+    }
+
+    /// The path of the file at position `index` (empty if there is none), for log lines.
+    pub fn path(&self, index: u32) -> &'a str {
+        match usize::try_from(index) {
+            Ok(i) if i < self.file_count => self.string(self.record(i), entry::PATH),
+            _ => "",
+        }
     }
 
     /// Binary search for the record whose path equals `first ++ second`.
@@ -493,31 +647,32 @@ impl<'a> SiteImage<'a> {
         self.string_bytes(self.record(index), entry::PATH)
     }
 
-    /// A body reference.
-    fn body(&self, record: &[u8], field: usize) -> &'a [u8] {
-        reference(record, field, self.bodies.len())
-            .and_then(|range| self.bodies.get(range))
-            .unwrap_or(&[])
-    }
-
     /// Builds the [`FileEntry`] of the record at `index`.
     fn entry_at(&self, index: usize) -> FileEntry<'a> {
         let record = self.record(index);
         let flags = read_u32(record, entry::FLAGS);
-        let variant = |present: bool, body: usize, etag: usize| {
+        // Validation bounds the table by a u32 count.
+        let file = u32::try_from(index).unwrap_or(u32::MAX);
+        let body = |field: usize| Body {
+            file,
+            offset: read_u32(record, field),
+            len: read_u32(record, field + 4),
+        };
+        let variant = |present: bool, field: usize, etag: usize| {
             present.then(|| Variant {
-                body: self.body(record, body),
+                body: body(field),
                 etag: self.string(record, etag),
             })
         };
         FileEntry {
+            index: file,
             path: self.string(record, entry::PATH),
             content_type: self.string(record, entry::CONTENT_TYPE),
             cache_control: self.string(record, entry::CACHE_CONTROL),
             last_modified: read_u64(record, entry::LAST_MODIFIED),
             last_modified_http: self.string(record, entry::LAST_MODIFIED_HTTP),
             identity: Variant {
-                body: self.body(record, entry::IDENTITY_BODY),
+                body: body(entry::IDENTITY_BODY),
                 etag: self.string(record, entry::IDENTITY_ETAG),
             },
             gzip: variant(flags & FLAG_GZIP != 0, entry::GZIP_BODY, entry::GZIP_ETAG),
@@ -526,6 +681,137 @@ impl<'a> SiteImage<'a> {
                 entry::BROTLI_BODY,
                 entry::BROTLI_ETAG,
             ),
+        }
+    }
+}
+
+/// A whole site image in RAM, index and bodies, with every segment verified: what the packer's
+/// tests, `bramble serve` and the hosted build use. It is a [`BodySource`] that never waits.
+#[derive(Clone, Copy, Debug)]
+pub struct SiteImage<'a> {
+    /// The whole image.
+    bytes: &'a [u8],
+    /// Its validated index.
+    index: SiteIndex<'a>,
+    /// The body region.
+    bodies: &'a [u8],
+}
+
+impl<'a> SiteImage<'a> {
+    /// Validates the index (see [`SiteIndex::new_checked`]), that `bytes` is exactly as long
+    /// as the header says, and the checksum of every body segment.
+    pub fn new_checked(bytes: &'a [u8]) -> Result<SiteImage<'a>, FormatError> {
+        let index = SiteIndex::new_checked(bytes)?;
+        if bytes.len() != index.image_len as usize {
+            return Err(FormatError::LengthMismatch {
+                declared: index.image_len,
+                actual: bytes.len(),
+            });
+        }
+        let start = index.bodies_offset as usize;
+        let padding = bytes.get(index.index_bytes()..start).unwrap_or(&[]);
+        if padding.iter().any(|&b| b != 0) {
+            return Err(FormatError::NonZeroPadding);
+        }
+        let bodies = bytes
+            .get(start..start.saturating_add(index.bodies_len as usize))
+            .ok_or(FormatError::RegionOutOfBounds)?;
+        for (segment, chunk) in bodies.chunks(index.segment_len as usize).enumerate() {
+            let segment = u32::try_from(segment).unwrap_or(u32::MAX);
+            let stored = index.segment_checksum(segment).unwrap_or(0);
+            let computed = crate::crc32(chunk);
+            if stored != computed {
+                return Err(FormatError::SegmentChecksumMismatch {
+                    segment,
+                    stored,
+                    computed,
+                });
+            }
+        }
+        Ok(SiteImage {
+            bytes,
+            index,
+            bodies,
+        })
+    }
+
+    /// The validated index.
+    pub fn index(&self) -> SiteIndex<'a> {
+        self.index
+    }
+
+    /// The bytes of `body` (empty if it does not lie in this image's body region).
+    pub fn body(&self, body: Body) -> &'a [u8] {
+        let start = body.offset as usize;
+        self.bodies
+            .get(start..start.saturating_add(body.len as usize))
+            .unwrap_or(&[])
+    }
+
+    /// Number of files in the image.
+    pub fn file_count(&self) -> usize {
+        self.index.file_count()
+    }
+
+    /// The index checksum, as the packer prints it.
+    pub fn checksum(&self) -> u32 {
+        self.index.checksum()
+    }
+
+    /// Image size in bytes.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// Always false: a valid image has at least its header. Present for API symmetry.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    /// The raw bytes of the whole image.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// See [`SiteIndex::resolve`].
+    pub fn resolve(&self, path: &str) -> Resolved<'a> {
+        self.index.resolve(path)
+    }
+
+    /// See [`SiteIndex::get`].
+    pub fn get(&self, path: &str) -> Option<FileEntry<'a>> {
+        self.index.get(path)
+    }
+
+    /// See [`SiteIndex::not_found_page`].
+    pub fn not_found_page(&self) -> Option<FileEntry<'a>> {
+        self.index.not_found_page()
+    }
+
+    /// See [`SiteIndex::files`].
+    pub fn files(&self) -> impl Iterator<Item = FileEntry<'a>> + 'a {
+        self.index.files()
+    }
+
+    /// See [`SiteIndex::entry`].
+    pub fn entry(&self, index: usize) -> Option<FileEntry<'a>> {
+        self.index.entry(index)
+    }
+}
+
+impl BodySource for SiteImage<'_> {
+    fn read(&self, request: BodyRequest, out: &mut [u8]) -> BodyStatus {
+        let body = self.body(request.body);
+        if body.len() != request.body.len as usize {
+            return BodyStatus::Failed;
+        }
+        match body.get(request.offset as usize..) {
+            Some(rest) => {
+                let n = rest.len().min(out.len());
+                out[..n].copy_from_slice(&rest[..n]);
+                BodyStatus::Ready(n)
+            }
+            None => BodyStatus::Failed,
         }
     }
 }

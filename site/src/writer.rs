@@ -8,7 +8,10 @@ use std::vec::Vec;
 
 use bramble_hal::calendar::UtcDateTime;
 
-use crate::{ALIGN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC, VERSION, entry, header};
+use crate::{
+    ALIGN, BODY_ALIGN, DEFAULT_SEGMENT_LEN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC,
+    MAX_SEGMENT_LEN, MIN_SEGMENT_LEN, VERSION, entry, header,
+};
 
 /// One encoding of a file given to the writer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -66,6 +69,8 @@ pub enum WriteError {
         /// The size the image would have had.
         bytes: u64,
     },
+    /// The segment length asked for is not a power of two from 4 KiB to 1 MiB.
+    BadSegmentLength(u32),
 }
 
 impl fmt::Display for WriteError {
@@ -83,6 +88,11 @@ impl fmt::Display for WriteError {
                     "site image would be {bytes} bytes, over the format's 4 GiB limit"
                 )
             }
+            WriteError::BadSegmentLength(len) => write!(
+                f,
+                "segment length {len}: must be a power of two from {MIN_SEGMENT_LEN} to \
+                 {MAX_SEGMENT_LEN}"
+            ),
         }
     }
 }
@@ -90,50 +100,93 @@ impl fmt::Display for WriteError {
 impl std::error::Error for WriteError {}
 
 /// Builds a site image from files whose variants are already compressed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct SiteImageWriter {
     /// Files added so far, in insertion order.
     files: Vec<FileSpec>,
+    /// Length of the body segments (see FORMAT.md).
+    segment_len: u32,
+}
+
+impl Default for SiteImageWriter {
+    fn default() -> Self {
+        Self {
+            files: Vec::new(),
+            segment_len: DEFAULT_SEGMENT_LEN,
+        }
+    }
 }
 
 /// A `(offset, length)` reference into a region.
 type Reference = (u32, u32);
 
-/// Interns strings and bodies into their regions, deduplicating identical ones.
-struct Regions<'f> {
-    strings: Vec<u8>,
-    string_index: HashMap<&'f str, (u32, u32)>,
-    /// Bodies in region order with their offsets; copied once, into the finished image.
-    bodies: Vec<(usize, &'f [u8])>,
-    /// Length of the body region so far.
-    bodies_len: usize,
-    /// Bodies stored so far, by length: identical bodies have equal lengths, and comparing
-    /// the few candidates is much cheaper than hashing every byte of a large site.
-    body_index: HashMap<usize, Vec<(&'f [u8], Reference)>>,
+/// Interns strings into the string region, deduplicating identical ones.
+#[derive(Default)]
+struct Strings<'f> {
+    bytes: Vec<u8>,
+    index: HashMap<&'f str, Reference>,
 }
 
-impl<'f> Regions<'f> {
-    fn string(&mut self, value: &'f str) -> Result<(u32, u32), WriteError> {
-        if let Some(&found) = self.string_index.get(value) {
+impl<'f> Strings<'f> {
+    fn intern(&mut self, value: &'f str) -> Result<Reference, WriteError> {
+        if let Some(&found) = self.index.get(value) {
             return Ok(found);
         }
-        let reference = (to_u32(self.strings.len())?, to_u32(value.len())?);
-        self.strings.extend_from_slice(value.as_bytes());
-        self.string_index.insert(value, reference);
+        let reference = (to_u32(self.bytes.len())?, to_u32(value.len())?);
+        self.bytes.extend_from_slice(value.as_bytes());
+        self.index.insert(value, reference);
         Ok(reference)
     }
+}
 
-    fn body(&mut self, value: &'f [u8]) -> Result<(u32, u32), WriteError> {
-        let candidates = self.body_index.entry(value.len()).or_default();
-        if let Some(&(_, found)) = candidates.iter().find(|(stored, _)| *stored == value) {
-            return Ok(found);
+/// The distinct bodies of the site: identical bodies (the same file under two names, or a
+/// variant equal to another file) are stored once.
+#[derive(Default)]
+struct Bodies<'f> {
+    /// Each distinct non-empty body, in first-seen order, with its place once laid out.
+    distinct: Vec<(&'f [u8], Option<u32>)>,
+    /// Distinct bodies by length: identical bodies have equal lengths, and comparing the few
+    /// candidates is much cheaper than hashing every byte of a large site.
+    by_len: HashMap<usize, Vec<usize>>,
+}
+
+impl<'f> Bodies<'f> {
+    /// The id of `value` (a new one if no equal body was seen), or `None` for an empty body.
+    fn id(&mut self, value: &'f [u8]) -> Option<usize> {
+        if value.is_empty() {
+            return None;
         }
-        let start = self.bodies_len.next_multiple_of(ALIGN);
-        let reference = (to_u32(start)?, to_u32(value.len())?);
-        self.bodies.push((start, value));
-        self.bodies_len = start + value.len();
-        candidates.push((value, reference));
-        Ok(reference)
+        let candidates = self.by_len.entry(value.len()).or_default();
+        if let Some(&id) = candidates.iter().find(|&&id| self.distinct[id].0 == value) {
+            return Some(id);
+        }
+        let id = self.distinct.len();
+        self.distinct.push((value, None));
+        candidates.push(id);
+        Some(id)
+    }
+}
+
+/// Where the next body goes in the body region.
+struct Cursor {
+    at: u64,
+    segment_len: u64,
+}
+
+impl Cursor {
+    /// Places a body of `len` bytes at the cursor (block-aligned) and returns its offset.
+    fn place(&mut self, len: usize) -> u64 {
+        let start = self.at;
+        self.at = start + (len as u64).next_multiple_of(BODY_ALIGN as u64);
+        start
+    }
+
+    /// Moves to the next segment boundary unless `footprint` bytes fit in the current segment.
+    fn keep_within_segment(&mut self, footprint: u64) {
+        let used = self.at % self.segment_len;
+        if used != 0 && used + footprint > self.segment_len {
+            self.at = self.at.next_multiple_of(self.segment_len);
+        }
     }
 }
 
@@ -143,24 +196,59 @@ fn to_u32(value: usize) -> Result<u32, WriteError> {
     })
 }
 
-/// Pads `bytes` with zeroes to a multiple of [`ALIGN`].
-fn pad(bytes: &mut Vec<u8>) {
-    bytes.resize(bytes.len().next_multiple_of(ALIGN), 0);
-}
-
 fn put_u32(bytes: &mut [u8], offset: usize, value: u32) {
     bytes[offset..offset + 4].copy_from_slice(&value.to_le_bytes());
 }
 
-fn put_reference(bytes: &mut [u8], offset: usize, (start, len): (u32, u32)) {
+fn put_reference(bytes: &mut [u8], offset: usize, (start, len): Reference) {
     put_u32(bytes, offset, start);
     put_u32(bytes, offset + 4, len);
 }
 
+/// The variants of a file as (body, ETag, flag bit, body field, ETag field), present ones only.
+fn variants(file: &FileSpec) -> impl Iterator<Item = (&VariantSpec, u32, usize, usize)> {
+    [
+        (
+            Some(&file.identity),
+            0,
+            entry::IDENTITY_BODY,
+            entry::IDENTITY_ETAG,
+        ),
+        (
+            file.gzip.as_ref(),
+            FLAG_GZIP,
+            entry::GZIP_BODY,
+            entry::GZIP_ETAG,
+        ),
+        (
+            file.brotli.as_ref(),
+            FLAG_BROTLI,
+            entry::BROTLI_BODY,
+            entry::BROTLI_ETAG,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(variant, flag, body, etag)| variant.map(|v| (v, flag, body, etag)))
+}
+
 impl SiteImageWriter {
-    /// An empty writer.
+    /// An empty writer with the default segment length.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty writer whose image cuts its body region into segments of `segment_len` bytes
+    /// (a power of two from [`MIN_SEGMENT_LEN`] to [`MAX_SEGMENT_LEN`]).
+    pub fn with_segment_len(segment_len: u32) -> Result<Self, WriteError> {
+        if !segment_len.is_power_of_two()
+            || !(MIN_SEGMENT_LEN..=MAX_SEGMENT_LEN).contains(&segment_len)
+        {
+            return Err(WriteError::BadSegmentLength(segment_len));
+        }
+        Ok(Self {
+            files: Vec::new(),
+            segment_len,
+        })
     }
 
     /// Number of files added.
@@ -191,23 +279,20 @@ impl SiteImageWriter {
                 });
             }
         }
-        let etags = [
-            Some(&file.identity),
-            file.gzip.as_ref(),
-            file.brotli.as_ref(),
-        ];
-        if etags
-            .iter()
-            .flatten()
-            .any(|v| !crate::reader::is_strong_etag(v.etag.as_bytes()))
-        {
+        if variants(&file).any(|(v, ..)| !crate::reader::is_strong_etag(v.etag.as_bytes())) {
             return Err(WriteError::InvalidEtag { path: file.path });
         }
         self.files.push(file);
         Ok(())
     }
 
-    /// Sorts the files by path, lays out the image and returns its bytes (checksum included).
+    /// Sorts the files by path, lays out the image and returns its bytes (checksums included).
+    ///
+    /// The index (header, table, segment checksums, strings) comes first, so that a reader
+    /// needs only its first bytes to start serving. Bodies follow on 512-byte boundaries:
+    /// first the small files in path order, each file's variants side by side and never split
+    /// across a segment boundary when they fit in one (so one segment read brings a page with
+    /// all its encodings, and its neighbours), then the large files.
     pub fn finish(mut self) -> Result<Vec<u8>, WriteError> {
         self.files.sort_by(|a, b| a.path.cmp(&b.path));
         if let Some(pair) = self
@@ -217,103 +302,145 @@ impl SiteImageWriter {
         {
             return Err(WriteError::DuplicatePath(pair[0].path.clone()));
         }
-        let mut regions = Regions {
-            strings: Vec::new(),
-            string_index: HashMap::new(),
-            bodies: Vec::new(),
-            bodies_len: 0,
-            body_index: HashMap::new(),
+        let segment_len = u64::from(self.segment_len);
+
+        // Distinct bodies per file, then their places.
+        let mut bodies = Bodies::default();
+        let file_bodies: Vec<Vec<Option<usize>>> = self
+            .files
+            .iter()
+            .map(|file| variants(file).map(|(v, ..)| bodies.id(&v.body)).collect())
+            .collect();
+        let mut cursor = Cursor { at: 0, segment_len };
+        let unplaced = |bodies: &Bodies, ids: &[Option<usize>]| -> Vec<usize> {
+            let mut out: Vec<usize> = Vec::new();
+            for id in ids.iter().flatten() {
+                if bodies.distinct[*id].1.is_none() && !out.contains(id) {
+                    out.push(*id);
+                }
+            }
+            out
         };
+        for small_pass in [true, false] {
+            for ids in &file_bodies {
+                let group = unplaced(&bodies, ids);
+                let footprint: u64 = group
+                    .iter()
+                    .map(|&id| (bodies.distinct[id].0.len() as u64).next_multiple_of(512))
+                    .sum();
+                if group.is_empty() || (small_pass && footprint > segment_len) {
+                    continue;
+                }
+                if small_pass {
+                    cursor.keep_within_segment(footprint);
+                }
+                for id in group {
+                    let start = cursor.place(bodies.distinct[id].0.len());
+                    let start = u32::try_from(start)
+                        .map_err(|_| WriteError::TooLarge { bytes: cursor.at })?;
+                    bodies.distinct[id].1 = Some(start);
+                }
+            }
+        }
+        let bodies_len = bodies
+            .distinct
+            .iter()
+            .map(|(body, at)| at.map_or(0, |at| u64::from(at) + body.len() as u64))
+            .max()
+            .unwrap_or(0);
+
+        // The index: table, segment table, strings.
+        let mut strings = Strings::default();
         let mut table = vec![0u8; self.files.len() * ENTRY_LEN];
-        for (file, record) in self.files.iter().zip(table.chunks_exact_mut(ENTRY_LEN)) {
-            put_reference(record, entry::PATH, regions.string(&file.path)?);
+        for ((file, ids), record) in self
+            .files
+            .iter()
+            .zip(&file_bodies)
+            .zip(table.chunks_exact_mut(ENTRY_LEN))
+        {
+            put_reference(record, entry::PATH, strings.intern(&file.path)?);
             put_reference(
                 record,
                 entry::CONTENT_TYPE,
-                regions.string(&file.content_type)?,
+                strings.intern(&file.content_type)?,
             );
             put_reference(
                 record,
                 entry::CACHE_CONTROL,
-                regions.string(&file.cache_control)?,
+                strings.intern(&file.cache_control)?,
             );
             put_reference(
                 record,
                 entry::LAST_MODIFIED_HTTP,
-                regions.string(&file.last_modified_http)?,
+                strings.intern(&file.last_modified_http)?,
             );
             record[entry::LAST_MODIFIED..entry::LAST_MODIFIED + 8]
                 .copy_from_slice(&file.last_modified.to_le_bytes());
             let mut flags = 0;
-            let variants = [
-                (
-                    Some(&file.identity),
-                    0,
-                    entry::IDENTITY_BODY,
-                    entry::IDENTITY_ETAG,
-                ),
-                (
-                    file.gzip.as_ref(),
-                    FLAG_GZIP,
-                    entry::GZIP_BODY,
-                    entry::GZIP_ETAG,
-                ),
-                (
-                    file.brotli.as_ref(),
-                    FLAG_BROTLI,
-                    entry::BROTLI_BODY,
-                    entry::BROTLI_ETAG,
-                ),
-            ];
-            for (variant, flag, body_field, etag_field) in variants {
-                if let Some(variant) = variant {
-                    flags |= flag;
-                    put_reference(record, body_field, regions.body(&variant.body)?);
-                    put_reference(record, etag_field, regions.string(&variant.etag)?);
-                }
+            for ((variant, flag, body_field, etag_field), id) in variants(file).zip(ids) {
+                flags |= flag;
+                let reference = match id {
+                    Some(id) => (
+                        bodies.distinct[*id].1.unwrap_or(0),
+                        to_u32(variant.body.len())?,
+                    ),
+                    None => (0, 0),
+                };
+                put_reference(record, body_field, reference);
+                put_reference(record, etag_field, strings.intern(&variant.etag)?);
             }
             put_u32(record, entry::FLAGS, flags);
         }
-        pad(&mut regions.strings);
-
+        strings
+            .bytes
+            .resize(strings.bytes.len().next_multiple_of(ALIGN), 0);
+        let segment_count = bodies_len.div_ceil(segment_len) as usize;
         let table_offset = HEADER_LEN;
-        let strings_offset = table_offset + table.len();
-        let bodies_offset = strings_offset + regions.strings.len();
-        let total = bodies_offset as u64 + regions.bodies_len as u64;
+        let segments_offset = table_offset + table.len();
+        let strings_offset = (segments_offset + segment_count * 4).next_multiple_of(ALIGN);
+        let index_len = strings_offset + strings.bytes.len();
+        let bodies_offset = index_len.next_multiple_of(BODY_ALIGN);
+        let total = bodies_offset as u64 + bodies_len;
         if total > u64::from(u32::MAX) {
             return Err(WriteError::TooLarge { bytes: total });
         }
-        let mut image = Vec::with_capacity(total as usize);
-        image.resize(HEADER_LEN, 0);
+
+        let mut image = vec![0u8; total as usize];
+        for (body, at) in &bodies.distinct {
+            if let Some(at) = at {
+                let start = bodies_offset + *at as usize;
+                image[start..start + body.len()].copy_from_slice(body);
+            }
+        }
+        // Segment checksums with crc32fast (the same CRC-32 as the reader's, with carry-less
+        // multiply on the host: a large image is checksummed in milliseconds).
+        let mut segment_table = Vec::with_capacity(segment_count * 4);
+        for segment in image[bodies_offset..].chunks(self.segment_len as usize) {
+            segment_table.extend_from_slice(&crc32fast::hash(segment).to_le_bytes());
+        }
         image[..MAGIC.len()].copy_from_slice(&MAGIC);
         put_u32(&mut image, header::VERSION, VERSION);
         put_u32(&mut image, header::HEADER_LEN, HEADER_LEN as u32);
-        put_u32(&mut image, header::IMAGE_LEN, total as u32);
+        put_u32(&mut image, header::INDEX_LEN, index_len as u32);
         put_u32(&mut image, header::FILE_COUNT, to_u32(self.files.len())?);
         put_u32(&mut image, header::ENTRY_LEN, ENTRY_LEN as u32);
         put_u32(&mut image, header::TABLE_OFFSET, table_offset as u32);
+        put_u32(&mut image, header::SEGMENTS_OFFSET, segments_offset as u32);
         put_u32(&mut image, header::STRINGS_OFFSET, strings_offset as u32);
-        put_u32(
-            &mut image,
-            header::STRINGS_LEN,
-            regions.strings.len() as u32,
-        );
+        put_u32(&mut image, header::STRINGS_LEN, strings.bytes.len() as u32);
         put_u32(&mut image, header::BODIES_OFFSET, bodies_offset as u32);
-        put_u32(&mut image, header::BODIES_LEN, regions.bodies_len as u32);
-        image.extend_from_slice(&table);
-        image.extend_from_slice(&regions.strings);
-        for (start, body) in &regions.bodies {
-            image.resize(bodies_offset + start, 0);
-            image.extend_from_slice(body);
-        }
-        // Same CRC-32 as the reader's, computed with crc32fast (carry-less multiply on the
-        // host: a large image is checksummed in milliseconds).
+        put_u32(&mut image, header::BODIES_LEN, bodies_len as u32);
+        put_u32(&mut image, header::SEGMENT_LEN, self.segment_len);
+        put_u32(&mut image, header::IMAGE_LEN, total as u32);
+        image[table_offset..segments_offset].copy_from_slice(&table);
+        image[segments_offset..segments_offset + segment_table.len()]
+            .copy_from_slice(&segment_table);
+        image[strings_offset..index_len].copy_from_slice(&strings.bytes);
         let mut hasher = crc32fast::Hasher::new();
         hasher.update(&image[..header::CHECKSUM]);
         hasher.update(&[0; 4]);
-        hasher.update(&image[header::CHECKSUM + 4..]);
-        let checksum = hasher.finalize();
-        put_u32(&mut image, header::CHECKSUM, checksum);
+        hasher.update(&image[header::CHECKSUM + 4..index_len]);
+        put_u32(&mut image, header::CHECKSUM, hasher.finalize());
         Ok(image)
     }
 }

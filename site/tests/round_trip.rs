@@ -1,8 +1,9 @@
 //! Round-trip and corruption tests: images built by the writer, read back by the reader.
 
 use bramble_site::{
-    CHECKSUM_OFFSET, ENTRY_LEN, FileSpec, FormatError, HEADER_LEN, Resolved, SiteImage,
-    SiteImageWriter, VariantSpec, WriteError, crc32, http_date,
+    BODY_ALIGN, BodyRequest, BodySource, BodyStatus, CHECKSUM_OFFSET, ENTRY_LEN, FileSpec,
+    FormatError, HEADER_LEN, Resolved, SiteImage, SiteImageWriter, SiteIndex, VariantSpec,
+    WriteError, crc32, http_date,
 };
 
 /// A small deterministic pseudo-random generator (xorshift64*).
@@ -121,9 +122,15 @@ fn small_image() -> Vec<u8> {
     ])
 }
 
+fn get_u32(image: &[u8], offset: usize) -> u32 {
+    u32::from_le_bytes(image[offset..offset + 4].try_into().unwrap())
+}
+
+/// Recomputes the index checksum (over the first index-length bytes, as the header says).
 fn rewrite_checksum(image: &mut [u8]) {
+    let index_len = (get_u32(image, 16) as usize).min(image.len());
     image[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4].fill(0);
-    let sum = crc32(image);
+    let sum = crc32(&image[..index_len]);
     image[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 4].copy_from_slice(&sum.to_le_bytes());
 }
 
@@ -136,9 +143,11 @@ fn exercise(image: &SiteImage<'_>) -> usize {
     let mut total = image.len() + image.file_count() + image.checksum() as usize;
     for file in image.files() {
         total += file.path.len() + file.content_type.len() + file.cache_control.len();
-        total +=
-            file.last_modified_http.len() + file.identity.body.len() + file.identity.etag.len();
-        total += file.gzip.map_or(0, |v| v.body.len()) + file.brotli.map_or(0, |v| v.body.len());
+        total += file.last_modified_http.len()
+            + image.body(file.identity.body).len()
+            + file.identity.etag.len();
+        total += file.gzip.map_or(0, |v| image.body(v.body).len())
+            + file.brotli.map_or(0, |v| image.body(v.body).len());
         if let Resolved::File(found) = image.resolve(file.path) {
             total += found.path.len();
         }
@@ -169,13 +178,13 @@ fn realistic_tree_round_trips_every_field() {
         assert_eq!(file.cache_control, spec.cache_control);
         assert_eq!(file.last_modified, spec.last_modified);
         assert_eq!(file.last_modified_http, spec.last_modified_http);
-        assert_eq!(file.identity.body, &spec.identity.body[..]);
+        assert_eq!(image.body(file.identity.body), &spec.identity.body[..]);
         assert_eq!(file.identity.etag, spec.identity.etag);
         for (got, want) in [(file.gzip, &spec.gzip), (file.brotli, &spec.brotli)] {
             match (got, want) {
                 (None, None) => {}
                 (Some(got), Some(want)) => {
-                    assert_eq!(got.body, &want.body[..]);
+                    assert_eq!(image.body(got.body), &want.body[..]);
                     assert_eq!(got.etag, want.etag);
                 }
                 _ => panic!("{}: variant presence differs", spec.path),
@@ -197,11 +206,13 @@ fn files_iterate_in_sorted_order_with_bodies_aligned() {
     let mut expected: Vec<&str> = specs.iter().map(|s| s.path.as_str()).collect();
     expected.sort();
     assert_eq!(paths, expected);
-    let base = bytes.as_ptr() as usize;
     for file in image.files() {
-        if !file.identity.body.is_empty() {
+        for variant in [Some(file.identity), file.gzip, file.brotli]
+            .into_iter()
+            .flatten()
+        {
             assert_eq!(
-                (file.identity.body.as_ptr() as usize - base) % 8,
+                variant.body.offset as usize % BODY_ALIGN,
                 0,
                 "{}",
                 file.path
@@ -325,31 +336,40 @@ fn every_flipped_byte_is_rejected() {
 #[test]
 fn wrong_version_is_rejected_even_with_a_good_checksum() {
     let mut bytes = small_image();
-    put_u32(&mut bytes, 8, 2);
+    put_u32(&mut bytes, 8, 1);
     rewrite_checksum(&mut bytes);
     assert_eq!(
         SiteImage::new_checked(&bytes).unwrap_err(),
-        FormatError::UnsupportedVersion { found: 2 }
+        FormatError::UnsupportedVersion { found: 1 }
     );
 }
 
 #[test]
 fn absurd_header_offsets_are_rejected() {
     let original = small_image();
+    let index_len = get_u32(&original, 16);
     // (field offset, value, expected error)
     let cases = [
         (12, 65, FormatError::BadHeader),                   // header length
         (28, 95, FormatError::BadHeader),                   // entry length
+        (56, 3000, FormatError::BadHeader),                 // segment length not a power of 2
+        (56, 2048, FormatError::BadHeader),                 // segment length too short
+        (56, 2 << 20, FormatError::BadHeader),              // segment length too long
+        (16, 63, FormatError::BadHeader),                   // index shorter than the header
+        (60, index_len - 1, FormatError::BadHeader),        // image shorter than its index
         (24, u32::MAX, FormatError::RegionOutOfBounds),     // file count
         (24, 1_000_000, FormatError::RegionOutOfBounds),    // file count
         (32, u32::MAX - 7, FormatError::RegionOutOfBounds), // table offset
         (32, 0, FormatError::RegionOutOfBounds),            // table over the header
         (32, 68, FormatError::RegionOutOfBounds),           // misaligned table
-        (36, u32::MAX - 7, FormatError::RegionOutOfBounds), // strings offset
-        (40, u32::MAX, FormatError::RegionOutOfBounds),     // strings length
-        (44, u32::MAX - 7, FormatError::RegionOutOfBounds), // bodies offset
-        (48, u32::MAX, FormatError::RegionOutOfBounds),     // bodies length
-        (56, 1, FormatError::BadHeader),                    // reserved
+        (36, u32::MAX - 7, FormatError::RegionOutOfBounds), // segment table offset
+        (36, 64, FormatError::RegionOutOfBounds),           // segment table over the file table
+        (40, u32::MAX - 7, FormatError::RegionOutOfBounds), // strings offset
+        (44, u32::MAX, FormatError::RegionOutOfBounds),     // strings length
+        (48, u32::MAX - 511, FormatError::RegionOutOfBounds), // bodies offset
+        (48, 512 + 8, FormatError::RegionOutOfBounds),      // bodies offset not a block
+        (48, 0, FormatError::RegionOutOfBounds),            // bodies over the index
+        (52, u32::MAX, FormatError::RegionOutOfBounds),     // bodies length
     ];
     for (field, value, expected) in cases {
         let mut bytes = original.clone();
@@ -358,11 +378,13 @@ fn absurd_header_offsets_are_rejected() {
         assert_eq!(
             SiteImage::new_checked(&bytes).unwrap_err(),
             expected,
-            "field {field}"
+            "field {field} = {value}"
         );
     }
+    // An index length past the bytes given: a truncated file, named with both lengths.
     let mut bytes = original.clone();
     put_u32(&mut bytes, 16, u32::MAX);
+    put_u32(&mut bytes, 60, u32::MAX);
     rewrite_checksum(&mut bytes);
     assert!(matches!(
         SiteImage::new_checked(&bytes),
@@ -401,7 +423,7 @@ fn absurd_record_references_are_rejected() {
 fn structural_errors_are_named() {
     let original = small_image();
     let image = SiteImage::new_checked(&original).unwrap();
-    let strings_offset = u32::from_le_bytes(original[36..40].try_into().unwrap()) as usize;
+    let strings_offset = get_u32(&original, 40) as usize;
 
     // Swap the first two records: paths no longer sorted.
     let mut bytes = original.clone();
@@ -543,4 +565,170 @@ fn format_errors_print_their_numbers() {
         error.to_string(),
         "site image checksum mismatch: stored 0x1234abcd, computed 0x00000001"
     );
+}
+
+/// A site with pages small enough to share segments and files spanning several, in 4 KiB
+/// segments so that a few kilobytes exercise the segment rules.
+fn segmented_image() -> (Vec<FileSpec>, Vec<u8>) {
+    let mut rng = Rng(11);
+    let mut specs = Vec::new();
+    for page in 0..40 {
+        let len = 200 + rng.below(1500);
+        let body: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        specs.push(spec(&format!("/docs/page-{page:02}.html"), &body, &mut rng));
+    }
+    for big in 0..3 {
+        let body: Vec<u8> = (0..9000 + big * 5000).map(|_| rng.next() as u8).collect();
+        specs.push(spec(&format!("/media/big-{big}.bin"), &body, &mut rng));
+    }
+    let mut writer = SiteImageWriter::with_segment_len(4096).unwrap();
+    for spec in &specs {
+        writer.add(spec.clone()).unwrap();
+    }
+    (specs, writer.finish().unwrap())
+}
+
+#[test]
+fn the_index_alone_is_enough_to_resolve_and_locate_bodies() {
+    let (specs, bytes) = segmented_image();
+    let index_len = SiteIndex::index_len(&bytes[..HEADER_LEN]).unwrap();
+    assert!(
+        index_len < bytes.len() / 10,
+        "{index_len} of {}",
+        bytes.len()
+    );
+    let index = SiteIndex::new_checked(&bytes[..index_len]).unwrap();
+    let image = SiteImage::new_checked(&bytes).unwrap();
+    assert_eq!(index.checksum(), image.checksum());
+    assert_eq!(index.image_len() as usize, bytes.len());
+    assert_eq!(index.bodies_offset() as usize % BODY_ALIGN, 0);
+    assert!(index.bodies_offset() as usize >= index_len);
+    for spec in &specs {
+        let file = index.get(&spec.path).unwrap();
+        assert_eq!(image.body(file.identity.body), &spec.identity.body[..]);
+        assert_eq!(index.path(file.index), spec.path);
+    }
+    assert_eq!(index.path(u32::MAX), "");
+    // One byte short of the index: a truncated file, named as such.
+    assert_eq!(
+        SiteIndex::new_checked(&bytes[..index_len - 1]).unwrap_err(),
+        FormatError::LengthMismatch {
+            declared: index_len as u32,
+            actual: index_len - 1
+        }
+    );
+    assert_eq!(
+        SiteIndex::index_len(&bytes[..HEADER_LEN - 1]).unwrap_err(),
+        FormatError::TooShort {
+            len: HEADER_LEN - 1
+        }
+    );
+}
+
+#[test]
+fn a_corrupt_body_fails_only_its_segment() {
+    let (specs, bytes) = segmented_image();
+    let index = SiteIndex::new_checked(&bytes).unwrap();
+    let victim = index.get(&specs[7].path).unwrap().identity.body;
+    let mut corrupt = bytes.clone();
+    corrupt[(index.bodies_offset() + victim.offset + 3) as usize] ^= 0x10;
+    // The index is untouched, so an index-first reader still starts...
+    assert!(SiteIndex::new_checked(&corrupt).is_ok());
+    // ...and a whole-image check names the segment.
+    let segment = victim.offset / index.segment_len();
+    match SiteImage::new_checked(&corrupt).unwrap_err() {
+        FormatError::SegmentChecksumMismatch {
+            segment: found,
+            stored,
+            ..
+        } => {
+            assert_eq!(found, segment);
+            assert_eq!(Some(stored), index.segment_checksum(segment));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn small_files_keep_their_variants_in_one_segment_and_come_first() {
+    let (specs, bytes) = segmented_image();
+    let index = SiteIndex::new_checked(&bytes).unwrap();
+    let segment_len = index.segment_len();
+    assert_eq!(segment_len, 4096);
+    let mut last_small_end = 0;
+    let mut first_large_start = u32::MAX;
+    for spec in &specs {
+        let file = index.get(&spec.path).unwrap();
+        let variants: Vec<_> = [Some(file.identity), file.gzip, file.brotli]
+            .into_iter()
+            .flatten()
+            .map(|v| v.body)
+            .filter(|b| !b.is_empty())
+            .collect();
+        let start = variants.iter().map(|b| b.offset).min().unwrap();
+        let end = variants.iter().map(|b| b.offset + b.len).max().unwrap();
+        let footprint: u32 = variants.iter().map(|b| b.len.next_multiple_of(512)).sum();
+        if footprint <= segment_len {
+            assert_eq!(
+                start / segment_len,
+                (end - 1) / segment_len,
+                "{}: variants split across segments",
+                spec.path
+            );
+            // Side by side: nothing else between a file's variants.
+            assert!(end - start <= footprint, "{}", spec.path);
+            last_small_end = last_small_end.max(end);
+        } else {
+            first_large_start = first_large_start.min(start);
+        }
+    }
+    assert!(last_small_end <= first_large_start);
+    assert!(index.segment_count() > 5);
+    let (offset, len) = index.segment(index.segment_count() - 1).unwrap();
+    assert_eq!(offset + len, index.bodies_len());
+    assert!(index.segment(index.segment_count()).is_none());
+    assert!(index.segment_checksum(index.segment_count()).is_none());
+}
+
+#[test]
+fn the_image_in_ram_is_a_body_source() {
+    let (specs, bytes) = segmented_image();
+    let image = SiteImage::new_checked(&bytes).unwrap();
+    let spec = specs.last().unwrap();
+    let body = image.get(&spec.path).unwrap().identity.body;
+    let mut out = vec![0u8; 1000];
+    let request = |offset| BodyRequest {
+        body,
+        offset,
+        lookup: true,
+    };
+    assert_eq!(image.read(request(0), &mut []), BodyStatus::Ready(0));
+    assert_eq!(image.read(request(10), &mut out), BodyStatus::Ready(1000));
+    assert_eq!(out[..], spec.identity.body[10..1010]);
+    let tail = body.len - 5;
+    assert_eq!(image.read(request(tail), &mut out), BodyStatus::Ready(5));
+    assert_eq!(
+        image.read(request(body.len + 1), &mut out),
+        BodyStatus::Failed
+    );
+    let outside = bramble_site::Body {
+        offset: u32::MAX - 2,
+        ..body
+    };
+    let request = BodyRequest {
+        body: outside,
+        offset: 0,
+        lookup: false,
+    };
+    assert_eq!(image.read(request, &mut out), BodyStatus::Failed);
+}
+
+#[test]
+fn writer_refuses_bad_segment_lengths() {
+    for bad in [0, 1000, 2048, 4097, 2 << 20] {
+        assert_eq!(
+            SiteImageWriter::with_segment_len(bad).unwrap_err(),
+            WriteError::BadSegmentLength(bad)
+        );
+    }
 }

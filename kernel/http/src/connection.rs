@@ -1,10 +1,13 @@
 //! One HTTP/1.1 connection: buffers received bytes, parses requests, queues responses whose
-//! bodies are slices of the site image, and keeps the deadlines that cut slow clients off.
+//! bodies come from the site's body source (the image in RAM, or the card store, which may
+//! answer "not yet"), and keeps the deadlines that cut slow clients off.
 
 use core::cell::Cell;
 
 use bramble_hal::Instant;
-use bramble_site::{FileEntry, Resolved, Variant};
+use bramble_site::{
+    Body, BodyRequest, BodySource, BodyStatus, FileEntry, Resolved, SiteIndex, Variant,
+};
 
 use crate::chunked::{ChunkedProgress, ChunkedState, skip_chunked};
 use crate::fields::{
@@ -40,16 +43,23 @@ pub enum ConnectionAction {
     Abort,
 }
 
-/// The response being sent: its head (in `Connection::head`) and an optional body range in
-/// the site image.
+/// The response being sent: its head (in `Connection::head`) and an optional range of a body.
 #[derive(Clone, Copy, Debug, Default)]
 struct Sending {
     /// Bytes of the head buffer already handed out.
     head_sent: usize,
-    /// Next image offset of the body to hand out.
-    body_next: usize,
-    /// Image offset one past the body's last byte.
-    body_end: usize,
+    /// The body the range is in (none: a head-only response or a built-in page).
+    body: Option<Body>,
+    /// Next offset in the body to hand out.
+    body_next: u32,
+    /// Offset in the body one past the last byte to hand out.
+    body_end: u32,
+    /// The body source has the first bytes of the range: the head may go out. Until then a
+    /// body that cannot be had can still be answered with a 500 instead.
+    body_confirmed: bool,
+    /// The body segment of the last request to the body source, so that each segment is
+    /// looked up (counted as a cache hit or miss) once per response.
+    last_segment: Option<u32>,
 }
 
 /// The request body still to read and throw away.
@@ -69,8 +79,8 @@ struct Outcome {
     status: u16,
     /// Close after this response.
     close: bool,
-    /// Body range in the site image.
-    body: Option<(usize, usize)>,
+    /// The body and the range of it to send.
+    body: Option<(Body, u32, u32)>,
     /// The request body following the header section, to read and discard.
     request_body: BodySkip,
 }
@@ -244,8 +254,11 @@ impl Connection {
             head: heapless::Vec::new(),
             sending: Sending {
                 head_sent: 0,
+                body: None,
                 body_next: 0,
                 body_end: 0,
+                body_confirmed: false,
+                last_segment: None,
             },
             responding: false,
             closing: false,
@@ -289,8 +302,8 @@ impl Connection {
         self.open
     }
 
-    /// True while a response is being handed out (its body may point into the site image,
-    /// so the image must not change under it).
+    /// True while a response is being handed out (its body refers to the site being served,
+    /// so the site must not change under it).
     pub fn is_responding(&self) -> bool {
         self.responding
     }
@@ -376,11 +389,16 @@ impl Connection {
         }
     }
 
-    /// Writes response bytes (head, then body slices straight from the site image) into
-    /// `out`, the socket's free transmit space; returns how many were written. Pipelined
-    /// requests already buffered are answered as earlier responses complete.
+    /// Writes response bytes (head, then body bytes from the site's body source) into `out`,
+    /// the socket's free transmit space; returns how many were written. Pipelined requests
+    /// already buffered are answered as earlier responses complete.
+    ///
+    /// A body the source does not have yet holds the response back (nothing more is written
+    /// until a later call finds it); one that cannot be had is never sent: a 500 replaces the
+    /// response if its head has not gone out, otherwise the connection is reset.
     pub fn transmit(&mut self, server: &mut Server, out: &mut [u8], now: Instant) -> usize {
         let mut written = 0;
+        let site = server.site;
         while self.open && self.responding {
             let head_done = self.sending.head_sent >= self.head.len();
             let body_done = self.sending.body_next >= self.sending.body_end;
@@ -391,22 +409,39 @@ impl Connection {
                 }
                 continue;
             }
+            if !self.sending.body_confirmed {
+                match self.read_body(&site, &mut []) {
+                    BodyStatus::Ready(_) => self.sending.body_confirmed = true,
+                    BodyStatus::Pending => break,
+                    BodyStatus::Failed => {
+                        self.fail_before_head(server, now);
+                        continue;
+                    }
+                }
+            }
             let Some(space) = out.get_mut(written..).filter(|s| !s.is_empty()) else {
                 break;
             };
-            let chunk = if !head_done {
-                &self.head[self.sending.head_sent..]
+            let n = if !head_done {
+                let chunk = &self.head[self.sending.head_sent..];
+                let n = chunk.len().min(space.len());
+                space[..n].copy_from_slice(&chunk[..n]);
+                self.sending.head_sent += n;
+                n
             } else {
-                let body = match &server.site {
-                    SiteSource::Ready(image) => image
-                        .as_bytes()
-                        .get(self.sending.body_next..self.sending.body_end),
-                    SiteSource::Unavailable(_) => None,
-                };
-                match body {
-                    Some(body) => body,
-                    None => {
-                        // The image changed under a response: nothing sensible to send.
+                let left = (self.sending.body_end - self.sending.body_next) as usize;
+                let space_len = space.len().min(left);
+                match self.read_body(&site, &mut space[..space_len]) {
+                    BodyStatus::Ready(n) if n > 0 && n <= space_len => {
+                        // n <= left, which is a u32.
+                        self.sending.body_next += n as u32;
+                        n
+                    }
+                    BodyStatus::Pending => break,
+                    BodyStatus::Ready(_) | BodyStatus::Failed => {
+                        // The body cannot be completed and its head is out: reset, so the
+                        // client sees the truncation instead of a short file.
+                        server.counters.body_failures += 1;
                         self.sending.body_end = self.sending.body_next;
                         self.closing = true;
                         self.broken = true;
@@ -414,18 +449,64 @@ impl Connection {
                     }
                 }
             };
-            let n = chunk.len().min(space.len());
-            space[..n].copy_from_slice(&chunk[..n]);
-            if head_done {
-                self.sending.body_next += n;
-            } else {
-                self.sending.head_sent += n;
-            }
             written += n;
             self.log_bytes += n as u64;
         }
         server.counters.bytes_sent += written as u64;
         written
+    }
+
+    /// Asks the site's body source for the bytes at the next offset of the body being sent
+    /// (an empty `out` only asks whether they are there). No body: ready at once.
+    fn read_body(&mut self, site: &SiteSource<'_>, out: &mut [u8]) -> BodyStatus {
+        let Some(body) = self.sending.body else {
+            return BodyStatus::Ready(0);
+        };
+        let (index, source): (SiteIndex<'_>, &dyn BodySource) = match site {
+            SiteSource::Ready(image) => (image.index(), image),
+            SiteSource::Store(index, source) => (*index, *source),
+            SiteSource::Unavailable(_) => return BodyStatus::Failed,
+        };
+        let segment = body
+            .offset
+            .checked_add(self.sending.body_next)
+            .map(|at| at / index.segment_len());
+        let lookup = segment != self.sending.last_segment;
+        self.sending.last_segment = segment;
+        source.read(
+            BodyRequest {
+                body,
+                offset: self.sending.body_next,
+                lookup,
+            },
+            out,
+        )
+    }
+
+    /// The body of the queued response cannot be had and nothing of it was sent: answer 500
+    /// instead, and close.
+    fn fail_before_head(&mut self, server: &mut Server, now: Instant) {
+        server.counters.body_failures += 1;
+        server.counters.uncount_status(self.log_status);
+        server.counters.count_status(500);
+        let date = server.unix_time(now);
+        let mut response = Response::new(&mut self.head, false, date, true, BodySkip::None, 1);
+        let outcome = response.page(
+            500,
+            "This file could not be read from the SD card intact, so it was not sent. \
+             Asking again reads it again.",
+            false,
+            None,
+        );
+        self.sending = Sending {
+            body_confirmed: true,
+            ..Sending::default()
+        };
+        self.log_status = outcome.status;
+        self.response_len = self.head.len() as u64;
+        self.closing = true;
+        self.request.clear();
+        self.skip = BodySkip::None;
     }
 
     /// What the socket should do now: keep it open, close it once flushed, or abort it
@@ -667,15 +748,21 @@ impl Connection {
                 }
             }
         }
-        let (body_next, body_end) = outcome.body.unwrap_or((0, 0));
+        let (body, body_next, body_end) = match outcome.body {
+            Some((body, first, end)) if first < end => (Some(body), first, end),
+            _ => (None, 0, 0),
+        };
         self.sending = Sending {
             head_sent: 0,
+            body,
             body_next,
             body_end,
+            body_confirmed: body.is_none(),
+            last_segment: None,
         };
         self.responding = true;
         self.response_started = now;
-        self.response_len = (self.head.len() + (body_end - body_next)) as u64;
+        self.response_len = self.head.len() as u64 + u64::from(body_end - body_next);
         self.request_started = if self.request.is_empty() {
             None
         } else {
@@ -771,7 +858,7 @@ impl<'h> Response<'h> {
         &mut self,
         mut head: Head<'_>,
         page: Option<&str>,
-        body: Option<(usize, usize)>,
+        body: Option<(Body, u32, u32)>,
     ) -> Outcome {
         head.date = self.date;
         head.connection = self.connection_field();
@@ -835,20 +922,14 @@ impl<'h> Response<'h> {
     }
 }
 
-/// The image range of a variant's body, `None` when empty.
-fn image_range(
-    image_base: usize,
-    body: &[u8],
-    first: u64,
-    last_inclusive: u64,
-) -> Option<(usize, usize)> {
+/// The part of a variant's body from `first` to `last_inclusive`, `None` when empty.
+fn body_range(body: Body, first: u64, last_inclusive: u64) -> Option<(Body, u32, u32)> {
     if body.is_empty() {
         return None;
     }
-    let start = (body.as_ptr() as usize).wrapping_sub(image_base);
-    let first = usize::try_from(first).ok()?;
-    let end = usize::try_from(last_inclusive).ok()?.checked_add(1)?;
-    Some((start.checked_add(first)?, start.checked_add(end)?))
+    let first = u32::try_from(first).ok()?;
+    let end = u32::try_from(last_inclusive).ok()?.checked_add(1)?;
+    (first < end && end <= body.len).then_some((body, first, end))
 }
 
 /// The variant to send for `coding`, and its Content-Encoding.
@@ -967,7 +1048,8 @@ fn respond(
     );
 
     let image = match server.site {
-        SiteSource::Ready(image) => image,
+        SiteSource::Ready(image) => image.index(),
+        SiteSource::Store(index, _) => index,
         SiteSource::Unavailable(problem) => {
             return response.page(503, problem, false, None);
         }
@@ -1010,18 +1092,14 @@ fn respond(
         Err(PathError::NotUtf8) => return not_found(&mut response, view, image),
     }
     match image.resolve(&normal) {
-        Resolved::File(entry) => serve_file(&mut response, view, image, entry),
+        Resolved::File(entry) => serve_file(&mut response, view, entry),
         Resolved::AddSlash => response.page(301, "", false, Some((&normal, query))),
         Resolved::NotFound => not_found(&mut response, view, image),
     }
 }
 
 /// 404: the site's own 404.html (negotiated like any file) or the built-in page.
-fn not_found(
-    response: &mut Response<'_>,
-    view: &RequestView<'_>,
-    image: bramble_site::SiteImage<'_>,
-) -> Outcome {
+fn not_found(response: &mut Response<'_>, view: &RequestView<'_>, image: SiteIndex<'_>) -> Outcome {
     let Some(entry) = image.not_found_page() else {
         return response.page(404, "", false, None);
     };
@@ -1032,7 +1110,7 @@ fn not_found(
         entry.brotli.is_some(),
     );
     let (variant, encoding) = select_variant(&entry, coding);
-    let len = variant.body.len() as u64;
+    let len = variant.body.len();
     let head = Head {
         content_type: Some(entry.content_type),
         content_length: Some(len),
@@ -1041,8 +1119,7 @@ fn not_found(
         vary_encoding: has_variants,
         ..Head::new(404)
     };
-    let base = image.as_bytes().as_ptr() as usize;
-    let body = image_range(base, variant.body, 0, len.saturating_sub(1));
+    let body = body_range(variant.body, 0, len.saturating_sub(1));
     response.finish(head, None, body)
 }
 
@@ -1051,7 +1128,6 @@ fn not_found(
 fn serve_file(
     response: &mut Response<'_>,
     view: &RequestView<'_>,
-    image: bramble_site::SiteImage<'_>,
     entry: FileEntry<'_>,
 ) -> Outcome {
     let has_variants = entry.gzip.is_some() || entry.brotli.is_some();
@@ -1061,7 +1137,7 @@ fn serve_file(
         entry.brotli.is_some(),
     );
     let (variant, encoding) = select_variant(&entry, coding);
-    let len = variant.body.len() as u64;
+    let len = variant.body.len();
 
     // Step 1-2: If-Match, else If-Unmodified-Since.
     let if_match = view.first("if-match").is_some();
@@ -1116,7 +1192,6 @@ fn serve_file(
         }
     }
 
-    let base = image.as_bytes().as_ptr() as usize;
     let file_head = Head {
         content_type: Some(entry.content_type),
         content_encoding: encoding,
@@ -1136,7 +1211,7 @@ fn serve_file(
             response.finish(
                 head,
                 None,
-                image_range(base, variant.body, 0, len.saturating_sub(1)),
+                body_range(variant.body, 0, len.saturating_sub(1)),
             )
         }
         RangeRequest::Part { first, last } => {
@@ -1146,7 +1221,7 @@ fn serve_file(
                 content_range: Some(ContentRange::Part { first, last, len }),
                 ..file_head
             };
-            response.finish(head, None, image_range(base, variant.body, first, last))
+            response.finish(head, None, body_range(variant.body, first, last))
         }
         RangeRequest::Unsatisfiable => {
             let head = Head {

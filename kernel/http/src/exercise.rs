@@ -91,17 +91,47 @@ pub fn run_script(server: &mut Server, script: &[u8]) {
     assert_eq!(server.counters.open_connections, open_before);
 }
 
-/// Makes a mutated image pass the length and checksum checks again (fields at bytes 16 and
-/// 20, see site/FORMAT.md), so that fuzzing reaches the table and string validation.
+/// Makes a mutated image pass the length and checksum checks again (see site/FORMAT.md: the
+/// image and body-region lengths follow the bytes given, every segment checksum and the index
+/// checksum are recomputed), so that fuzzing reaches the table and string validation.
 pub fn reseal_image(bytes: &mut [u8]) {
     if bytes.len() < bramble_site::HEADER_LEN {
         return;
     }
+    let get = |bytes: &[u8], at: usize| {
+        u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
+    };
+    let put = |bytes: &mut [u8], at: usize, value: u32| {
+        bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    };
     let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-    bytes[16..20].copy_from_slice(&len.to_le_bytes());
+    let bodies_offset = get(bytes, 48);
+    put(bytes, 60, len);
+    put(bytes, 52, len.saturating_sub(bodies_offset));
+    let index_len = (get(bytes, 16) as usize).min(bytes.len());
+    let segment_len = get(bytes, 56) as usize;
+    let segments_offset = get(bytes, 36) as usize;
+    if segment_len.is_power_of_two()
+        && segment_len >= bramble_site::MIN_SEGMENT_LEN as usize
+        && (bodies_offset as usize) < bytes.len()
+    {
+        let body_start = bodies_offset as usize;
+        let mut at = segments_offset;
+        let mut start = body_start;
+        while start < bytes.len() && at.saturating_add(4) <= index_len {
+            let end = start.saturating_add(segment_len).min(bytes.len());
+            let crc = bramble_site::crc32(&bytes[start..end]);
+            // The segment table lies in the index, before the bodies.
+            if at + 4 <= body_start {
+                put(bytes, at, crc);
+            }
+            at += 4;
+            start = end;
+        }
+    }
     let at = bramble_site::CHECKSUM_OFFSET;
     bytes[at..at + 4].copy_from_slice(&[0; 4]);
-    let crc = bramble_site::crc32(bytes);
+    let crc = bramble_site::crc32(&bytes[..index_len]);
     bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
 }
 

@@ -1,10 +1,13 @@
-//! Bramble's portable HTTP/1.1 engine: requests in, responses out of the in-RAM site image.
+//! Bramble's portable HTTP/1.1 engine: requests in, responses out of the site image.
 //!
 //! The network loop owns the sockets; this crate owns the protocol. A [`Server`] holds the
 //! site (or the reason there is none), the configuration and the counters; one
 //! [`Connection`] per TCP socket buffers received bytes, parses them with `httparse`, and
-//! hands out response bytes whose bodies are slices of the site image. Nothing allocates,
-//! nothing is computed per request beyond parsing and a binary search, nothing panics.
+//! hands out response bytes whose bodies come from the site's [`bramble_site::BodySource`]:
+//! the image in RAM ([`SiteSource::Ready`]), or a store that reads bodies from the SD card on
+//! demand and may answer "not yet" ([`SiteSource::Store`]), in which case the response waits
+//! without blocking anything else. Nothing allocates, nothing is computed per request beyond
+//! parsing and a binary search, nothing panics.
 //!
 //! Behaviour follows RFC 9110/9111/9112 as a static origin server: GET and HEAD, OPTIONS,
 //! 405 with Allow, conditional requests (ETag/If-None-Match, Last-Modified/If-Modified-Since,

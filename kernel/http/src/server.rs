@@ -1,16 +1,42 @@
 //! The shared side of the engine: the site being served, configuration, limits and counters.
 
 use bramble_hal::Instant;
-use bramble_site::SiteImage;
+use bramble_site::{BodySource, SiteImage, SiteIndex};
 
 /// What the server has to serve.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub enum SiteSource<'a> {
-    /// A validated site image.
+    /// A validated site image, bodies included, in RAM.
     Ready(SiteImage<'a>),
+    /// A validated site index whose bodies come from a source that may have to read them first
+    /// (the card store): responses wait for their bodies without blocking anything else.
+    Store(SiteIndex<'a>, &'a dyn BodySource),
     /// No usable site image; every request gets a 503 diagnostic page naming the problem
     /// (e.g. "SITE.BIN not found on the SD card" or "SITE.BIN: checksum mismatch").
     Unavailable(&'a str),
+}
+
+impl core::fmt::Debug for SiteSource<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SiteSource::Ready(image) => f.debug_tuple("Ready").field(image).finish(),
+            SiteSource::Store(index, _) => f.debug_tuple("Store").field(index).finish(),
+            SiteSource::Unavailable(problem) => {
+                f.debug_tuple("Unavailable").field(problem).finish()
+            }
+        }
+    }
+}
+
+impl<'a> SiteSource<'a> {
+    /// The site's index, when there is a site.
+    pub fn index(&self) -> Option<SiteIndex<'a>> {
+        match self {
+            SiteSource::Ready(image) => Some(image.index()),
+            SiteSource::Store(index, _) => Some(*index),
+            SiteSource::Unavailable(_) => None,
+        }
+    }
 }
 
 /// Per-connection limits: deadlines and sizes. Times are in microseconds.
@@ -109,6 +135,9 @@ pub struct Counters {
     /// buffer fills, or a line grows past any valid request line), so one byte per segment
     /// costs no more parses than the same header sent at once.
     pub header_parses: u64,
+    /// Responses whose body the body source could not deliver (a card read error or a body
+    /// failing its checksum): answered 500 if nothing had been sent, otherwise reset.
+    pub body_failures: u64,
 }
 
 impl Counters {
@@ -135,19 +164,28 @@ impl Counters {
             self.by_status[i] += 1;
         }
     }
+
+    /// Takes back one response counted with `status` (it was replaced before being sent).
+    pub(crate) fn uncount_status(&mut self, status: u16) {
+        if let Some(i) = STATUSES.iter().position(|&s| s == status) {
+            self.by_status[i] = self.by_status[i].saturating_sub(1);
+        }
+    }
 }
 
 impl core::fmt::Display for Counters {
-    /// One line: `requests=12 bytes=3456 open=2 accepted=9 timeouts=0 200=10 404=2`.
+    /// One line: `requests=12 bytes=3456 open=2 accepted=9 timeouts=0 body_failures=0 200=10
+    /// 404=2`.
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
-            "requests={} bytes={} open={} accepted={} timeouts={}",
+            "requests={} bytes={} open={} accepted={} timeouts={} body_failures={}",
             self.requests,
             self.bytes_sent,
             self.open_connections,
             self.connections_accepted,
-            self.timeouts
+            self.timeouts,
+            self.body_failures
         )?;
         for (status, count) in STATUSES.iter().zip(self.by_status.iter()) {
             if *count > 0 {

@@ -26,10 +26,10 @@ use sha2::{Digest, Sha256};
 use compress::{CompressionCache, Encoding};
 use walk::SourceFile;
 
-/// The largest image the packer makes: 400 MiB. A Pi B+ has 512 MB shared with the GPU; with
-/// `gpu_mem=16` the ARM gets 496 MB, and the kernel, stacks, socket buffers and heap need well
-/// under the remaining 96 MB.
-pub const MAX_IMAGE_BYTES: u64 = 400 * 1024 * 1024;
+/// The largest image the packer makes: 4 GiB less one byte, the most a FAT32 file can hold
+/// (and the most the format's 32-bit offsets reach). The kernel reads only the image's index
+/// at boot and bodies on demand, so the card, not the Pi's RAM, bounds the site.
+pub const MAX_IMAGE_BYTES: u64 = u32::MAX as u64;
 
 /// Everything `bramble pack` can be told.
 #[derive(Clone, Debug)]
@@ -47,7 +47,7 @@ pub struct PackOptions {
 }
 
 impl Default for PackOptions {
-    /// Pure defaults, no environment: no dotfiles, no cache, mtimes, 400 MiB, no progress bar.
+    /// Pure defaults, no environment: no dotfiles, no cache, mtimes, 4 GiB, no progress bar.
     fn default() -> Self {
         PackOptions {
             include_dotfiles: false,
@@ -212,10 +212,10 @@ pub enum PackError {
         /// The site folder.
         dir: PathBuf,
     },
-    /// The site does not fit in the Pi's RAM.
+    /// The site does not fit in one SITE.BIN.
     #[error(
-        "the site is too big for a Pi B+: {what} is {bytes} bytes ({}), the limit is {limit} bytes \
-         ({}) to leave RAM for the kernel; remove at least {} of files",
+        "the site is too big: {what} is {bytes} bytes ({}), the limit is {limit} bytes ({}), \
+         the most one FAT32 file holds; remove at least {} of files",
         human(*bytes), human(*limit), human(bytes.saturating_sub(*limit))
     )]
     TooLarge {

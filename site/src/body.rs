@@ -1,0 +1,64 @@
+//! Response bodies by reference: where a body lies in the image, and the trait through which the
+//! HTTP engine asks for its bytes (the image in RAM, or a store reading them from the card).
+
+/// Where one body (one encoding of one file) lies in the body region of its image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Body {
+    /// Position of the file in the path-sorted table (for log lines that name the file).
+    pub file: u32,
+    /// Offset of the body from the start of the body region.
+    pub offset: u32,
+    /// Length in bytes.
+    pub len: u32,
+}
+
+impl Body {
+    /// Length in bytes, as the `u64` that HTTP lengths use.
+    pub const fn len(&self) -> u64 {
+        self.len as u64
+    }
+
+    /// True for an empty body.
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// One request for body bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyRequest {
+    /// The body.
+    pub body: Body,
+    /// Offset inside the body of the first byte wanted.
+    pub offset: u32,
+    /// True for the first request a response makes for the piece of the body that holds
+    /// `offset` (so that a store counts one cache hit or miss per response and piece, not one
+    /// per call).
+    pub lookup: bool,
+}
+
+/// What a [`BodySource`] answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyStatus {
+    /// This many bytes, verified, were copied to the start of the output (0 when the output
+    /// was empty: the bytes at the offset are available now).
+    Ready(usize),
+    /// Not available yet (being read from the card): ask again later. The source makes sure
+    /// the network loop runs again when it has them.
+    Pending,
+    /// The bytes cannot be had: the card failed to read them or they failed their checksum.
+    /// They must not be sent. A later request reads them again.
+    Failed,
+}
+
+/// Where the HTTP engine gets response bodies from.
+///
+/// Implementations never block: a body that is not in RAM yet is [`BodyStatus::Pending`]
+/// while the source reads it in the background. They must not panic for any request (an
+/// out-of-range one is [`BodyStatus::Failed`]).
+pub trait BodySource {
+    /// Copies verified bytes of `request.body`, from `request.offset` on, into `out` (as many
+    /// as are available in one piece, at most `out.len()`). Called with an empty `out` it only
+    /// asks whether the bytes at the offset are available (and starts reading them if not).
+    fn read(&self, request: BodyRequest, out: &mut [u8]) -> BodyStatus;
+}
