@@ -1,13 +1,21 @@
 //! A small mDNS responder (RFC 6762) for one name, `<hostname>.local`, and one IPv4 address.
 //!
 //! It answers A (and ANY) questions for its name, probes for the name before using it
-//! (three probes 250 ms apart, §8.1), announces the address twice a second apart (§8.3),
-//! and on a conflict (another host answering for the name with a different address, during
-//! probing or after) picks the next name, `<hostname>-2`, `-3`, ..., and probes again (§9).
-//! Simultaneous probes are tie-broken (§8.2) on the one A record: the numerically later
-//! address keeps the name. Kept simple on purpose: no known-answer suppression, no
-//! duplicate-answer suppression, no IPv6. Legacy unicast queries (source port not 5353, §6.7) get a unicast
-//! reply with the query's ID, the question echoed and a 10 s TTL.
+//! (three probes 250 ms apart, §8.1) and announces the address twice a second apart (§8.3).
+//! Conflicts (§8-9): a response contradicting our record while probing means the name is
+//! taken, so the next one is tried, `<hostname>-2`, `-3`, ...; a simultaneous probe is
+//! tie-broken on the records proposed (§8.2), and the loser waits a second and probes for
+//! the same name again; a contradicting response once the name is ours sends us back to
+//! probing for the same name (§9), so only a host that really holds the name (and answers
+//! the probes) renames us. A renamed responder tries its own name again after a minute,
+//! then at doubling intervals up to an hour, so that one forged or stale response never
+//! renames the host for good. After 15 conflicts in 10 s every probe waits 5 s (§8.1).
+//!
+//! Only the link is listened to (§11, §5.5): a datagram sent straight to our address, or a
+//! legacy query that would be answered straight back, is ignored unless its source is on
+//! our subnet (or IPv4 link-local). Legacy unicast queries (source port not 5353, §6.7) get
+//! a unicast reply with the query's ID, the question echoed and a 10 s TTL. Kept simple on
+//! purpose: no known-answer suppression, no duplicate-answer suppression, no IPv6.
 //!
 //! This module is socket-free: it reads datagrams and writes datagrams into caller buffers,
 //! so it is tested with byte fixtures. The appliance wires it to a UDP socket on port 5353
@@ -43,8 +51,8 @@ const PROBE_INTERVAL_US: u64 = 250_000;
 const PROBE_COUNT: u8 = 3;
 const ANNOUNCE_INTERVAL_US: u64 = 1_000_000;
 const ANNOUNCE_COUNT: u8 = 2;
-/// Conflicts handled within this window before the responder backs off (RFC 6762 §8.1:
-/// after 15 conflicts in 10 s, wait 5 s before probing again).
+/// The wait before each probe after a burst of conflicts (RFC 6762 §8.1: after 15
+/// conflicts in 10 s, wait 5 s before each further probe attempt).
 const CONFLICT_BACKOFF_US: u64 = 5_000_000;
 
 /// Why a name could not be used, or a datagram could not be read.
@@ -89,6 +97,56 @@ pub enum ResponderState {
     Ready,
 }
 
+/// Our IPv4 address on the link and the length of its subnet prefix: what the responder
+/// answers with, and what tells an on-link source from one behind a router.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LinkAddress {
+    /// The interface's address.
+    pub address: [u8; 4],
+    /// Length of the subnet prefix (24 for a /24); values above 32 count as 32.
+    pub prefix_len: u8,
+}
+
+impl LinkAddress {
+    /// Whether `source` is on the local link (RFC 6762 §11): inside our subnet, or an IPv4
+    /// link-local address (169.254/16, on-link by definition, RFC 3927 §2.6), as a host that
+    /// has not got a lease yet uses.
+    pub fn is_on_link(&self, source: [u8; 4]) -> bool {
+        let bits = u32::from(self.prefix_len.min(32));
+        let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+        let same_subnet =
+            u32::from_be_bytes(self.address) & mask == u32::from_be_bytes(source) & mask;
+        same_subnet || source[..2] == [169, 254]
+    }
+}
+
+/// Where a received datagram came from, and how it was addressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin {
+    /// The source address.
+    pub address: [u8; 4],
+    /// The source port (5353 for a full mDNS querier, another for a legacy resolver).
+    pub port: u16,
+    /// Sent to the mDNS group 224.0.0.251; false for a datagram sent straight to our
+    /// address (or a broadcast), which a router may have forwarded from anywhere.
+    pub to_group: bool,
+}
+
+/// First wait before a responder that had to take a suffixed name tries its own name again
+/// (the conflict may have been a single forged or stale response, or the other host left).
+const RECLAIM_FIRST_US: u64 = 60_000_000;
+/// Longest wait between two tries for the own name: the wait doubles after each try that
+/// found the name still taken.
+const RECLAIM_MAX_US: u64 = 3_600_000_000;
+/// How long a host that lost a simultaneous-probe tie-break waits before probing for the
+/// same name again (RFC 6762 §8.2).
+const TIE_BREAK_WAIT_US: u64 = 1_000_000;
+/// Conflicts in [`CONFLICT_WINDOW_US`] after which every further probe waits
+/// [`CONFLICT_BACKOFF_US`] (RFC 6762 §8.1: 15 conflicts in 10 s, then 5 s).
+const CONFLICT_BURST: usize = 15;
+/// The window for [`CONFLICT_BURST`].
+const CONFLICT_WINDOW_US: u64 = 10_000_000;
+
 /// The responder for one host name.
 #[derive(Debug)]
 pub struct MdnsResponder {
@@ -96,11 +154,21 @@ pub struct MdnsResponder {
     name: String<MAX_LABEL_LEN>,
     /// Number appended after conflicts (1 = no suffix).
     attempt: u32,
-    address: Option<[u8; 4]>,
+    address: Option<LinkAddress>,
     state: ResponderState,
     /// First-probe delay (RFC 6762 §8.1: a random 0-250 ms), fixed per device.
     jitter_us: u64,
+    /// When the last [`CONFLICT_BURST`] conflicts happened (a ring, oldest at `conflict_next`).
+    recent_conflicts: [Option<Instant>; CONFLICT_BURST],
+    conflict_next: usize,
+    /// Conflicts seen since start.
     conflicts: u32,
+    /// When to try the own name again, while a suffixed one is in use.
+    reclaim_at: Option<Instant>,
+    /// The wait before the next such try.
+    reclaim_wait_us: u64,
+    /// Datagrams ignored because they came from off the link.
+    off_link: u32,
 }
 
 fn valid_label(label: &str) -> bool {
@@ -109,6 +177,18 @@ fn valid_label(label: &str) -> bool {
         && label
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+/// What another host's datagram says about our name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Claim {
+    /// Nothing against us: not about our name, our own probe echoed, or a simultaneous
+    /// probe that loses the tie-break.
+    None,
+    /// A response with a record for our name that contradicts ours (§9).
+    Answered,
+    /// A simultaneous probe for our name that wins the tie-break (§8.2).
+    ProbeWins,
 }
 
 impl MdnsResponder {
@@ -128,7 +208,12 @@ impl MdnsResponder {
             address: None,
             state: ResponderState::Idle,
             jitter_us: u64::from(seed) % PROBE_INTERVAL_US,
+            recent_conflicts: [None; CONFLICT_BURST],
+            conflict_next: 0,
             conflicts: 0,
+            reclaim_at: None,
+            reclaim_wait_us: RECLAIM_FIRST_US,
+            off_link: 0,
         })
     }
 
@@ -142,13 +227,29 @@ impl MdnsResponder {
         self.state
     }
 
-    /// Sets the address to answer with (`None` when the interface has none) and starts
-    /// probing afresh when it changed.
-    pub fn set_address(&mut self, address: Option<[u8; 4]>, now: Instant) {
+    /// Conflicts seen since start (responses contradicting our record, lost tie-breaks).
+    pub fn conflicts(&self) -> u32 {
+        self.conflicts
+    }
+
+    /// Datagrams ignored since start because they came from off the link (§11).
+    pub fn off_link_ignored(&self) -> u32 {
+        self.off_link
+    }
+
+    /// Sets the address to answer with (`None` when the interface has none). A new address
+    /// starts probing afresh for the configured hostname: on another network, or with
+    /// another address, an old conflict says nothing.
+    pub fn set_address(&mut self, address: Option<LinkAddress>, now: Instant) {
         if self.address == address {
             return;
         }
         self.address = address;
+        self.reclaim_at = None;
+        self.reclaim_wait_us = RECLAIM_FIRST_US;
+        if address.is_some() {
+            self.use_base_name();
+        }
         self.state = match address {
             None => ResponderState::Idle,
             Some(_) => ResponderState::Probing {
@@ -158,20 +259,21 @@ impl MdnsResponder {
         };
     }
 
-    /// When [`MdnsResponder::poll`] next has something to send.
+    /// When [`MdnsResponder::poll`] next has something to do.
     pub fn next_deadline(&self) -> Option<Instant> {
         match self.state {
             ResponderState::Probing { next, .. } | ResponderState::Announcing { next, .. } => {
                 Some(next)
             }
-            ResponderState::Idle | ResponderState::Ready => None,
+            ResponderState::Ready => self.reclaim_at,
+            ResponderState::Idle => None,
         }
     }
 
     /// Advances probing and announcing; returns the length of a datagram written into `out`
     /// for the multicast group, if one is due. `out` should hold at least 512 bytes.
     pub fn poll(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
-        let address = self.address?;
+        let address = self.address?.address;
         match self.state {
             ResponderState::Probing { sent, next } if now >= next => {
                 if sent < PROBE_COUNT {
@@ -183,6 +285,16 @@ impl MdnsResponder {
                     write_probe(&self.name, address, sent == 0, out)
                 } else {
                     log::info!("mdns: {}.local is ours", self.name);
+                    if self.attempt > 1 {
+                        // A suffixed name: try the own one again later, less often each time
+                        // it is still taken.
+                        self.reclaim_at = Some(now.add_micros(self.reclaim_wait_us));
+                        self.reclaim_wait_us =
+                            self.reclaim_wait_us.saturating_mul(2).min(RECLAIM_MAX_US);
+                    } else {
+                        self.reclaim_at = None;
+                        self.reclaim_wait_us = RECLAIM_FIRST_US;
+                    }
                     self.state = ResponderState::Announcing { sent: 0, next: now };
                     self.poll(now, out)
                 }
@@ -198,56 +310,66 @@ impl MdnsResponder {
                 };
                 write_answer(&self.name, address, None, out)
             }
+            ResponderState::Ready if self.reclaim_at.is_some_and(|at| now >= at) => {
+                self.reclaim_at = None;
+                log::info!(
+                    "mdns: trying {}.local again (in use meanwhile: {}.local)",
+                    self.base,
+                    self.name
+                );
+                self.use_base_name();
+                self.state = ResponderState::Probing { sent: 0, next: now };
+                self.poll(now, out)
+            }
             _ => None,
         }
     }
 
-    /// Handles one received datagram from `source` (address, port). Returns the length and
-    /// destination of a reply written into `out`, if one is owed. Malformed datagrams are
-    /// ignored (returned as an error for the caller to count).
+    /// Handles one received datagram. Returns the length and destination of a reply written
+    /// into `out`, if one is owed. Malformed datagrams are ignored (returned as an error for
+    /// the caller to count); so are datagrams from off the link that were sent straight to us
+    /// or would be answered straight back (RFC 6762 §11, §5.5: a router may have forwarded
+    /// them from anywhere, and the answer would go back through it).
     pub fn handle(
         &mut self,
         datagram: &[u8],
-        source: ([u8; 4], u16),
+        origin: Origin,
         now: Instant,
         out: &mut [u8],
     ) -> Result<Option<(usize, Destination)>, MdnsError> {
-        let Some(address) = self.address else {
+        let Some(link) = self.address else {
             return Ok(None);
         };
+        let address = link.address;
         let message = Message::parse(datagram)?;
+        let unicast_reply = origin.port != MDNS_PORT;
+        if (!origin.to_group || unicast_reply) && !link.is_on_link(origin.address) {
+            self.off_link = self.off_link.saturating_add(1);
+            return Ok(None);
+        }
         let labels = [self.name.as_bytes(), b"local".as_slice()];
         if message.flags & FLAG_RESPONSE != 0 {
-            // A response: does someone else claim our name with another address?
+            // A response: does someone else claim our name with another address (§9)?
             let mut offset = message.records_start;
-            for _ in 0..message.record_count {
+            for _ in 0..message.record_count() {
                 let (record, next) = read_record(datagram, offset)?;
                 offset = next;
                 if record.rtype == TYPE_A
                     && name_matches(datagram, record.name_offset, &labels)?
                     && record.data != address
                 {
-                    self.on_conflict(now);
+                    self.on_conflict(now, Claim::Answered);
                     return Ok(None);
                 }
             }
             return Ok(None);
         }
         if let ResponderState::Probing { .. } = self.state {
-            // Simultaneous probe tie-break (§8.2), for our one A record: another host
-            // probing for the same name proposes its address in the authority section; the
-            // lexicographically later address wins, and the loser picks another name.
-            let mut offset = message.records_start;
-            for _ in 0..message.record_count {
-                let (record, next) = read_record(datagram, offset)?;
-                offset = next;
-                if record.rtype == TYPE_A
-                    && name_matches(datagram, record.name_offset, &labels)?
-                    && record.data > address.as_slice()
-                {
-                    self.on_conflict(now);
-                    return Ok(None);
-                }
+            // A query while probing: another host probing for the same name puts its
+            // proposed records in the authority section; the tie-break (§8.2) decides.
+            let claim = tie_break(datagram, &message, &labels, address)?;
+            if claim != Claim::None {
+                self.on_conflict(now, claim);
             }
             // Not ours yet: nothing to answer with.
             return Ok(None);
@@ -274,20 +396,64 @@ impl MdnsResponder {
         if asked.is_none() {
             return Ok(None);
         }
-        let (ip, port) = source;
-        if port != MDNS_PORT {
+        if unicast_reply {
             // Legacy unicast resolver (§6.7): same ID, question echoed, short TTL.
             let len = write_answer(&self.name, address, Some(message.id), out);
-            Ok(len.map(|len| (len, Destination::Unicast(ip, port))))
+            Ok(len.map(|len| (len, Destination::Unicast(origin.address, origin.port))))
         } else {
             Ok(write_answer(&self.name, address, None, out)
                 .map(|len| (len, Destination::Multicast)))
         }
     }
 
-    fn on_conflict(&mut self, now: Instant) {
-        self.conflicts += 1;
-        self.attempt += 1;
+    /// Back to the configured hostname, without a suffix.
+    fn use_base_name(&mut self) {
+        self.attempt = 1;
+        self.name = self.base.clone();
+    }
+
+    /// Another host claims the name. While probing, a contradicting response means the name
+    /// is taken: pick the next one (§8.1); a lost tie-break means waiting a second and
+    /// probing again for the same name (§8.2), which the winner will then answer. Once the
+    /// name is ours, a contradicting response sends us back to probing for the same name
+    /// (§9): a single forged or stale response does not rename the host, a real owner
+    /// answers the probes and does.
+    fn on_conflict(&mut self, now: Instant, claim: Claim) {
+        self.conflicts = self.conflicts.saturating_add(1);
+        self.recent_conflicts[self.conflict_next] = Some(now);
+        self.conflict_next = (self.conflict_next + 1) % CONFLICT_BURST;
+        // The oldest of the last 15 conflicts (this one included), if there were 15.
+        let burst = self.recent_conflicts[self.conflict_next]
+            .is_some_and(|oldest| now.micros_since(oldest) < CONFLICT_WINDOW_US);
+        let mut delay = if burst {
+            CONFLICT_BACKOFF_US
+        } else {
+            self.jitter_us
+        };
+        let probing = matches!(self.state, ResponderState::Probing { .. });
+        if !probing {
+            log::warn!(
+                "mdns: another host answers for {}.local; probing for it again",
+                self.name
+            );
+        } else if claim == Claim::ProbeWins {
+            log::info!(
+                "mdns: lost a simultaneous probe for {}.local; probing again in 1 s",
+                self.name
+            );
+            delay = delay.max(TIE_BREAK_WAIT_US);
+        } else {
+            self.rename();
+        }
+        self.state = ResponderState::Probing {
+            sent: 0,
+            next: now.add_micros(delay),
+        };
+    }
+
+    /// Picks the next name: the hostname with `-2`, `-3`, ... (trimmed to fit a label).
+    fn rename(&mut self) {
+        self.attempt = self.attempt.saturating_add(1);
         let mut name: String<MAX_LABEL_LEN> = String::new();
         let mut suffix: String<12> = String::new();
         // Cannot fail: "-" and a u32 fit in 12 bytes.
@@ -302,16 +468,48 @@ impl MdnsResponder {
             name
         );
         self.name = name;
-        let delay = if self.conflicts >= 15 {
-            CONFLICT_BACKOFF_US
-        } else {
-            self.jitter_us
-        };
-        self.state = ResponderState::Probing {
-            sent: 0,
-            next: now.add_micros(delay),
-        };
     }
+}
+
+/// The simultaneous-probe tie-break (RFC 6762 §8.2) between our one record (class IN,
+/// type A, our address) and the records another host's probe proposes for our name in its
+/// authority section. The sets are compared in sorted order (class, then type, then rdata
+/// as unsigned bytes); with one record of ours that comes down to: we win if any of theirs
+/// sorts before ours, tie (it is our own probe echoed) if theirs is exactly ours, and lose
+/// otherwise (theirs all sort after ours, or they propose ours and more).
+fn tie_break(
+    datagram: &[u8],
+    message: &Message,
+    labels: &[&[u8]],
+    address: [u8; 4],
+) -> Result<Claim, MdnsError> {
+    let mut offset = message.records_start;
+    for _ in 0..message.answers {
+        offset = read_record(datagram, offset)?.1;
+    }
+    let ours = (CLASS_IN, TYPE_A, address.as_slice());
+    let mut theirs = 0u32;
+    let mut equal = 0u32;
+    for _ in 0..message.authorities {
+        let (record, next) = read_record(datagram, offset)?;
+        offset = next;
+        if !name_matches(datagram, record.name_offset, labels)? {
+            continue;
+        }
+        let key = (record.class & !CACHE_FLUSH, record.rtype, record.data);
+        theirs += 1;
+        match key.cmp(&ours) {
+            // Ours sorts later: we win, and carry on probing.
+            core::cmp::Ordering::Less => return Ok(Claim::None),
+            core::cmp::Ordering::Equal => equal += 1,
+            core::cmp::Ordering::Greater => {}
+        }
+    }
+    Ok(match (theirs, equal) {
+        (0, _) => Claim::None,
+        (1, 1) => Claim::None,
+        _ => Claim::ProbeWins,
+    })
 }
 
 /// The parts of a DNS message header the responder needs.
@@ -319,8 +517,9 @@ struct Message {
     id: u16,
     flags: u16,
     questions: u16,
-    /// Answer, authority and additional records together.
-    record_count: u32,
+    answers: u16,
+    authorities: u16,
+    additionals: u16,
     /// Offset of the first record after the questions.
     records_start: usize,
 }
@@ -342,11 +541,16 @@ impl Message {
             id: read_u16(data, 0)?,
             flags: read_u16(data, 2)?,
             questions,
-            record_count: u32::from(read_u16(data, 6)?)
-                + u32::from(read_u16(data, 8)?)
-                + u32::from(read_u16(data, 10)?),
+            answers: read_u16(data, 6)?,
+            authorities: read_u16(data, 8)?,
+            additionals: read_u16(data, 10)?,
             records_start: offset,
         })
+    }
+
+    /// Answer, authority and additional records together.
+    fn record_count(&self) -> u32 {
+        u32::from(self.answers) + u32::from(self.authorities) + u32::from(self.additionals)
     }
 }
 
@@ -354,6 +558,7 @@ impl Message {
 struct Record<'a> {
     name_offset: usize,
     rtype: u16,
+    class: u16,
     data: &'a [u8],
 }
 
@@ -361,6 +566,7 @@ fn read_record(data: &[u8], offset: usize) -> Result<(Record<'_>, usize), MdnsEr
     let name_offset = offset;
     let offset = skip_name(data, offset)?;
     let rtype = read_u16(data, offset)?;
+    let class = read_u16(data, offset + 2)?;
     let len = usize::from(read_u16(data, offset + 8)?);
     let start = offset + 10;
     let rdata = data.get(start..start + len).ok_or(MdnsError::Malformed)?;
@@ -368,6 +574,7 @@ fn read_record(data: &[u8], offset: usize) -> Result<(Record<'_>, usize), MdnsEr
         Record {
             name_offset,
             rtype,
+            class,
             data: rdata,
         },
         start + len,
@@ -523,7 +730,16 @@ mod tests {
     use std::vec::Vec;
 
     const ADDR: [u8; 4] = [192, 168, 77, 2];
-    const LAPTOP: ([u8; 4], u16) = ([192, 168, 77, 1], MDNS_PORT);
+    const LINK: LinkAddress = LinkAddress {
+        address: ADDR,
+        prefix_len: 24,
+    };
+    /// A full mDNS querier on the link, sending to the group.
+    const LAPTOP: Origin = Origin {
+        address: [192, 168, 77, 1],
+        port: MDNS_PORT,
+        to_group: true,
+    };
 
     /// A query as `avahi-resolve -4 -n bramble.local` sends it: ID 0, one question, QM.
     fn query(name: &[&str], qtype: u16, id: u16) -> Vec<u8> {
@@ -554,7 +770,7 @@ mod tests {
     fn ready_responder() -> (MdnsResponder, Instant) {
         let mut r = MdnsResponder::new("bramble", 0).unwrap();
         let mut now = Instant::from_micros(1_000_000);
-        r.set_address(Some(ADDR), now);
+        r.set_address(Some(LINK), now);
         let mut out = [0u8; 512];
         for _ in 0..20 {
             r.poll(now, &mut out);
@@ -591,7 +807,7 @@ mod tests {
         let mut out = [0u8; 512];
         let start = Instant::from_micros(5_000_000);
         assert_eq!(r.poll(start, &mut out), None, "silent without an address");
-        r.set_address(Some(ADDR), start);
+        r.set_address(Some(LINK), start);
         assert_eq!(r.next_deadline(), Some(start.add_micros(100_000)));
         assert_eq!(r.poll(start, &mut out), None, "waits for its jitter");
 
@@ -688,7 +904,15 @@ mod tests {
         let mut out = [0u8; 512];
         let q = query(&["bramble", "local"], TYPE_A, 0xbeef);
         let (len, dest) = r
-            .handle(&q, ([192, 168, 77, 1], 40000), now, &mut out)
+            .handle(
+                &q,
+                Origin {
+                    port: 40000,
+                    ..LAPTOP
+                },
+                now,
+                &mut out,
+            )
             .unwrap()
             .unwrap();
         assert_eq!(dest, Destination::Unicast([192, 168, 77, 1], 40000));
@@ -703,7 +927,7 @@ mod tests {
     fn conflict_while_probing_renames_and_probes_again() {
         let mut r = MdnsResponder::new("bramble", 0).unwrap();
         let now = Instant::from_micros(1_000);
-        r.set_address(Some(ADDR), now);
+        r.set_address(Some(LINK), now);
         let mut out = [0u8; 512];
         assert!(r.poll(now, &mut out).is_some());
         let claim = foreign_answer("bramble", [192, 168, 77, 9]);
@@ -742,26 +966,67 @@ mod tests {
         p
     }
 
+    /// Polls `r` until it is ready, from `now`; returns when that was.
+    fn run_until_ready(r: &mut MdnsResponder, mut now: Instant) -> Instant {
+        let mut out = [0u8; 512];
+        for _ in 0..20 {
+            r.poll(now, &mut out);
+            if r.state() == ResponderState::Ready {
+                return now;
+            }
+            now = r
+                .next_deadline()
+                .expect("probing or announcing has a deadline");
+        }
+        panic!("not ready after 20 steps: {:?}", r.state());
+    }
+
+    /// The name in a probe or announcement written by the responder.
+    fn name_in(datagram: &[u8]) -> String<MAX_LABEL_LEN> {
+        let len = usize::from(datagram[12]);
+        let mut name = String::new();
+        name.push_str(core::str::from_utf8(&datagram[13..13 + len]).unwrap())
+            .unwrap();
+        name
+    }
+
     #[test]
     fn simultaneous_probe_tie_break_by_address() {
         let mut out = [0u8; 512];
         let now = Instant::from_micros(0);
         // A lower address probing for our name loses to us: we keep probing for it.
         let mut r = MdnsResponder::new("bramble", 0).unwrap();
-        r.set_address(Some(ADDR), now);
+        r.set_address(Some(LINK), now);
         r.poll(now, &mut out);
         let lower = foreign_probe("bramble", [192, 168, 77, 1]);
         assert_eq!(r.handle(&lower, LAPTOP, now, &mut out), Ok(None));
         assert_eq!(r.name(), "bramble");
+        assert!(matches!(r.state(), ResponderState::Probing { sent: 1, .. }));
         // Our own probe echoed back is no conflict either.
         assert_eq!(
             r.handle(&foreign_probe("bramble", ADDR), LAPTOP, now, &mut out),
             Ok(None)
         );
         assert_eq!(r.name(), "bramble");
-        // A higher address wins: we rename and probe again.
+        assert_eq!(r.conflicts(), 0);
+        // A higher address wins: we defer, wait a second and probe for the same name again
+        // (§8.2); the name is only given up when the winner then answers for it.
         let higher = foreign_probe("BRAMBLE", [192, 168, 77, 200]);
         assert_eq!(r.handle(&higher, LAPTOP, now, &mut out), Ok(None));
+        assert_eq!(r.name(), "bramble");
+        let again = now.add_micros(TIE_BREAK_WAIT_US);
+        assert_eq!(
+            r.state(),
+            ResponderState::Probing {
+                sent: 0,
+                next: again
+            }
+        );
+        assert_eq!(r.poll(Instant(again.0 - 1), &mut out), None);
+        let len = r.poll(again, &mut out).expect("probe again");
+        assert_eq!(name_in(&out[..len]), "bramble");
+        let answer = foreign_answer("bramble", [192, 168, 77, 200]);
+        assert_eq!(r.handle(&answer, LAPTOP, again, &mut out), Ok(None));
         assert_eq!(r.name(), "bramble-2");
         // Once the name is ours, another host's probe is answered (defended).
         let (mut r, t) = ready_responder();
@@ -775,19 +1040,175 @@ mod tests {
         assert_eq!(r.name(), "bramble");
     }
 
+    /// A probe from another host for `name` proposing the records `(class, type, rdata)`.
+    fn probe_with(name: &str, records: &[(u16, u16, &[u8])]) -> Vec<u8> {
+        let mut p = std::vec![0, 0, 0, 0, 0, 1, 0, 0, 0, records.len() as u8, 0, 0];
+        p.push(name.len() as u8);
+        p.extend_from_slice(name.as_bytes());
+        p.extend_from_slice(b"\x05local\x00\x00\xff\x00\x01");
+        for (class, rtype, data) in records {
+            p.extend_from_slice(&[0xc0, 12]);
+            p.extend_from_slice(&rtype.to_be_bytes());
+            p.extend_from_slice(&class.to_be_bytes());
+            p.extend_from_slice(&[0, 0, 0, 120]);
+            p.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            p.extend_from_slice(data);
+        }
+        p
+    }
+
     #[test]
-    fn conflict_after_ready_reprobes_and_long_names_are_trimmed() {
+    fn tie_break_compares_class_then_type_then_data_over_the_whole_set() {
+        const AAAA: u16 = 28;
+        let v6 = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        let lower = [192, 168, 77, 1];
+        let cases: [(&str, Vec<u8>, bool); 6] = [
+            // An IPv6-only host: AAAA (28) sorts after A (1), so it wins.
+            ("aaaa only", probe_with("bramble", &[(1, AAAA, &v6)]), true),
+            // Its A record sorts before ours: we win, whatever else it proposes.
+            (
+                "lower a and aaaa",
+                probe_with("bramble", &[(1, AAAA, &v6), (1, TYPE_A, &lower)]),
+                false,
+            ),
+            // The same A record as ours and one more: the longer set wins.
+            (
+                "ours and more",
+                probe_with("bramble", &[(1, TYPE_A, &ADDR), (1, AAAA, &v6)]),
+                true,
+            ),
+            // The cache-flush bit is not part of the class.
+            (
+                "flush bit",
+                probe_with("bramble", &[(CLASS_IN | CACHE_FLUSH, TYPE_A, &lower)]),
+                false,
+            ),
+            // A lower class sorts first, a higher one last.
+            ("class 0", probe_with("bramble", &[(0, AAAA, &v6)]), false),
+            // Records for another name do not count.
+            ("other name", probe_with("other", &[(1, AAAA, &v6)]), false),
+        ];
+        for (label, probe, they_win) in cases {
+            let mut r = MdnsResponder::new("bramble", 0).unwrap();
+            let now = Instant::from_micros(0);
+            r.set_address(Some(LINK), now);
+            let mut out = [0u8; 512];
+            r.poll(now, &mut out);
+            assert_eq!(r.handle(&probe, LAPTOP, now, &mut out), Ok(None), "{label}");
+            assert_eq!(r.conflicts(), u32::from(they_win), "{label}");
+            let deferred = r.next_deadline() == Some(now.add_micros(TIE_BREAK_WAIT_US));
+            assert_eq!(deferred, they_win, "{label}");
+            assert_eq!(r.name(), "bramble", "{label}");
+        }
+    }
+
+    #[test]
+    fn one_forged_response_after_ready_does_not_rename() {
+        // Review L5: a single forged response renamed the host for good. Once the name is
+        // ours, a contradicting response sends us back to probing for the same name (§9);
+        // nobody answers the probes, so the name stays.
+        let (mut r, now) = ready_responder();
+        let mut out = [0u8; 512];
+        let forged = foreign_answer("bramble", [192, 168, 77, 66]);
+        assert_eq!(r.handle(&forged, LAPTOP, now, &mut out), Ok(None));
+        assert_eq!(r.name(), "bramble");
+        assert!(matches!(r.state(), ResponderState::Probing { sent: 0, .. }));
+        let mut probes = Vec::new();
+        let mut t = now;
+        while r.state() != ResponderState::Ready {
+            if let Some(len) = r.poll(t, &mut out) {
+                probes.push(name_in(&out[..len]));
+            }
+            t = r.next_deadline().unwrap_or(t);
+        }
+        assert!(probes.iter().all(|name| name == "bramble"), "{probes:?}");
+        assert_eq!(r.name(), "bramble");
+        assert_eq!(r.next_deadline(), None, "nothing to reclaim");
+        assert!(
+            r.handle(
+                &query(&["bramble", "local"], TYPE_A, 0),
+                LAPTOP,
+                t,
+                &mut out
+            )
+            .unwrap()
+            .is_some()
+        );
+    }
+
+    #[test]
+    fn a_name_taken_while_probing_is_tried_again_with_back_off() {
+        let mut r = MdnsResponder::new("bramble", 0).unwrap();
+        let start = Instant::from_micros(0);
+        r.set_address(Some(LINK), start);
+        let mut out = [0u8; 512];
+        r.poll(start, &mut out);
+        let owner = [192, 168, 77, 9];
+        r.handle(&foreign_answer("bramble", owner), LAPTOP, start, &mut out)
+            .unwrap();
+        assert_eq!(r.name(), "bramble-2");
+        let ready = run_until_ready(&mut r, start);
+        // The own name is tried again after a minute, then at doubling intervals while the
+        // owner keeps defending it.
+        let announcing = u64::from(ANNOUNCE_COUNT - 1) * ANNOUNCE_INTERVAL_US;
+        let mut expected_wait = RECLAIM_FIRST_US;
+        let mut at = ready;
+        for _ in 0..8 {
+            let reclaim = r.next_deadline().expect("a reclaim is scheduled");
+            // Counted from the end of probing; the announcements took the rest.
+            assert_eq!(reclaim.micros_since(at), expected_wait - announcing);
+            assert_eq!(r.poll(Instant(reclaim.0 - 1), &mut out), None);
+            let len = r.poll(reclaim, &mut out).expect("a probe for the own name");
+            assert_eq!(name_in(&out[..len]), "bramble");
+            // The owner answers the probe: back to the suffixed name.
+            r.handle(&foreign_answer("bramble", owner), LAPTOP, reclaim, &mut out)
+                .unwrap();
+            assert_eq!(r.name(), "bramble-2");
+            at = run_until_ready(&mut r, reclaim);
+            expected_wait = (expected_wait * 2).min(RECLAIM_MAX_US);
+        }
+        assert_eq!(
+            expected_wait, RECLAIM_MAX_US,
+            "the wait is capped at an hour"
+        );
+        // The owner leaves: the next try takes the name back, and nothing more is scheduled.
+        let reclaim = r.next_deadline().unwrap();
+        r.poll(reclaim, &mut out);
+        let back = run_until_ready(&mut r, reclaim);
+        assert_eq!(r.name(), "bramble");
+        assert_eq!(r.next_deadline(), None);
+        assert!(
+            r.handle(
+                &query(&["bramble", "local"], TYPE_A, 0),
+                LAPTOP,
+                back,
+                &mut out
+            )
+            .unwrap()
+            .is_some()
+        );
+        // And a later forced rename starts again from a one-minute wait.
+        r.set_address(None, back);
+        r.set_address(Some(LINK), back);
+        r.poll(back, &mut out);
+        r.handle(&foreign_answer("bramble", owner), LAPTOP, back, &mut out)
+            .unwrap();
+        let ready = run_until_ready(&mut r, back);
+        assert_eq!(
+            r.next_deadline().map(|t| t.micros_since(ready)),
+            Some(RECLAIM_FIRST_US - announcing)
+        );
+    }
+
+    #[test]
+    fn long_names_are_trimmed_to_fit_their_suffix() {
         let long = "a".repeat(63);
         let mut r = MdnsResponder::new(&long, 0).unwrap();
         let now = Instant::from_micros(0);
-        r.set_address(Some(ADDR), now);
+        r.set_address(Some(LINK), now);
         let mut out = [0u8; 512];
-        let mut t = now;
-        while r.state() != ResponderState::Ready {
-            r.poll(t, &mut out);
-            t = r.next_deadline().unwrap_or(t);
-        }
-        r.handle(&foreign_answer(&long, [10, 0, 0, 1]), LAPTOP, t, &mut out)
+        r.poll(now, &mut out);
+        r.handle(&foreign_answer(&long, [10, 0, 0, 1]), LAPTOP, now, &mut out)
             .unwrap();
         assert_eq!(r.name().len(), 63);
         assert!(r.name().ends_with("a-2"));
@@ -795,9 +1216,139 @@ mod tests {
     }
 
     #[test]
+    fn a_burst_of_conflicts_slows_probing_to_one_per_five_seconds() {
+        let mut r = MdnsResponder::new("bramble", 0).unwrap();
+        let mut now = Instant::from_micros(0);
+        r.set_address(Some(LINK), now);
+        let mut out = [0u8; 512];
+        // Each probe attempt is answered by a conflicting response at once.
+        for i in 0..CONFLICT_BURST - 1 {
+            now = r.next_deadline().unwrap();
+            r.poll(now, &mut out).expect("probe");
+            r.handle(
+                &foreign_answer(r.name(), [10, 9, 9, 9]),
+                LAPTOP,
+                now,
+                &mut out,
+            )
+            .unwrap();
+            assert_eq!(r.conflicts(), i as u32 + 1);
+            assert_eq!(
+                r.next_deadline(),
+                Some(now),
+                "no wait before {} conflicts",
+                i + 2
+            );
+        }
+        // The 15th conflict within 10 s: the next probe waits 5 s.
+        now = r.next_deadline().unwrap();
+        r.poll(now, &mut out).expect("probe");
+        r.handle(
+            &foreign_answer(r.name(), [10, 9, 9, 9]),
+            LAPTOP,
+            now,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(r.next_deadline(), Some(now.add_micros(CONFLICT_BACKOFF_US)));
+        // After a quiet spell the window has moved on: no wait again.
+        now = now.add_micros(CONFLICT_WINDOW_US + CONFLICT_BACKOFF_US);
+        r.poll(now, &mut out).expect("probe");
+        r.handle(
+            &foreign_answer(r.name(), [10, 9, 9, 9]),
+            LAPTOP,
+            now,
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(r.next_deadline(), Some(now));
+    }
+
+    #[test]
+    fn only_on_link_sources_are_answered_directly() {
+        // RFC 6762 §11, §5.5 (review L5): a query sent straight to our address, or one that
+        // would be answered straight back (legacy unicast), is answered only when its source
+        // is on our subnet or IPv4 link-local; a router may have forwarded it from anywhere.
+        let (mut r, now) = ready_responder();
+        let mut out = [0u8; 512];
+        let q = query(&["bramble", "local"], TYPE_A, 7);
+        let remote = [203, 0, 113, 5];
+        let cases = [
+            // (source, port, sent to the group, answered as)
+            (
+                [192, 168, 77, 1],
+                MDNS_PORT,
+                false,
+                Some(Destination::Multicast),
+            ),
+            (
+                [192, 168, 77, 1],
+                40000,
+                false,
+                Some(Destination::Unicast([192, 168, 77, 1], 40000)),
+            ),
+            (
+                [169, 254, 3, 4],
+                40000,
+                false,
+                Some(Destination::Unicast([169, 254, 3, 4], 40000)),
+            ),
+            // To the group from an address outside the subnet: a misconfigured host on the
+            // link (multicast is not routed); the answer goes to the group too.
+            (remote, MDNS_PORT, true, Some(Destination::Multicast)),
+            (remote, MDNS_PORT, false, None),
+            (remote, 40000, false, None),
+            (remote, 40000, true, None),
+            ([192, 168, 78, 1], 53, false, None),
+        ];
+        let mut ignored = 0;
+        for (address, port, to_group, answer) in cases {
+            let origin = Origin {
+                address,
+                port,
+                to_group,
+            };
+            let reply = r.handle(&q, origin, now, &mut out).unwrap();
+            assert_eq!(reply.map(|(_, d)| d), answer, "{origin:?}");
+            ignored += u32::from(answer.is_none());
+            assert_eq!(r.off_link_ignored(), ignored);
+        }
+        // A forged response sent straight to us from off the link is no conflict.
+        let forged = foreign_answer("bramble", [192, 168, 77, 66]);
+        let origin = Origin {
+            address: remote,
+            port: MDNS_PORT,
+            to_group: false,
+        };
+        assert_eq!(r.handle(&forged, origin, now, &mut out), Ok(None));
+        assert_eq!((r.state(), r.conflicts()), (ResponderState::Ready, 0));
+    }
+
+    #[test]
+    fn on_link_honours_the_prefix() {
+        let link = |prefix_len| LinkAddress {
+            address: [10, 1, 2, 3],
+            prefix_len,
+        };
+        assert!(link(8).is_on_link([10, 200, 0, 1]));
+        assert!(!link(16).is_on_link([10, 200, 0, 1]));
+        assert!(link(32).is_on_link([10, 1, 2, 3]));
+        assert!(!link(32).is_on_link([10, 1, 2, 4]));
+        assert!(link(0).is_on_link([8, 8, 8, 8]));
+        assert!(!link(40).is_on_link([10, 1, 2, 4]), "above 32 counts as 32");
+        assert!(link(24).is_on_link([169, 254, 9, 9]), "IPv4 link-local");
+    }
+
+    #[test]
     fn address_change_restarts_probing_and_none_silences() {
         let (mut r, now) = ready_responder();
-        r.set_address(Some([10, 0, 0, 5]), now);
+        r.set_address(
+            Some(LinkAddress {
+                address: [10, 0, 0, 5],
+                prefix_len: 8,
+            }),
+            now,
+        );
         assert!(matches!(r.state(), ResponderState::Probing { .. }));
         r.set_address(None, now);
         assert_eq!(r.state(), ResponderState::Idle);

@@ -2,6 +2,7 @@
 //! (lease, renewal, loss) and the link-local fallback (RFC 3927) while no DHCP server
 //! answers.
 
+use super::mdns_socket::{interface_link_address, link_address};
 use super::memory::DhcpSocketMemory;
 use super::{AddressConfig, Appliance, NetError, NetworkConfig};
 use bramble_hal::{EthernetDevice, Instant, LinkState};
@@ -77,13 +78,8 @@ impl AddressState {
     }
 
     /// A lease (new or renewed): gives `iface` its address and gateway and counts its
-    /// expiry from `now`. Returns the address.
-    fn apply_lease(
-        &mut self,
-        iface: &mut Interface,
-        config: &dhcpv4::Config<'_>,
-        now: Instant,
-    ) -> [u8; 4] {
+    /// expiry from `now`.
+    fn apply_lease(&mut self, iface: &mut Interface, config: &dhcpv4::Config<'_>, now: Instant) {
         let lease = config
             .packet
             .as_ref()
@@ -133,7 +129,6 @@ impl AddressState {
                 log::info!("dhcp: no gateway offered");
             }
         }
-        cidr.address().octets()
     }
 
     /// When the link-local fallback is due. It is only taken with the link up (see
@@ -156,18 +151,18 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             return;
         };
         let event = self.sockets.get_mut::<dhcpv4::Socket>(handle).poll();
-        let address = match event {
+        match event {
             None => {
                 self.fall_back_when_unanswered(now);
                 return;
             }
             Some(dhcpv4::Event::Configured(config)) => {
-                Some(self.address.apply_lease(&mut self.iface, &config, now))
+                self.address.apply_lease(&mut self.iface, &config, now)
             }
             Some(dhcpv4::Event::Deconfigured) => self.drop_lease(now),
-        };
+        }
         if let Some((_, responder)) = &mut self.mdns {
-            responder.set_address(address, now);
+            responder.set_address(interface_link_address(&self.iface), now);
         }
     }
 
@@ -201,9 +196,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     }
 
     /// The lease is gone (ran out, NAK, or given up on a link return): removes the address,
-    /// and takes a link-local one at once if the lease ran out unrenewed. Returns the
-    /// address now in use.
-    fn drop_lease(&mut self, now: Instant) -> Option<[u8; 4]> {
+    /// and takes a link-local one at once if the lease ran out unrenewed.
+    fn drop_lease(&mut self, now: Instant) {
         if self.iface.ipv4_addr().is_some() {
             log::warn!("dhcp: lease lost; address removed");
         }
@@ -225,12 +219,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             log::warn!(
                 "dhcp: lease ran out unrenewed; using link-local {cidr} until a lease arrives"
             );
-            Some(cidr.address().octets())
         } else {
             // A NAK, or the lease given up on a link return: the server may answer soon.
             // Keep counting from the first unanswered request, not from this event.
             self.address.waiting_since.get_or_insert(now);
-            None
         }
     }
 
@@ -255,7 +247,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.iface.routes_mut().remove_default_ipv4_route();
         self.address.link_local = true;
         if let Some((_, responder)) = &mut self.mdns {
-            responder.set_address(Some(cidr.address().octets()), now);
+            responder.set_address(Some(link_address(cidr)), now);
         }
         cidr
     }

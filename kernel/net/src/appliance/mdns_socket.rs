@@ -2,11 +2,11 @@
 
 use super::Appliance;
 use super::memory::MdnsSocketMemory;
-use crate::mdns::{self, Destination, MdnsResponder};
+use crate::mdns::{self, Destination, LinkAddress, MdnsResponder, Origin};
 use bramble_hal::{EthernetDevice, Instant};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::socket::udp;
-use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address};
+use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
 
 /// Largest mDNS message the responder writes or reads whole.
 const MDNS_MESSAGE_LEN: usize = 512;
@@ -41,10 +41,26 @@ pub(super) fn start_mdns<'a>(
         log::warn!("mdns: cannot join {group}: {error}");
     }
     let handle = sockets.add(socket);
-    if let Some(address) = iface.ipv4_addr() {
-        responder.set_address(Some(address.octets()), now);
-    }
+    responder.set_address(interface_link_address(iface), now);
     Some((handle, responder))
+}
+
+/// The mDNS responder's view of an interface address: the address and its subnet.
+pub(super) fn link_address(cidr: Ipv4Cidr) -> LinkAddress {
+    LinkAddress {
+        address: cidr.address().octets(),
+        prefix_len: cidr.prefix_len(),
+    }
+}
+
+/// The interface's IPv4 address and subnet, if it has one.
+pub(super) fn interface_link_address(iface: &Interface) -> Option<LinkAddress> {
+    iface.ip_addrs().iter().find_map(|cidr| match cidr {
+        IpCidr::Ipv4(cidr) => Some(link_address(*cidr)),
+        // With IPv6 enabled there would be other kinds; without it this is the only one.
+        #[allow(unreachable_patterns)]
+        _ => None,
+    })
 }
 
 impl<'a, D: EthernetDevice> Appliance<'a, D> {
@@ -52,7 +68,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// this network.
     pub(super) fn reprobe_mdns(&mut self, now: Instant) {
         if let Some((_, responder)) = &mut self.mdns {
-            let address = self.iface.ipv4_addr().map(|a| a.octets());
+            let address = interface_link_address(&self.iface);
             responder.set_address(None, now);
             responder.set_address(address, now);
         }
@@ -67,12 +83,13 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let mut out = [0u8; MDNS_MESSAGE_LEN];
         while let Ok((datagram, meta)) = socket.recv() {
             let IpAddress::Ipv4(source) = meta.endpoint.addr;
-            let reply = responder.handle(
-                datagram,
-                (source.octets(), meta.endpoint.port),
-                now,
-                &mut out,
-            );
+            let origin = Origin {
+                address: source.octets(),
+                port: meta.endpoint.port,
+                to_group: meta.local_address
+                    == Some(Ipv4Address::from_octets(mdns::MDNS_GROUP).into()),
+            };
+            let reply = responder.handle(datagram, origin, now, &mut out);
             match reply {
                 Ok(Some((len, destination))) => {
                     let endpoint = match destination {
