@@ -9,9 +9,10 @@ cd "$(dirname "$0")/.."
 # iproute2, iputils-ping, curl and dnsmasq-base for the network-namespace tests; chromium to
 # render the default site from a guest; nginx (with brotli_static) as the conformance
 # reference; wrk and cpio for the benchmark (`bramble-bench`); busybox for the hosted
-# benchmark's busybox httpd (`bramble-bench --hosted`); git for the version string.
+# benchmark's busybox httpd (`bramble-bench --hosted`); git for the version string;
+# gcc-i686-linux-gnu and libc6-dev-i386-cross to link the 32-bit test run (`cargo test32`).
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
-          libnginx-mod-http-brotli-static busybox git)
+          libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross)
 
 missing=()
 for package in "${packages[@]}"; do
