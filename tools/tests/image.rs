@@ -10,6 +10,18 @@ use bramble::image::{self, FatKind, ImageError, ImageInputs};
 
 const MIB: u64 = 1024 * 1024;
 
+/// Runs the kernel's card check (bramble-fat, what the kernel does before it hands the card to
+/// its FAT library) over the image file: every image the tool writes must pass it.
+fn kernel_card_check(image: &Path) -> bramble_fat::FatVolume {
+    let bytes = fs::read(image).unwrap();
+    bramble_fat::check_card((bytes.len() / 512) as u64, |sector, buffer| {
+        let at = sector as usize * 512;
+        buffer.copy_from_slice(bytes.get(at..at + 512).ok_or(())?);
+        Ok::<(), ()>(())
+    })
+    .unwrap_or_else(|e| panic!("the kernel would refuse {}: {e:?}", image.display()))
+}
+
 /// Deterministic pseudo-random bytes (xorshift), so that a misplaced cluster shows up.
 fn noise(len: usize, seed: u64) -> Vec<u8> {
     let mut state = seed | 1;
@@ -168,6 +180,8 @@ fn image_reads_back_with_mtools_and_has_a_correct_partition_table() {
     let minfo = String::from_utf8(minfo.stdout).unwrap();
     assert!(minfo.contains("hidden sectors: 2048"), "{minfo}");
     assert!(minfo.contains("disk type=\"FAT16"), "{minfo}");
+    let volume = kernel_card_check(&img);
+    assert_eq!(volume.boot_sector.fat_type(), bramble_fat::FatType::Fat16);
 }
 
 #[test]
@@ -191,6 +205,8 @@ fn large_image_is_fat32_and_reads_back() {
     let minfo = mtools("minfo", &["-i", &partition_of(&img), "::"]);
     let minfo = String::from_utf8(minfo.stdout).unwrap();
     assert!(minfo.contains("disk type=\"FAT32"), "{minfo}");
+    let volume = kernel_card_check(&img);
+    assert_eq!(volume.boot_sector.fat_type(), bramble_fat::FatType::Fat32);
 }
 
 #[test]
