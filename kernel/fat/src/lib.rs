@@ -4,9 +4,11 @@
 //!
 //! embedded-sdmmc trusts these fields: a boot sector with 0 sectors per cluster divides by
 //! zero while the volume is opened (review M4), a FAT32 root cluster above 0x3FFF_FFFF trips
-//! a `panic!` when the root folder is walked, and FAT32 is read with 512-byte sectors
-//! whatever the boot sector says. On the Pi a panic at boot is a reboot loop, so the kernel
-//! checks the card with [`check_card`] first and serves the diagnostic page when it fails.
+//! a `panic!` when the root folder is walked (and so does a file's first cluster above it,
+//! from its directory entry, see [`BootSector::check_file_start`]), and FAT32 is read with
+//! 512-byte sectors whatever the boot sector says. On the Pi a panic at boot is a reboot
+//! loop, so the kernel checks the card with [`check_card`] first, and each file's entry
+//! before reading it, and serves the diagnostic page when a check fails.
 //!
 //! The checks follow Microsoft's FAT specification (fatgen103, "BPB"/"FAT Type
 //! Determination") for what the kernel reads: partition types 0x04, 0x06, 0x0E (FAT16) and
@@ -41,7 +43,7 @@ const DIRECTORY_ENTRY_LEN: u32 = 32;
 /// diagnostic page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FatLayoutError {
-    /// A sector shorter than 512 bytes was given.
+    /// A sector shorter than 512 bytes (or a directory entry shorter than 32) was given.
     Truncated,
     /// Sector 0 does not end in 55 AA: no MBR partition table.
     NoPartitionTable,
@@ -87,6 +89,14 @@ pub enum FatLayoutError {
     BadRootCluster(u32),
     /// The FATs are too small to hold an entry for every cluster.
     FatTooSmall,
+    /// A file's directory entry names a first cluster outside the volume (or none for a
+    /// file that has bytes).
+    BadFileCluster {
+        /// The first cluster the entry names.
+        cluster: u32,
+        /// The file's size in bytes.
+        size: u32,
+    },
 }
 
 impl fmt::Display for FatLayoutError {
@@ -136,6 +146,10 @@ impl fmt::Display for FatLayoutError {
                 )
             }
             Self::FatTooSmall => write!(f, "the FATs are too small for the volume's clusters"),
+            Self::BadFileCluster { cluster, size } => write!(
+                f,
+                "a file of {size} bytes starts at cluster {cluster}, outside the volume"
+            ),
         }
     }
 }
@@ -363,6 +377,31 @@ impl BootSector {
     /// FAT32's root folder cluster.
     pub fn root_cluster(&self) -> Option<u32> {
         self.root_cluster
+    }
+
+    /// Checks the first cluster a directory entry gives for a file of `size` bytes, before
+    /// the file is read: a data cluster of the volume (2 up to the cluster count + 1), or 0
+    /// for an empty file. embedded-sdmmc panics on a FAT32 cluster above 0x3FFF_FFFF once a
+    /// read crosses into the file's second cluster, and a directory entry can hold any value.
+    pub fn check_file_start(&self, cluster: u32, size: u32) -> Result<(), FatLayoutError> {
+        let in_volume = cluster >= 2 && cluster - 2 < self.clusters && cluster <= MAX_CLUSTER;
+        if in_volume || (cluster == 0 && size == 0) {
+            Ok(())
+        } else {
+            Err(FatLayoutError::BadFileCluster { cluster, size })
+        }
+    }
+
+    /// [`BootSector::check_file_start`] for a raw 32-byte directory entry as it is on the
+    /// card (its first cluster's high half counts on FAT32 only, as readers take it).
+    pub fn check_file_entry(&self, entry: &[u8]) -> Result<(), FatLayoutError> {
+        let entry = entry.get(..32).ok_or(FatLayoutError::Truncated)?;
+        let low = u32::from(le16(entry, 26));
+        let cluster = match self.fat_type {
+            FatType::Fat16 => low,
+            FatType::Fat32 => u32::from(le16(entry, 20)) << 16 | low,
+        };
+        self.check_file_start(cluster, le32(entry, 28))
     }
 }
 

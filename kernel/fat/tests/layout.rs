@@ -66,7 +66,7 @@ fn zero_sectors_per_cluster_is_refused_before_embedded_sdmmc_divides_by_zero() {
     let mut card = small_fat16_card();
     card[BOOT + 13] = 0;
     assert_eq!(layout_error(&card), FatLayoutError::BadClusterSize(0));
-    let crashed = std::panic::catch_unwind(|| open_card(&card, 0)).is_err();
+    let crashed = std::panic::catch_unwind(|| open_card_unchecked(&card, 0)).is_err();
     assert!(
         crashed,
         "embedded-sdmmc opened the card: the check may be relaxed"
@@ -252,6 +252,52 @@ fn fat32_root_cluster_and_version_are_checked() {
         BootSector::new_checked(&sector, partition),
         Err(FatLayoutError::UnsupportedFat32Version(1))
     );
+}
+
+#[test]
+fn a_file_entry_with_a_cluster_outside_the_volume_is_refused_before_it_is_read() {
+    // Found by the boot_sector fuzz target: a FAT32 directory entry whose first cluster is
+    // above 0x3FFF_FFFF makes embedded-sdmmc panic (fat/volume.rs:302) as soon as a read
+    // crosses into the file's second cluster. The kernel checks each entry first.
+    let site = site();
+    let mut card = formatted_card(true, 40, &[("SITE.BIN", &site)]);
+    let volume = check(&card).unwrap();
+    let boot = volume.boot_sector;
+    let entry = card
+        .windows(11)
+        .position(|w| w == b"SITE    BIN")
+        .expect("SITE.BIN's entry");
+    let cluster_at = |b: &[u8]| {
+        u32::from(u16::from_le_bytes([b[entry + 20], b[entry + 21]])) << 16
+            | u32::from(u16::from_le_bytes([b[entry + 26], b[entry + 27]]))
+    };
+    let first = cluster_at(&card);
+    let size = site.len() as u32;
+    assert_eq!(boot.check_file_start(first, size), Ok(()));
+    assert_eq!(boot.check_file_entry(&card[entry..entry + 32]), Ok(()));
+    // 0xFFFF_FF00: past 0x3FFF_FFFF, and (with wrapping sums, as in the kernel's release
+    // build) a sector inside the card, so the first cluster reads and the second panics.
+    card[entry + 20..entry + 22].copy_from_slice(&0xFFFFu16.to_le_bytes());
+    card[entry + 26..entry + 28].copy_from_slice(&0xFF00u16.to_le_bytes());
+    let bad = cluster_at(&card);
+    assert_eq!(
+        boot.check_file_entry(&card[entry..entry + 32]),
+        Err(FatLayoutError::BadFileCluster { cluster: bad, size })
+    );
+    let crashed = std::panic::catch_unwind(|| open_card_unchecked(&card, usize::MAX)).is_err();
+    assert!(
+        crashed,
+        "embedded-sdmmc read the file: the check may be relaxed"
+    );
+    // The checked path refuses the file and carries on.
+    let opened = open_card(&card, usize::MAX);
+    assert!(opened.root && opened.site.is_none());
+    // Cluster 0 is only for empty files; 1 and one past the last are never valid.
+    assert_eq!(boot.check_file_start(0, 0), Ok(()));
+    for (cluster, size) in [(0, 1), (1, 1), (boot.clusters() + 2, 1)] {
+        assert!(boot.check_file_start(cluster, size).is_err(), "{cluster}");
+    }
+    assert_eq!(boot.check_file_start(boot.clusters() + 1, 1), Ok(()));
 }
 
 #[test]

@@ -123,9 +123,27 @@ pub struct Opened {
     pub site: Option<Vec<u8>>,
 }
 
-/// Opens `card` with embedded-sdmmc as the kernel does, reading at most `site_limit` bytes of
-/// SITE.BIN. Errors end the walk; a panic inside the library propagates.
+/// Opens `card` with embedded-sdmmc as the kernel does: after [`check`] accepted the card,
+/// each file's directory entry is checked with `check_file_start` before the file is read (at
+/// most `site_limit` bytes of SITE.BIN). Errors end the walk; a panic inside the library
+/// propagates.
 pub fn open_card(card: &[u8], site_limit: usize) -> Opened {
+    match check(card) {
+        Ok(volume) => open_with_library(card, site_limit, Some(&volume.boot_sector)),
+        Err(_) => Opened::default(),
+    }
+}
+
+/// Opens `card` with embedded-sdmmc without any check: what the kernel did before.
+pub fn open_card_unchecked(card: &[u8], site_limit: usize) -> Opened {
+    open_with_library(card, site_limit, None)
+}
+
+fn open_with_library(
+    card: &[u8],
+    site_limit: usize,
+    checked: Option<&bramble_fat::BootSector>,
+) -> Opened {
     let volumes: embedded_sdmmc::VolumeManager<_, _, 2, 2, 1> =
         embedded_sdmmc::VolumeManager::new_with_limits(MemoryCard(card), NoClock, 0);
     let mut opened = Opened::default();
@@ -140,6 +158,15 @@ pub fn open_card(card: &[u8], site_limit: usize) -> Opened {
         ("BRAMBLE.TXT", 16 * 1024, &mut opened.settings),
         ("SITE.BIN", site_limit, &mut opened.site),
     ] {
+        let Ok(entry) = root.find_directory_entry(name) else {
+            continue;
+        };
+        // The kernel reads the raw entry back from the card the same way.
+        let at = entry.entry_block.0 as usize * SECTOR + entry.entry_offset as usize;
+        let raw = card.get(at..at + 32).unwrap_or(&[]);
+        if checked.is_some_and(|boot| boot.check_file_entry(raw).is_err()) {
+            continue;
+        }
         let Ok(file) = root.open_file_in_dir(name, embedded_sdmmc::Mode::ReadOnly) else {
             continue;
         };
