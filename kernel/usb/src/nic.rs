@@ -227,11 +227,21 @@ impl<H: UsbHost> DataPath<H> {
                 Some(RxRecord::Frame { start, len, next }) => break Some((start, len, next)),
             }
         };
-        let Some((start, len, next)) = found else {
+        // A parser's frame outside the transfer (it cannot happen with the three parsers
+        // here, whose offsets are checked; this keeps a future one from turning a bad record
+        // into a slice panic) is dropped like a malformed record.
+        let frame = found.and_then(|(start, len, next)| {
+            let end = start.checked_add(len).filter(|&end| end <= n)?;
+            Some((start, end, next))
+        });
+        if found.is_some() && frame.is_none() {
+            self.stats.rx_errors += 1;
+        }
+        let Some((start, end, next)) = frame else {
             self.rearm_receive()?;
             return Ok(None);
         };
-        let result = f(&self.host.received(self.pipes.rx)[start..start + len]);
+        let result = f(&self.host.received(self.pipes.rx)[start..end]);
         self.stats.rx_frames += 1;
         if next >= n {
             self.rearm_receive()?;

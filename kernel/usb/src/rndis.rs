@@ -138,17 +138,20 @@ pub fn parse_rx_record(data: &[u8], offset: usize) -> Option<RxRecord> {
     if length < PACKET_HEADER_LEN {
         return Some(RxRecord::Skip { next });
     }
-    let data_offset = le32(rest, 8) as usize + 8;
-    let data_len = le32(rest, 12) as usize;
-    if data_offset < PACKET_HEADER_LEN
-        || data_offset + data_len > length
-        || !(14..=MAX_FRAME_LEN).contains(&data_len)
+    // DataOffset counts from byte 8. Summed in u64: in usize a DataOffset near 4 GiB wraps
+    // on the Pi (32 bits) and the frame would start far outside the transfer.
+    let data_offset = u64::from(le32(rest, 8)) + 8;
+    let data_len = u64::from(le32(rest, 12));
+    if data_offset < PACKET_HEADER_LEN as u64
+        || data_offset + data_len > length as u64
+        || !(14..=MAX_FRAME_LEN as u64).contains(&data_len)
     {
         return Some(RxRecord::Skip { next });
     }
+    // Both fit in usize now: the frame lies inside the message, inside `data`.
     Some(RxRecord::Frame {
-        start: offset + data_offset,
-        len: data_len,
+        start: offset + data_offset as usize,
+        len: data_len as usize,
         next,
     })
 }
@@ -423,5 +426,62 @@ impl<H: UsbHost> EthernetDevice for Rndis<H> {
             put32(buf, 4, transfer as u32); // MessageLength covers the padding
             (transfer, f(&mut buf[PACKET_HEADER_LEN..total]))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    /// An RNDIS_PACKET_MSG of `message_len` bytes whose header says the frame is `data_len`
+    /// bytes at DataOffset `data_offset` (counted from byte 8).
+    fn packet(message_len: usize, data_offset: u32, data_len: u32) -> Vec<u8> {
+        let mut m = std::vec![0u8; message_len];
+        put32(&mut m, 0, msg::PACKET);
+        put32(&mut m, 4, message_len as u32);
+        put32(&mut m, 8, data_offset);
+        put32(&mut m, 12, data_len);
+        m
+    }
+
+    #[test]
+    fn a_good_packet_message_gives_its_frame() {
+        let m = packet(44 + 60, 36, 60);
+        assert_eq!(
+            parse_rx_record(&m, 0),
+            Some(RxRecord::Frame {
+                start: 44,
+                len: 60,
+                next: 104
+            })
+        );
+        assert_eq!(parse_rx_record(&m, 104), None);
+    }
+
+    #[test]
+    fn offsets_that_wrap_32_bits_are_skipped_not_followed() {
+        // Review M3: DataOffset + 8 + DataLength was summed in usize. On the Pi (32 bits) a
+        // DataOffset near 4 GiB wraps the sum below MessageLength, and the frame's start,
+        // far outside the transfer, was handed to the receive path's slice: a panic. Run on
+        // a 32-bit target (cargo test32) to see it; a 64-bit host cannot.
+        let message_len = 44 + 64;
+        for (data_offset, data_len) in [
+            (u32::MAX - 7, 64),   // + 8 wraps to 0
+            (u32::MAX - 40, 60),  // the sum wraps to just below MessageLength
+            (u32::MAX, 14),       // DataOffset + 8 itself wraps
+            (0xFFFF_FF00, 0x200), // the frame end wraps
+        ] {
+            let m = packet(message_len, data_offset, data_len);
+            assert_eq!(
+                parse_rx_record(&m, 0),
+                Some(RxRecord::Skip { next: message_len }),
+                "DataOffset {data_offset:#x}, DataLength {data_len}"
+            );
+        }
+        // And MessageLength itself cannot run the next offset past the end.
+        let mut m = packet(44 + 60, 36, 60);
+        put32(&mut m, 4, u32::MAX);
+        assert_eq!(parse_rx_record(&m, 0), Some(RxRecord::Truncated));
     }
 }
