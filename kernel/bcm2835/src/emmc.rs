@@ -125,6 +125,7 @@ pub fn csd_block_count(response: [u32; 4]) -> Option<u64> {
 
 /// Why the card could not be used, with the step that failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum EmmcError {
     /// The controller did not finish its reset or its clock did not stabilise.
     Controller,

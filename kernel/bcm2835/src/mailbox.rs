@@ -73,6 +73,7 @@ const TAG_RESPONSE: u32 = 1 << 31;
 
 /// Why a property call failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MailboxError {
     /// The message does not fit in the buffer.
     BufferTooSmall,

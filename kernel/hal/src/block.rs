@@ -6,6 +6,7 @@ pub const BLOCK_SIZE: usize = 512;
 
 /// Why a block read failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum BlockError {
     /// No card is inserted, or it did not answer initialisation.
     NoCard,

@@ -27,6 +27,7 @@ pub enum LinkState {
 
 /// Why a device operation failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DeviceError {
     /// The device went away (USB unplug, reset); the owner should re-probe it.
     Gone,

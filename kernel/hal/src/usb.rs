@@ -157,6 +157,7 @@ pub enum TransferStatus {
 /// Why a USB operation failed. One enum for the host controller, enumeration, the hub driver
 /// and the class drivers' USB traffic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum UsbError {
     /// The endpoint answered STALL: request not supported, or endpoint halted.
     Stall,

@@ -45,6 +45,7 @@ pub mod class {
 
 /// Why descriptor bytes were rejected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DescriptorError {
     /// Fewer bytes than the descriptor's fixed part or its declared length.
     Truncated,

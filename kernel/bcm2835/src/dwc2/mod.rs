@@ -93,6 +93,7 @@ pub fn interrupts_taken() -> u32 {
 
 /// Why the controller could not be brought up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Dwc2Error {
     /// GSNPSID is neither the BCM2835's nor QEMU's DWC2 (powered off, or not a DWC2).
     UnknownCore(u32),
