@@ -114,6 +114,8 @@ impl<'r> RequestView<'r> {
 /// [`Connection::close`].
 pub struct Connection {
     open: bool,
+    /// The connection came in over TLS: no redirect to HTTPS, and HSTS when configured.
+    secure: bool,
     /// Received bytes not yet parsed: the next request(s), pipelined.
     request: heapless::Vec<u8, REQUEST_BUFFER_LEN>,
     /// The response head being sent, followed by a built-in page body if any.
@@ -250,6 +252,7 @@ impl Connection {
     pub const fn new() -> Self {
         Self {
             open: false,
+            secure: false,
             request: heapless::Vec::new(),
             head: heapless::Vec::new(),
             sending: Sending {
@@ -295,6 +298,13 @@ impl Connection {
         self.limits = server.config.limits;
         server.counters.connections_accepted += 1;
         server.counters.open_connections += 1;
+    }
+
+    /// Starts serving a newly accepted connection whose bytes arrive over TLS (the caller
+    /// decrypts them): like [`Connection::open`], and responses know they travel over HTTPS.
+    pub fn open_secure(&mut self, server: &mut Server, now: Instant) {
+        self.open(server, now);
+        self.secure = true;
     }
 
     /// True between [`Connection::open`] and [`Connection::close`].
@@ -654,7 +664,14 @@ impl Connection {
                 };
                 push_log_text(&mut self.log_method, view.method);
                 push_log_text(&mut self.log_target, view.target);
-                let outcome = respond(&view, server, date, self.requests_served, &mut self.head);
+                let outcome = respond(
+                    &view,
+                    server,
+                    date,
+                    self.requests_served,
+                    self.secure,
+                    &mut self.head,
+                );
                 (outcome, header_len)
             }
             Ok(httparse::Status::Partial) => {
@@ -822,6 +839,8 @@ struct Response<'h> {
     request_body: BodySkip,
     /// 0 for HTTP/1.0 (keep-alive must be acknowledged), 1 for HTTP/1.1.
     version: u8,
+    /// Strict-Transport-Security for every response written (HTTPS with `hsts` set).
+    hsts_seconds: Option<u32>,
 }
 
 impl<'h> Response<'h> {
@@ -840,6 +859,7 @@ impl<'h> Response<'h> {
             close,
             request_body,
             version,
+            hsts_seconds: None,
         }
     }
 
@@ -862,6 +882,7 @@ impl<'h> Response<'h> {
     ) -> Outcome {
         head.date = self.date;
         head.connection = self.connection_field();
+        head.hsts_seconds = self.hsts_seconds;
         self.head.clear();
         let mut fits = head.write(&mut ByteWriter(self.head)).is_ok();
         if let (true, false, Some(page)) = (fits, self.is_head, page) {
@@ -881,7 +902,11 @@ impl<'h> Response<'h> {
         }
         // Only a Location built from a very long path can overflow the buffer.
         self.close = true;
-        let status = if head.location.is_some() { 414 } else { 500 };
+        let status = if head.location.is_some() || head.https_location.is_some() {
+            414
+        } else {
+            500
+        };
         let fallback = Head {
             content_length: Some(0),
             connection: ConnectionField::Close,
@@ -895,6 +920,20 @@ impl<'h> Response<'h> {
             body: None,
             request_body: BodySkip::None,
         }
+    }
+
+    /// 308 to the same target over HTTPS (RFC 9110 §15.4.9: the method and body are kept).
+    fn redirect_to_https(&mut self, host: &str, port: u16, target: &str) -> Outcome {
+        let mut body = heapless::String::<PAGE_LEN>::new();
+        let _ = write_error_page(&mut body, 308, "This site is served over HTTPS.");
+        let head = Head {
+            content_type: Some("text/html; charset=utf-8"),
+            content_length: Some(body.len() as u64),
+            cache_control: Some("no-cache"),
+            https_location: Some((host, port, target)),
+            ..Head::new(308)
+        };
+        self.finish(head, Some(&body), None)
     }
 
     /// A built-in HTML page for `status`.
@@ -920,6 +959,33 @@ impl<'h> Response<'h> {
         };
         self.finish(head, Some(&body), None)
     }
+}
+
+/// Where ACME's HTTP-01 challenge answers live (RFC 8555 §8.3): served over plain HTTP even
+/// when every other request is redirected to HTTPS.
+const ACME_CHALLENGE_PREFIX: &str = "/.well-known/acme-challenge/";
+
+/// The origin-form of a request target: the target itself, or the path and query of an
+/// absolute-form one (which servers must accept, RFC 9112 §3.2.2).
+fn origin_form(target: &str) -> &str {
+    let mut target = target;
+    for scheme in ["http://", "https://"] {
+        let prefix = target.get(..scheme.len());
+        if prefix.is_some_and(|p| p.eq_ignore_ascii_case(scheme)) {
+            let rest = target.get(scheme.len()..).unwrap_or("");
+            target = rest.find('/').map_or("/", |slash| &rest[slash..]);
+        }
+    }
+    target
+}
+
+/// A Host value without its port: `example.org:80` and `[::1]:80` give `example.org` and
+/// `[::1]`.
+fn host_without_port(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    host.split(':').next().unwrap_or(host)
 }
 
 /// The part of a variant's body from `first` to `last_inclusive`, `None` when empty.
@@ -950,9 +1016,16 @@ fn respond(
     server: &Server<'_>,
     date: Option<u64>,
     served_before: u32,
+    secure: bool,
     head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
 ) -> Outcome {
     let limits = &server.config.limits;
+    let hsts_seconds = if secure {
+        server.config.hsts_seconds
+    } else {
+        None
+    };
+    let mut host = "";
     let is_head = view.method == "HEAD";
     let (mut length_count, mut length, mut length_bad) = (0u32, 0u64, false);
     let (mut transfer_encoding, mut host_count, mut host_bad) = (None, 0u32, false);
@@ -971,6 +1044,8 @@ fn respond(
         } else if name.eq_ignore_ascii_case("host") {
             host_count += 1;
             host_bad |= !valid_host(value.trim_ascii());
+            // Valid hosts are ASCII, so this only fails for a bad one (answered 400 below).
+            host = core::str::from_utf8(value.trim_ascii()).unwrap_or("");
         } else if name.eq_ignore_ascii_case("connection") {
             wants_close |= has_token(value, "close");
             wants_keep_alive |= has_token(value, "keep-alive");
@@ -981,6 +1056,7 @@ fn respond(
 
     // Framing errors: the stream cannot be trusted any more, so answer and close.
     let mut closing = Response::new(head, is_head, date, true, BodySkip::None, view.version);
+    closing.hsts_seconds = hsts_seconds;
     if view.target.len() > MAX_TARGET_LEN {
         return closing.page(414, "", false, None);
     }
@@ -1046,6 +1122,16 @@ fn respond(
         request_body,
         view.version,
     );
+    response.hsts_seconds = hsts_seconds;
+    if let Some(port) = server.config.redirect_to_https_port
+        && !secure
+        && !host.is_empty()
+    {
+        let target = origin_form(view.target);
+        if !target.starts_with(ACME_CHALLENGE_PREFIX) {
+            return response.redirect_to_https(host_without_port(host), port, target);
+        }
+    }
 
     let image = match server.site {
         SiteSource::Ready(image) => image.index(),
@@ -1069,16 +1155,7 @@ fn respond(
         _ => return response.page(501, "Unknown method.", true, None),
     }
 
-    // Origin-form, or absolute-form (which servers must accept, RFC 9112 §3.2.2).
-    let mut target = view.target;
-    for scheme in ["http://", "https://"] {
-        let prefix = target.get(..scheme.len());
-        if prefix.is_some_and(|p| p.eq_ignore_ascii_case(scheme)) {
-            let rest = target.get(scheme.len()..).unwrap_or("");
-            target = rest.find('/').map_or("/", |slash| &rest[slash..]);
-        }
-    }
-    let (path, query) = split_query(target);
+    let (path, query) = split_query(origin_form(view.target));
     let mut normal = NormalPath::new();
     match normalize_path(path, &mut normal) {
         Ok(()) => {}

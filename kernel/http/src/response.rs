@@ -14,6 +14,7 @@ pub fn reason(status: u16) -> &'static str {
         204 => "No Content",
         206 => "Partial Content",
         301 => "Moved Permanently",
+        308 => "Permanent Redirect",
         304 => "Not Modified",
         400 => "Bad Request",
         404 => "Not Found",
@@ -89,6 +90,11 @@ pub struct Head<'r> {
     pub allow: bool,
     /// Location: a decoded path (encoded on output) and the original query, if any.
     pub location: Option<(&'r str, Option<&'r str>)>,
+    /// Location for the move to HTTPS: the request's host (its port dropped), the HTTPS port
+    /// (written when not 443) and the request target as received.
+    pub https_location: Option<(&'r str, u16, &'r str)>,
+    /// Strict-Transport-Security max-age in seconds (HTTPS responses only, RFC 6797 §7.1).
+    pub hsts_seconds: Option<u32>,
     /// Date, in Unix seconds, when the clock is known.
     pub date: Option<u64>,
     /// The Connection field.
@@ -111,6 +117,8 @@ impl<'r> Head<'r> {
             accept_ranges: false,
             allow: false,
             location: None,
+            https_location: None,
+            hsts_seconds: None,
             date: None,
             connection: ConnectionField::Omit,
         }
@@ -133,6 +141,13 @@ impl<'r> Head<'r> {
                 write!(out, "?{query}")?;
             }
             out.write_str("\r\n")?;
+        }
+        if let Some((host, port, target)) = self.https_location {
+            write!(out, "Location: https://{host}")?;
+            if port != 443 {
+                write!(out, ":{port}")?;
+            }
+            write!(out, "{target}\r\n")?;
         }
         if self.allow {
             write!(out, "Allow: {ALLOW}\r\n")?;
@@ -169,6 +184,9 @@ impl<'r> Head<'r> {
         }
         if self.vary_encoding {
             out.write_str("Vary: Accept-Encoding\r\n")?;
+        }
+        if let Some(seconds) = self.hsts_seconds {
+            write!(out, "Strict-Transport-Security: max-age={seconds}\r\n")?;
         }
         out.write_str("X-Content-Type-Options: nosniff\r\n")?;
         match self.connection {

@@ -98,6 +98,12 @@ pub struct ServerConfig {
     pub access_log: bool,
     /// Deadlines and sizes.
     pub limits: Limits,
+    /// `https = only`: the HTTPS port plain-HTTP requests are redirected to (308), except
+    /// those under `/.well-known/acme-challenge/` (the ACME HTTP-01 challenge, RFC 8555
+    /// §8.3, must answer over plain HTTP). `None`: plain HTTP serves the site.
+    pub redirect_to_https_port: Option<u16>,
+    /// Strict-Transport-Security max-age sent on HTTPS responses (`None`: not sent).
+    pub hsts_seconds: Option<u32>,
 }
 
 impl Default for ServerConfig {
@@ -105,13 +111,15 @@ impl Default for ServerConfig {
         Self {
             access_log: true,
             limits: Limits::DEFAULT,
+            redirect_to_https_port: None,
+            hsts_seconds: None,
         }
     }
 }
 
 /// Every status code the engine can send, in the order of [`Counters::by_status`].
-pub const STATUSES: [u16; 18] = [
-    200, 204, 206, 301, 304, 400, 404, 405, 408, 412, 413, 414, 416, 431, 500, 501, 503, 505,
+pub const STATUSES: [u16; 19] = [
+    200, 204, 206, 301, 304, 308, 400, 404, 405, 408, 412, 413, 414, 416, 431, 500, 501, 503, 505,
 ];
 
 /// What the server has done so far; read by the network loop and printed periodically.

@@ -1,0 +1,125 @@
+//! The engine's HTTPS side: `https = only` redirects plain requests (308, method kept, ACME
+//! challenges excepted), HSTS on secure connections only.
+
+mod support;
+
+use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+use support::*;
+
+fn server_with<'a>(image: &'a [u8], config: ServerConfig) -> Server<'a> {
+    Server::new(
+        SiteSource::Ready(bramble_site::SiteImage::new_checked(image).unwrap()),
+        config,
+    )
+}
+
+fn only(port: u16) -> ServerConfig {
+    ServerConfig {
+        redirect_to_https_port: Some(port),
+        hsts_seconds: Some(31_536_000),
+        ..ServerConfig::default()
+    }
+}
+
+fn secure_client(server: &mut Server) -> Client {
+    let mut client = Client::open(server);
+    client.connection = Connection::new();
+    client.connection.open_secure(server, client.now);
+    client
+}
+
+#[test]
+fn plain_requests_are_redirected_to_the_same_target_over_https() {
+    let image = site_image(true);
+    let mut server = server_with(&image, only(443));
+    let response = one(
+        &mut server,
+        "GET /docs/page.html?x=1 HTTP/1.1\r\nHost: example.test:80\r\n\r\n",
+    );
+    assert_eq!(response.status, 308);
+    assert_eq!(
+        response.header("location"),
+        Some("https://example.test/docs/page.html?x=1")
+    );
+    assert_eq!(
+        response.header("strict-transport-security"),
+        None,
+        "never over HTTP"
+    );
+    let post = one(
+        &mut server,
+        "POST /form HTTP/1.1\r\nHost: [::1]:8080\r\nContent-Length: 0\r\n\r\n",
+    );
+    assert_eq!(
+        post.status, 308,
+        "308 keeps the method, so a POST is redirected too"
+    );
+    assert_eq!(post.header("location"), Some("https://[::1]/form"));
+}
+
+#[test]
+fn a_port_other_than_443_is_named_and_absolute_targets_are_reduced() {
+    let image = site_image(true);
+    let mut server = server_with(&image, only(8443));
+    let response = one(
+        &mut server,
+        "GET http://example.test/a HTTP/1.1\r\nHost: example.test\r\n\r\n",
+    );
+    assert_eq!(
+        response.header("location"),
+        Some("https://example.test:8443/a")
+    );
+}
+
+#[test]
+fn acme_challenges_stay_on_plain_http() {
+    let image = site_image(true);
+    let mut server = server_with(&image, only(443));
+    let response = one(
+        &mut server,
+        "GET /.well-known/acme-challenge/token HTTP/1.1\r\nHost: example.test\r\n\r\n",
+    );
+    assert_ne!(
+        response.status, 308,
+        "answered by the site (here: not found)"
+    );
+}
+
+#[test]
+fn secure_connections_serve_the_site_with_hsts() {
+    let image = site_image(true);
+    let mut server = server_with(&image, only(443));
+    let mut client = secure_client(&mut server);
+    let responses = client.exchange(
+        &mut server,
+        b"GET / HTTP/1.1\r\nHost: example.test\r\n\r\nGET /missing HTTP/1.1\r\nHost: example.test\r\n\r\n",
+        &[false, false],
+    );
+    assert_eq!(responses[0].status, 200);
+    assert_eq!(
+        responses[0].header("strict-transport-security"),
+        Some("max-age=31536000")
+    );
+    assert_eq!(responses[1].status, 404);
+    assert_eq!(
+        responses[1].header("strict-transport-security"),
+        Some("max-age=31536000"),
+        "on error pages too"
+    );
+}
+
+#[test]
+fn without_https_only_plain_http_serves_and_sends_no_hsts() {
+    let image = site_image(true);
+    let mut server = server_with(
+        &image,
+        ServerConfig {
+            hsts_seconds: Some(600),
+            ..ServerConfig::default()
+        },
+    );
+    let response = one(&mut server, "GET / HTTP/1.1\r\nHost: example.test\r\n\r\n");
+    assert_eq!(response.status, 200);
+    assert_eq!(response.header("strict-transport-security"), None);
+    assert_eq!(server.counters().status(200), 1);
+}
