@@ -8,6 +8,7 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+extern crate alloc;
 #[cfg(test)]
 extern crate std;
 

@@ -42,7 +42,7 @@ pub struct EthernetPhy<D: EthernetDevice> {
     /// The first error that means the device is gone, kept until [`EthernetPhy::take_fault`].
     fault: Option<DeviceError>,
     /// See [`EthernetPhy::limit_connection_requests`].
-    syn_limit: Option<(u16, usize)>,
+    syn_limits: [Option<(u16, usize)>; 2],
 }
 
 impl<D: EthernetDevice> EthernetPhy<D> {
@@ -57,7 +57,7 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             scratch: [0; MAX_FRAME_LEN],
             counters: PhyCounters::default(),
             fault: None,
-            syn_limit: None,
+            syn_limits: [None; 2],
         }
     }
 
@@ -105,14 +105,15 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         self.held_frame = None;
     }
 
-    /// Limits how many connection requests (TCP SYN without ACK) to `port` are handed to the
-    /// stack from now on: `Some((port, n))` lets `n` through and silently drops the rest,
-    /// `None` lets all through. The appliance sets `n` to its number of listening sockets
-    /// before each poll: a SYN with no socket to take it would be answered with a reset
-    /// (connection refused), while a dropped SYN is sent again by the client a second later,
-    /// when a socket may be free. That is the SYN backlog, kept by the clients.
-    pub fn limit_connection_requests(&mut self, limit: Option<(u16, usize)>) {
-        self.syn_limit = limit;
+    /// Limits how many connection requests (TCP SYN without ACK) to each of up to two ports
+    /// (HTTP and HTTPS) are handed to the stack from now on: `Some((port, n))` lets `n`
+    /// through and silently drops the rest, `None` limits nothing. The appliance sets `n` to
+    /// the port's number of listening sockets before each poll: a SYN with no socket to take
+    /// it would be answered with a reset (connection refused), while a dropped SYN is sent
+    /// again by the client a second later, when a socket may be free. That is the SYN
+    /// backlog, kept by the clients.
+    pub fn limit_connection_requests(&mut self, limits: [Option<(u16, usize)>; 2]) {
+        self.syn_limits = limits;
     }
 
     /// Pulls one frame from the device into the receive buffer if none is held, skipping
@@ -133,14 +134,16 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             });
             match result {
                 Ok(Some(Some(len))) => {
-                    if let Some((port, allowed)) = self.syn_limit
-                        && is_connection_request(&self.receive_buffer[..len], port)
-                    {
-                        if allowed == 0 {
+                    let frame = &self.receive_buffer[..len];
+                    let limit = self.syn_limits.iter_mut().find(|limit| {
+                        limit.is_some_and(|(port, _)| is_connection_request(frame, port))
+                    });
+                    if let Some(Some((_, allowed))) = limit {
+                        if *allowed == 0 {
                             self.counters.syn_deferred += 1;
                             continue;
                         }
-                        self.syn_limit = Some((port, allowed - 1));
+                        *allowed -= 1;
                     }
                     self.held_frame = Some(len);
                     return;
@@ -409,7 +412,7 @@ mod tests {
             device.rx.push_back(Ok(frame));
         }
         let mut phy = EthernetPhy::new(device);
-        phy.limit_connection_requests(Some((80, 1)));
+        phy.limit_connection_requests([Some((80, 1)), None]);
         let mut delivered = Vec::new();
         while let Some((rx, _tx)) = phy.receive(now()) {
             delivered.push(rx.consume(|f| (u16::from_be_bytes([f[36], f[37]]), f[47])));
@@ -420,7 +423,7 @@ mod tests {
         );
         assert_eq!(phy.counters().syn_deferred, 2);
         // No limit: everything passes.
-        phy.limit_connection_requests(None);
+        phy.limit_connection_requests([None, None]);
         phy.device_mut().rx.push_back(Ok(tcp_frame(80, SYN)));
         assert!(phy.receive(now()).is_some());
     }

@@ -21,4 +21,5 @@ pub mod session;
 pub mod tickets;
 
 pub use config::{ConfigError, Identity, IdentityError, SniPolicy, server_config};
+pub use rustls::ServerConfig;
 pub use session::{Application, Phase, SessionError, TlsSession};

@@ -112,6 +112,11 @@ impl<'b> TlsSession<'b> {
         })
     }
 
+    /// Ends the session (rustls's state is freed) and gives the buffers back.
+    pub fn into_buffers(self) -> (&'b mut [u8], &'b mut [u8]) {
+        (self.incoming, self.outgoing)
+    }
+
     /// Where the session is.
     pub fn phase(&self) -> Phase {
         self.phase

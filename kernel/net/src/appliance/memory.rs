@@ -33,6 +33,9 @@ pub struct ApplianceMemory<'a> {
     pub tcp_rx_len: usize,
     /// Transmit buffer bytes per TCP socket (responses are large: bigger is faster).
     pub tcp_tx_len: usize,
+    /// Socket slots kept back from the HTTP pool for the HTTPS pool
+    /// ([`Appliance::start_https`](super::Appliance::start_https)). Default 0.
+    pub https_sockets: usize,
     pub(super) dhcp: DhcpSocketMemory<'a>,
     pub(super) mdns: MdnsSocketMemory,
 }
@@ -67,6 +70,7 @@ impl<'a> ApplianceMemory<'a> {
             tcp_buffers,
             tcp_rx_len,
             tcp_tx_len,
+            https_sockets: 0,
             dhcp: DhcpSocketMemory {
                 options: [DhcpOption {
                     kind: DHCP_OPTION_HOSTNAME,
@@ -93,7 +97,41 @@ impl<'a> ApplianceMemory<'a> {
         };
         by_buffers
             .min(self.connections.len())
-            .min(self.sockets.len().saturating_sub(EXTRA_SOCKETS))
+            .min(
+                self.sockets
+                    .len()
+                    .saturating_sub(EXTRA_SOCKETS)
+                    .saturating_sub(self.https_sockets),
+            )
+            .min(MAX_CONNECTIONS)
+    }
+}
+
+/// Memory for the HTTPS pool: one TLS connection (with its record buffers) per socket, and
+/// the sockets' TCP buffers. The socket slots come from [`ApplianceMemory::https_sockets`].
+pub struct HttpsMemory<'a> {
+    /// One TLS connection per TCP socket.
+    pub connections: &'a mut [super::secure::TlsConnection<'a>],
+    /// Backing store for every socket's receive and transmit buffers.
+    pub tcp_buffers: &'a mut [u8],
+    /// Receive buffer bytes per TCP socket.
+    pub tcp_rx_len: usize,
+    /// Transmit buffer bytes per TCP socket.
+    pub tcp_tx_len: usize,
+}
+
+impl HttpsMemory<'_> {
+    /// How many HTTPS connections this memory holds, given `socket_slots` free slots.
+    pub fn pool_size(&self, socket_slots: usize) -> usize {
+        let per_socket = self.tcp_rx_len + self.tcp_tx_len;
+        let by_buffers = if self.tcp_rx_len == 0 || self.tcp_tx_len == 0 {
+            0
+        } else {
+            self.tcp_buffers.len() / per_socket
+        };
+        by_buffers
+            .min(self.connections.len())
+            .min(socket_slots)
             .min(MAX_CONNECTIONS)
     }
 }

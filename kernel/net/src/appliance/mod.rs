@@ -16,23 +16,27 @@ mod config;
 mod mdns_socket;
 mod memory;
 mod pool;
+pub mod secure;
 #[cfg(test)]
 mod tests;
 
 pub use address::LINK_LOCAL_AFTER_MICROS;
 pub use config::{AddressConfig, NetworkConfig};
 pub use memory::{
-    ApplianceMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, MDNS_BUFFER_LEN, MDNS_PACKETS,
+    ApplianceMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, HttpsMemory, MDNS_BUFFER_LEN,
+    MDNS_PACKETS,
 };
 pub use pool::{CLOSE_LIMIT_MICROS, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS};
 
 use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, PhyCounters};
 use address::AddressState;
+use alloc::sync::Arc;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState};
 use bramble_http::Server;
 use mdns_socket::start_mdns;
 use pool::ConnectionPool;
+use secure::{TlsConnection, TlsCounters, TlsShared};
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::time::Instant as SmolInstant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress};
@@ -90,7 +94,11 @@ pub struct Appliance<'a, D: EthernetDevice> {
     phy: EthernetPhy<D>,
     iface: Interface,
     sockets: SocketSet<'a>,
+    /// Socket slots the caller gave (the set does not say).
+    sockets_capacity: usize,
     pool: ConnectionPool<'a>,
+    /// The HTTPS pool, once [`Appliance::start_https`] has run.
+    https: Option<ConnectionPool<'a, TlsConnection<'a>>>,
     server: Server<'a>,
     address: AddressState,
     /// The MAC address the interface uses (the device's, adopted when it changes).
@@ -149,13 +157,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             tcp_buffers,
             tcp_rx_len,
             tcp_tx_len,
+            https_sockets: _,
             dhcp: dhcp_memory,
             mdns: mdns_memory,
         } = memory;
+        let sockets_capacity = socket_storage.len();
         let mut sockets = SocketSet::new(&mut socket_storage[..]);
         let pool = ConnectionPool::new(
             &mut sockets,
             connections,
+            (),
             tcp_buffers,
             (*tcp_rx_len, *tcp_tx_len),
             pool_size,
@@ -192,7 +203,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             phy,
             iface,
             sockets,
+            sockets_capacity,
             pool,
+            https: None,
             server,
             address,
             mac: mac.0,
@@ -236,9 +249,69 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// The sockets' work after an interface pass: DHCP events, HTTP connections, mDNS.
     fn poll_sockets(&mut self, now: Instant) {
         self.poll_dhcp(now);
+        self.poll_pools(now);
+        self.poll_mdns(now);
+    }
+
+    /// Moves every connection of both pools on.
+    fn poll_pools(&mut self, now: Instant) {
         self.pool
             .poll(&mut self.sockets, &mut self.server, &mut self.counters, now);
-        self.poll_mdns(now);
+        if let Some(https) = &mut self.https {
+            https.poll(&mut self.sockets, &mut self.server, &mut self.counters, now);
+        }
+    }
+
+    /// Starts serving HTTPS on `port` with `config`, in `memory` and the socket slots
+    /// [`ApplianceMemory::https_sockets`] kept back. Returns the HTTPS pool's size. Can be
+    /// called once, at start-up or later (once a certificate is at hand).
+    pub fn start_https(
+        &mut self,
+        config: Arc<bramble_tls::ServerConfig>,
+        memory: &'a mut HttpsMemory<'a>,
+        port: u16,
+        now: Instant,
+    ) -> Result<usize, NetError> {
+        let free_slots = self.sockets_free();
+        let size = memory.pool_size(free_slots);
+        if size == 0 || self.https.is_some() {
+            return Err(NetError::NoSocketMemory);
+        }
+        let HttpsMemory {
+            connections,
+            tcp_buffers,
+            tcp_rx_len,
+            tcp_tx_len,
+        } = memory;
+        self.https = Some(ConnectionPool::new(
+            &mut self.sockets,
+            connections,
+            TlsShared::new(config, now),
+            tcp_buffers,
+            (*tcp_rx_len, *tcp_tx_len),
+            size,
+            port,
+        ));
+        log::info!(
+            "net: {size} HTTPS connections on port {port} ({tcp_rx_len} + {tcp_tx_len} bytes of \
+             TCP buffer each)"
+        );
+        Ok(size)
+    }
+
+    /// Socket slots not yet used.
+    fn sockets_free(&self) -> usize {
+        self.sockets_capacity - self.sockets.iter().count()
+    }
+
+    /// The HTTPS pool's counts, once it runs.
+    pub fn tls_counters(&self) -> Option<TlsCounters> {
+        self.https.as_ref().map(|pool| pool.shared().counters())
+    }
+
+    /// Number of HTTPS connections open now (0 without HTTPS).
+    pub fn open_https_connections(&self) -> usize {
+        self.https.as_ref().map_or(0, |pool| pool.open_count())
     }
 
     /// Lets the connections fill the send space that the last pass's ACKs freed and sends
@@ -246,8 +319,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// rest of an answer waited for the next wake-up: 615 -> 1,302 req/s for a 100 KiB file
     /// in the hosted benchmark, measured side by side.
     fn send_into_freed_space(&mut self, now: Instant) {
-        self.pool
-            .poll(&mut self.sockets, &mut self.server, &mut self.counters, now);
+        self.poll_pools(now);
         for _ in 0..EGRESS_ROUNDS {
             if self
                 .iface
@@ -273,8 +345,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// when the pool is full, SYNs are dropped (clients retry) rather than refused.
     fn limit_connection_requests(&mut self) {
         let listening = self.pool.listening(&self.sockets);
+        let https = self
+            .https
+            .as_ref()
+            .map(|pool| (pool.port(), pool.listening(&self.sockets)));
         self.phy
-            .limit_connection_requests(Some((self.pool.port(), listening)));
+            .limit_connection_requests([Some((self.pool.port(), listening)), https]);
     }
 
     fn next_wake(&mut self, now: Instant) -> Option<Instant> {
@@ -297,7 +373,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 }
             })
         };
-        next = earliest(next, self.pool.next_deadline());
+        next = earliest(next, self.pool.next_deadline(now));
+        if let Some(https) = &self.https {
+            next = earliest(next, https.next_deadline(now));
+        }
         if let Some((_, responder)) = &self.mdns {
             next = earliest(next, responder.next_deadline());
         }

@@ -1,5 +1,6 @@
-//! The connection pool: a fixed set of TCP sockets listening on the HTTP port, each driving
-//! one HTTP connection, with limits on how long a handshake or a close may hold a slot.
+//! The connection pool: a fixed set of TCP sockets listening on one port, each driving one
+//! connection (plain HTTP, or HTTP inside TLS: see [`PooledConnection`]), with limits on how
+//! long a handshake or a close may hold a slot.
 
 use super::{ApplianceCounters, earliest};
 use bramble_hal::Instant;
@@ -16,6 +17,72 @@ pub const CLOSE_LIMIT_MICROS: u64 = 30_000_000;
 /// Receive/transmit alternations per connection per poll.
 const PROGRESS_ROUNDS: usize = 8;
 
+/// What one pool slot drives once its TCP connection is established: plain HTTP
+/// ([`Connection`]) or HTTP inside TLS ([`super::secure::TlsConnection`]). The pool makes the
+/// same calls, in the same order, for both; admission, eviction and deadlines are the pool's.
+pub(crate) trait PooledConnection {
+    /// What the pool's connections share (the TLS configuration and handshake budget).
+    type Shared;
+    /// Starts serving an established TCP connection. `false` defers it: the pool asks again
+    /// on a later pass (the TLS handshake budget is spent), within the handshake limit.
+    fn open(&mut self, shared: &mut Self::Shared, server: &mut Server<'_>, now: Instant) -> bool;
+    /// Bytes from the peer; returns how many were taken.
+    fn receive(
+        &mut self,
+        shared: &mut Self::Shared,
+        server: &mut Server<'_>,
+        data: &[u8],
+        now: Instant,
+    ) -> usize;
+    /// Fills `out` with bytes for the peer; returns how many.
+    fn transmit(
+        &mut self,
+        shared: &mut Self::Shared,
+        server: &mut Server<'_>,
+        out: &mut [u8],
+        now: Instant,
+    ) -> usize;
+    /// Keep, close after the queued bytes, or reset.
+    fn action(&self, now: Instant) -> ConnectionAction;
+    /// The connection's next deadline.
+    fn next_deadline(&self) -> Option<Instant>;
+    /// Ends the connection (the TCP connection has closed).
+    fn close(&mut self, shared: &mut Self::Shared, server: &mut Server<'_>);
+    /// When deferred connections may be opened again, if some are waiting.
+    fn shared_deadline(_shared: &Self::Shared, _now: Instant) -> Option<Instant> {
+        None
+    }
+}
+
+impl PooledConnection for Connection {
+    type Shared = ();
+    fn open(&mut self, _: &mut (), server: &mut Server<'_>, now: Instant) -> bool {
+        Connection::open(self, server, now);
+        true
+    }
+    fn receive(&mut self, _: &mut (), server: &mut Server<'_>, data: &[u8], now: Instant) -> usize {
+        Connection::receive(self, server, data, now)
+    }
+    fn transmit(
+        &mut self,
+        _: &mut (),
+        server: &mut Server<'_>,
+        out: &mut [u8],
+        now: Instant,
+    ) -> usize {
+        Connection::transmit(self, server, out, now)
+    }
+    fn action(&self, now: Instant) -> ConnectionAction {
+        Connection::action(self, now)
+    }
+    fn next_deadline(&self) -> Option<Instant> {
+        Connection::next_deadline(self)
+    }
+    fn close(&mut self, _: &mut (), server: &mut Server<'_>) {
+        Connection::close(self, server)
+    }
+}
+
 /// One TCP socket of the pool and whether its HTTP connection is open.
 #[derive(Clone, Copy)]
 pub(super) struct PoolSlot {
@@ -29,21 +96,23 @@ pub(super) struct PoolSlot {
     pub(super) since: Option<Instant>,
 }
 
-/// The TCP sockets on the HTTP port (in the appliance's socket set) and the HTTP connection
-/// each one drives, slot for slot.
-pub(super) struct ConnectionPool<'a> {
+/// The TCP sockets on one port (in the appliance's socket set) and the connection each one
+/// drives, slot for slot.
+pub(super) struct ConnectionPool<'a, C: PooledConnection = Connection> {
     pub(super) slots: heapless::Vec<PoolSlot, MAX_CONNECTIONS>,
-    connections: &'a mut [Connection],
+    connections: &'a mut [C],
+    shared: C::Shared,
     port: u16,
 }
 
-impl<'a> ConnectionPool<'a> {
+impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
     /// Adds `size` TCP sockets listening on `port` to `sockets`, each with `rx_len` +
     /// `tx_len` bytes cut from `buffers`, and pairs them with the first `size` connections.
     /// The caller has checked that the memory holds `size` of each (`pool_size`).
     pub(super) fn new(
         sockets: &mut SocketSet<'a>,
-        connections: &'a mut [Connection],
+        connections: &'a mut [C],
+        shared: C::Shared,
         buffers: &'a mut [u8],
         (rx_len, tx_len): (usize, usize),
         size: usize,
@@ -75,8 +144,14 @@ impl<'a> ConnectionPool<'a> {
         Self {
             slots,
             connections: &mut connections[..size],
+            shared,
             port,
         }
+    }
+
+    /// What the connections share.
+    pub(super) fn shared(&self) -> &C::Shared {
+        &self.shared
     }
 
     /// The TCP port the pool listens on.
@@ -113,24 +188,25 @@ impl<'a> ConnectionPool<'a> {
         now: Instant,
     ) {
         let port = self.port;
+        let shared = &mut self.shared;
         for (slot, connection) in self.slots.iter_mut().zip(self.connections.iter_mut()) {
             let socket = sockets.get_mut::<tcp::Socket>(slot.handle);
-            if !slot.open && !slot.admit(socket, connection, server, counters, port, now) {
+            if !slot.open && !slot.admit(socket, connection, shared, server, counters, port, now) {
                 continue;
             }
-            let wrote = exchange(socket, connection, server, now);
+            let wrote = exchange(socket, connection, shared, server, now);
             // Set when this pass aborts the socket: smoltcp sends the RST on the next
             // interface poll, but only if the socket still knows its peer, so it must not be
             // put back to listening (which forgets the peer) until the next pass.
             let mut aborted = slot.follow(connection.action(now), socket, wrote, counters, now);
             aborted |= slot.enforce_close_limit(socket, counters, now);
-            slot.recycle_if_closed(socket, connection, server, aborted, port);
+            slot.recycle_if_closed(socket, connection, shared, server, aborted, port);
         }
     }
 
     /// The earliest of the open connections' deadlines and the handshake and close limits.
-    pub(super) fn next_deadline(&self) -> Option<Instant> {
-        let mut next = None;
+    pub(super) fn next_deadline(&self, now: Instant) -> Option<Instant> {
+        let mut next = C::shared_deadline(&self.shared, now);
         for (slot, connection) in self.slots.iter().zip(self.connections.iter()) {
             if slot.open {
                 next = earliest(next, connection.next_deadline());
@@ -152,10 +228,12 @@ impl PoolSlot {
     /// For a slot with no open connection: opens one for a socket whose handshake is done
     /// (true: serve it in this pass), or keeps the slot listening and its handshake within
     /// [`HANDSHAKE_LIMIT_MICROS`] (false).
-    fn admit(
+    #[allow(clippy::too_many_arguments)] // the pool's parts, each borrowed separately
+    fn admit<C: PooledConnection>(
         &mut self,
         socket: &mut tcp::Socket<'_>,
-        connection: &mut Connection,
+        connection: &mut C,
+        shared: &mut C::Shared,
         server: &mut Server<'_>,
         counters: &mut ApplianceCounters,
         port: u16,
@@ -165,7 +243,17 @@ impl PoolSlot {
             // CLOSE-WAIT: the client sent its request and its FIN before we looked; the
             // request is still in the buffer and gets its answer.
             tcp::State::Established | tcp::State::CloseWait => {
-                connection.open(server, now);
+                if !connection.open(shared, server, now) {
+                    // Deferred (the TLS handshake budget is spent): the request waits in the
+                    // socket, within the same limit as a handshake.
+                    let since = *self.since.get_or_insert(now);
+                    if now.micros_since(since) >= HANDSHAKE_LIMIT_MICROS {
+                        socket.abort();
+                        self.since = None;
+                        counters.handshakes_abandoned += 1;
+                    }
+                    return false;
+                }
                 self.open = true;
                 self.closing = false;
                 self.since = None;
@@ -259,16 +347,17 @@ impl PoolSlot {
     /// client. (TIME-WAIT protection is given up for the slot; the client's port differs
     /// anyway.) After an abort in this pass (`aborted`), listening waits one pass, for the
     /// RST to go out first.
-    fn recycle_if_closed(
+    fn recycle_if_closed<C: PooledConnection>(
         &mut self,
         socket: &mut tcp::Socket<'_>,
-        connection: &mut Connection,
+        connection: &mut C,
+        shared: &mut C::Shared,
         server: &mut Server<'_>,
         aborted: bool,
         port: u16,
     ) {
         if matches!(socket.state(), tcp::State::Closed | tcp::State::TimeWait) {
-            connection.close(server);
+            connection.close(shared, server);
             self.open = false;
             self.closing = false;
             self.since = None;
@@ -283,9 +372,10 @@ impl PoolSlot {
 /// a response can make room for the next pipelined request, and reading a request can
 /// produce the next response. Bounded by [`PROGRESS_ROUNDS`], so one connection cannot hold
 /// the loop. Returns the response bytes written into the socket.
-fn exchange(
+fn exchange<C: PooledConnection>(
     socket: &mut tcp::Socket<'_>,
-    connection: &mut Connection,
+    connection: &mut C,
+    shared: &mut C::Shared,
     server: &mut Server<'_>,
     now: Instant,
 ) -> usize {
@@ -295,7 +385,9 @@ fn exchange(
         while socket.can_recv() {
             let consumed = socket
                 .recv(|data| {
-                    let n = connection.receive(server, data, now).min(data.len());
+                    let n = connection
+                        .receive(shared, server, data, now)
+                        .min(data.len());
                     (n, n)
                 })
                 .unwrap_or(0);
@@ -308,7 +400,9 @@ fn exchange(
         while socket.can_send() {
             let n = socket
                 .send(|buffer| {
-                    let n = connection.transmit(server, buffer, now).min(buffer.len());
+                    let n = connection
+                        .transmit(shared, server, buffer, now)
+                        .min(buffer.len());
                     (n, n)
                 })
                 .unwrap_or(0);

@@ -1,8 +1,10 @@
 //! Host tests of the appliance over in-memory devices, by part: the poll loop's wake-ups and
-//! device changes (`poll`), addresses (`address`), the mDNS socket (`mdns`), and HTTP over
-//! TCP through the pool (`pool`). This file holds the fixtures they share.
+//! device changes (`poll`), addresses (`address`), the mDNS socket (`mdns`), HTTP over
+//! TCP through the pool (`pool`), and HTTPS through the TLS pool (`https`). This file holds
+//! the fixtures they share.
 
 mod address;
+mod https;
 mod mdns;
 mod poll;
 mod pool;

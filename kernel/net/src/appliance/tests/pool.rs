@@ -23,21 +23,21 @@ fn refuses_memory_without_room_for_a_connection() {
 }
 
 /// A plain smoltcp client on the other end of the wire.
-struct Client {
+pub(super) struct Client {
     phy: EthernetPhy<WiredDevice>,
     iface: Interface,
     sockets: SocketSet<'static>,
 }
 
 impl Client {
-    fn new(device: WiredDevice) -> Self {
+    pub(super) fn new(device: WiredDevice) -> Self {
         let mut phy = EthernetPhy::new(device);
         let config = Config::new(HardwareAddress::Ethernet(EthernetAddress(CLIENT_MAC)));
         let mut iface = Interface::new(config, &mut phy, smol(at(0)));
         iface.update_ip_addrs(|a| {
             a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 1), 24)).unwrap();
         });
-        let storage = Box::leak(Box::new([SocketStorage::EMPTY; 4]));
+        let storage = Box::leak(Box::new([SocketStorage::EMPTY; 8]));
         Self {
             phy,
             iface,
@@ -46,30 +46,34 @@ impl Client {
     }
 
     fn connect(&mut self, local_port: u16) -> SocketHandle {
+        self.connect_to(local_port, 80)
+    }
+
+    pub(super) fn connect_to(&mut self, local_port: u16, remote_port: u16) -> SocketHandle {
         let rx = Box::leak(std::vec![0u8; 65536].into_boxed_slice());
         let tx = Box::leak(std::vec![0u8; 4096].into_boxed_slice());
         let mut socket = tcp::Socket::new(tcp::SocketBuffer::new(rx), tcp::SocketBuffer::new(tx));
         socket
             .connect(
                 self.iface.context(),
-                (Ipv4Address::new(10, 0, 0, 2), 80),
+                (Ipv4Address::new(10, 0, 0, 2), remote_port),
                 local_port,
             )
             .unwrap();
         self.sockets.add(socket)
     }
 
-    fn socket(&mut self, handle: SocketHandle) -> &mut tcp::Socket<'static> {
+    pub(super) fn socket(&mut self, handle: SocketHandle) -> &mut tcp::Socket<'static> {
         self.sockets.get_mut::<tcp::Socket>(handle)
     }
 
-    fn poll(&mut self, now: Instant) {
+    pub(super) fn poll(&mut self, now: Instant) {
         self.iface.poll(smol(now), &mut self.phy, &mut self.sockets);
     }
 }
 
 /// Runs both ends for up to `steps` milliseconds or until `done` says so.
-fn run_until(
+pub(super) fn run_until(
     appliance: &mut Appliance<'static, WiredDevice>,
     client: &mut Client,
     clock: &mut u64,

@@ -1,0 +1,318 @@
+//! HTTPS through the TLS pool: rustls's client over a smoltcp socket on the wire fetches
+//! pages (keep-alive, pipelining, a body larger than every buffer), resumes with a ticket,
+//! gets close_notify before the FIN, and a handshake flood is held to the budget.
+
+use super::pool::{Client, run_until};
+use super::*;
+use crate::appliance::secure::{HandshakeBudget, TlsConnection, TlsShared};
+use bramble_tls::session::MAX_RECORD_LEN;
+use bramble_tls::{Identity, SniPolicy};
+use rustls::pki_types::pem::PemObject;
+use std::io::{Read, Write};
+use std::sync::Arc;
+
+const CA: &[u8] = include_bytes!("../../../../tls/tests/data/ca.pem");
+const CERT: &[u8] = include_bytes!("../../../../tls/tests/data/p256.pem");
+const KEY: &[u8] = include_bytes!("../../../../tls/tests/data/p256.key");
+
+fn tls_config() -> Arc<bramble_tls::ServerConfig> {
+    bramble_tls::random::RANDOM.seed(&[5; 32]).unwrap();
+    let identity = Identity::from_pem(CERT, KEY).unwrap();
+    bramble_tls::server_config(identity, SniPolicy::AnyName).unwrap()
+}
+
+fn client_config() -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(CA) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(bramble_tls::provider::provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    config.alpn_protocols = std::vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+/// Leaked HTTPS memory for `pool` connections.
+fn https_memory(pool: usize) -> &'static mut HttpsMemory<'static> {
+    let connections = (0..pool)
+        .map(|_| {
+            TlsConnection::new(
+                Box::leak(std::vec![0u8; MAX_RECORD_LEN].into_boxed_slice()),
+                Box::leak(std::vec![0u8; 8192].into_boxed_slice()),
+            )
+        })
+        .collect::<Vec<_>>();
+    Box::leak(Box::new(HttpsMemory {
+        connections: Box::leak(connections.into_boxed_slice()),
+        tcp_buffers: Box::leak(std::vec![0u8; pool * 6144].into_boxed_slice()),
+        tcp_rx_len: 2048,
+        tcp_tx_len: 4096,
+    }))
+}
+
+fn appliance_with_https(pool: usize) -> (Appliance<'static, WiredDevice>, Client) {
+    let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+    let memory = memory(2 + pool);
+    memory.https_sockets = pool;
+    let mut appliance =
+        Appliance::new(guest, static_config(false), memory, server(), at(0)).unwrap();
+    assert_eq!(appliance.pool_size(), 2);
+    let size = appliance
+        .start_https(tls_config(), https_memory(pool), 443, at(0))
+        .unwrap();
+    assert_eq!(size, pool);
+    (appliance, Client::new(host))
+}
+
+/// One TLS client over one smoltcp socket.
+struct TlsClient {
+    handle: SocketHandle,
+    tls: rustls::ClientConnection,
+    plaintext: Vec<u8>,
+    saw_eof: bool,
+}
+
+impl TlsClient {
+    fn connect(client: &mut Client, config: &Arc<rustls::ClientConfig>, port: u16) -> Self {
+        Self {
+            handle: client.connect_to(port, 443),
+            tls: rustls::ClientConnection::new(config.clone(), "bramble.test".try_into().unwrap())
+                .unwrap(),
+            plaintext: Vec::new(),
+            saw_eof: false,
+        }
+    }
+
+    /// Moves bytes between the TLS client and its socket.
+    fn pump(&mut self, client: &mut Client) {
+        let socket = client.socket(self.handle);
+        if !socket.may_send() {
+            return;
+        }
+        let mut out = Vec::new();
+        while self.tls.wants_write() {
+            self.tls.write_tls(&mut out).unwrap();
+        }
+        if !out.is_empty() {
+            assert_eq!(
+                socket.send_slice(&out).unwrap(),
+                out.len(),
+                "client socket room"
+            );
+        }
+        while socket.can_recv() {
+            let mut incoming = Vec::new();
+            socket
+                .recv(|data| {
+                    incoming.extend_from_slice(data);
+                    (data.len(), ())
+                })
+                .unwrap();
+            let mut reader = &incoming[..];
+            while !reader.is_empty() {
+                self.tls.read_tls(&mut reader).unwrap();
+                self.tls
+                    .process_new_packets()
+                    .expect("the client accepts the server");
+            }
+        }
+        let mut buffer = [0u8; 4096];
+        loop {
+            match self.tls.reader().read(&mut buffer) {
+                Ok(0) => {
+                    self.saw_eof = true;
+                    break;
+                }
+                Ok(n) => self.plaintext.extend_from_slice(&buffer[..n]),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+fn exchange(
+    appliance: &mut Appliance<'static, WiredDevice>,
+    client: &mut Client,
+    tls: &mut TlsClient,
+    clock: &mut u64,
+    request: &[u8],
+    until: impl Fn(&TlsClient) -> bool,
+) -> bool {
+    tls.tls.writer().write_all(request).unwrap();
+    run_until(appliance, client, clock, 20_000, |c| {
+        tls.pump(c);
+        until(tls)
+    })
+}
+
+fn count(text: &[u8], needle: &[u8]) -> usize {
+    text.windows(needle.len()).filter(|w| *w == needle).count()
+}
+
+#[test]
+fn serves_https_with_keep_alive_pipelining_and_a_large_body() {
+    let (mut appliance, mut client) = appliance_with_https(2);
+    let config = client_config();
+    let mut tls = TlsClient::connect(&mut client, &config, 41000);
+    let mut clock = 0;
+    let request = b"GET / HTTP/1.1\r\nHost: bramble.test\r\n\r\n\
+                    GET /big.bin HTTP/1.1\r\nHost: bramble.test\r\n\r\n\
+                    GET /nothing HTTP/1.1\r\nHost: bramble.test\r\n\r\n";
+    let body = big_body();
+    let done = exchange(
+        &mut appliance,
+        &mut client,
+        &mut tls,
+        &mut clock,
+        request,
+        |t| {
+            count(&t.plaintext, b"HTTP/1.1 ") == 3 && t.plaintext.ends_with(b"</html>\n")
+                || count(&t.plaintext, b"HTTP/1.1 404") == 1
+        },
+    );
+    assert!(
+        done,
+        "three responses arrived: {} bytes",
+        tls.plaintext.len()
+    );
+    assert_eq!(
+        tls.tls.protocol_version(),
+        Some(rustls::ProtocolVersion::TLSv1_3)
+    );
+    assert_eq!(tls.tls.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let text = &tls.plaintext;
+    assert!(text.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    assert!(text.windows(BODY.len()).any(|w| w == BODY));
+    assert!(
+        text.windows(body.len()).any(|w| w == &body[..]),
+        "the 20,000-byte body arrives whole"
+    );
+    assert_eq!(appliance.open_https_connections(), 1, "kept alive");
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(counters.full_handshakes, 1);
+    assert_eq!(appliance.server().counters().requests, 3);
+}
+
+#[test]
+fn a_second_connection_resumes_and_close_notify_precedes_the_fin() {
+    let (mut appliance, mut client) = appliance_with_https(2);
+    let config = client_config();
+    let mut clock = 0;
+    for (round, port) in [(0, 41100u16), (1, 41101)] {
+        let mut tls = TlsClient::connect(&mut client, &config, port);
+        let done = exchange(
+            &mut appliance,
+            &mut client,
+            &mut tls,
+            &mut clock,
+            b"GET / HTTP/1.1\r\nHost: bramble.test\r\nConnection: close\r\n\r\n",
+            |t| t.saw_eof,
+        );
+        assert!(
+            done,
+            "round {round}: a clean TLS end (close_notify) reached the client"
+        );
+        assert!(tls.plaintext.starts_with(b"HTTP/1.1 200 OK\r\n"));
+        let expected = if round == 0 {
+            rustls::HandshakeKind::Full
+        } else {
+            rustls::HandshakeKind::Resumed
+        };
+        assert_eq!(tls.tls.handshake_kind(), Some(expected), "round {round}");
+        run_until(&mut appliance, &mut client, &mut clock, 2000, |c| {
+            !c.socket(tls.handle).may_recv()
+        });
+    }
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(
+        (counters.full_handshakes, counters.resumed_handshakes),
+        (1, 1)
+    );
+}
+
+#[test]
+fn a_handshake_flood_is_held_to_the_budget_while_plain_http_is_served() {
+    let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+    let memory = memory(2 + 4);
+    memory.https_sockets = 4;
+    let mut appliance =
+        Appliance::new(guest, static_config(false), memory, server(), at(0)).unwrap();
+    appliance.https = None;
+    let https = https_memory(4);
+    let HttpsMemory {
+        connections,
+        tcp_buffers,
+        tcp_rx_len,
+        tcp_tx_len,
+    } = https;
+    // One handshake per second, no burst beyond one.
+    let shared = TlsShared::with_budget(tls_config(), HandshakeBudget::new(1, 1, at(0)));
+    appliance.https = Some(ConnectionPool::new(
+        &mut appliance.sockets,
+        connections,
+        shared,
+        tcp_buffers,
+        (*tcp_rx_len, *tcp_tx_len),
+        4,
+        443,
+    ));
+    let mut client = Client::new(host);
+    let config = client_config();
+    let mut clock = 0;
+    let mut flood: Vec<TlsClient> = (0..4)
+        .map(|i| TlsClient::connect(&mut client, &config, 42000 + i))
+        .collect();
+    let plain = client.connect_to(43000, 80);
+    // 500 ms: one handshake's token, so one TLS connection opens and the others wait.
+    run_until(&mut appliance, &mut client, &mut clock, 500, |c| {
+        for tls in &mut flood {
+            tls.pump(c);
+        }
+        false
+    });
+    let open = flood.iter().filter(|t| !t.tls.is_handshaking()).count();
+    assert_eq!(open, 1, "one handshake within the budget");
+    assert!(appliance.tls_counters().unwrap().deferred >= 1);
+    // Plain HTTP is answered meanwhile.
+    client
+        .socket(plain)
+        .send_slice(b"GET / HTTP/1.1\r\nHost: bramble\r\n\r\n")
+        .unwrap();
+    let mut response = Vec::new();
+    let answered = run_until(&mut appliance, &mut client, &mut clock, 1000, |c| {
+        let socket = c.socket(plain);
+        while socket.can_recv() {
+            socket
+                .recv(|d| {
+                    response.extend_from_slice(d);
+                    (d.len(), ())
+                })
+                .unwrap();
+        }
+        response.starts_with(b"HTTP/1.1 200")
+    });
+    assert!(answered, "plain HTTP answered during the flood");
+    // Three more seconds: the rest get their tokens, one a second.
+    run_until(&mut appliance, &mut client, &mut clock, 3500, |c| {
+        for tls in &mut flood {
+            tls.pump(c);
+        }
+        flood.iter().all(|t| !t.tls.is_handshaking())
+    });
+    assert!(
+        flood.iter().all(|t| !t.tls.is_handshaking()),
+        "all handshakes done in time"
+    );
+    // The last client's Finished is still on its way to the server.
+    run_until(&mut appliance, &mut client, &mut clock, 100, |c| {
+        for tls in &mut flood {
+            tls.pump(c);
+        }
+        false
+    });
+    assert_eq!(appliance.tls_counters().unwrap().full_handshakes, 4);
+}
