@@ -96,6 +96,7 @@ impl System {
                 settings: BRAMBLE_SETTINGS.to_string(),
                 firmware: Vec::new(),
                 size_mib: None,
+                tls: None,
             },
             &card,
         )?;

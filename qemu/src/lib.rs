@@ -116,6 +116,9 @@ pub struct QemuConfig {
     pub monitor_socket: Option<PathBuf>,
     /// Run with `-icount shift=0`: the guest clock counts instructions (benchmarks).
     pub count_instructions: bool,
+    /// With user-mode networking, also forward 127.0.0.1:this port to the guest's HTTPS
+    /// port (443).
+    pub https_host_port: Option<u16>,
 }
 
 impl QemuConfig {
@@ -128,6 +131,7 @@ impl QemuConfig {
             network: None,
             monitor_socket: None,
             count_instructions: false,
+            https_host_port: None,
         }
     }
 
@@ -166,10 +170,13 @@ impl QemuConfig {
                 Network::User {
                     host_port,
                     topology,
-                } => (
-                    format!("user,id=net0,hostfwd=tcp:127.0.0.1:{host_port}-:80"),
-                    topology,
-                ),
+                } => {
+                    let mut netdev = format!("user,id=net0,hostfwd=tcp:127.0.0.1:{host_port}-:80");
+                    if let Some(https) = self.https_host_port {
+                        netdev.push_str(&format!(",hostfwd=tcp:127.0.0.1:{https}-:443"));
+                    }
+                    (netdev, topology)
+                }
                 Network::Tap {
                     interface,
                     topology,
@@ -237,6 +244,19 @@ mod tests {
         let config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw("kernel.img".into()));
         assert!(joined(&config).contains("-bios kernel.img"));
         assert!(!joined(&config).contains("-kernel"));
+    }
+
+    #[test]
+    fn https_is_forwarded_beside_http() {
+        let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw("kernel.img".into()));
+        config.network = Some(Network::User {
+            host_port: 8080,
+            topology: Topology::BehindHub,
+        });
+        config.https_host_port = Some(8443);
+        assert!(joined(&config).contains(
+            "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:8080-:80,hostfwd=tcp:127.0.0.1:8443-:443"
+        ));
     }
 
     #[test]

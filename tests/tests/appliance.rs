@@ -35,6 +35,7 @@ fn card(dir: &Path) -> PathBuf {
         settings: bramble_settings::TEMPLATE.to_string(),
         firmware: Vec::new(),
         size_mib: None,
+        tls: None,
     };
     build_image(&inputs, &path).unwrap();
     path

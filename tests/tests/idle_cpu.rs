@@ -82,6 +82,7 @@ fn measure(network: bool) -> IdleCpu {
         settings: bramble_settings::TEMPLATE.to_string(),
         firmware: Vec::new(),
         size_mib: None,
+        tls: None,
     };
     build_image(&inputs, &card).unwrap();
     let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));

@@ -127,6 +127,7 @@ fn serving_resumes_after_the_link_drops_and_returns() {
         settings: bramble_settings::TEMPLATE.to_string(),
         firmware: Vec::new(),
         size_mib: None,
+        tls: None,
     };
     build_image(&inputs, &card).unwrap();
 

@@ -58,6 +58,7 @@ fn build_card(corrupt_site: bool) -> Card {
         settings: bramble_settings::TEMPLATE.to_string(),
         firmware: Vec::new(),
         size_mib: None,
+        tls: None,
     };
     build_image(&inputs, &path).expect("build image");
     Card {

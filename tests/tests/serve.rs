@@ -82,6 +82,7 @@ fn serve_and_fetch_everything(topology: Topology, settings: &str, driver: &str) 
         settings: settings.to_string(),
         firmware: Vec::new(),
         size_mib: None,
+        tls: None,
     };
     build_image(&inputs, &card).unwrap();
 

@@ -56,6 +56,15 @@ pub struct ImageArgs {
     /// Image size in MiB, a power of two [default: the smallest that fits, at least 32].
     #[arg(long, value_name = "MIB")]
     pub size: Option<u64>,
+    /// A PEM certificate chain (leaf first) for HTTPS: checked, put on the card under the
+    /// name BRAMBLE.TXT gives (`tls_certificate`, default CERT.PEM), and `https = on` set
+    /// unless BRAMBLE.TXT already says `on` or `only`.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key (ECDSA P-256 or Ed25519, PKCS#8 or SEC1); it must
+    /// be the certificate's.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Everything that goes on a card, already read and checked.
@@ -71,6 +80,21 @@ pub struct ImageInputs {
     pub firmware: Vec<FirmwareBlob>,
     /// The image size in MiB; `None` picks the smallest power of two that fits.
     pub size_mib: Option<u64>,
+    /// The HTTPS certificate chain and key, checked, with their names on the card.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A checked certificate chain and key for the card.
+#[derive(Clone, Debug)]
+pub struct TlsFiles {
+    /// The chain's name on the card (`tls_certificate`).
+    pub certificate_name: String,
+    /// The PEM chain.
+    pub certificate: Vec<u8>,
+    /// The key's name on the card (`tls_key`).
+    pub key_name: String,
+    /// The PEM key.
+    pub key: Vec<u8>,
 }
 
 /// What [`build_image`] wrote.
@@ -117,6 +141,26 @@ pub enum ImageError {
         path: PathBuf,
         /// What the OS said.
         source: std::io::Error,
+    },
+    /// The certificate and key cannot be served.
+    #[error("{certificate} and {key}: {problem}")]
+    BadCertificate {
+        /// The certificate file.
+        certificate: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// What is wrong.
+        problem: bramble_tls::IdentityError,
+    },
+    /// A file is larger than the kernel reads.
+    #[error("{path} is {size} bytes; the kernel reads at most {limit}")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: usize,
+        /// The limit.
+        limit: usize,
     },
     /// The firmware could not be had.
     #[error(transparent)]
@@ -174,6 +218,102 @@ pub fn read_settings(path: &Path) -> Result<String, ImageError> {
     Ok(text)
 }
 
+/// The largest certificate or key file the kernel reads (kernel/board's storage).
+pub const MAX_TLS_FILE_BYTES: usize = 16 * 1024;
+
+/// What [`check_tls_files`] found besides the files: the leaf's validity and a warning when
+/// it is outside it now.
+#[derive(Clone, Debug)]
+pub struct CertificateCheck {
+    /// The leaf's validity, Unix seconds.
+    pub validity: bramble_tls::certificate::Validity,
+    /// Set when the certificate is expired or not yet valid now (the kernel still serves
+    /// plain HTTP; HTTPS clients would refuse it).
+    pub warning: Option<String>,
+}
+
+/// Reads a certificate chain and key and checks them with the kernel's own TLS code: both
+/// parse, the key is the certificate's, and it is a key type the kernel signs with.
+pub fn check_tls_files(
+    certificate: &Path,
+    key: &Path,
+    now_unix: i64,
+) -> Result<(Vec<u8>, Vec<u8>, CertificateCheck), ImageError> {
+    let certificate_bytes = read(certificate)?;
+    let key_bytes = read(key)?;
+    for (path, bytes) in [(certificate, &certificate_bytes), (key, &key_bytes)] {
+        if bytes.len() > MAX_TLS_FILE_BYTES {
+            return Err(ImageError::TooLarge {
+                path: path.to_path_buf(),
+                size: bytes.len(),
+                limit: MAX_TLS_FILE_BYTES,
+            });
+        }
+    }
+    let identity =
+        bramble_tls::Identity::from_pem(&certificate_bytes, &key_bytes).map_err(|problem| {
+            ImageError::BadCertificate {
+                certificate: certificate.to_path_buf(),
+                key: key.to_path_buf(),
+                problem,
+            }
+        })?;
+    let validity = identity.validity();
+    let warning = if now_unix > validity.not_after {
+        Some(format!(
+            "{} expired {} days ago: browsers will refuse it (plain HTTP still works)",
+            certificate.display(),
+            (now_unix - validity.not_after) / 86_400
+        ))
+    } else if now_unix < validity.not_before {
+        Some(format!(
+            "{} is not valid yet (from Unix time {}): browsers will refuse it until then",
+            certificate.display(),
+            validity.not_before
+        ))
+    } else {
+        None
+    };
+    Ok((
+        certificate_bytes,
+        key_bytes,
+        CertificateCheck { validity, warning },
+    ))
+}
+
+/// `settings` with HTTPS turned on (`https = on`) unless it already is (`on` or `only`):
+/// the `https` line is replaced, or one is added.
+pub fn settings_with_https(settings: &str) -> String {
+    let parsed = Settings::parse_lenient(settings, |_| {});
+    if parsed.https != bramble_settings::HttpsMode::Off {
+        return settings.to_string();
+    }
+    let is_https_line = |line: &str| {
+        let content = line.split('#').next().unwrap_or("");
+        content
+            .split_once('=')
+            .is_some_and(|(key, _)| key.trim().eq_ignore_ascii_case("https"))
+    };
+    let mut replaced = false;
+    let mut out: Vec<String> = settings
+        .lines()
+        .map(|line| {
+            if is_https_line(line) && !replaced {
+                replaced = true;
+                "https = on".to_string()
+            } else {
+                line.to_string()
+            }
+        })
+        .collect();
+    if !replaced {
+        out.push("https = on".into());
+    }
+    let mut text = out.join("\n");
+    text.push('\n');
+    text
+}
+
 /// The files of the boot partition, in the order they are written.
 pub fn boot_files(inputs: &ImageInputs) -> Vec<BootFile> {
     let mut files: Vec<BootFile> = inputs
@@ -200,6 +340,16 @@ pub fn boot_files(inputs: &ImageInputs) -> Vec<BootFile> {
         name: bramble_settings::FILE_NAME.into(),
         bytes: inputs.settings.as_bytes().to_vec(),
     });
+    if let Some(tls) = &inputs.tls {
+        files.push(BootFile {
+            name: tls.certificate_name.clone(),
+            bytes: tls.certificate.clone(),
+        });
+        files.push(BootFile {
+            name: tls.key_name.clone(),
+            bytes: tls.key.clone(),
+        });
+    }
     files
 }
 
@@ -267,9 +417,32 @@ fn site_bytes(args: &ImageArgs) -> anyhow::Result<Vec<u8>> {
 
 /// Runs `bramble image`.
 pub fn run(args: ImageArgs) -> anyhow::Result<()> {
-    let settings = match &args.config {
+    let mut settings = match &args.config {
         Some(path) => read_settings(path)?,
         None => bramble_settings::TEMPLATE.to_string(),
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(certificate), Some(key)) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |since| since.as_secs() as i64);
+            let (certificate_bytes, key_bytes, check) = check_tls_files(certificate, key, now)?;
+            if let Some(warning) = &check.warning {
+                eprintln!("warning: {warning}");
+            }
+            settings = settings_with_https(&settings);
+            let parsed = Settings::parse(&settings).map_err(|error| ImageError::BadSettings {
+                path: PathBuf::from(bramble_settings::FILE_NAME),
+                message: error.to_string(),
+            })?;
+            Some(TlsFiles {
+                certificate_name: parsed.tls_certificate.as_str().to_string(),
+                certificate: certificate_bytes,
+                key_name: parsed.tls_key.as_str().to_string(),
+                key: key_bytes,
+            })
+        }
+        _ => None,
     };
     let firmware = if let Some(dir) = &args.firmware {
         firmware::load_dir(dir)?
@@ -289,6 +462,7 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
         settings,
         firmware,
         size_mib: args.size,
+        tls,
     };
     let report = build_image(&inputs, &args.output)?;
 

@@ -35,6 +35,27 @@ pub struct QemuArgs {
     /// Forward 127.0.0.1:PORT to the guest's port 80.
     #[arg(long, default_value_t = 8080)]
     pub port: u16,
+    /// Also forward 127.0.0.1:PORT to the guest's HTTPS port 443 (user-mode networking;
+    /// the card needs a certificate: `bramble image --tls-cert --tls-key`, or --tls-cert
+    /// and --tls-key here).
+    #[arg(long, value_name = "PORT")]
+    pub https_port: Option<u16>,
+    /// With --site: put this PEM certificate chain on the card and turn HTTPS on.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_key",
+        conflicts_with = "image"
+    )]
+    pub tls_cert: Option<PathBuf>,
+    /// With --site: the certificate's PEM private key.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        conflicts_with = "image"
+    )]
+    pub tls_key: Option<PathBuf>,
     /// Put the USB NIC on the root port instead of behind a hub (the B+ shape).
     #[arg(long)]
     pub root_port: bool,
@@ -73,10 +94,17 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         } else {
             Topology::BehindHub
         };
-        config.network = Some(Network::User {
-            host_port: args.port,
-            topology,
+        config.network = Some(match &args.tap {
+            Some(interface) => Network::Tap {
+                interface: interface.clone(),
+                topology,
+            },
+            None => Network::User {
+                host_port: args.port,
+                topology,
+            },
         });
+        config.https_host_port = args.https_port;
     }
     eprintln!(
         "booting {} in QEMU; serial console follows. Stop with Ctrl-C.",
@@ -111,6 +139,8 @@ fn card_for_site(
         fetch_firmware: false,
         config: args.config.clone(),
         size: None,
+        tls_cert: args.tls_cert.clone(),
+        tls_key: args.tls_key.clone(),
     })?;
     Ok(output)
 }

@@ -42,6 +42,7 @@ fn inputs(firmware: Vec<FirmwareBlob>) -> ImageInputs {
         settings: bramble_settings::TEMPLATE.to_string(),
         firmware,
         size_mib: None,
+        tls: None,
     }
 }
 
@@ -465,4 +466,152 @@ fn same_inputs_and_source_date_epoch_give_the_same_image() {
         &["-i", &partition_of(&dir.path().join("a.img")), "::"],
     );
     assert!(String::from_utf8_lossy(&listing.stdout).contains("2026-01-01"));
+}
+
+fn tls_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kernel/tls/tests/data")
+        .join(name)
+}
+
+fn image_with_tls(
+    dir: &Path,
+    settings: Option<&str>,
+    cert: &str,
+    key: &str,
+) -> std::process::Output {
+    let site = write_site(dir);
+    let kernel = dir.join("kernel.img");
+    fs::write(&kernel, noise(4096, 7)).unwrap();
+    let mut command = bramble();
+    command
+        .args(["image", "--site"])
+        .arg(&site)
+        .arg("--kernel")
+        .arg(&kernel)
+        .arg("--tls-cert")
+        .arg(tls_fixture(cert))
+        .arg("--tls-key")
+        .arg(tls_fixture(key))
+        .arg("-o")
+        .arg(dir.join("out.img"))
+        .env("XDG_CACHE_HOME", dir.join("cache"));
+    if let Some(text) = settings {
+        let path = dir.join("mine.txt");
+        fs::write(&path, text).unwrap();
+        command.arg("--config").arg(path);
+    }
+    command.output().unwrap()
+}
+
+#[test]
+fn cli_puts_a_checked_certificate_on_the_card_and_turns_https_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = image_with_tls(dir.path(), None, "p256.pem", "p256.key");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let img = dir.path().join("out.img");
+    assert_eq!(
+        short_names(&img),
+        [
+            "CONFIG.TXT",
+            "KERNEL.IMG",
+            "SITE.BIN",
+            "BRAMBLE.TXT",
+            "CERT.PEM",
+            "KEY.PEM"
+        ]
+    );
+    assert!(read_back(&img, "CERT.PEM", dir.path()) == fs::read(tls_fixture("p256.pem")).unwrap());
+    assert!(read_back(&img, "KEY.PEM", dir.path()) == fs::read(tls_fixture("p256.key")).unwrap());
+    let settings = String::from_utf8(read_back(&img, "BRAMBLE.TXT", dir.path())).unwrap();
+    let parsed = bramble_settings::Settings::parse(&settings).unwrap();
+    assert_eq!(parsed.https, bramble_settings::HttpsMode::On);
+    assert!(
+        settings.contains("# Serve https:// as well"),
+        "the template's notes are kept"
+    );
+}
+
+#[test]
+fn cli_keeps_https_only_and_the_names_bramble_txt_gives() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = image_with_tls(
+        dir.path(),
+        Some("https = only\ntls_certificate = site.crt\ntls_key = site.key\n"),
+        "ed25519.pem",
+        "ed25519.key",
+    );
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let img = dir.path().join("out.img");
+    assert!(short_names(&img).contains(&"SITE.CRT".to_string()));
+    let settings = String::from_utf8(read_back(&img, "BRAMBLE.TXT", dir.path())).unwrap();
+    assert!(settings.contains("https = only"), "{settings}");
+}
+
+#[test]
+fn cli_refuses_a_key_that_is_not_the_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = image_with_tls(dir.path(), None, "p256.pem", "other.key");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(
+        stderr.contains("the key does not belong to the certificate"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("out.img").exists());
+    let garbage = dir.path().join("garbage.pem");
+    fs::write(&garbage, "not a certificate").unwrap();
+    let output = bramble()
+        .args(["image", "-o"])
+        .arg(dir.path().join("x.img"))
+        .arg("--tls-cert")
+        .arg(&garbage)
+        .arg("--tls-key")
+        .arg(tls_fixture("p256.key"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("no PEM CERTIFICATE block"), "{stderr}");
+    let output = bramble()
+        .args(["image", "-o", "x.img", "--tls-cert", "a.pem"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "--tls-cert needs --tls-key");
+}
+
+#[test]
+fn cli_warns_about_an_expired_certificate_but_makes_the_card() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = image_with_tls(dir.path(), None, "expired.pem", "p256.key");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("expired") && stderr.contains("plain HTTP still works"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn https_is_turned_on_by_replacing_or_adding_its_line() {
+    assert_eq!(
+        image::settings_with_https("https = off\nled = on\n"),
+        "https = on\nled = on\n"
+    );
+    assert_eq!(
+        image::settings_with_https("led = on"),
+        "led = on\nhttps = on\n"
+    );
+    assert_eq!(
+        image::settings_with_https("https = only\n"),
+        "https = only\n"
+    );
+    assert_eq!(
+        image::settings_with_https("# https = off is the default\nHTTPS=off # no\n"),
+        "# https = off is the default\nhttps = on\n"
+    );
 }

@@ -14,6 +14,9 @@ mod health;
 mod network;
 mod platform;
 mod storage;
+mod tls;
+
+extern crate alloc;
 
 use bramble_bcm2835::{dwc2, revision, timer, uart};
 use bramble_boot::cpu;
@@ -309,6 +312,7 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
             phy.tx_dropped,
             phy.syn_deferred
         );
+        tls::print_status(appliance);
         let nic = appliance.device_mut();
         let usb = nic.counters();
         let kind = nic.kind();

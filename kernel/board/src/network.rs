@@ -12,7 +12,7 @@ use bramble_net::SocketStorage;
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, EXTRA_SOCKETS, MAX_CONNECTIONS, NetworkConfig,
 };
-use bramble_settings::{AddressMode, Settings, UsbProtocol};
+use bramble_settings::{AddressMode, HttpsMode, Settings, UsbProtocol};
 use bramble_usb::probe::{CdcPreference, ProbeOptions};
 use bramble_usb::recovery::ReprobingNic;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -126,9 +126,13 @@ pub fn start(
     }
 
     let arena_before = arena.remaining();
+    let https = crate::tls::prepare(settings, crate::storage::tls_files(), arena);
     let per_connection = TCP_RX_LEN + TCP_TX_LEN + core::mem::size_of::<Connection>() + 64;
     let pool = (arena.remaining() / POOL_SHARE_DIVISOR / per_connection).clamp(1, MAX_CONNECTIONS);
-    let sockets = arena.slice(pool + EXTRA_SOCKETS, || SocketStorage::EMPTY)?;
+    let https_sockets = https.as_ref().map_or(0, |https| https.sockets);
+    let sockets = arena.slice(pool + https_sockets + EXTRA_SOCKETS, || {
+        SocketStorage::EMPTY
+    })?;
     let connections = arena.slice(pool, Connection::new)?;
     let buffers = arena.zeroed_bytes(pool * (TCP_RX_LEN + TCP_TX_LEN))?;
     let memory = arena.value(ApplianceMemory::new(
@@ -138,6 +142,7 @@ pub fn start(
         TCP_RX_LEN,
         TCP_TX_LEN,
     ))?;
+    memory.https_sockets = https.as_ref().map_or(0, |https| https.sockets);
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
     USED_BYTES.store(arena_before - arena.remaining(), Ordering::Relaxed);
     let address = match settings.address {
@@ -162,11 +167,24 @@ pub fn start(
         site,
         ServerConfig {
             access_log: settings.access_log,
+            // Only once HTTPS really runs: a broken certificate must not send plain HTTP
+            // clients to a port that cannot answer them.
+            redirect_to_https_port: (settings.https == HttpsMode::Only && https.is_some())
+                .then_some(settings.https_port),
+            hsts_seconds: settings.hsts_seconds,
             ..ServerConfig::default()
         },
     );
     match Appliance::new(nic, config, memory, server, Instant::from_micros(micros())) {
-        Ok(appliance) => {
+        Ok(mut appliance) => {
+            if let Some(https) = https {
+                let now = Instant::from_micros(micros());
+                if let Err(error) =
+                    appliance.start_https(https.config, https.memory, https.port, now)
+                {
+                    log::error!("tls: HTTPS not started: {error}");
+                }
+            }
             log::info!(
                 "net: {pool} connections, port {}, {}",
                 settings.http_port,

@@ -14,6 +14,51 @@ use embedded_sdmmc::{
 
 static CARD_READY_AT: AtomicU64 = AtomicU64::new(0);
 static SITE_BYTES: AtomicUsize = AtomicUsize::new(0);
+static TLS_FILES: spin::Once<TlsFiles> = spin::Once::new();
+
+/// Largest certificate chain or key file read (a chain of four RSA-4096 certificates is
+/// about 9 KiB of PEM).
+pub const MAX_TLS_FILE_BYTES: usize = 16 * 1024;
+
+/// The HTTPS certificate chain and key as read from the card (with `https` on), or why each
+/// could not be read.
+pub struct TlsFiles {
+    /// The PEM chain, `tls_certificate`.
+    pub certificate: Result<&'static [u8], FileProblem>,
+    /// The PEM key, `tls_key`.
+    pub key: Result<&'static [u8], FileProblem>,
+}
+
+/// Why a small file could not be read from the card.
+#[derive(Debug, Clone, Copy)]
+pub enum FileProblem {
+    /// The file is not in the card's top folder.
+    Missing,
+    /// The file is larger than [`MAX_TLS_FILE_BYTES`].
+    TooLarge(u32),
+    /// No memory was left for it.
+    NoMemory,
+    /// The filesystem failed.
+    Unreadable,
+}
+
+impl core::fmt::Display for FileProblem {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            FileProblem::Missing => f.write_str("not on the card"),
+            FileProblem::TooLarge(size) => {
+                write!(f, "{size} bytes, more than the {MAX_TLS_FILE_BYTES} read")
+            }
+            FileProblem::NoMemory => f.write_str("no memory left to read it"),
+            FileProblem::Unreadable => f.write_str("could not be read"),
+        }
+    }
+}
+
+/// The HTTPS files read at boot (`None`: `https` is off, or the card could not be read).
+pub fn tls_files() -> Option<&'static TlsFiles> {
+    TLS_FILES.get()
+}
 
 /// When the SD card finished initialising, in microseconds since reset (0: it did not).
 pub fn card_ready_at() -> u64 {
@@ -149,6 +194,47 @@ pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> (CardContents, &'s
     (CardContents { settings, site }, rest)
 }
 
+/// Reads one small file from the card's top folder into the front of `memory`.
+fn read_small_file<D, T, const DIRS: usize, const FILES: usize, const VOLUMES: usize>(
+    root: &embedded_sdmmc::Directory<'_, D, T, DIRS, FILES, VOLUMES>,
+    name: &str,
+    memory: &mut Option<&'static mut [u8]>,
+) -> Result<&'static [u8], FileProblem>
+where
+    D: embedded_sdmmc::BlockDevice,
+    T: TimeSource,
+{
+    let file = match root.open_file_in_dir(name, Mode::ReadOnly) {
+        Ok(file) => file,
+        Err(embedded_sdmmc::Error::NotFound) => return Err(FileProblem::Missing),
+        Err(_) => return Err(FileProblem::Unreadable),
+    };
+    let size = file.length();
+    let len = usize::try_from(size)
+        .ok()
+        .filter(|&len| len <= MAX_TLS_FILE_BYTES)
+        .ok_or(FileProblem::TooLarge(size))?;
+    let available = memory.as_ref().map_or(0, |memory| memory.len());
+    if len > available {
+        return Err(FileProblem::NoMemory);
+    }
+    let (bytes, rest) = memory
+        .take()
+        .ok_or(FileProblem::NoMemory)?
+        .split_at_mut(len);
+    *memory = Some(rest);
+    let mut filled = 0;
+    while filled < len {
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(read) => filled += read,
+            Err(_) => return Err(FileProblem::Unreadable),
+        }
+    }
+    let bytes: &'static [u8] = bytes;
+    Ok(&bytes[..filled])
+}
+
 /// The filesystem stack over the card: 2 directories, 2 files, 1 volume open at once.
 type CardVolumes = VolumeManager<ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>;
 
@@ -195,6 +281,13 @@ fn read_files(
             )
         }
         Err(error) => log::warn!("settings: {error:?}; using defaults"),
+    }
+
+    if settings.https != bramble_settings::HttpsMode::Off {
+        let mut read = |name: &str| read_small_file(&root, name, memory);
+        let certificate = read(settings.tls_certificate.as_str());
+        let key = read(settings.tls_key.as_str());
+        TLS_FILES.call_once(|| TlsFiles { certificate, key });
     }
 
     let read_started = micros();

@@ -233,6 +233,7 @@ pub fn build_card(site: &Path, settings: &str, card: &Path) {
         settings: settings.to_string(),
         firmware: Vec::new(),
         size_mib: None,
+        tls: None,
     };
     build_image(&inputs, card).expect("building the SD card");
 }

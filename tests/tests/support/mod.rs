@@ -60,6 +60,7 @@ pub fn boot_site(site: &Path, settings: &str) -> ServedSite {
         settings: settings.to_string(),
         firmware: Vec::new(),
         size_mib: None,
+        tls: None,
     };
     build_image(&inputs, &card).expect("build the SD card image");
     let port = free_port();

@@ -1,0 +1,278 @@
+//! HTTPS on the board: entropy from the hardware RNG, the TLS-only heap, the certificate
+//! from the card, and the HTTPS pool's memory.
+//!
+//! The heap is talc over a region cut from the arena once, sized by `bramble_tls::heap` for
+//! the HTTPS pool, so it cannot run out (an allocation failure would panic, and the panic
+//! handler resets the board). Nothing else in the kernel allocates.
+
+use crate::arena::Arena;
+use crate::platform::micros;
+use crate::storage::TlsFiles;
+use alloc::sync::Arc;
+use bramble_bcm2835::rng::HardwareRng;
+use bramble_net::appliance::HttpsMemory;
+use bramble_net::appliance::secure::TlsConnection;
+use bramble_settings::{HttpsMode, Settings, SniPolicy};
+use bramble_tls::session::MAX_RECORD_LEN;
+use bramble_tls::{Identity, ServerConfig};
+use core::alloc::{GlobalAlloc, Layout};
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// HTTPS connections at most (each about 90 KiB with its TCP buffers and heap share).
+pub const MAX_HTTPS_CONNECTIONS: usize = 64;
+/// Share of the arena the HTTPS pool may take.
+const HTTPS_SHARE_DIVISOR: usize = 8;
+/// TCP receive and transmit buffers per HTTPS connection (as for plain HTTP).
+const TCP_RX_LEN: usize = 4 * 1024;
+const TCP_TX_LEN: usize = 32 * 1024;
+/// Bytes of hardware RNG output hashed into the CSPRNG's seed.
+const SEED_BYTES: usize = 64;
+
+/// The TLS heap: talc, with what is in use and the most ever in use counted.
+struct TlsHeap {
+    talc: talc::Talck<spin::Mutex<()>, talc::ErrOnOom>,
+    in_use: AtomicUsize,
+    peak: AtomicUsize,
+    size: AtomicUsize,
+}
+
+#[global_allocator]
+static HEAP: TlsHeap = TlsHeap {
+    talc: talc::Talc::new(talc::ErrOnOom).lock(),
+    in_use: AtomicUsize::new(0),
+    peak: AtomicUsize::new(0),
+    size: AtomicUsize::new(0),
+};
+
+// SAFETY: forwards to talc, which upholds GlobalAlloc's contract; the counters are plain
+// statistics.
+unsafe impl GlobalAlloc for TlsHeap {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: the caller's contract is passed on unchanged.
+        let pointer = unsafe { self.talc.alloc(layout) };
+        if !pointer.is_null() {
+            let now = self.in_use.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            self.peak.fetch_max(now, Ordering::Relaxed);
+        }
+        pointer
+    }
+
+    unsafe fn dealloc(&self, pointer: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { self.talc.dealloc(pointer, layout) };
+        self.in_use.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+}
+
+/// Heap bytes: in use now, the most in use at once, and the heap's size.
+pub fn heap_usage() -> (usize, usize, usize) {
+    (
+        HEAP.in_use.load(Ordering::Relaxed),
+        HEAP.peak.load(Ordering::Relaxed),
+        HEAP.size.load(Ordering::Relaxed),
+    )
+}
+
+struct IrqMask;
+critical_section::set_impl!(IrqMask);
+
+// SAFETY: one core; with IRQs masked nothing else runs, so the section is exclusive.
+unsafe impl critical_section::Impl for IrqMask {
+    unsafe fn acquire() -> critical_section::RawRestoreState {
+        let was_enabled = bramble_boot::cpu::irq_enabled();
+        bramble_boot::cpu::disable_irq();
+        u32::from(was_enabled)
+    }
+
+    unsafe fn release(state: critical_section::RawRestoreState) {
+        if state != 0 {
+            // SAFETY: IRQs were enabled when the section began, and its end restores that.
+            unsafe { bramble_boot::cpu::enable_irq() };
+        }
+    }
+}
+
+/// Seeds the CSPRNG from the hardware RNG; says so, or why TLS cannot start.
+fn seed_entropy() -> bool {
+    // SAFETY: the only HardwareRng instance.
+    let rng = unsafe { HardwareRng::new() };
+    rng.enable();
+    let mut seed = [0u8; SEED_BYTES];
+    let started = micros();
+    match rng.fill(&mut seed, micros) {
+        Ok(()) => {
+            let seeded = bramble_tls::random::RANDOM.seed(&seed).is_ok();
+            seed.fill(0);
+            if seeded {
+                log::info!(
+                    "tls: CSPRNG seeded with {SEED_BYTES} bytes from the hardware RNG in {} us",
+                    micros() - started
+                );
+            }
+            seeded
+        }
+        Err(timeout) => {
+            log::error!(
+                "tls: the hardware RNG gave {} of {SEED_BYTES} bytes; without a seed HTTPS is \
+                 not started (plain HTTP is served)",
+                timeout.filled
+            );
+            false
+        }
+    }
+}
+
+/// Everything the HTTPS pool needs, ready for `Appliance::start_https`.
+pub struct Https {
+    /// The rustls configuration (certificate, key, tickets).
+    pub config: Arc<ServerConfig>,
+    /// The pool's connections and buffers.
+    pub memory: &'static mut HttpsMemory<'static>,
+    /// Sockets to keep back from the HTTP pool.
+    pub sockets: usize,
+    /// The port.
+    pub port: u16,
+}
+
+static CERTIFICATE: spin::Once<Identity> = spin::Once::new();
+
+/// The certificate being served, once HTTPS runs.
+pub fn certificate() -> Option<&'static Identity> {
+    CERTIFICATE.get()
+}
+
+/// Prepares HTTPS when the settings ask for it: seeds entropy, checks the certificate and
+/// key, and cuts the heap and the pool's memory from `arena`. Every problem is reported on
+/// the console and leaves plain HTTP serving (`None`).
+pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena) -> Option<Https> {
+    if settings.https == HttpsMode::Off {
+        return None;
+    }
+    let Some(files) = files else {
+        log::error!("tls: the card could not be read; HTTPS is not started");
+        return None;
+    };
+    let (certificate, key) = match (&files.certificate, &files.key) {
+        (Ok(certificate), Ok(key)) => (*certificate, *key),
+        (certificate, key) => {
+            if let Err(problem) = certificate {
+                log::error!("tls: {}: {problem}", settings.tls_certificate);
+            }
+            if let Err(problem) = key {
+                log::error!("tls: {}: {problem}", settings.tls_key);
+            }
+            log::error!("tls: HTTPS is not started; plain HTTP is served");
+            return None;
+        }
+    };
+    if !seed_entropy() {
+        return None;
+    }
+    // The certificate is parsed with the heap in place: rustls keeps it there.
+    let per_connection = MAX_RECORD_LEN
+        + TLS_TRANSMIT_LEN
+        + TCP_RX_LEN
+        + TCP_TX_LEN
+        + core::mem::size_of::<TlsConnection<'static>>()
+        + bramble_tls::heap::PER_CONNECTION_BYTES;
+    let pool =
+        (arena.remaining() / HTTPS_SHARE_DIVISOR / per_connection).clamp(1, MAX_HTTPS_CONNECTIONS);
+    let heap_bytes = bramble_tls::heap::heap_bytes(pool);
+    let heap = arena.zeroed_bytes(heap_bytes)?;
+    // SAFETY: the region was just cut from the arena for the heap alone, lives forever, and
+    // is claimed once, before the first allocation (nothing allocates before HTTPS starts).
+    unsafe {
+        let span = talc::Span::from_base_size(heap.as_mut_ptr(), heap.len());
+        if HEAP.talc.lock().claim(span).is_err() {
+            log::error!("tls: the heap region was refused; HTTPS is not started");
+            return None;
+        }
+    }
+    HEAP.size.store(heap_bytes, Ordering::Relaxed);
+    let identity = match Identity::from_pem(certificate, key) {
+        Ok(identity) => identity,
+        Err(problem) => {
+            log::error!(
+                "tls: {} and {}: {problem}; HTTPS is not started, plain HTTP is served",
+                settings.tls_certificate,
+                settings.tls_key
+            );
+            return None;
+        }
+    };
+    if identity.chain_len() + FLIGHT_OVERHEAD > TLS_TRANSMIT_LEN {
+        log::error!(
+            "tls: the certificate chain ({} bytes) does not fit the {TLS_TRANSMIT_LEN}-byte \
+             handshake buffer; HTTPS is not started",
+            identity.chain_len()
+        );
+        return None;
+    }
+    let policy = match settings.sni {
+        SniPolicy::Any => bramble_tls::SniPolicy::AnyName,
+        SniPolicy::Certificate => bramble_tls::SniPolicy::CertificateNames,
+    };
+    let config = match bramble_tls::server_config(identity.clone(), policy) {
+        Ok(config) => config,
+        Err(error) => {
+            log::error!("tls: {error}");
+            return None;
+        }
+    };
+    let validity = identity.validity();
+    log::info!(
+        "tls: certificate valid from {} to {} (Unix seconds; checked once the clock is set), \
+         {} bytes of chain",
+        validity.not_before,
+        validity.not_after,
+        identity.chain_len()
+    );
+    let connections = arena.slice(pool, || {
+        // Filled in below: a slot needs its two buffers.
+        TlsConnection::new(&mut [], &mut [])
+    })?;
+    for connection in connections.iter_mut() {
+        let incoming = arena.zeroed_bytes(MAX_RECORD_LEN)?;
+        let outgoing = arena.zeroed_bytes(TLS_TRANSMIT_LEN)?;
+        *connection = TlsConnection::new(incoming, outgoing);
+    }
+    let tcp_buffers = arena.zeroed_bytes(pool * (TCP_RX_LEN + TCP_TX_LEN))?;
+    let memory = arena.value(HttpsMemory {
+        connections,
+        tcp_buffers,
+        tcp_rx_len: TCP_RX_LEN,
+        tcp_tx_len: TCP_TX_LEN,
+    })?;
+    CERTIFICATE.call_once(|| identity.clone());
+    Some(Https {
+        config,
+        memory,
+        sockets: pool,
+        port: settings.https_port,
+    })
+}
+
+/// The handshake flight buffer per connection: the certificate chain plus the rest of the
+/// server's first flight.
+const TLS_TRANSMIT_LEN: usize = 12 * 1024;
+/// The server's first flight besides the chain: ServerHello, EncryptedExtensions,
+/// CertificateVerify, Finished, record framing, a ticket.
+const FLIGHT_OVERHEAD: usize = 2 * 1024;
+
+/// The status line's HTTPS part: handshakes, failures, deferrals, heap, certificate.
+pub fn print_status(appliance: &crate::network::Network) {
+    let Some(counters) = appliance.tls_counters() else {
+        return;
+    };
+    let (in_use, peak, size) = heap_usage();
+    let expiry = certificate().map_or(0, |identity| identity.validity().not_after);
+    log::info!(
+        "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
+         heap {in_use} B in use, {peak} B at most, of {size} B; certificate expires at {expiry}",
+        appliance.open_https_connections(),
+        counters.full_handshakes,
+        counters.resumed_handshakes,
+        counters.failures,
+        counters.deferred
+    );
+}
