@@ -10,9 +10,11 @@ cd "$(dirname "$0")/.."
 # render the default site from a guest; nginx (with brotli_static) as the conformance
 # reference; wrk and cpio for the benchmark (`bramble-bench`); busybox for the hosted
 # benchmark's busybox httpd (`bramble-bench --hosted`); git for the version string;
-# gcc-i686-linux-gnu and libc6-dev-i386-cross to link the 32-bit test run (`cargo test32`).
+# gcc-i686-linux-gnu and libc6-dev-i386-cross to link the 32-bit test run (`cargo test32`);
+# openssl (s_client) for the HTTPS tests.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
-          libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross)
+          libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
+          openssl)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -46,6 +46,17 @@ pub fn free_port() -> u16 {
 /// `settings` as BRAMBLE.TXT, boots raspi1ap with the NIC behind a hub (the B+ shape) and
 /// waits until the kernel says it is serving.
 pub fn boot_site(site: &Path, settings: &str) -> ServedSite {
+    boot_site_with(site, settings, None).0
+}
+
+/// Like [`boot_site`], with a certificate chain and key on the card (`tls`: the files'
+/// names on the card and their bytes) and the guest's port 443 forwarded too; returns the
+/// HTTPS host port as well.
+pub fn boot_site_with(
+    site: &Path,
+    settings: &str,
+    tls: Option<bramble::image::TlsFiles>,
+) -> (ServedSite, Option<u16>) {
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let options = PackOptions {
@@ -60,8 +71,9 @@ pub fn boot_site(site: &Path, settings: &str) -> ServedSite {
         settings: settings.to_string(),
         firmware: Vec::new(),
         size_mib: None,
-        tls: None,
+        tls,
     };
+    let https_port = inputs.tls.as_ref().map(|_| free_port());
     build_image(&inputs, &card).expect("build the SD card image");
     let port = free_port();
     let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
@@ -70,17 +82,21 @@ pub fn boot_site(site: &Path, settings: &str) -> ServedSite {
         host_port: port,
         topology: Topology::BehindHub,
     });
+    config.https_host_port = https_port;
     let mut guest = Guest::start(&config);
     guest.expect_line("serving: http://", BOOT_TIMEOUT);
     eprintln!(
         "guest serving on 127.0.0.1:{port} after {:.1} s (kernel built, site packed, booted)",
         started.elapsed().as_secs_f64()
     );
-    ServedSite {
-        guest,
-        port,
-        _dir: dir,
-    }
+    (
+        ServedSite {
+            guest,
+            port,
+            _dir: dir,
+        },
+        https_port,
+    )
 }
 
 /// Every file under `root` as (URL path, bytes), sorted by URL.
