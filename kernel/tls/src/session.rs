@@ -10,8 +10,8 @@
 
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-use rustls::server::UnbufferedServerConnection;
-use rustls::unbuffered::{ConnectionState, EncodeError, EncryptError};
+use rustls::server::{ServerConnectionData, UnbufferedServerConnection};
+use rustls::unbuffered::{ConnectionState, EncodeError, WriteTraffic};
 use rustls::{Error, ServerConfig};
 
 /// What a TLS session carries: the HTTP engine in the appliance, anything byte-oriented in
@@ -170,7 +170,15 @@ impl<'b> TlsSession<'b> {
         ciphertext: &[u8],
     ) -> Result<usize, SessionError> {
         self.check()?;
-        let taken = ciphertext.len().min(self.receive_space());
+        // While a record's worth of plaintext waits for the application, take no more
+        // ciphertext: the peer waits (TCP flow control), and the waiting plaintext stays
+        // bounded.
+        let waiting = self.pending.len() - self.pending_start;
+        let taken = if waiting >= MAX_FRAGMENT_LEN {
+            0
+        } else {
+            ciphertext.len().min(self.receive_space())
+        };
         self.incoming[self.incoming_len..self.incoming_len + taken]
             .copy_from_slice(&ciphertext[..taken]);
         self.incoming_len += taken;
@@ -278,20 +286,99 @@ impl<'b> TlsSession<'b> {
         Ok(go_on)
     }
 
-    /// After an error rustls may still encode an alert: put it in the transmit queue.
+    /// After an error rustls has an alert queued: put it in the transmit queue. One call
+    /// only: rustls hands queued records out before it reads input, and reading the bad
+    /// input again would fail again (and queue a second fatal alert).
     fn drain_alert(&mut self) {
-        for _ in 0..4 {
-            let status = self.connection.process_tls_records(&mut []);
-            match status.state {
-                Ok(ConnectionState::EncodeTlsData(mut encode)) => {
-                    if let Ok(written) = encode.encode(&mut self.outgoing[self.outgoing_end..]) {
-                        self.outgoing_end += written;
+        let status = self
+            .connection
+            .process_tls_records(&mut self.incoming[..self.incoming_len]);
+        if let Ok(ConnectionState::EncodeTlsData(mut encode)) = status.state
+            && let Ok(written) = encode.encode(&mut self.outgoing[self.outgoing_end..])
+        {
+            self.outgoing_end += written;
+        }
+    }
+
+    /// Runs rustls over the received bytes until it can seal application data, then calls
+    /// `seal` with the sealing state and the transmit buffer's free part (`None` when records
+    /// already wait there: they must go first). Plaintext that arrives meanwhile waits in
+    /// `pending` (bounded: [`TlsSession::receive`] takes no ciphertext while a record's worth
+    /// waits), records rustls encodes go to the transmit buffer. Returns `None` when rustls
+    /// cannot seal now.
+    ///
+    /// The received bytes are always passed, never an empty buffer: rustls keeps the place of
+    /// a handshake message it is still joining in them, and a buffer shorter than that place
+    /// makes it panic (a client sending half a post-handshake message could otherwise reset
+    /// the board).
+    fn seal_with<R>(
+        &mut self,
+        seal: impl FnOnce(&mut WriteTraffic<'_, ServerConnectionData>, Option<&mut [u8]>) -> R,
+    ) -> Option<R> {
+        let mut seal = Some(seal);
+        for _ in 0..8 {
+            let status = self
+                .connection
+                .process_tls_records(&mut self.incoming[..self.incoming_len]);
+            let discard = status.discard;
+            let mut sealed = None;
+            let mut failure = None;
+            let go_on = match status.state {
+                Ok(ConnectionState::WriteTraffic(mut traffic)) => {
+                    if let Some(seal) = seal.take() {
+                        let free = (self.outgoing_end == self.outgoing_start)
+                            .then_some(&mut self.outgoing[..]);
+                        sealed = Some(seal(&mut traffic, free));
                     }
+                    false
                 }
-                Ok(ConnectionState::TransmitTlsData(transmit)) => transmit.done(),
-                _ => return,
+                Ok(ConnectionState::ReadTraffic(mut traffic)) => {
+                    while let Some(record) = traffic.next_record() {
+                        match record {
+                            Ok(record) => self.pending.extend_from_slice(record.payload),
+                            Err(error) => {
+                                failure = Some(SessionError::Protocol(error));
+                                break;
+                            }
+                        }
+                    }
+                    failure.is_none()
+                }
+                Ok(ConnectionState::EncodeTlsData(mut encode)) => {
+                    match encode.encode(&mut self.outgoing[self.outgoing_end..]) {
+                        Ok(written) => self.outgoing_end += written,
+                        Err(EncodeError::InsufficientSize(_)) => {
+                            failure = Some(SessionError::TransmitBufferTooSmall)
+                        }
+                        Err(EncodeError::AlreadyEncoded) => {}
+                    }
+                    failure.is_none()
+                }
+                Ok(ConnectionState::TransmitTlsData(transmit)) => {
+                    transmit.done();
+                    true
+                }
+                Ok(ConnectionState::PeerClosed) => {
+                    self.phase = Phase::PeerClosed;
+                    true
+                }
+                Err(error) => {
+                    failure = Some(SessionError::Protocol(error));
+                    false
+                }
+                Ok(_) => false,
+            };
+            self.discard(discard);
+            if let Some(error) = failure {
+                self.drain_alert();
+                let _ = self.fail::<()>(error);
+                return None;
+            }
+            if sealed.is_some() || !go_on {
+                return sealed;
             }
         }
+        None
     }
 
     /// Writes ciphertext into `out`: queued handshake records first, then the application's
@@ -305,27 +392,24 @@ impl<'b> TlsSession<'b> {
             return written;
         }
         while out.len() - written > RECORD_OVERHEAD {
-            let room = (out.len() - written - RECORD_OVERHEAD)
-                .min(MAX_FRAGMENT_LEN)
-                .min(self.outgoing.len());
-            let status = self.connection.process_tls_records(&mut []);
-            let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state else {
-                break;
-            };
-            let plain = application.transmit(&mut self.outgoing[..room]);
-            if plain == 0 {
-                break;
-            }
-            match traffic.encrypt(&self.outgoing[..plain], &mut out[written..]) {
-                Ok(sealed) => written += sealed,
-                Err(EncryptError::InsufficientSize(_)) | Err(_) => {
-                    // Cannot happen: `room` leaves RECORD_OVERHEAD for one record.
-                    self.error = Some(SessionError::TransmitBufferTooSmall);
-                    self.phase = Phase::Closed;
-                    break;
+            let room = (out.len() - written - RECORD_OVERHEAD).min(MAX_FRAGMENT_LEN);
+            let target = &mut out[written..];
+            let sealed = self.seal_with(|traffic, scratch| {
+                let scratch = scratch?;
+                let room = room.min(scratch.len());
+                let plain = application.transmit(&mut scratch[..room]);
+                if plain == 0 {
+                    return None;
                 }
+                // Cannot fail: `room` leaves RECORD_OVERHEAD for the one record.
+                traffic.encrypt(&scratch[..plain], target).ok()
+            });
+            match sealed.flatten() {
+                Some(count) => written += count,
+                None => break,
             }
         }
+        // Records rustls encoded on the way (a KeyUpdate answer) go out next time, in order.
         written
     }
 
@@ -336,10 +420,15 @@ impl<'b> TlsSession<'b> {
             return;
         }
         self.close_queued = true;
-        let status = self.connection.process_tls_records(&mut []);
-        if let Ok(ConnectionState::WriteTraffic(mut traffic)) = status.state
-            && let Ok(written) = traffic.queue_close_notify(&mut self.outgoing[self.outgoing_end..])
+        let mut notify = [0u8; 64];
+        let written = self
+            .seal_with(|traffic, _| traffic.queue_close_notify(&mut notify).ok())
+            .flatten();
+        if let Some(written) = written
+            && self.outgoing.len() - self.outgoing_end >= written
         {
+            self.outgoing[self.outgoing_end..self.outgoing_end + written]
+                .copy_from_slice(&notify[..written]);
             self.outgoing_end += written;
         }
     }

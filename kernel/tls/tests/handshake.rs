@@ -517,3 +517,27 @@ fn garbage_ends_the_session_with_an_alert() {
         "an alert record goes back ({written} bytes)"
     );
 }
+
+#[test]
+fn an_error_after_half_a_handshake_message_ends_the_session_without_a_panic() {
+    // Found by the tls_input fuzz target: rustls keeps the place of a handshake message it is
+    // joining inside the receive buffer, and asking it for the alert with an empty buffer
+    // then made it index past the end. A record with the first bytes of a ClientHello (its
+    // header promises 100 bytes), then a record of an unknown type.
+    let mut incoming = vec![0u8; MAX_RECORD_LEN];
+    let mut outgoing = vec![0u8; 8192];
+    let mut session = TlsSession::new(
+        p256_server(SniPolicy::AnyName),
+        &mut incoming,
+        &mut outgoing,
+    )
+    .unwrap();
+    let mut app = Echo::default();
+    let mut bytes = vec![22, 3, 1, 0, 4, 1, 0, 0, 100];
+    bytes.extend_from_slice(&[99, 3, 3, 0, 1, 0]);
+    assert!(session.receive(&mut app, &bytes).is_err());
+    let mut out = [0u8; 64];
+    let _ = session.transmit(&mut app, &mut out);
+    session.close();
+    assert_eq!(session.phase(), Phase::Closed);
+}
