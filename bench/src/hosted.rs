@@ -410,6 +410,8 @@ fn version_line(program: &str, args: &[&str]) -> String {
 }
 
 /// Starts one server, checks the site, runs every target and level against it, stops it.
+// Eight borrowed parts of one run, each made by a different step of `run`; a struct holding
+// them would exist only for this call.
 #[allow(clippy::too_many_arguments)]
 fn measure(
     server: &ServerKind,

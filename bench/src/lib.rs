@@ -343,6 +343,10 @@ fn target_request(
     Some(request)
 }
 
+/// One wrk run of `request` at `level` clients against a booted guest, with the guest's
+/// counters and QEMU's CPU time around it; a failed run says why in `failure`.
+// Eight borrowed parts of one run that its two callers hold anyway; a struct holding them
+// would exist only for this call.
 #[allow(clippy::too_many_arguments)]
 fn load_level(
     system: &System,

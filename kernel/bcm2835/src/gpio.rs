@@ -45,8 +45,8 @@ impl Gpio {
     /// # Safety
     /// Only one `Gpio` may change a given pin at a time.
     pub const unsafe fn new() -> Self {
-        // SAFETY: memory_map::GPIO is the GPIO block on every BCM2835.
         Self {
+            // SAFETY: memory_map::GPIO is the GPIO block on every BCM2835.
             registers: unsafe { RegisterBlock::new(crate::memory_map::GPIO) },
         }
     }

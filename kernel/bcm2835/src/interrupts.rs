@@ -32,8 +32,8 @@ impl InterruptController {
     /// # Safety
     /// Only one owner may enable and disable lines.
     pub const unsafe fn new() -> Self {
-        // SAFETY: memory_map::INTERRUPT_CONTROLLER is the ARM interrupt registers.
         Self {
+            // SAFETY: memory_map::INTERRUPT_CONTROLLER is the ARM interrupt registers.
             registers: unsafe { RegisterBlock::new(crate::memory_map::INTERRUPT_CONTROLLER) },
         }
     }

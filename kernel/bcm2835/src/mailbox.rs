@@ -269,8 +269,8 @@ impl Mailbox {
     /// # Safety
     /// Only one `Mailbox` may exist.
     pub const unsafe fn new() -> Self {
-        // SAFETY: memory_map::MAILBOX is mailbox 0.
         Self {
+            // SAFETY: memory_map::MAILBOX is mailbox 0.
             registers: unsafe { RegisterBlock::new(crate::memory_map::MAILBOX) },
         }
     }

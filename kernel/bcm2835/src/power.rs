@@ -39,8 +39,8 @@ impl Watchdog {
     /// # Safety
     /// Only one `Watchdog` may exist.
     pub const unsafe fn new() -> Self {
-        // SAFETY: memory_map::POWER_MANAGEMENT is the PM block.
         Self {
+            // SAFETY: memory_map::POWER_MANAGEMENT is the PM block.
             registers: unsafe { RegisterBlock::new(crate::memory_map::POWER_MANAGEMENT) },
         }
     }

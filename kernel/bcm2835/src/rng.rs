@@ -44,8 +44,8 @@ impl HardwareRng {
     /// # Safety
     /// Only one `HardwareRng` may exist.
     pub const unsafe fn new() -> Self {
-        // SAFETY: memory_map::RNG is the RNG block.
         Self {
+            // SAFETY: memory_map::RNG is the RNG block.
             registers: unsafe { RegisterBlock::new(crate::memory_map::RNG) },
         }
     }

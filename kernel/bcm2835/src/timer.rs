@@ -48,8 +48,8 @@ impl SystemTimer {
     /// # Safety
     /// Only one owner may program compare channel 1.
     pub const unsafe fn new() -> Self {
-        // SAFETY: memory_map::SYSTEM_TIMER is the system timer.
         Self {
+            // SAFETY: memory_map::SYSTEM_TIMER is the system timer.
             registers: unsafe { RegisterBlock::new(crate::memory_map::SYSTEM_TIMER) },
         }
     }

@@ -116,8 +116,8 @@ impl Pl011 {
     /// # Safety
     /// Only one `Pl011` may exist.
     pub const unsafe fn new() -> Self {
-        // SAFETY: memory_map::UART0 is UART0 on every BCM2835.
         Self {
+            // SAFETY: memory_map::UART0 is UART0 on every BCM2835.
             registers: unsafe { RegisterBlock::new(crate::memory_map::UART0) },
         }
     }

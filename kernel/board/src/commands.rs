@@ -76,15 +76,21 @@ const UNMAPPED: usize = 0x3000_0000;
 fn crash(kind: &str) {
     log::warn!("crash: causing a {kind} fault on purpose");
     match kind {
-        // SAFETY (all three): deliberately faulting; the fault handler reports and resets.
-        "undefined" => unsafe { core::arch::asm!(".word 0xe7f000f0") },
-        "data" => unsafe {
-            core::ptr::read_volatile(UNMAPPED as *const u32);
-        },
-        "prefetch" => unsafe {
-            let target: extern "C" fn() = core::mem::transmute(UNMAPPED);
+        // Each of these three arms faults on purpose: the fault handler reports it and resets.
+        "undefined" => {
+            // SAFETY: a permanently undefined instruction; it traps before doing anything.
+            unsafe { core::arch::asm!(".word 0xe7f000f0") }
+        }
+        "data" => {
+            // SAFETY: the MMU leaves UNMAPPED unmapped, so the read aborts before it returns.
+            unsafe { core::ptr::read_volatile(UNMAPPED as *const u32) };
+        }
+        "prefetch" => {
+            // SAFETY: the jump to unmapped memory aborts at its first fetch; nothing there
+            // ever runs.
+            let target: extern "C" fn() = unsafe { core::mem::transmute(UNMAPPED) };
             target();
-        },
+        }
         "panic" => panic!("panic requested on the console"),
         // The main loop stops making progress with interrupts still on, as a stuck driver
         // wait would: only the watchdog gets the board back.

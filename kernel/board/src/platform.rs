@@ -8,18 +8,25 @@ use bramble_bcm2835::power::Watchdog;
 use bramble_bcm2835::timer::SystemTimer;
 use bramble_bcm2835::uart::Pl011;
 
+// Each peripheral below has exactly this one instance in the kernel, which is what each
+// constructor's safety contract asks.
 /// The serial console (PL011 on GPIO14/15).
-// SAFETY (all statics below): each peripheral has exactly this one instance.
+// SAFETY: the kernel's only `Pl011`.
 pub static CONSOLE: Pl011 = unsafe { Pl011::new() };
 /// The 1 MHz system timer.
+// SAFETY: the kernel's only `SystemTimer`, so compare channel 1 has one owner.
 pub static TIMER: SystemTimer = unsafe { SystemTimer::new() };
 /// The interrupt controller.
+// SAFETY: the kernel's only `InterruptController`, so lines have one owner.
 pub static INTERRUPTS: InterruptController = unsafe { InterruptController::new() };
 /// The PM watchdog (board reset).
+// SAFETY: the kernel's only `Watchdog`.
 pub static WATCHDOG: Watchdog = unsafe { Watchdog::new() };
 /// The VideoCore mailbox.
+// SAFETY: the kernel's only `Mailbox`.
 pub static MAILBOX: Mailbox = unsafe { Mailbox::new() };
 /// GPIO.
+// SAFETY: the kernel's only `Gpio`, so each pin has one owner.
 pub static GPIO: Gpio = unsafe { Gpio::new() };
 
 /// Baud rate of the serial console.

@@ -303,6 +303,10 @@ impl<H: UsbHost> Rndis<H> {
         self.min_transfer = bytes;
     }
 
+    /// The handshake of [`Rndis::new`]: the pipes, MAC address, receive transfer length, link
+    /// state and device limits it found.
+    // One tuple, taken apart by `new` right after the call: a struct would only name the
+    // five results a second time.
     #[allow(clippy::type_complexity)]
     fn init(
         host: &mut H,

@@ -1,6 +1,6 @@
 //! Shared fixtures for the engine tests: a test site image and a client that drives a
 //! `Connection` with byte strings.
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary uses a different part of this module
 
 use bramble_hal::Instant;
 use bramble_http::{Connection, ConnectionAction, Server, ServerConfig, SiteSource};
