@@ -10,6 +10,10 @@
 //!
 //! The linker script is `link.ld` beside this crate; the kernel's build script passes it.
 #![no_std]
+// The boot stub is where the CPU is set up: system registers, the vector table, the MMU's
+// translation table and the caches are reached through assembly and raw pointers. Every
+// unsafe block says why it is sound (`// SAFETY:`).
+#![allow(unsafe_code)]
 
 pub mod cpu;
 pub mod mmu;

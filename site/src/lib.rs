@@ -15,7 +15,6 @@
 //! RAM is one, and the card-backed store (`bramble-store`) is another.
 #![no_std]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 #[cfg(feature = "std")]
 extern crate std;

@@ -7,6 +7,9 @@
 //! offsets and fields cite the "BCM2835 ARM Peripherals" datasheet; [`mmio`] gives registers
 //! named, typed fields.
 #![no_std]
+// The drivers reach the SoC through memory-mapped registers and DMA buffers, which only raw
+// pointers can do. Every unsafe block says why it is sound (`// SAFETY:`).
+#![allow(unsafe_code)]
 
 #[cfg(test)]
 extern crate std;

@@ -5,6 +5,11 @@
 //! USB and network -> main loop. The main loop sleeps in WFI whenever there is no work.
 #![no_std]
 #![no_main]
+// The board wires the hardware, which takes unsafe code: driver statics at the SoC's fixed
+// addresses, the entry points the boot stub calls (`#[unsafe(no_mangle)]`), the console's
+// interrupt-fed ring, the reset record kept across resets, the `crash` command's deliberate
+// faults. Every unsafe block says why it is sound (`// SAFETY:`).
+#![allow(unsafe_code)]
 
 mod arena;
 mod commands;

@@ -6,6 +6,8 @@
 
 pub mod fault;
 pub mod pcap;
+// The TAP device needs ioctls (TUNSETIFF, SIOCGIFFLAGS) that std does not wrap: libc calls.
+#[allow(unsafe_code)]
 pub mod tap;
 
 use bramble_hal::{Clock, EthernetDevice, Instant, MacAddress};
@@ -228,6 +230,7 @@ fn serve<D: EthernetDevice>(
             events: libc::POLLIN,
             revents: 0,
         };
+        #[allow(unsafe_code)] // poll(2) on the TAP descriptor, the loop's one sleep
         // SAFETY: `poll_fd` is one valid, initialised pollfd that lives across the call, and
         // the count passed is 1.
         let ready = unsafe { libc::poll(&mut poll_fd, 1, timeout_ms) };

@@ -24,8 +24,10 @@ static NEXT_NAMESPACE: AtomicU32 = AtomicU32::new(0);
 
 /// Why these tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
+    #[allow(unsafe_code)] // libc's geteuid: this test crate has no safe wrapper of it
     // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    let euid = unsafe { libc::geteuid() };
+    if euid != 0 {
         return Some("not root (network namespaces and TAP devices need it)".into());
     }
     if Command::new("ip").arg("-V").output().is_err() {
@@ -522,6 +524,7 @@ fn in_namespace<T: Send + 'static>(ns: &Namespace, f: impl FnOnce() -> T + Send 
     let path = format!("/var/run/netns/{}", ns.name);
     std::thread::spawn(move || {
         let file = fs::File::open(&path).expect("open netns handle");
+        #[allow(unsafe_code)] // libc's setns: this test crate has no safe wrapper of it
         // SAFETY: setns on a namespace file descriptor that stays open during the call;
         // it affects only this thread, which exits when `f` returns.
         let result = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };

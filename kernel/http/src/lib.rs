@@ -61,7 +61,6 @@
 //! ```
 #![no_std]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 mod chunked;
 mod connection;

@@ -7,6 +7,10 @@
 //! -kernel target/kernel/armv6-none-eabihf/release/bramble-tls-probe`.
 #![no_std]
 #![no_main]
+// A bare-metal binary like the kernel: driver statics at the SoC's fixed addresses, the
+// entry points the boot stub calls, its heap and the critical section (IRQs masked). Every
+// unsafe block says why it is sound (`// SAFETY:`).
+#![allow(unsafe_code)]
 
 extern crate alloc;
 

@@ -25,6 +25,7 @@ thread_local! {
     static IN_SERVER: Cell<bool> = const { Cell::new(false) };
 }
 
+#[allow(unsafe_code)] // a counting global allocator: GlobalAlloc is an unsafe trait
 // SAFETY: forwards to the system allocator; the counters are statistics.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
