@@ -142,3 +142,38 @@ fn missing_card_is_reported_and_the_kernel_keeps_running() {
     assert!(error.contains("SD card"), "{error:?}");
     guest.expect_line("ready:", Duration::from_secs(10));
 }
+
+#[test]
+fn a_boot_sector_with_zero_sectors_per_cluster_is_reported_without_crash_or_write() {
+    // Review M4: embedded-sdmmc divides by the boot sector's sectors per cluster while it
+    // opens the volume, so such a card was a divide-by-zero panic, then a reset, at every
+    // boot. The kernel now checks the card first (bramble-fat) and carries on without a site.
+    let card = build_card(false);
+    let mut bytes = std::fs::read(&card.path).unwrap();
+    let partition = u32::from_le_bytes(bytes[454..458].try_into().unwrap()) as usize;
+    bytes[partition * 512 + 13] = 0;
+    std::fs::write(&card.path, &bytes).unwrap();
+    let before = sha256(&card.path);
+    let mut guest = boot_with(&card.path);
+    let error = guest.expect_line("site: ", BOOT_TIMEOUT);
+    assert!(
+        error.contains("ERROR") && error.contains("0 sectors per cluster"),
+        "{error:?}"
+    );
+    // Still alive, without a site (the diagnostic page and the no-site LED), answering on
+    // its console.
+    guest.expect_line("ready:", Duration::from_secs(10));
+    guest.send_line("status");
+    guest.expect_line("status: up", Duration::from_secs(10));
+    assert!(
+        !guest.transcript.iter().any(|line| line.contains("!!!")),
+        "no fault or panic:\n{}",
+        guest.transcript.join("\n")
+    );
+    drop(guest);
+    assert_eq!(
+        sha256(&card.path),
+        before,
+        "the kernel must never write to its card"
+    );
+}

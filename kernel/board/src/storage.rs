@@ -1,9 +1,12 @@
-//! The SD card at boot: initialise the EMMC controller, read BRAMBLE.TXT and SITE.BIN from the
-//! FAT partition, and verify the site image. Nothing is ever written to the card.
+//! The SD card at boot: initialise the EMMC controller, check the card's layout
+//! (`bramble_fat`: partition table, boot sector, each file's directory entry), read
+//! BRAMBLE.TXT and SITE.BIN from the FAT partition, and verify the site image. Nothing is
+//! ever written to the card.
 
 use crate::platform::{GPIO, micros};
 use bramble_bcm2835::emmc::{Emmc, EmmcError};
 use bramble_bcm2835::gpio::Function;
+use bramble_fat::{BootSector, CardCheckError, FatLayoutError};
 use bramble_hal::block::{BlockDevice, BlockError};
 use bramble_settings::Settings;
 use core::cell::RefCell;
@@ -83,6 +86,11 @@ pub enum StorageError {
     Card(EmmcError),
     /// The card has no readable FAT partition, or a read failed.
     Filesystem(embedded_sdmmc::Error<BlockError>),
+    /// The partition table, the boot sector or a file's directory entry is unusable
+    /// (checked before the FAT library sees it: some bad values crash it).
+    Layout(FatLayoutError),
+    /// Reading the first sectors for that check failed.
+    LayoutRead(BlockError),
     /// SITE.BIN is not on the card.
     SiteMissing,
     /// SITE.BIN does not fit in the memory left for it.
@@ -101,6 +109,13 @@ impl core::fmt::Display for StorageError {
         match self {
             StorageError::Card(error) => write!(f, "SD card: {error:?} (is a card inserted?)"),
             StorageError::Filesystem(error) => write!(f, "SD card filesystem: {error:?}"),
+            StorageError::Layout(error) => write!(f, "SD card layout: {error}"),
+            StorageError::LayoutRead(error) => {
+                write!(
+                    f,
+                    "SD card: reading the partition table or boot sector: {error:?}"
+                )
+            }
             StorageError::SiteMissing => write!(f, "{SITE_FILE} is not on the SD card"),
             StorageError::SiteTooLarge { size, available } => {
                 write!(
@@ -185,11 +200,28 @@ pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> (CardContents, &'s
         info.blocks / 2048,
         micros() - started
     );
+    let mut card = card;
+    let blocks = card.block_count();
+    let boot_sector =
+        match bramble_fat::check_card(blocks, |sector, buffer| card.read_blocks(sector, buffer)) {
+            Ok(volume) => volume.boot_sector,
+            Err(error) => {
+                let error = match error {
+                    CardCheckError::Read(error) => StorageError::LayoutRead(error),
+                    CardCheckError::Layout(error) => StorageError::Layout(error),
+                };
+                let contents = CardContents {
+                    settings: Settings::default(),
+                    site: Err(error),
+                };
+                return (contents, memory);
+            }
+        };
     let volumes: CardVolumes =
         VolumeManager::new_with_limits(ReadOnlyCard(RefCell::new(card)), NoClock, 0);
     let mut settings = Settings::default();
     let mut memory = Some(memory);
-    let site = read_files(&volumes, &mut settings, &mut memory);
+    let site = read_files(&volumes, &boot_sector, &mut settings, &mut memory);
     let rest = memory.unwrap_or(&mut []);
     (CardContents { settings, site }, rest)
 }
@@ -237,9 +269,37 @@ where
 
 /// The filesystem stack over the card: 2 directories, 2 files, 1 volume open at once.
 type CardVolumes = VolumeManager<ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>;
+/// An open folder of [`CardVolumes`].
+type CardDirectory<'a> =
+    embedded_sdmmc::Directory<'a, ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>;
+
+/// Checks the directory entry of `name` (read back raw from the card) before the file is
+/// opened: embedded-sdmmc panics on some first-cluster values. `NotFound` passes through.
+fn check_entry(
+    volumes: &CardVolumes,
+    root: &CardDirectory<'_>,
+    boot_sector: &BootSector,
+    name: &str,
+) -> Result<(), StorageError> {
+    let entry = root
+        .find_directory_entry(name)
+        .map_err(StorageError::Filesystem)?;
+    let mut block = [Block::new()];
+    volumes
+        .device(|card| embedded_sdmmc::BlockDevice::read(card, &mut block, entry.entry_block))
+        .map_err(|error| StorageError::Filesystem(embedded_sdmmc::Error::DeviceError(error)))?;
+    let raw = block[0]
+        .contents
+        .get(entry.entry_offset as usize..)
+        .unwrap_or(&[]);
+    boot_sector
+        .check_file_entry(raw)
+        .map_err(StorageError::Layout)
+}
 
 fn read_files(
     volumes: &CardVolumes,
+    boot_sector: &BootSector,
     settings: &mut Settings,
     memory: &mut Option<&'static mut [u8]>,
 ) -> Result<bramble_site::SiteImage<'static>, StorageError> {
@@ -248,7 +308,12 @@ fn read_files(
         .map_err(StorageError::Filesystem)?;
     let root = volume.open_root_dir().map_err(StorageError::Filesystem)?;
 
-    match root.open_file_in_dir(bramble_settings::FILE_NAME, Mode::ReadOnly) {
+    let settings_file = check_entry(volumes, &root, boot_sector, bramble_settings::FILE_NAME)
+        .and_then(|()| {
+            root.open_file_in_dir(bramble_settings::FILE_NAME, Mode::ReadOnly)
+                .map_err(StorageError::Filesystem)
+        });
+    match settings_file {
         Ok(file) => {
             let mut text = [0u8; MAX_SETTINGS_BYTES];
             let mut length = 0;
@@ -274,23 +339,38 @@ fn read_files(
                 settings.hostname.as_str()
             );
         }
-        Err(embedded_sdmmc::Error::NotFound) => {
+        Err(StorageError::Filesystem(embedded_sdmmc::Error::NotFound)) => {
             log::info!(
                 "settings: no {} on the card, using defaults",
                 bramble_settings::FILE_NAME
             )
         }
-        Err(error) => log::warn!("settings: {error:?}; using defaults"),
+        Err(error) => log::warn!("settings: {error}; using defaults"),
     }
 
     if settings.https != bramble_settings::HttpsMode::Off {
-        let mut read = |name: &str| read_small_file(&root, name, memory);
+        let mut read = |name: &str| match check_entry(volumes, &root, boot_sector, name) {
+            Ok(()) | Err(StorageError::Filesystem(embedded_sdmmc::Error::NotFound)) => {
+                read_small_file(&root, name, memory)
+            }
+            Err(error) => {
+                log::warn!("tls: {name}: {error}");
+                Err(FileProblem::Unreadable)
+            }
+        };
         let certificate = read(settings.tls_certificate.as_str());
         let key = read(settings.tls_key.as_str());
         TLS_FILES.call_once(|| TlsFiles { certificate, key });
     }
 
     let read_started = micros();
+    match check_entry(volumes, &root, boot_sector, SITE_FILE) {
+        Err(StorageError::Filesystem(embedded_sdmmc::Error::NotFound)) => {
+            return Err(StorageError::SiteMissing);
+        }
+        Err(error) => return Err(error),
+        Ok(()) => {}
+    }
     let file = match root.open_file_in_dir(SITE_FILE, Mode::ReadOnly) {
         Ok(file) => file,
         Err(embedded_sdmmc::Error::NotFound) => return Err(StorageError::SiteMissing),
