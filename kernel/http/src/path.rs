@@ -10,6 +10,7 @@ pub type NormalPath = heapless::String<MAX_TARGET_LEN>;
 
 /// Why a request target could not be turned into a site path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum PathError {
     /// A '%' not followed by two hex digits, a decoded NUL or control byte, or a target that is
     /// not origin-form (e.g. empty or relative). Answered with 400.

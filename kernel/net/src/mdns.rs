@@ -57,6 +57,7 @@ const CONFLICT_BACKOFF_US: u64 = 5_000_000;
 
 /// Why a name could not be used, or a datagram could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MdnsError {
     /// The hostname is empty, longer than 63 bytes (with its `-N` suffix), or holds a byte
     /// other than a letter, a digit or `-`.

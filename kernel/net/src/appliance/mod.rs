@@ -53,6 +53,7 @@ const EGRESS_ROUNDS: usize = 64;
 
 /// Why the appliance could not start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NetError {
     /// The memory given holds no complete TCP socket (too few socket slots, connections or
     /// buffer bytes for even one).
