@@ -44,9 +44,6 @@ static LOOPS: AtomicU64 = AtomicU64::new(0);
 static SLEEPS: AtomicU64 = AtomicU64::new(0);
 /// Passes that skipped sleeping because a deadline was already due.
 static DUE_NOW: AtomicU64 = AtomicU64::new(0);
-/// Passes that only looked for a frame on a quiet receive path, or at a parked one's
-/// progress (QEMU), and went back to sleep.
-static QUIET_WAKES: AtomicU64 = AtomicU64::new(0);
 
 /// When each boot phase finished, in microseconds since reset (0: did not happen).
 #[derive(Default)]
@@ -154,16 +151,11 @@ fn kernel_main() -> ! {
 
     let mut lines = console::LineReader::new();
     let mut commands = commands::Commands::new();
-    let mut last_full_pass = FullPass::default();
+    // The USB interrupt count when the network was last polled.
+    let mut polled_at_interrupt = None;
     loop {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
-        if let Some(deadline) = quiet_wake(&mut net, &last_full_pass) {
-            // Woken only to look at the receive path (QEMU), and nothing came.
-            QUIET_WAKES.fetch_add(1, Ordering::Relaxed);
-            sleep_until(Some(deadline), last_full_pass.usb_interrupts);
-            continue;
-        }
         let mut status_asked = false;
         lines.poll(|line| status_asked |= commands.run(line).is_some());
         let now = TIMER.micros();
@@ -174,7 +166,16 @@ fn kernel_main() -> ! {
         let mut deadline = commands.next_deadline();
         let mut serving = false;
         if let Some(appliance) = net.as_mut() {
-            let next = appliance.poll(Instant::from_micros(TIMER.micros()));
+            let now = Instant::from_micros(TIMER.micros());
+            // No USB interrupt since the last poll: only a timer woke us, and the appliance
+            // may look at the NIC's timed work alone (under QEMU, the quiet receive path
+            // polled every 10 ms) without walking the network stack.
+            let next = if polled_at_interrupt == Some(usb_interrupts) {
+                appliance.poll_timers(now)
+            } else {
+                appliance.poll(now)
+            };
+            polled_at_interrupt = Some(usb_interrupts);
             if let Some([a, b, c, d]) = appliance.ipv4_address() {
                 serving = true;
                 if timeline.address == 0 {
@@ -187,9 +188,6 @@ fn kernel_main() -> ! {
                 }
             }
             deadline = earliest(deadline, next.map(|next| next.as_micros()));
-            // While the USB device is missing: wake for its next probe (run inside poll).
-            let reprobe = appliance.device().next_deadline();
-            deadline = earliest(deadline, reprobe.map(|at| at.as_micros()));
         }
         led.show(match (site_ok, serving) {
             (false, _) => LedState::NoSite,
@@ -200,49 +198,8 @@ fn kernel_main() -> ! {
         if status_asked {
             print_status(net.as_mut(), arena.remaining());
         }
-        last_full_pass = FullPass {
-            due: deadline,
-            usb_interrupts,
-        };
-        // A pipe waiting to issue its transfer again (a quiet receive under QEMU): no
-        // interrupt will come for it.
-        if let Some(appliance) = net.as_mut() {
-            deadline = earliest(deadline, appliance.device_mut().host_mut().next_restart());
-        }
         sleep_until(deadline, usb_interrupts);
     }
-}
-
-/// What the last full pass of the main loop left behind.
-#[derive(Default)]
-struct FullPass {
-    /// When anything but a quiet receive path next needs the loop (timers of the network
-    /// stack, console commands, the LED, a USB re-probe).
-    due: Option<u64>,
-    /// The USB interrupt count taken before that pass polled the network.
-    usb_interrupts: u32,
-}
-
-/// A wake-up that only a quiet receive path asked for (QEMU, see `Dwc2Host::quiet_receive`):
-/// issues the due receive attempts and, if they all came back empty and nothing else
-/// happened since the last full pass (no console input, no USB interrupt, no other deadline
-/// due), returns when to wake next, so the loop sleeps again without polling the network
-/// stack (a full pass walks every socket; at 100 wake-ups a second that was most of the
-/// emulated CPU's idle work). `None`: run a full pass.
-fn quiet_wake(net: &mut Option<network::Network>, last: &FullPass) -> Option<u64> {
-    let appliance = net.as_mut()?;
-    let now = TIMER.micros();
-    if last.due.is_some_and(|due| due <= now)
-        || console::LineReader::pending()
-        || dwc2::interrupts_taken() != last.usb_interrupts
-    {
-        return None;
-    }
-    let host = appliance.device_mut().host_mut();
-    if host.next_restart().is_none_or(|at| at > now) || !host.poll_restarts() {
-        return None;
-    }
-    earliest(last.due, host.next_restart())
 }
 
 /// Sleeps in WFI until `deadline` (µs) or an interrupt; returns at once if the deadline has
@@ -297,7 +254,8 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
         LOOPS.load(Ordering::Relaxed),
         SLEEPS.load(Ordering::Relaxed),
         DUE_NOW.load(Ordering::Relaxed),
-        QUIET_WAKES.load(Ordering::Relaxed)
+        net.as_ref()
+            .map_or(0, |appliance| appliance.counters().quiet_polls)
     );
     if let Some(appliance) = net {
         let http = appliance.server().counters();

@@ -1,6 +1,8 @@
 //! An Ethernet interface: whatever sits below it (SMSC95xx, CDC-ECM, RNDIS, a Linux TAP device),
 //! the network stack sees frames in and frames out.
 
+use crate::Instant;
+
 /// A 48-bit IEEE 802 MAC address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct MacAddress(pub [u8; 6]);
@@ -63,6 +65,21 @@ pub trait EthernetDevice {
     /// Lets `f` fill a `len`-byte frame in the device's transmit buffer, then sends it.
     fn transmit<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R)
     -> Result<R, DeviceError>;
+
+    /// When the device next needs to be called although no interrupt will say so: timed
+    /// work of its own, such as issuing again a receive that the hardware ended empty, or
+    /// probing again for a device that went away. The caller wakes by then and calls
+    /// [`EthernetDevice::poll_timers`] (or any of the methods above). `None`: interrupts
+    /// and the network stack's own calls bring the device all its work.
+    fn poll_at(&mut self) -> Option<Instant>;
+
+    /// Does the timed work that [`EthernetDevice::poll_at`] announced, if it is due,
+    /// without handing anything to the network stack, and says whether the stack now has
+    /// something to collect: `true` when a frame, a completion or a state change waits for
+    /// the next [`receive`](EthernetDevice::receive), [`can_transmit`](EthernetDevice::can_transmit)
+    /// or [`link_state`](EthernetDevice::link_state) call; `false` when everything is still
+    /// waiting, so that a wake-up for timers alone can skip the stack and sleep again.
+    fn poll_timers(&mut self) -> bool;
 }
 
 #[cfg(test)]

@@ -266,6 +266,17 @@ pub trait UsbHost {
 
     /// State of the pipe's current transfer; a failure is returned once as `Err`.
     fn poll(&mut self, pipe: PipeId) -> Result<TransferStatus, UsbError>;
+
+    /// When a pipe next needs the host's attention although no interrupt will come (for
+    /// example a transfer to issue again after a NAK, or a parked one whose progress must be
+    /// looked at): the caller wakes by then and calls [`UsbHost::poll_timers`] or `poll`.
+    /// `None`: interrupts announce everything.
+    fn poll_at(&self) -> Option<Instant>;
+
+    /// Services every pipe whose [`UsbHost::poll_at`] time has come and says whether that
+    /// brought news: `true` when a transfer completed or failed (the next `poll` of its pipe
+    /// reports it), `false` when each one is still waiting.
+    fn poll_timers(&mut self) -> bool;
 }
 
 impl<T: UsbHost + ?Sized> UsbHost for &mut T {
@@ -317,6 +328,12 @@ impl<T: UsbHost + ?Sized> UsbHost for &mut T {
     }
     fn poll(&mut self, pipe: PipeId) -> Result<TransferStatus, UsbError> {
         (**self).poll(pipe)
+    }
+    fn poll_at(&self) -> Option<Instant> {
+        (**self).poll_at()
+    }
+    fn poll_timers(&mut self) -> bool {
+        (**self).poll_timers()
     }
 }
 

@@ -2,7 +2,7 @@
 //! in each direction, as smoltcp's `FaultInjector` does, to test recovery over a bad wire.
 
 use bramble_hal::ethernet::MAX_FRAME_LEN;
-use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 /// How often to misbehave, in percent of frames (each 0-100), and the random seed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -145,6 +145,14 @@ impl<D: EthernetDevice> EthernetDevice for FaultyDevice<D> {
         }
         self.inner.transmit(len, f)
     }
+
+    fn poll_at(&mut self) -> Option<Instant> {
+        self.inner.poll_at()
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        self.inner.poll_timers()
+    }
 }
 
 #[cfg(test)]
@@ -181,6 +189,12 @@ mod tests {
             let result = f(&mut frame);
             self.tx.push(frame);
             Ok(result)
+        }
+        fn poll_at(&mut self) -> Option<Instant> {
+            None
+        }
+        fn poll_timers(&mut self) -> bool {
+            false
         }
     }
 

@@ -1,7 +1,7 @@
 //! Frame capture to a pcap file (the classic libpcap format, link type Ethernet), readable
 //! by Wireshark and tcpdump, for debugging what the appliance saw and sent.
 
-use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 use std::io::{self, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -127,6 +127,14 @@ impl<D: EthernetDevice, W: Write> EthernetDevice for CapturingDevice<D, W> {
             self.record(&copy);
         }
         result
+    }
+
+    fn poll_at(&mut self) -> Option<Instant> {
+        self.inner.poll_at()
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        self.inner.poll_timers()
     }
 }
 

@@ -177,4 +177,14 @@ impl EthernetDevice for TapDevice {
             }
         }
     }
+
+    /// The kernel queues frames for the TAP file descriptor, which the caller waits on: no
+    /// timed work.
+    fn poll_at(&mut self) -> Option<bramble_hal::Instant> {
+        None
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        false
+    }
 }

@@ -1,7 +1,7 @@
 //! In-memory Ethernet devices for the unit tests: a scripted mock and a wired pair.
 
 use bramble_hal::ethernet::MAX_FRAME_LEN;
-use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -17,6 +17,14 @@ pub struct MockDevice {
     pub tx_errors: VecDeque<DeviceError>,
     /// Whether `can_transmit` says yes.
     pub tx_ready: bool,
+    /// What `poll_at` reports: timed work of the device's own.
+    pub timer_at: Option<Instant>,
+    /// What `poll_timers` says (whether the stack has something to collect).
+    pub timer_news: bool,
+    /// Calls of `poll_timers`.
+    pub timer_polls: usize,
+    /// Calls of `link_state` (the appliance makes one at the start of every full poll).
+    pub link_checks: usize,
 }
 
 impl MockDevice {
@@ -28,6 +36,10 @@ impl MockDevice {
             tx: Vec::new(),
             tx_errors: VecDeque::new(),
             tx_ready: true,
+            timer_at: None,
+            timer_news: false,
+            timer_polls: 0,
+            link_checks: 0,
         }
     }
 }
@@ -38,6 +50,7 @@ impl EthernetDevice for MockDevice {
     }
 
     fn link_state(&mut self) -> LinkState {
+        self.link_checks += 1;
         self.link
     }
 
@@ -68,6 +81,15 @@ impl EthernetDevice for MockDevice {
         let result = f(&mut frame);
         self.tx.push(frame);
         Ok(result)
+    }
+
+    fn poll_at(&mut self) -> Option<Instant> {
+        self.timer_at
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        self.timer_polls += 1;
+        self.timer_news
     }
 }
 
@@ -143,5 +165,14 @@ impl EthernetDevice for WiredDevice {
             self.outbox.borrow_mut().push_back(frame);
         }
         Ok(result)
+    }
+
+    /// A cable has no timed work.
+    fn poll_at(&mut self) -> Option<Instant> {
+        None
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        false
     }
 }

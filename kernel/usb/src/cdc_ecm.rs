@@ -3,7 +3,7 @@
 //! zero-length packet) ends each frame.
 
 use bramble_hal::ethernet::MAX_FRAME_LEN;
-use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, EndpointKind, class};
 use crate::device::{UsbDevice, default_language, read_string, set_configuration, set_interface};
@@ -206,5 +206,14 @@ impl<H: UsbHost> EthernetDevice for CdcEcm<H> {
         // 64·n bytes get a ZLP.
         self.path
             .transmit(len, len, |buf| (len, f(&mut buf[..len])))
+    }
+
+    /// The host's timed work (see [`UsbHost::poll_at`]); the driver has none of its own.
+    fn poll_at(&mut self) -> Option<Instant> {
+        self.path.poll_at()
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        self.path.poll_timers()
     }
 }

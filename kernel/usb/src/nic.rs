@@ -186,6 +186,18 @@ impl<H: UsbHost> DataPath<H> {
         &mut self.host
     }
 
+    /// The host's timed work, for the driver's
+    /// [`EthernetDevice::poll_at`](bramble_hal::EthernetDevice::poll_at).
+    pub fn poll_at(&self) -> Option<Instant> {
+        self.host.poll_at()
+    }
+
+    /// Runs the host's due timed work, for the driver's
+    /// [`EthernetDevice::poll_timers`](bramble_hal::EthernetDevice::poll_timers).
+    pub fn poll_timers(&mut self) -> bool {
+        self.host.poll_timers()
+    }
+
     /// The host controller and the device at once (for a driver's EP0 register access).
     pub fn host_and_device(&mut self) -> (&mut H, &UsbDevice) {
         (&mut self.host, &self.device)

@@ -2,7 +2,7 @@
 //! level down if it is a hub, and starts the driver that fits (SMSC95xx by vendor/product,
 //! RNDIS or CDC-ECM by interface class, RNDIS preferred unless told otherwise).
 
-use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::cdc_ecm::{CdcEcm, EcmBinding};
 use crate::descriptor::{DeviceDescriptor, class};
@@ -143,6 +143,20 @@ impl<H: UsbHost> EthernetDevice for UsbNic<H> {
             UsbNic::Smsc95xx(d) => d.transmit(len, f),
             UsbNic::CdcEcm(d) => d.transmit(len, f),
             UsbNic::Rndis(d) => d.transmit(len, f),
+        }
+    }
+    fn poll_at(&mut self) -> Option<Instant> {
+        match self {
+            UsbNic::Smsc95xx(d) => d.poll_at(),
+            UsbNic::CdcEcm(d) => d.poll_at(),
+            UsbNic::Rndis(d) => d.poll_at(),
+        }
+    }
+    fn poll_timers(&mut self) -> bool {
+        match self {
+            UsbNic::Smsc95xx(d) => d.poll_timers(),
+            UsbNic::CdcEcm(d) => d.poll_timers(),
+            UsbNic::Rndis(d) => d.poll_timers(),
         }
     }
 }

@@ -62,8 +62,8 @@ enum State<H: UsbHost> {
 /// A USB network device that survives being unplugged, reset or lost behind a hub: an
 /// [`EthernetDevice`] over [`probe`] that probes again with the same [`ProbeOptions`] when
 /// the device goes away. Retries run inside [`EthernetDevice::link_state`] (which the
-/// appliance calls at the start of every poll) once [`ReprobingNic::next_deadline`] has
-/// passed; each takes the bounded time of one probe.
+/// appliance calls at the start of every poll) once the time [`EthernetDevice::poll_at`]
+/// reports has passed; each takes the bounded time of one probe.
 pub struct ReprobingNic<H: UsbHost> {
     /// Always `Some` between calls; taken only while a transition moves the host.
     state: Option<State<H>>,
@@ -150,15 +150,6 @@ impl<H: UsbHost> ReprobingNic<H> {
     /// device's address if none was given.
     pub fn options(&self) -> ProbeOptions {
         self.options
-    }
-
-    /// When the next probe is due while the device is missing (the caller may sleep until
-    /// then and call [`EthernetDevice::link_state`]); `None` while a driver runs.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        match &self.state {
-            Some(State::Missing(missing)) => Some(missing.next_attempt),
-            _ => None,
-        }
     }
 
     /// The host controller, whichever state the device is in.
@@ -318,6 +309,24 @@ impl<H: UsbHost> EthernetDevice for ReprobingNic<H> {
             other => other,
         }
     }
+
+    /// While the device is missing, when the next probe is due (the caller then calls
+    /// [`EthernetDevice::link_state`], which runs it); while a driver runs, the driver's.
+    fn poll_at(&mut self) -> Option<Instant> {
+        match self.state.as_mut().expect(RESTORED) {
+            State::Running(nic) => nic.poll_at(),
+            State::Missing(missing) => Some(missing.next_attempt),
+        }
+    }
+
+    /// While the device is missing, whether the next probe is due (it runs in the next
+    /// [`EthernetDevice::link_state`]); while a driver runs, the driver's timed work.
+    fn poll_timers(&mut self) -> bool {
+        match self.state.as_mut().expect(RESTORED) {
+            State::Running(nic) => nic.poll_timers(),
+            State::Missing(missing) => missing.host.now() >= missing.next_attempt,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -370,7 +379,7 @@ mod tests {
 
     /// Lets the next probe run: the clock to the deadline, then one link check.
     fn run_next_probe(nic: &mut ReprobingNic<MockHost>) -> LinkState {
-        let deadline = nic.next_deadline().expect("a probe is scheduled");
+        let deadline = nic.poll_at().expect("a probe is scheduled");
         advance_to(nic, deadline);
         nic.link_state()
     }
@@ -383,7 +392,7 @@ mod tests {
                 assert_eq!(run_next_probe(nic), LinkState::Down);
                 assert_eq!(nic.counters().reprobes_attempted, before + 1);
                 assert_eq!(nic.counters().last_probe_error, Some(UsbError::NoDevice));
-                let deadline = nic.next_deadline().unwrap();
+                let deadline = nic.poll_at().unwrap();
                 deadline.micros_since(now(nic)) / SECOND
             })
             .collect()
@@ -404,7 +413,7 @@ mod tests {
             let mut nic = ReprobingNic::new(host, options);
             assert_eq!(nic.kind(), Some(kind));
             assert_eq!(nic.link_state(), LinkState::Up);
-            assert_eq!(nic.next_deadline(), None);
+            assert_eq!(nic.poll_at(), None);
             let mac = nic.mac_address();
             state.borrow_mut().rx.push_back(frame(60, 1));
             assert_eq!(receive_eventually(&mut nic), Some(frame(60, 1)));
@@ -426,7 +435,7 @@ mod tests {
             assert_eq!(nic.mac_address(), mac);
 
             // No probe before the deadline, however often the link is checked.
-            let deadline = nic.next_deadline().unwrap();
+            let deadline = nic.poll_at().unwrap();
             assert_eq!(deadline.micros_since(now(&mut nic)), FIRST_RETRY_MICROS);
             let transfers = nic.host_mut().control_log.len();
             for _ in 0..5 {
@@ -450,7 +459,7 @@ mod tests {
             assert_eq!(counters.last_probe_error, None);
             assert_eq!(nic.kind(), Some(kind));
             assert_eq!(nic.mac_address(), mac);
-            assert_eq!(nic.next_deadline(), None);
+            assert_eq!(nic.poll_at(), None);
             state.borrow_mut().rx.push_back(frame(70, 5));
             assert_eq!(receive_eventually(&mut nic), Some(frame(70, 5)));
             send(&mut nic, &frame(80, 6)).unwrap();
@@ -475,7 +484,7 @@ mod tests {
         assert!(!nic.can_transmit());
         assert_eq!(nic.mac_address(), BOARD_MAC);
         assert_eq!(
-            nic.next_deadline().unwrap().micros_since(now(&mut nic)),
+            nic.poll_at().unwrap().micros_since(now(&mut nic)),
             FIRST_RETRY_MICROS
         );
         assert_eq!(failing_probes(&mut nic, 3), [2, 4, 8]);
@@ -534,7 +543,7 @@ mod tests {
         assert_eq!(send(&mut nic, &frame(60, 1)), Err(DeviceError::Busy));
         assert_eq!(nic.counters().losses, 1);
         nic.host_mut().unplugged = false;
-        let deadline = nic.next_deadline().unwrap();
+        let deadline = nic.poll_at().unwrap();
         advance_to(&mut nic, deadline.add_micros(5 * SECOND));
         assert_eq!(nic.link_state(), LinkState::Down);
         assert_eq!(nic.counters().reprobes_attempted, 0);
@@ -558,9 +567,43 @@ mod tests {
             nic.host_mut().delay_ms(1000);
         }
         assert_eq!(nic.counters(), RecoveryCounters::default());
-        assert_eq!(nic.next_deadline(), None);
+        assert_eq!(nic.poll_at(), None);
         // One root port reset: the probe in `new`.
         assert_eq!(nic.host_mut().root_hub().unwrap().resets, [1]);
+    }
+
+    #[test]
+    fn the_next_probe_and_the_running_hosts_timed_work_are_reported() {
+        // Missing: the next probe is the deadline, and it is news for the stack once due
+        // (the appliance's next link check runs it).
+        let mut nic = ReprobingNic::new(MockHost::new(None), ProbeOptions::default());
+        let probe_at = nic.poll_at().expect("a probe is scheduled");
+        assert!(!nic.poll_timers(), "the probe is not due yet");
+        advance_to(&mut nic, probe_at);
+        assert!(nic.poll_timers(), "the probe is due");
+        assert_eq!(
+            nic.counters().reprobes_attempted,
+            0,
+            "poll_timers does not probe"
+        );
+
+        // Running: the host's own timed work, passed through both ways.
+        let (net, _state) = UsbNetModel::new();
+        let mut nic =
+            ReprobingNic::new(MockHost::new(Some(Box::new(net))), ProbeOptions::default());
+        assert_eq!(nic.poll_at(), None);
+        let at = now(&mut nic).add_micros(10_000);
+        nic.host_mut().timer_at = Some(at);
+        assert_eq!(nic.poll_at(), Some(at));
+        assert!(!nic.poll_timers());
+        assert_eq!(nic.host_mut().timers_serviced, 0, "not due yet");
+        advance_to(&mut nic, at);
+        assert!(!nic.poll_timers(), "serviced, and nothing came of it");
+        assert_eq!(nic.host_mut().timers_serviced, 1);
+        assert_eq!(nic.poll_at(), None);
+        nic.host_mut().timer_at = Some(at);
+        nic.host_mut().timer_news = true;
+        assert!(nic.poll_timers(), "serviced, and a transfer completed");
     }
 
     /// Whether `frame` is a DHCP client message (IPv4, UDP to port 67).

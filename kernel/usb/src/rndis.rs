@@ -4,7 +4,7 @@
 //! RNDIS_PACKET_MSG header, and a bulk-IN transfer may hold several of them.
 
 use bramble_hal::ethernet::MAX_FRAME_LEN;
-use bramble_hal::{DeviceError, EthernetDevice, LinkState, MacAddress};
+use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};
 
 use crate::descriptor::{CdcFunctional, ConfigurationDescriptor, Endpoint, EndpointKind, class};
 use crate::device::{UsbDevice, set_configuration};
@@ -430,6 +430,15 @@ impl<H: UsbHost> EthernetDevice for Rndis<H> {
             put32(buf, 4, transfer as u32); // MessageLength covers the padding
             (transfer, f(&mut buf[PACKET_HEADER_LEN..total]))
         })
+    }
+
+    /// The host's timed work (see [`UsbHost::poll_at`]); the driver has none of its own.
+    fn poll_at(&mut self) -> Option<Instant> {
+        self.path.poll_at()
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        self.path.poll_timers()
     }
 }
 

@@ -658,4 +658,13 @@ impl<H: UsbHost> EthernetDevice for Smsc95xx<H> {
             }
         })
     }
+
+    /// The host's timed work (see [`UsbHost::poll_at`]); the driver has none of its own.
+    fn poll_at(&mut self) -> Option<Instant> {
+        self.path.poll_at()
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        self.path.poll_timers()
+    }
 }

@@ -335,4 +335,11 @@ impl UsbHost for Dwc2Host {
             }
         }
     }
+    fn poll_at(&self) -> Option<Instant> {
+        self.next_restart().map(Instant::from_micros)
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        !self.poll_restarts()
+    }
 }

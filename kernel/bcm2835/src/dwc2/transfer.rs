@@ -131,7 +131,7 @@ impl Dwc2Host {
     /// stays open, which is most of an idle QEMU's CPU use. The cost is up to one interval
     /// of extra latency for the first frame after a quiet spell. Only for QEMU: a real
     /// controller retries NAKs in hardware and a bulk endpoint must not be addressed as an
-    /// interrupt endpoint. [`Dwc2Host::next_restart`] says when the loop must poll again.
+    /// interrupt endpoint. [`UsbHost::poll_at`] says when the loop must poll again.
     pub fn quiet_receive(&mut self, quiet: Option<QuietReceive>) {
         self.quiet_receive = quiet;
     }
@@ -143,8 +143,8 @@ impl Dwc2Host {
 
     /// The earliest time (µs) at which a pipe waits to issue its transfer again (interrupt
     /// pipes after a NAK, quiet bulk-IN pipes) or to look at a parked transfer's progress:
-    /// the idle loop must poll by then, because no interrupt will come.
-    pub fn next_restart(&self) -> Option<u64> {
+    /// the idle loop must poll by then, because no interrupt will come ([`UsbHost::poll_at`]).
+    pub(super) fn next_restart(&self) -> Option<u64> {
         self.pipes
             .iter()
             .flatten()
@@ -159,8 +159,8 @@ impl Dwc2Host {
     /// [`Dwc2Host::next_restart`]) and reports whether none of them has news (`true`: each
     /// is still waiting, so the layers above have nothing new and the idle loop can go back
     /// to sleep). `false` when one completed or failed: the next [`UsbHost::poll`] of that
-    /// pipe reports it.
-    pub fn poll_restarts(&mut self) -> bool {
+    /// pipe reports it. [`UsbHost::poll_timers`] is its negation.
+    pub(super) fn poll_restarts(&mut self) -> bool {
         let now = self.micros();
         let mut all_quiet = true;
         for index in 0..MAX_PIPES {

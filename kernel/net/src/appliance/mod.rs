@@ -3,8 +3,10 @@
 //! connection, and the mDNS responder.
 //!
 //! The caller owns time and sleeping: it calls [`Appliance::poll`] with the current instant
-//! whenever something may have happened (a frame arrived, a timer fired) and sleeps until the
-//! instant `poll` returns, or until the next interrupt. Nothing here waits or spins.
+//! whenever something may have happened (a frame arrived, an interrupt came), or
+//! [`Appliance::poll_timers`] when it knows that only the clock moved, and sleeps until the
+//! instant either returns (the earliest of the network stack's deadlines and the device's,
+//! [`EthernetDevice::poll_at`]), or until the next interrupt. Nothing here waits or spins.
 //!
 //! Where the parts live: this file holds the loop itself ([`Appliance::new`],
 //! [`Appliance::poll`] and its wake-up time); `config` what the caller tells it, `memory` the
@@ -88,6 +90,9 @@ pub struct ApplianceCounters {
     pub link_losses: u64,
     /// mDNS datagrams that could not be parsed.
     pub mdns_malformed: u64,
+    /// Calls of [`Appliance::poll_timers`] that only ran the device's timed work and left
+    /// the network stack alone.
+    pub quiet_polls: u64,
 }
 
 /// The network appliance: interface, sockets, HTTP connections, mDNS.
@@ -108,6 +113,9 @@ pub struct Appliance<'a, D: EthernetDevice> {
     link: LinkState,
     /// A "device gone" error seen, kept until the device is replaced.
     device_fault: Option<DeviceError>,
+    /// When the network stack itself next needs a full poll, as the last one found (the
+    /// device's own deadline not included).
+    stack_due: Option<Instant>,
     counters: ApplianceCounters,
 }
 
@@ -213,13 +221,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             mdns,
             link,
             device_fault: None,
+            stack_due: Some(now),
             counters: ApplianceCounters::default(),
         })
     }
 
     /// Does all the work that is due at `now`: link check, frames in and out, DHCP events,
-    /// HTTP connections, mDNS. Returns when it next needs to run if nothing arrives first
-    /// (`None`: only a received frame or a link change can give it work).
+    /// HTTP connections, mDNS. Returns when it next needs to run if nothing arrives first:
+    /// the earliest of the network stack's deadlines and the device's own
+    /// ([`EthernetDevice::poll_at`]); `None`: only a received frame or a link change can
+    /// give it work.
     pub fn poll(&mut self, now: Instant) -> Option<Instant> {
         self.check_link(now);
         // Two rounds: frames in and socket work, then the replies that work produced.
@@ -237,7 +248,26 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             self.send_into_freed_space(now);
         }
         self.note_device_fault();
-        self.next_wake(now)
+        self.stack_due = self.next_wake(now);
+        earliest(self.stack_due, self.phy.device_mut().poll_at())
+    }
+
+    /// The poll for a wake-up that only the clock caused: the caller knows that the device
+    /// raised no interrupt since the last poll. If none of the network stack's deadlines has
+    /// come but the device's has, only the device's timed work runs
+    /// ([`EthernetDevice::poll_timers`]), and unless that brought something the stack is
+    /// not walked (a full poll visits every socket: under QEMU, where the USB receive path is
+    /// polled every 10 ms while quiet, that was most of the idle CPU). Otherwise, the same
+    /// as [`Appliance::poll`]. Returns the same deadline as `poll`.
+    pub fn poll_timers(&mut self, now: Instant) -> Option<Instant> {
+        let stack_waits = self.stack_due.is_none_or(|due| due > now);
+        let device = self.phy.device_mut();
+        let device_due = device.poll_at().is_some_and(|at| at <= now);
+        if stack_waits && device_due && !device.poll_timers() {
+            self.counters.quiet_polls += 1;
+            return earliest(self.stack_due, device.poll_at());
+        }
+        self.poll(now)
     }
 
     /// One pass of the interface: frames in (connection requests only as many as the pool
@@ -441,6 +471,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.mac = mac.0;
         self.device_fault = None;
         self.link = LinkState::Down;
+        // The next poll must be a full one, whatever wakes it.
+        self.stack_due = Some(Instant::from_micros(0));
         log::info!("net: network device replaced, MAC {mac}");
         old
     }

@@ -190,6 +190,13 @@ pub struct MockHost {
     /// Addresses of devices that vanished behind a hub: like QEMU, transfers to them
     /// never complete (bulk stays pending, control times out).
     pub vanished: Vec<u8>,
+    /// What [`UsbHost::poll_at`] reports: timed work of the host's own (the tests set it;
+    /// the model's transfers need none).
+    pub timer_at: Option<Instant>,
+    /// What [`UsbHost::poll_timers`] says once `timer_at` is due (and then clears it).
+    pub timer_news: bool,
+    /// Times `poll_timers` found `timer_at` due.
+    pub timers_serviced: u32,
 }
 
 impl MockHost {
@@ -204,6 +211,9 @@ impl MockHost {
             out_latency_polls: 0,
             max_pipes: 7,
             vanished: Vec::new(),
+            timer_at: None,
+            timer_news: false,
+            timers_serviced: 0,
         }
     }
 
@@ -487,6 +497,22 @@ impl UsbHost for MockHost {
                 Err(e)
             }
         }
+    }
+
+    fn poll_at(&self) -> Option<Instant> {
+        self.timer_at
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        if self
+            .timer_at
+            .is_some_and(|at| at.as_micros() <= self.clock_us)
+        {
+            self.timer_at = None;
+            self.timers_serviced += 1;
+            return self.timer_news;
+        }
+        false
     }
 }
 

@@ -170,3 +170,99 @@ fn idle_poll_sleeps_until_the_mdns_probe_and_sends_it() {
     assert_eq!(quiet.poll(at(0)), None);
     assert_eq!(quiet.poll(at(60_000)), None);
 }
+
+/// An appliance with nothing of its own to wake for (static address, mDNS off), polled
+/// once at time 0, over a device whose own timed work is due at 10 ms.
+fn quiet_appliance_over_a_device_with_timers() -> Appliance<'static, MockDevice> {
+    let mut device = MockDevice::new(GUEST_MAC);
+    device.timer_at = Some(at(10));
+    let mut appliance =
+        Appliance::new(device, static_config(false), memory(1), server(), at(0)).unwrap();
+    appliance.poll(at(0));
+    appliance
+}
+
+#[test]
+fn the_devices_own_deadline_is_part_of_the_wake_up_time() {
+    let mut appliance = quiet_appliance_over_a_device_with_timers();
+    assert_eq!(appliance.poll(at(1)), Some(at(10)));
+    appliance.device_mut().timer_at = None;
+    assert_eq!(appliance.poll(at(2)), None);
+}
+
+#[test]
+fn a_wake_up_for_the_devices_timers_alone_leaves_the_stack_alone() {
+    let mut appliance = quiet_appliance_over_a_device_with_timers();
+    let link_checks = appliance.device().link_checks;
+    // A frame waits, but the device says its timers brought nothing: the stack, which
+    // would take the frame, is not walked.
+    appliance.device_mut().rx.push_back(Ok(std::vec![0u8; 60]));
+    assert_eq!(appliance.poll_timers(at(10)), Some(at(10)));
+    let device = appliance.device();
+    assert_eq!(device.timer_polls, 1, "the device's timed work ran");
+    assert_eq!(device.link_checks, link_checks, "no full poll");
+    assert_eq!(device.rx.len(), 1, "nothing was received");
+    assert_eq!(appliance.counters().quiet_polls, 1);
+}
+
+#[test]
+fn a_timer_wake_up_that_brings_news_polls_the_stack() {
+    let mut appliance = quiet_appliance_over_a_device_with_timers();
+    let link_checks = appliance.device().link_checks;
+    appliance.device_mut().rx.push_back(Ok(std::vec![0u8; 60]));
+    appliance.device_mut().timer_news = true;
+    appliance.poll_timers(at(10));
+    let device = appliance.device();
+    assert_eq!(device.timer_polls, 1);
+    assert_eq!(device.link_checks, link_checks + 1, "a full poll");
+    assert!(device.rx.is_empty(), "the frame was taken");
+    assert_eq!(appliance.counters().quiet_polls, 0);
+}
+
+#[test]
+fn a_timer_wake_up_polls_the_stack_when_its_own_deadline_or_nothing_is_due() {
+    // Before the device's deadline (another timer of the caller's woke it): a full poll.
+    let mut appliance = quiet_appliance_over_a_device_with_timers();
+    let link_checks = appliance.device().link_checks;
+    appliance.poll_timers(at(5));
+    assert_eq!(appliance.device().link_checks, link_checks + 1);
+    assert_eq!(appliance.device().timer_polls, 0);
+
+    // The stack's own deadline (the mDNS probe) has come: a full poll sends the probe,
+    // although the device's timers are due too and bring nothing.
+    let mut appliance = Appliance::new(
+        MockDevice::new(GUEST_MAC),
+        static_config(true),
+        memory(1),
+        server(),
+        at(0),
+    )
+    .unwrap();
+    let probe_at = appliance.poll(at(0)).expect("the mDNS probe is pending");
+    appliance.device_mut().timer_at = Some(probe_at);
+    appliance.device_mut().tx.clear();
+    appliance.poll_timers(probe_at);
+    let multicast = appliance
+        .device()
+        .tx
+        .iter()
+        .filter(|f| f[..6] == [0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb])
+        .count();
+    assert_eq!(multicast, 1, "the probe went out");
+    assert_eq!(appliance.counters().quiet_polls, 0);
+}
+
+#[test]
+fn after_a_device_is_replaced_the_next_poll_is_a_full_one() {
+    let mut appliance = quiet_appliance_over_a_device_with_timers();
+    let mut device = MockDevice::new([2, 0, 0, 0, 0, 9]);
+    device.timer_at = Some(at(10));
+    appliance.replace_device(device);
+    appliance.poll_timers(at(10));
+    assert_eq!(
+        appliance.device().link_checks,
+        1,
+        "the new device's link was checked"
+    );
+    assert_eq!(appliance.counters().quiet_polls, 0);
+}

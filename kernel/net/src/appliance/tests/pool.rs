@@ -182,6 +182,14 @@ impl EthernetDevice for ConcurrentDevice {
     ) -> Result<R, bramble_hal::DeviceError> {
         self.wire.transmit(len, f)
     }
+
+    fn poll_at(&mut self) -> Option<Instant> {
+        self.wire.poll_at()
+    }
+
+    fn poll_timers(&mut self) -> bool {
+        self.wire.poll_timers()
+    }
 }
 
 #[test]
