@@ -34,6 +34,10 @@ pub struct ImageArgs {
     /// The site folder to pack onto the card [default: the default site in site/default].
     #[arg(long, value_name = "SITE_DIR", conflicts_with = "site_image")]
     pub site: Option<PathBuf>,
+    /// With --site: leave out symlinks that point at nothing, with a warning, instead of
+    /// failing.
+    #[arg(long, conflicts_with = "site_image")]
+    pub skip_broken_links: bool,
     /// A site image already made with `bramble pack`, instead of --site.
     #[arg(long, value_name = "FILE")]
     pub site_image: Option<PathBuf>,
@@ -408,9 +412,11 @@ fn site_bytes(args: &ImageArgs) -> anyhow::Result<Vec<u8>> {
             default
         }
     };
-    let opts = crate::pack::PackOptions::from_env()?;
+    let mut opts = crate::pack::PackOptions::from_env()?;
+    opts.skip_broken_links = args.skip_broken_links;
     let packed = crate::pack::pack_site(&dir, &opts)
         .with_context(|| format!("packing {}", dir.display()))?;
+    packed.warn_left_out();
     eprintln!("{}", packed.summary);
     Ok(packed.image)
 }

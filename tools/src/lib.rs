@@ -7,6 +7,7 @@ pub mod image;
 pub mod kernel;
 pub mod pack;
 pub mod qemu_cmd;
+pub mod report;
 pub mod serve;
 
 /// The workspace root (where `Cargo.toml` and `rust-toolchain.toml` live), found from this

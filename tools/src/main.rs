@@ -1,11 +1,22 @@
-//! `bramble`: the command-line entry point. Each subcommand lives in its own module.
+//! `bramble`: the command-line entry point. Each subcommand lives in its own module; errors
+//! are reported here, once, as `error:` lines a person can act on (see [`bramble::report`]).
 use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 
 /// Bramble turns a folder of static files into an SD card that boots a Raspberry Pi B+
 /// straight into a web server.
 #[derive(Parser)]
-#[command(name = "bramble", version, about)]
+#[command(
+    name = "bramble",
+    version,
+    about,
+    after_help = bramble::report::EXIT_CODES_HELP
+)]
 struct Cli {
+    /// On an error, also print where it was raised (a backtrace); BRAMBLE_BACKTRACE=1 does
+    /// the same. RUST_BACKTRACE does not: it is for panics.
+    #[arg(long, global = true)]
+    debug: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -24,12 +35,30 @@ enum Command {
     Serve(bramble::serve::ServeArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
+fn main() -> ExitCode {
+    // Usage errors exit with 2 (clap's own code); --help and --version with 0.
+    let cli = Cli::parse();
+    let backtrace = cli.debug || bramble::report::backtrace_asked(|key| std::env::var_os(key));
+    // anyhow captures a backtrace when RUST_LIB_BACKTRACE (or else RUST_BACKTRACE) says so;
+    // this decides it for errors, leaving RUST_BACKTRACE to panics.
+    #[allow(unsafe_code)] // set_var is unsafe in edition 2024; see the SAFETY line.
+    // SAFETY: nothing else runs yet: no thread has been started (clap parses on this one),
+    // so no other code can be reading the environment while it changes.
+    unsafe {
+        std::env::set_var("RUST_LIB_BACKTRACE", if backtrace { "1" } else { "0" });
+    }
+    let result = match cli.command {
         Command::Qemu(args) => bramble::qemu_cmd::run(args),
         Command::Pack(args) => bramble::pack::run(args),
         Command::Image(args) => bramble::image::run(args),
         Command::Flash(args) => bramble::flash::run(args),
         Command::Serve(args) => bramble::serve::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprint!("{}", bramble::report::render(&error, backtrace));
+            ExitCode::from(bramble::report::exit_code(&error))
+        }
     }
 }

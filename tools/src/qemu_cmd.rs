@@ -133,6 +133,7 @@ fn card_for_site(
                 .unwrap_or_else(|| root.join("site/default")),
         ),
         site_image: None,
+        skip_broken_links: false,
         output: output.clone(),
         kernel: Some(kernel),
         firmware: None,

@@ -38,6 +38,9 @@ pub struct ServeArgs {
     /// No access log on stderr.
     #[arg(long)]
     pub quiet: bool,
+    /// Leave out symlinks that point at nothing, with a warning, instead of failing.
+    #[arg(long)]
+    pub skip_broken_links: bool,
 }
 
 /// How often `--watch` looks at the folder.
@@ -92,11 +95,13 @@ impl Site {
 }
 
 /// Packs `dir` into an image, or the error text to show.
-fn pack(dir: &Path, progress: bool) -> Result<(Vec<u8>, String), String> {
+fn pack(dir: &Path, skip_broken_links: bool, progress: bool) -> Result<(Vec<u8>, String), String> {
     let mut opts = PackOptions::from_env().map_err(|e| e.to_string())?;
     opts.progress = progress;
+    opts.skip_broken_links = skip_broken_links;
     let output =
         pack_site(dir, &opts).map_err(|e| format!("packing {} failed: {e}", dir.display()))?;
+    output.warn_left_out();
     let summary = format!(
         "{} files, {} bytes, checksum {:08x}",
         output.summary.files, output.summary.image_bytes, output.summary.checksum
@@ -133,6 +138,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     }
     let first = match pack(
         &args.site_dir,
+        args.skip_broken_links,
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
     ) {
         Ok((image, summary)) => {
@@ -156,9 +162,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if args.watch {
         let site = Arc::clone(&site);
         let dir = args.site_dir.clone();
+        let skip_broken_links = args.skip_broken_links;
         std::thread::Builder::new()
             .name("watch".into())
-            .spawn(move || watch(&dir, &site))?;
+            .spawn(move || watch(&dir, skip_broken_links, &site))?;
     }
 
     let config = ServerConfig {
@@ -195,7 +202,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Polls the folder and re-packs when its fingerprint changes.
-fn watch(dir: &Path, site: &Site) {
+fn watch(dir: &Path, skip_broken_links: bool, site: &Site) {
     let mut seen = fingerprint(dir);
     loop {
         std::thread::sleep(WATCH_INTERVAL);
@@ -206,7 +213,7 @@ fn watch(dir: &Path, site: &Site) {
         // Let a burst of writes (an editor save, a generator run) settle first.
         std::thread::sleep(WATCH_INTERVAL);
         seen = fingerprint(dir);
-        match pack(dir, false) {
+        match pack(dir, skip_broken_links, false) {
             Ok((image, summary)) => {
                 eprintln!("re-packed: {summary}");
                 site.publish(Published::Image(Arc::new(image)));

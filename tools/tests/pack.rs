@@ -403,7 +403,7 @@ fn empty_and_missing_sites_are_refused() {
     assert!(matches!(error, PackError::EmptySite { .. }), "{error:?}");
     assert!(matches!(
         pack_site(&dir.path().join("missing"), &options()),
-        Err(PackError::Io { .. })
+        Err(PackError::NoSuchSite(_))
     ));
     assert!(matches!(
         pack_site(&dir.path().join(".only-a-dotfile"), &options()),

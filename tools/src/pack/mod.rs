@@ -36,6 +36,9 @@ pub const MAX_IMAGE_BYTES: u64 = u32::MAX as u64;
 pub struct PackOptions {
     /// Include dotfiles and dot-directories (`/.well-known/` is always included).
     pub include_dotfiles: bool,
+    /// Leave out symlinks that point at nothing (listed in [`PackOutput::left_out`]) instead
+    /// of failing.
+    pub skip_broken_links: bool,
     /// Where to cache compressed bodies; `None` compresses everything every time.
     pub cache_dir: Option<PathBuf>,
     /// Refuse images larger than this many bytes.
@@ -51,6 +54,7 @@ impl Default for PackOptions {
     fn default() -> Self {
         PackOptions {
             include_dotfiles: false,
+            skip_broken_links: false,
             cache_dir: None,
             max_image_bytes: MAX_IMAGE_BYTES,
             source_date_epoch: None,
@@ -89,6 +93,24 @@ pub struct PackOutput {
     pub image: Vec<u8>,
     /// The numbers for the closing line.
     pub summary: PackSummary,
+    /// What the folder holds that the image does not (dotfiles, skipped broken links).
+    pub left_out: Vec<walk::LeftOut>,
+}
+
+impl PackOutput {
+    /// Warns on stderr about each broken symlink that was left out (`--skip-broken-links`).
+    pub fn warn_left_out(&self) {
+        for entry in &self.left_out {
+            if let walk::LeftOutReason::BrokenLink { target } = &entry.reason {
+                eprintln!(
+                    "warning: left out {} ({}): a broken symlink to {}",
+                    entry.url_path,
+                    entry.fs_path.display(),
+                    target.display()
+                );
+            }
+        }
+    }
 }
 
 /// The numbers of one pack.
@@ -153,8 +175,19 @@ impl fmt::Display for PackSummary {
 /// Every way a pack can fail.
 #[derive(Debug, thiserror::Error)]
 pub enum PackError {
+    /// The site path does not exist.
+    #[error(
+        "the site folder {} does not exist: give the folder your site generator writes \
+         (Hugo's public/, Jekyll's _site/, MkDocs' site/)",
+        .0.display()
+    )]
+    NoSuchSite(PathBuf),
     /// The site path is not a directory.
-    #[error("{0} is not a directory")]
+    #[error(
+        "{} is a file, not a folder: give the site's folder (a packed SITE.BIN goes on a card \
+         with `bramble image --site-image`)",
+        .0.display()
+    )]
     NotADirectory(PathBuf),
     /// Reading a file or directory failed.
     #[error("cannot read {path}: {source}")]
@@ -165,7 +198,12 @@ pub enum PackError {
         source: std::io::Error,
     },
     /// A symlink points at nothing.
-    #[error("broken symlink {path} -> {target} (it points at nothing)")]
+    #[error(
+        "broken symlink {} -> {} (it points at nothing): fix or remove the link, or pass \
+         --skip-broken-links to leave it out",
+        path.display(),
+        target.display()
+    )]
     BrokenSymlink {
         /// The link.
         path: PathBuf,
@@ -252,7 +290,16 @@ struct PackedFile {
 /// Packs the site folder `dir` into an image.
 pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError> {
     let started = Instant::now();
-    let sources = walk::walk(dir, opts.include_dotfiles)?;
+    let walk::Walked {
+        files: sources,
+        left_out,
+    } = walk::walk_with(
+        dir,
+        &walk::WalkOptions {
+            include_dotfiles: opts.include_dotfiles,
+            skip_broken_links: opts.skip_broken_links,
+        },
+    )?;
     if sources.is_empty() {
         return Err(PackError::EmptySite {
             dir: dir.to_path_buf(),
@@ -334,7 +381,11 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
     summary.checksum = u32::from_le_bytes([image[at], image[at + 1], image[at + 2], image[at + 3]]);
     summary.image_bytes = image.len() as u64;
     summary.elapsed = started.elapsed();
-    Ok(PackOutput { image, summary })
+    Ok(PackOutput {
+        image,
+        summary,
+        left_out,
+    })
 }
 
 /// Reads, hashes and compresses one file.
@@ -403,6 +454,9 @@ pub struct PackArgs {
     /// Include dotfiles and dot-folders (/.well-known/ is always included).
     #[arg(long)]
     pub include_dotfiles: bool,
+    /// Leave out symlinks that point at nothing, with a warning, instead of failing.
+    #[arg(long)]
+    pub skip_broken_links: bool,
     /// Compress everything again instead of using the compression cache.
     #[arg(long)]
     pub no_cache: bool,
@@ -451,6 +505,7 @@ fn output_inside(site_dir: &Path, output: &Path) -> bool {
 pub fn run(args: PackArgs) -> anyhow::Result<()> {
     let mut opts = PackOptions::from_env()?;
     opts.include_dotfiles = args.include_dotfiles;
+    opts.skip_broken_links = args.skip_broken_links;
     if args.no_cache {
         opts.cache_dir = None;
     } else if let Some(dir) = args.cache_dir {
@@ -465,6 +520,7 @@ pub fn run(args: PackArgs) -> anyhow::Result<()> {
         );
     }
     let output = pack_site(&args.site_dir, &opts)?;
+    output.warn_left_out();
     write_atomically(&args.output, &output.image)?;
     println!("{} -> {}", output.summary, args.output.display());
     Ok(())

@@ -24,37 +24,95 @@ pub struct SourceFile {
     pub modified: u64,
 }
 
-/// Lists the files under `root` in URL-path order.
+/// What the walk takes in and what it leaves out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WalkOptions {
+    /// Include dotfiles and dot-directories (`/.well-known/` always is).
+    pub include_dotfiles: bool,
+    /// Leave out a symlink that points at nothing (reported in [`Walked::left_out`]) instead
+    /// of failing.
+    pub skip_broken_links: bool,
+}
+
+/// An entry of the folder that is not in the image, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Where it is on disk.
+    pub fs_path: PathBuf,
+    /// The URL path it would have had (`/.git`, `/docs/old.html`).
+    pub url_path: String,
+    /// Why it is not in the image.
+    pub reason: LeftOutReason,
+}
+
+/// Why an entry is not in the image.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeftOutReason {
+    /// A dotfile or dot-directory (without `--include-dotfiles`); a directory counts once.
+    Dotfile,
+    /// A symlink that points at nothing (with `--skip-broken-links`).
+    BrokenLink {
+        /// What the link points at.
+        target: PathBuf,
+    },
+}
+
+/// The files to pack, in URL-path order, and what was left out, in walk order.
+#[derive(Clone, Debug, Default)]
+pub struct Walked {
+    /// The files to pack.
+    pub files: Vec<SourceFile>,
+    /// What the folder holds that the image will not.
+    pub left_out: Vec<LeftOut>,
+}
+
+/// Lists the files under `root` in URL-path order (see [`walk_with`]).
+pub fn walk(root: &Path, include_dotfiles: bool) -> Result<Vec<SourceFile>, PackError> {
+    let options = WalkOptions {
+        include_dotfiles,
+        ..WalkOptions::default()
+    };
+    Ok(walk_with(root, &options)?.files)
+}
+
+/// Lists the files under `root` in URL-path order, and what it leaves out.
 ///
 /// Dotfiles and dot-directories are left out unless `include_dotfiles`, except `/.well-known/`
 /// (RFC 8615). Symlinks are followed; a link to one of its own ancestors is a loop; a dangling
-/// link is an error naming it. Names must be UTF-8 without control characters, and no two URL
-/// paths may be equal after Unicode NFC normalisation (clients send either form).
-pub fn walk(root: &Path, include_dotfiles: bool) -> Result<Vec<SourceFile>, PackError> {
-    let metadata = fs::metadata(root).map_err(|source| PackError::Io {
-        path: root.to_path_buf(),
-        source,
+/// link is an error naming it (left out, with `skip_broken_links`). Names must be UTF-8
+/// without control characters, and no two URL paths may be equal after Unicode NFC
+/// normalisation (clients send either form).
+pub fn walk_with(root: &Path, options: &WalkOptions) -> Result<Walked, PackError> {
+    let metadata = fs::metadata(root).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            PackError::NoSuchSite(root.to_path_buf())
+        } else {
+            PackError::Io {
+                path: root.to_path_buf(),
+                source,
+            }
+        }
     })?;
     if !metadata.is_dir() {
         return Err(PackError::NotADirectory(root.to_path_buf()));
     }
     let mut walker = Walker {
-        include_dotfiles,
+        options: *options,
         ancestors: vec![(metadata.dev(), metadata.ino())],
-        files: Vec::new(),
+        walked: Walked::default(),
     };
     walker.directory(root, "")?;
-    let mut files = walker.files;
-    files.sort_by(|a, b| a.url_path.cmp(&b.url_path));
-    check_collisions(&files)?;
-    Ok(files)
+    let mut walked = walker.walked;
+    walked.files.sort_by(|a, b| a.url_path.cmp(&b.url_path));
+    check_collisions(&walked.files)?;
+    Ok(walked)
 }
 
 struct Walker {
-    include_dotfiles: bool,
+    options: WalkOptions,
     /// (device, inode) of every directory from the root down to the current one.
     ancestors: Vec<(u64, u64)>,
-    files: Vec<SourceFile>,
+    walked: Walked,
 }
 
 impl Walker {
@@ -72,7 +130,15 @@ impl Walker {
             let path = entry.path();
             let raw_name = entry.file_name();
             let is_well_known = url.is_empty() && raw_name == ".well-known";
-            if raw_name.as_bytes().starts_with(b".") && !self.include_dotfiles && !is_well_known {
+            if raw_name.as_bytes().starts_with(b".")
+                && !self.options.include_dotfiles
+                && !is_well_known
+            {
+                self.walked.left_out.push(LeftOut {
+                    url_path: format!("{url}/{}", raw_name.to_string_lossy()),
+                    fs_path: path,
+                    reason: LeftOutReason::Dotfile,
+                });
                 continue;
             }
             let Some(name) = raw_name.to_str() else {
@@ -93,6 +159,14 @@ impl Walker {
                     Ok(metadata) => metadata,
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                         let target = fs::read_link(&path).unwrap_or_default();
+                        if self.options.skip_broken_links {
+                            self.walked.left_out.push(LeftOut {
+                                url_path: format!("{url}/{name}"),
+                                fs_path: path,
+                                reason: LeftOutReason::BrokenLink { target },
+                            });
+                            continue;
+                        }
                         return Err(PackError::BrokenSymlink { path, target });
                     }
                     Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
@@ -121,7 +195,7 @@ impl Walker {
                     .ok()
                     .and_then(|time| time.duration_since(UNIX_EPOCH).ok())
                     .map_or(0, |since| since.as_secs());
-                self.files.push(SourceFile {
+                self.walked.files.push(SourceFile {
                     url_path: child_url,
                     fs_path: path,
                     len: metadata.len(),
