@@ -142,7 +142,7 @@ pub fn start(
         TCP_RX_LEN,
         TCP_TX_LEN,
     ))?;
-    memory.https_sockets = https.as_ref().map_or(0, |https| https.sockets);
+    memory.reserved_sockets = https.as_ref().map_or(0, |https| https.sockets);
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
     USED_BYTES.store(arena_before - arena.remaining(), Ordering::Relaxed);
     let address = match settings.address {

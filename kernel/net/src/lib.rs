@@ -15,6 +15,7 @@ extern crate std;
 pub mod appliance;
 pub mod mdns;
 pub mod phy;
+pub mod sntp;
 
 #[cfg(test)]
 mod test_support;

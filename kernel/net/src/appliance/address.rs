@@ -26,7 +26,17 @@ pub(super) struct AddressState {
     pub(super) lease_expires_at: Option<Instant>,
     /// The interface holds a link-local address (RFC 3927) for want of a lease.
     pub(super) link_local: bool,
+    /// The time servers (option 42) and name servers (option 6) of the last lease.
+    pub(super) dhcp_time_servers: heapless::Vec<[u8; 4], 3>,
+    pub(super) dhcp_dns_servers: heapless::Vec<[u8; 4], 3>,
+    /// Those lists changed since the clock last looked.
+    pub(super) dhcp_servers_changed: bool,
 }
+
+/// What DHCP is asked for (option 55): subnet mask, router, name servers, time servers.
+const PARAMETER_REQUEST_LIST: &[u8] = &[1, 3, 6, 42];
+/// DHCP option 42: NTP servers (RFC 2132 §8.3).
+const DHCP_OPTION_NTP_SERVERS: u8 = 42;
 
 impl AddressState {
     /// Sets up how `iface` gets its address: a DHCP client socket in `sockets` that sends
@@ -44,6 +54,7 @@ impl AddressState {
                 memory.options[0].data = config.hostname.as_bytes();
                 socket.set_outgoing_options(&memory.options[..]);
                 socket.set_receive_packet_buffer(&mut memory.packet[..]);
+                socket.set_parameter_request_list(PARAMETER_REQUEST_LIST);
                 Some(sockets.add(socket))
             }
             AddressConfig::Static {
@@ -74,6 +85,9 @@ impl AddressState {
             waiting_since: dhcp.map(|_| now),
             lease_expires_at: None,
             link_local: false,
+            dhcp_time_servers: heapless::Vec::new(),
+            dhcp_dns_servers: heapless::Vec::new(),
+            dhcp_servers_changed: false,
         })
     }
 
@@ -103,6 +117,27 @@ impl AddressState {
                     config.server.address
                 )
             }
+        }
+        let mut time_servers = heapless::Vec::new();
+        if let Some(packet) = &config.packet {
+            for option in packet.options() {
+                if option.kind == DHCP_OPTION_NTP_SERVERS {
+                    for address in option.data.chunks_exact(4) {
+                        let _ = time_servers.push([address[0], address[1], address[2], address[3]]);
+                    }
+                }
+            }
+        }
+        let dns_servers: heapless::Vec<[u8; 4], 3> = config
+            .dns_servers
+            .iter()
+            .take(3)
+            .map(|address| address.octets())
+            .collect();
+        if time_servers != self.dhcp_time_servers || dns_servers != self.dhcp_dns_servers {
+            self.dhcp_time_servers = time_servers;
+            self.dhcp_dns_servers = dns_servers;
+            self.dhcp_servers_changed = true;
         }
         // smoltcp counts the lease from the ACK, which it handled in this same poll.
         self.lease_expires_at =

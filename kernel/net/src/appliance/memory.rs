@@ -33,9 +33,10 @@ pub struct ApplianceMemory<'a> {
     pub tcp_rx_len: usize,
     /// Transmit buffer bytes per TCP socket (responses are large: bigger is faster).
     pub tcp_tx_len: usize,
-    /// Socket slots kept back from the HTTP pool for the HTTPS pool
-    /// ([`Appliance::start_https`](super::Appliance::start_https)). Default 0.
-    pub https_sockets: usize,
+    /// Socket slots kept back from the HTTP pool for what starts later: the HTTPS pool
+    /// ([`Appliance::start_https`](super::Appliance::start_https)) and the clock's two
+    /// ([`Appliance::start_clock`](super::Appliance::start_clock)). Default 0.
+    pub reserved_sockets: usize,
     pub(super) dhcp: DhcpSocketMemory<'a>,
     pub(super) mdns: MdnsSocketMemory,
 }
@@ -70,7 +71,7 @@ impl<'a> ApplianceMemory<'a> {
             tcp_buffers,
             tcp_rx_len,
             tcp_tx_len,
-            https_sockets: 0,
+            reserved_sockets: 0,
             dhcp: DhcpSocketMemory {
                 options: [DhcpOption {
                     kind: DHCP_OPTION_HOSTNAME,
@@ -101,14 +102,45 @@ impl<'a> ApplianceMemory<'a> {
                 self.sockets
                     .len()
                     .saturating_sub(EXTRA_SOCKETS)
-                    .saturating_sub(self.https_sockets),
+                    .saturating_sub(self.reserved_sockets),
             )
             .min(MAX_CONNECTIONS)
     }
 }
 
+/// Datagrams queued each way on the SNTP socket.
+const SNTP_PACKETS: usize = 2;
+
+/// Memory for the clock: the SNTP socket's queues and the DNS socket's query slot.
+pub struct ClockMemory {
+    pub(super) sntp_rx_meta: [udp::PacketMetadata; SNTP_PACKETS],
+    pub(super) sntp_tx_meta: [udp::PacketMetadata; SNTP_PACKETS],
+    pub(super) sntp_rx: [u8; SNTP_PACKETS * crate::sntp::PACKET_LEN * 2],
+    pub(super) sntp_tx: [u8; SNTP_PACKETS * crate::sntp::PACKET_LEN],
+    pub(super) dns_queries: [Option<smoltcp::socket::dns::DnsQuery>; 1],
+}
+
+impl ClockMemory {
+    /// Empty queues.
+    pub fn new() -> Self {
+        Self {
+            sntp_rx_meta: [udp::PacketMetadata::EMPTY; SNTP_PACKETS],
+            sntp_tx_meta: [udp::PacketMetadata::EMPTY; SNTP_PACKETS],
+            sntp_rx: [0; SNTP_PACKETS * crate::sntp::PACKET_LEN * 2],
+            sntp_tx: [0; SNTP_PACKETS * crate::sntp::PACKET_LEN],
+            dns_queries: [None],
+        }
+    }
+}
+
+impl Default for ClockMemory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Memory for the HTTPS pool: one TLS connection (with its record buffers) per socket, and
-/// the sockets' TCP buffers. The socket slots come from [`ApplianceMemory::https_sockets`].
+/// the sockets' TCP buffers. The socket slots come from [`ApplianceMemory::reserved_sockets`].
 pub struct HttpsMemory<'a> {
     /// One TLS connection per TCP socket.
     pub connections: &'a mut [super::secure::TlsConnection<'a>],

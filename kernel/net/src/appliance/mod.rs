@@ -14,6 +14,7 @@
 //! link-local fallback, `mdns_socket` the responder's UDP socket, and `tests` the host tests.
 
 mod address;
+pub mod clock;
 mod config;
 mod mdns_socket;
 mod memory;
@@ -23,10 +24,11 @@ pub mod secure;
 mod tests;
 
 pub use address::LINK_LOCAL_AFTER_MICROS;
+pub use clock::{ClockConfig, ClockStatus};
 pub use config::{AddressConfig, NetworkConfig};
 pub use memory::{
-    ApplianceMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, HttpsMemory, MDNS_BUFFER_LEN,
-    MDNS_PACKETS,
+    ApplianceMemory, ClockMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, HttpsMemory,
+    MDNS_BUFFER_LEN, MDNS_PACKETS,
 };
 pub use pool::{CLOSE_LIMIT_MICROS, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS};
 
@@ -105,6 +107,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     pool: ConnectionPool<'a>,
     /// The HTTPS pool, once [`Appliance::start_https`] has run.
     https: Option<ConnectionPool<'a, TlsConnection<'a>>>,
+    /// SNTP and DNS, once [`Appliance::start_clock`] has run.
+    clock: Option<clock::ClockState<'a>>,
     server: Server<'a>,
     address: AddressState,
     /// The MAC address the interface uses (the device's, adopted when it changes).
@@ -166,7 +170,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             tcp_buffers,
             tcp_rx_len,
             tcp_tx_len,
-            https_sockets: _,
+            reserved_sockets: _,
             dhcp: dhcp_memory,
             mdns: mdns_memory,
         } = memory;
@@ -215,6 +219,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             sockets_capacity,
             pool,
             https: None,
+            clock: None,
             server,
             address,
             mac: mac.0,
@@ -282,6 +287,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_dhcp(now);
         self.poll_pools(now);
         self.poll_mdns(now);
+        self.poll_clock(now);
     }
 
     /// Moves every connection of both pools on.
@@ -294,7 +300,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     }
 
     /// Starts serving HTTPS on `port` with `config`, in `memory` and the socket slots
-    /// [`ApplianceMemory::https_sockets`] kept back. Returns the HTTPS pool's size. Can be
+    /// [`ApplianceMemory::reserved_sockets`] kept back. Returns the HTTPS pool's size. Can be
     /// called once, at start-up or later (once a certificate is at hand).
     pub fn start_https(
         &mut self,
@@ -331,7 +337,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     }
 
     /// Socket slots not yet used.
-    fn sockets_free(&self) -> usize {
+    pub(super) fn sockets_free(&self) -> usize {
         self.sockets_capacity - self.sockets.iter().count()
     }
 
@@ -407,6 +413,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         next = earliest(next, self.pool.next_deadline(now));
         if let Some(https) = &self.https {
             next = earliest(next, https.next_deadline(now));
+        }
+        if let Some(clock) = &self.clock {
+            next = earliest(next, clock.next_deadline());
         }
         if let Some((_, responder)) = &self.mdns {
             next = earliest(next, responder.next_deadline());

@@ -57,7 +57,7 @@ fn https_memory(pool: usize) -> &'static mut HttpsMemory<'static> {
 fn appliance_with_https(pool: usize) -> (Appliance<'static, WiredDevice>, Client) {
     let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
     let memory = memory(2 + pool);
-    memory.https_sockets = pool;
+    memory.reserved_sockets = pool;
     let mut appliance =
         Appliance::new(guest, static_config(false), memory, server(), at(0)).unwrap();
     assert_eq!(appliance.pool_size(), 2);
@@ -238,7 +238,7 @@ fn a_second_connection_resumes_and_close_notify_precedes_the_fin() {
 fn a_handshake_flood_is_held_to_the_budget_while_plain_http_is_served() {
     let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
     let memory = memory(2 + 4);
-    memory.https_sockets = 4;
+    memory.reserved_sockets = 4;
     let mut appliance =
         Appliance::new(guest, static_config(false), memory, server(), at(0)).unwrap();
     appliance.https = None;

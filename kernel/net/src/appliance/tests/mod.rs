@@ -4,6 +4,7 @@
 //! the fixtures they share.
 
 mod address;
+mod clock;
 mod https;
 mod mdns;
 mod poll;

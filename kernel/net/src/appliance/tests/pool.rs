@@ -26,7 +26,7 @@ fn refuses_memory_without_room_for_a_connection() {
 pub(super) struct Client {
     phy: EthernetPhy<WiredDevice>,
     iface: Interface,
-    sockets: SocketSet<'static>,
+    pub(super) sockets: SocketSet<'static>,
 }
 
 impl Client {
