@@ -1,8 +1,9 @@
 //! HTTPS from the QEMU guest: a certificate made with openssl (the fixtures of kernel/tls),
 //! put on the card as `bramble image --tls-cert --tls-key` does. curl fetches every file of
 //! the default site byte for byte over HTTPS; openssl s_client sees TLS 1.3 and has a
-//! session resumed; plain HTTP still serves; with `https = only` plain HTTP answers 308,
-//! except the ACME challenge path.
+//! session resumed; plain HTTP still serves, with a Date once SNTP (a server on the host)
+//! has set the clock; with `https = only` plain HTTP answers 308, except the ACME challenge
+//! path.
 
 mod support;
 
@@ -68,7 +69,9 @@ fn s_client(https_port: u16, extra: &[&str]) -> String {
 #[test]
 fn https_serves_every_file_resumes_sessions_and_plain_http_still_works() {
     let site = default_site_dir();
-    let (mut served, https_port) = boot_site_with(&site, "https = on\n", Some(tls_files()));
+    let sntp = start_sntp_server();
+    let settings = format!("https = on\nntp = 10.0.2.2:{sntp}\n");
+    let (mut served, https_port) = boot_site_with(&site, &settings, Some(tls_files()));
     let https_port = https_port.unwrap();
     let mut checks = Checks::default();
     let files = site_files(&site);

@@ -1,7 +1,8 @@
 //! The serial console: the `log` backend, and a small command line for the operator.
 //!
-//! Every log line carries seconds.microseconds since reset. Lines are written with IRQs
-//! masked, so a line from an interrupt handler never lands inside another.
+//! Every log line carries seconds.microseconds since reset, and the UTC time once SNTP has
+//! set the clock (so the access log shows real times). Lines are written with IRQs masked,
+//! so a line from an interrupt handler never lands inside another.
 //! Received bytes arrive by interrupt into a ring buffer; the main loop reads whole lines.
 
 use crate::platform::{CONSOLE, TIMER};
@@ -20,16 +21,29 @@ impl log::Log for SerialLogger {
 
     fn log(&self, record: &log::Record) {
         let micros = TIMER.micros();
+        let wall = bramble_tls::clock::CLOCK.try_unix_seconds();
         cpu::without_interrupts(|| {
             let mut console = ConsoleWriter;
-            let _ = writeln!(
+            let _ = write!(
                 console,
-                "[{:>5}.{:06}] {:<5} {}",
+                "[{:>5}.{:06}",
                 micros / 1_000_000,
-                micros % 1_000_000,
-                record.level(),
-                record.args()
+                micros % 1_000_000
             );
+            if let Some(unix) = wall {
+                let time = bramble_hal::calendar::UtcDateTime::from_unix_seconds(unix);
+                let _ = write!(
+                    console,
+                    " {:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
+                    time.date.year,
+                    time.date.month,
+                    time.date.day,
+                    time.hour,
+                    time.minute,
+                    time.second
+                );
+            }
+            let _ = writeln!(console, "] {:<5} {}", record.level(), record.args());
         });
     }
 

@@ -10,7 +10,8 @@ use bramble_hal::{Instant, MacAddress};
 use bramble_http::{Connection, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
 use bramble_net::appliance::{
-    AddressConfig, Appliance, ApplianceMemory, EXTRA_SOCKETS, MAX_CONNECTIONS, NetworkConfig,
+    AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
+    MAX_CONNECTIONS, NetworkConfig,
 };
 use bramble_settings::{AddressMode, HttpsMode, Settings, UsbProtocol};
 use bramble_usb::probe::{CdcPreference, ProbeOptions};
@@ -44,6 +45,46 @@ pub fn power_up(
             None
         }
     }
+}
+
+/// Socket slots the clock takes: SNTP (UDP) and DNS.
+const CLOCK_SOCKETS: usize = 2;
+
+/// The clock's configuration from the settings, its names and memory in the arena.
+fn clock_config(
+    settings: &Settings,
+    arena: &mut Arena,
+    seed: u64,
+) -> Option<(ClockConfig<'static>, &'static mut ClockMemory)> {
+    let count = settings.ntp_servers.len();
+    let names = arena.slice(count, || "")?;
+    for (slot, server) in names.iter_mut().zip(settings.ntp_servers.iter()) {
+        *slot = arena.value(server.clone())?.as_str();
+    }
+    let dns = arena.slice(settings.dns.len(), || [0u8; 4])?;
+    for (slot, server) in dns.iter_mut().zip(settings.dns.iter()) {
+        *slot = server.octets();
+    }
+    let memory = arena.value(ClockMemory::new())?;
+    Some((
+        ClockConfig {
+            servers: names,
+            dns_servers: dns,
+            seed,
+        },
+        memory,
+    ))
+}
+
+/// A seed for the SNTP nonces: from the CSPRNG when HTTPS seeded it, else the timer and MAC.
+fn seed_for_nonces(nic: &ReprobingNic<Dwc2Host>) -> u64 {
+    let mut bytes = [0u8; 8];
+    if bramble_tls::random::RANDOM.fill_bytes(&mut bytes).is_ok() {
+        return u64::from_le_bytes(bytes);
+    }
+    let mac = bramble_hal::EthernetDevice::mac_address(nic).0;
+    micros().rotate_left(17)
+        ^ u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 1, 2])
 }
 
 /// Under QEMU: after 2 s without a received frame, look for one every 10 ms instead of
@@ -129,10 +170,10 @@ pub fn start(
     let https = crate::tls::prepare(settings, crate::storage::tls_files(), arena);
     let per_connection = TCP_RX_LEN + TCP_TX_LEN + core::mem::size_of::<Connection>() + 64;
     let pool = (arena.remaining() / POOL_SHARE_DIVISOR / per_connection).clamp(1, MAX_CONNECTIONS);
-    let https_sockets = https.as_ref().map_or(0, |https| https.sockets);
-    let sockets = arena.slice(pool + https_sockets + EXTRA_SOCKETS, || {
-        SocketStorage::EMPTY
-    })?;
+    // Kept back from the HTTP pool: the HTTPS pool's sockets and the clock's two.
+    let clock_sockets = if settings.ntp { CLOCK_SOCKETS } else { 0 };
+    let reserved = https.as_ref().map_or(0, |https| https.sockets) + clock_sockets;
+    let sockets = arena.slice(pool + reserved + EXTRA_SOCKETS, || SocketStorage::EMPTY)?;
     let connections = arena.slice(pool, Connection::new)?;
     let buffers = arena.zeroed_bytes(pool * (TCP_RX_LEN + TCP_TX_LEN))?;
     let memory = arena.value(ApplianceMemory::new(
@@ -142,7 +183,13 @@ pub fn start(
         TCP_RX_LEN,
         TCP_TX_LEN,
     ))?;
-    memory.reserved_sockets = https.as_ref().map_or(0, |https| https.sockets);
+    memory.reserved_sockets = reserved;
+    let clock = if settings.ntp {
+        Some(clock_config(settings, arena, seed_for_nonces(&nic))?)
+    } else {
+        log::info!("clock: ntp = off; responses carry no Date");
+        None
+    };
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
     USED_BYTES.store(arena_before - arena.remaining(), Ordering::Relaxed);
     let address = match settings.address {
@@ -177,6 +224,9 @@ pub fn start(
     );
     match Appliance::new(nic, config, memory, server, Instant::from_micros(micros())) {
         Ok(mut appliance) => {
+            if let Some((config, memory)) = clock {
+                appliance.start_clock(config, memory, Instant::from_micros(micros()));
+            }
             if let Some(https) = https {
                 let now = Instant::from_micros(micros());
                 if let Err(error) =

@@ -259,20 +259,49 @@ const TLS_TRANSMIT_LEN: usize = 12 * 1024;
 /// CertificateVerify, Finished, record framing, a ticket.
 const FLIGHT_OVERHEAD: usize = 2 * 1024;
 
-/// The status line's HTTPS part: handshakes, failures, deferrals, heap, certificate.
+/// The status line's clock and HTTPS parts: clock state, handshakes, failures, deferrals,
+/// heap, and the certificate's validity against the clock.
 pub fn print_status(appliance: &crate::network::Network) {
+    let now = bramble_hal::Instant::from_micros(micros());
+    match appliance.clock_status(now) {
+        Some(clock) => match (clock.unix_seconds, clock.last_sync) {
+            (Some(unix), Some((stratum, ago))) => log::info!(
+                "status: clock set, Unix time {unix}, from a stratum {stratum} server {ago} s ago"
+            ),
+            _ => log::info!(
+                "status: clock not set yet ({} time servers known); no Date on responses",
+                clock.servers
+            ),
+        },
+        None => log::info!("status: clock off"),
+    }
     let Some(counters) = appliance.tls_counters() else {
         return;
     };
     let (in_use, peak, size) = heap_usage();
-    let expiry = certificate().map_or(0, |identity| identity.validity().not_after);
+    let certificate = certificate().map(|identity| identity.validity());
+    let unix = appliance.unix_seconds(now).map(|unix| unix as i64);
+    let state = match (certificate, unix) {
+        (None, _) => "none",
+        (Some(_), None) => "not checked (no clock)",
+        (Some(validity), Some(unix)) if unix > validity.not_after => "EXPIRED",
+        (Some(validity), Some(unix)) if unix < validity.not_before => "NOT YET VALID",
+        (Some(_), Some(_)) => "valid",
+    };
     log::info!(
         "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
-         heap {in_use} B in use, {peak} B at most, of {size} B; certificate expires at {expiry}",
+         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}, expires \
+         at Unix time {}{}",
         appliance.open_https_connections(),
         counters.full_handshakes,
         counters.resumed_handshakes,
         counters.failures,
-        counters.deferred
+        counters.deferred,
+        certificate.map_or(0, |validity| validity.not_after),
+        match (certificate, unix) {
+            (Some(validity), Some(unix)) if unix <= validity.not_after =>
+                alloc::format!(" (in {} days)", (validity.not_after - unix) / 86_400),
+            _ => alloc::string::String::new(),
+        }
     );
 }

@@ -130,26 +130,57 @@ impl fmt::Display for CardFileName {
 pub struct NtpServer(heapless::String<MAX_DNS_NAME_LEN>);
 
 impl NtpServer {
-    /// Checks `text` as an IPv4 address or a DNS name (dot-separated RFC 1123 labels).
+    /// Checks `text` as an IPv4 address or a DNS name (dot-separated RFC 1123 labels), with
+    /// an optional `:port` (for a server on another port than NTP's 123).
     pub fn new(text: &str) -> Result<Self, Problem> {
-        let name = text.strip_suffix('.').unwrap_or(text);
-        let is_address = Ipv4Addr::from_str(name).is_ok();
-        let labels_ok = name.split('.').all(|label| Hostname::new(label).is_ok());
-        if name.is_empty() || name.len() > MAX_DNS_NAME_LEN || !(is_address || labels_ok) {
+        let (host, port) = match text.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (text, None),
+        };
+        if let Some(port) = port
+            && !port.parse::<u16>().is_ok_and(|port| port != 0)
+        {
+            return Err(Problem::NotAServer);
+        }
+        let host = host.strip_suffix('.').unwrap_or(host);
+        let is_address = Ipv4Addr::from_str(host).is_ok();
+        let labels_ok = host.split('.').all(|label| Hostname::new(label).is_ok());
+        if host.is_empty() || host.len() > MAX_DNS_NAME_LEN || !(is_address || labels_ok) {
             return Err(Problem::NotAServer);
         }
         let mut kept = heapless::String::new();
-        // Cannot fail: the length was checked above.
-        let _ = kept.push_str(name);
+        // Cannot fail: the length was checked above, and a port adds at most 6 bytes to a
+        // name that is then at most 253 - 6 (a longer one fails the push and is refused).
+        if kept.push_str(host).is_err() {
+            return Err(Problem::NotAServer);
+        }
+        if let Some(port) = port
+            && (kept.push(':').is_err() || kept.push_str(port).is_err())
+        {
+            return Err(Problem::NotAServer);
+        }
         Ok(NtpServer(kept))
+    }
+
+    /// The host part: an address or a name.
+    pub fn host(&self) -> &str {
+        self.0.rsplit_once(':').map_or(&self.0, |(host, _)| host)
+    }
+
+    /// The port (123 unless given).
+    pub fn port(&self) -> u16 {
+        self.0
+            .rsplit_once(':')
+            .and_then(|(_, port)| port.parse().ok())
+            .unwrap_or(123)
     }
 
     /// The server's address, if it was given as one.
     pub fn address(&self) -> Option<Ipv4Addr> {
-        Ipv4Addr::from_str(&self.0).ok()
+        Ipv4Addr::from_str(self.host()).ok()
     }
 
-    /// The server as written (an address or a name).
+    /// The server as written (an address or a name, and the port if one was given).
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -60,6 +60,16 @@ impl WallClock {
             .map(|boot| boot.saturating_add(state.uptime_micros) / 1_000_000)
     }
 
+    /// Unix seconds now, if the clock is set and not being changed this instant: for callers
+    /// that may run in an interrupt handler (the console logger), which must not wait on a
+    /// lock the interrupted code holds.
+    pub fn try_unix_seconds(&self) -> Option<u64> {
+        let state = *self.state.try_lock()?;
+        state
+            .boot_unix_micros
+            .map(|boot| boot.saturating_add(state.uptime_micros) / 1_000_000)
+    }
+
     /// Whether the wall clock has been set.
     pub fn is_set(&self) -> bool {
         self.state.lock().boot_unix_micros.is_some()

@@ -112,10 +112,45 @@ pub enum SniPolicy {
 struct Resolver {
     identity: Identity,
     policy: SniPolicy,
+    /// The certificate's dates have been checked against a set clock (and reported).
+    checked: core::sync::atomic::AtomicBool,
+}
+
+impl Resolver {
+    /// Once the clock is set, says on the console whether the certificate is valid now
+    /// (it is served either way: plain HTTP never depends on it, and a client decides).
+    fn check_dates(&self) {
+        use core::sync::atomic::Ordering;
+        let Some(now) = CLOCK.unix_seconds() else {
+            return;
+        };
+        if self.checked.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let validity = self.identity.validity;
+        let now = now as i64;
+        if now > validity.not_after {
+            log::error!(
+                "tls: the certificate expired {} days ago; browsers refuse it (renew it)",
+                (now - validity.not_after) / 86_400
+            );
+        } else if now < validity.not_before {
+            log::error!(
+                "tls: the certificate is not valid for another {} days; browsers refuse it",
+                (validity.not_before - now + 86_399) / 86_400
+            );
+        } else {
+            log::info!(
+                "tls: the certificate is valid for {} more days",
+                (validity.not_after - now) / 86_400
+            );
+        }
+    }
 }
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        self.check_dates();
         match (self.policy, client_hello.server_name()) {
             (SniPolicy::CertificateNames, Some(name)) if !self.identity.covers(name) => None,
             _ => Some(self.identity.certified.clone()),
@@ -161,7 +196,11 @@ pub fn server_config(
     .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
     .map_err(ConfigError::Rustls)?
     .with_no_client_auth()
-    .with_cert_resolver(Arc::new(Resolver { identity, policy }));
+    .with_cert_resolver(Arc::new(Resolver {
+        identity,
+        policy,
+        checked: core::sync::atomic::AtomicBool::new(false),
+    }));
     config.alpn_protocols = alloc::vec![b"http/1.1".to_vec()];
     config.ignore_client_order = true;
     config.ticketer = Arc::new(ticketer);

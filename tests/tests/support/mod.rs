@@ -392,3 +392,33 @@ impl Checks {
         eprintln!("{what}: all {} checks passed", self.passed);
     }
 }
+
+/// An SNTP server on 127.0.0.1 answering every request with the host's time (stratum 2),
+/// for guests told `ntp = 10.0.2.2:PORT` (QEMU's user network maps 10.0.2.2 to the host).
+/// Returns the port; the server thread ends with the test process.
+pub fn start_sntp_server() -> u16 {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind the SNTP server");
+    let port = socket.local_addr().expect("local address").port();
+    std::thread::spawn(move || {
+        let mut request = [0u8; 512];
+        while let Ok((len, peer)) = socket.recv_from(&mut request) {
+            if len < 48 {
+                continue;
+            }
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970");
+            let seconds = now.as_secs() + 2_208_988_800;
+            let fraction = (u64::from(now.subsec_nanos()) << 32) / 1_000_000_000;
+            let timestamp = ((seconds << 32) | fraction).to_be_bytes();
+            let mut reply = [0u8; 48];
+            reply[0] = (4 << 3) | 4; // version 4, server
+            reply[1] = 2; // stratum
+            reply[24..32].copy_from_slice(&request[40..48]);
+            reply[32..40].copy_from_slice(&timestamp);
+            reply[40..48].copy_from_slice(&timestamp);
+            let _ = socket.send_to(&reply, peer);
+        }
+    });
+    port
+}
