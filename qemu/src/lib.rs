@@ -119,6 +119,13 @@ pub struct QemuConfig {
     /// With user-mode networking, also forward 127.0.0.1:this port to the guest's HTTPS
     /// port (443).
     pub https_host_port: Option<u16>,
+    /// With user-mode networking, keep the guest from reaching anything by itself
+    /// (`restrict=on`: no route out, no DNS forwarding; forwarded ports still work). On by
+    /// default: tests and benchmarks must send no traffic beyond this machine, and a guest
+    /// with the default `ntp = auto` resolves pool.ntp.org by itself. Off for an owner's
+    /// `bramble qemu`, and for tests that run their own server on the host's loopback
+    /// (10.0.2.2 to the guest), which must then give the guest addresses, never names.
+    pub isolated: bool,
 }
 
 impl QemuConfig {
@@ -132,6 +139,7 @@ impl QemuConfig {
             monitor_socket: None,
             count_instructions: false,
             https_host_port: None,
+            isolated: true,
         }
     }
 
@@ -172,6 +180,9 @@ impl QemuConfig {
                     topology,
                 } => {
                     let mut netdev = format!("user,id=net0,hostfwd=tcp:127.0.0.1:{host_port}-:80");
+                    if self.isolated {
+                        netdev.push_str(",restrict=on");
+                    }
                     if let Some(https) = self.https_host_port {
                         netdev.push_str(&format!(",hostfwd=tcp:127.0.0.1:{https}-:443"));
                     }
@@ -255,7 +266,8 @@ mod tests {
         });
         config.https_host_port = Some(8443);
         assert!(joined(&config).contains(
-            "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:8080-:80,hostfwd=tcp:127.0.0.1:8443-:443"
+            "-netdev user,id=net0,hostfwd=tcp:127.0.0.1:8080-:80,restrict=on,\
+             hostfwd=tcp:127.0.0.1:8443-:443"
         ));
     }
 

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use support::{Client, Response, boot_site, default_site_dir, free_port, gunzip, unbrotli};
+use support::{Client, Response, default_site_dir, free_port, gunzip, unbrotli};
 
 /// How long one read may block in a check: both servers answer well within it.
 const CHECK_TIMEOUT: Duration = Duration::from_secs(15);
@@ -906,9 +906,11 @@ fn bramble_conforms_at_least_as_well_as_nginx() {
 
     // With a clock (an SNTP server on the host), as an owner's Pi has once online.
     let sntp = support::start_sntp_server();
-    let served = boot_site(
+    let (served, _) = support::boot_site_with(
         &site,
         &format!("access_log = off\nmdns = off\nntp = 10.0.2.2:{sntp}\n"),
+        None,
+        true,
     );
     // Until the clock is set (the first answer takes a few milliseconds after the address)
     // responses carry no Date: wait for it.

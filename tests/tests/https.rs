@@ -71,7 +71,7 @@ fn https_serves_every_file_resumes_sessions_and_plain_http_still_works() {
     let site = default_site_dir();
     let sntp = start_sntp_server();
     let settings = format!("https = on\nntp = 10.0.2.2:{sntp}\n");
-    let (mut served, https_port) = boot_site_with(&site, &settings, Some(tls_files()));
+    let (mut served, https_port) = boot_site_with(&site, &settings, Some(tls_files()), true);
     let https_port = https_port.unwrap();
     let mut checks = Checks::default();
     let files = site_files(&site);
@@ -156,8 +156,12 @@ fn https_serves_every_file_resumes_sessions_and_plain_http_still_works() {
 #[test]
 fn https_only_redirects_plain_http_except_acme_challenges() {
     let site = default_site_dir();
-    let (served, https_port) =
-        boot_site_with(&site, "https = only\nhsts = 600\n", Some(tls_files()));
+    let (served, https_port) = boot_site_with(
+        &site,
+        "https = only\nhsts = 600\n",
+        Some(tls_files()),
+        false,
+    );
     let https_port = https_port.unwrap();
     let mut checks = Checks::default();
     let redirect = get(served.port, "/index.html?x=1", "");

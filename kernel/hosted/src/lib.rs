@@ -12,8 +12,10 @@ pub mod tap;
 
 use bramble_hal::{Clock, EthernetDevice, Instant, MacAddress};
 use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+use bramble_net::appliance::secure::TlsConnection;
 use bramble_net::appliance::{
-    AddressConfig, Appliance, ApplianceMemory, EXTRA_SOCKETS, NetworkConfig,
+    AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
+    HttpsMemory, NetworkConfig,
 };
 use bramble_site::SiteImage;
 use smoltcp::iface::SocketStorage;
@@ -38,6 +40,8 @@ pub enum HostedError {
     Net(bramble_net::appliance::NetError),
     /// `poll(2)` failed.
     Poll(std::io::Error),
+    /// HTTPS could not be set up (files, certificate, entropy).
+    Tls(String),
 }
 
 impl fmt::Display for HostedError {
@@ -47,6 +51,7 @@ impl fmt::Display for HostedError {
             HostedError::Pcap(e) => write!(f, "cannot create pcap file: {e}"),
             HostedError::Net(e) => write!(f, "network setup: {e}"),
             HostedError::Poll(e) => write!(f, "poll(2) failed: {e}"),
+            HostedError::Tls(e) => write!(f, "HTTPS: {e}"),
         }
     }
 }
@@ -82,6 +87,72 @@ pub struct HostedConfig {
     pub mdns: bool,
     /// Write the access log.
     pub access_log: bool,
+    /// HTTPS on port 443: the PEM certificate chain and key files.
+    pub tls: Option<(PathBuf, PathBuf)>,
+    /// Plain HTTP redirects to HTTPS (308), as `https = only`.
+    pub https_only: bool,
+    /// Strict-Transport-Security max-age on HTTPS responses.
+    pub hsts_seconds: Option<u32>,
+    /// HTTPS connections in the pool.
+    pub https_connections: usize,
+    /// SNTP servers; empty: the host's clock sets the HTTP engine's.
+    pub ntp: Vec<String>,
+}
+
+/// What HTTPS needs, made from the certificate files: the rustls configuration and the
+/// pool's memory (leaked: it lives as long as the process).
+fn prepare_https(
+    config: &HostedConfig,
+) -> Result<
+    Option<(
+        std::sync::Arc<bramble_tls::ServerConfig>,
+        &'static mut HttpsMemory<'static>,
+    )>,
+    HostedError,
+> {
+    let Some((certificate, key)) = &config.tls else {
+        return Ok(None);
+    };
+    let read = |path: &PathBuf| {
+        std::fs::read(path)
+            .map_err(|error| HostedError::Tls(format!("{}: {error}", path.display())))
+    };
+    let (certificate_pem, key_pem) = (read(certificate)?, read(key)?);
+    let mut seed = [0u8; 64];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut seed))
+        .map_err(|error| HostedError::Tls(format!("no entropy from /dev/urandom: {error}")))?;
+    bramble_tls::random::RANDOM
+        .seed(&seed)
+        .map_err(|_| HostedError::Tls("the CSPRNG refused its seed".into()))?;
+    let identity =
+        bramble_tls::Identity::from_pem(&certificate_pem, &key_pem).map_err(|problem| {
+            HostedError::Tls(format!(
+                "{} and {}: {problem}",
+                certificate.display(),
+                key.display()
+            ))
+        })?;
+    let tls = bramble_tls::server_config(identity, bramble_tls::SniPolicy::AnyName)
+        .map_err(|error| HostedError::Tls(error.to_string()))?;
+    let pool = config.https_connections.max(1);
+    let connections: Vec<TlsConnection<'static>> = (0..pool)
+        .map(|_| {
+            TlsConnection::new(
+                Box::leak(vec![0u8; bramble_tls::session::MAX_RECORD_LEN].into_boxed_slice()),
+                Box::leak(vec![0u8; 12 * 1024].into_boxed_slice()),
+            )
+        })
+        .collect();
+    let memory = Box::leak(Box::new(HttpsMemory {
+        connections: Box::leak(connections.into_boxed_slice()),
+        tcp_buffers: Box::leak(
+            vec![0u8; pool * (config.tcp_rx_len + config.tcp_tx_len)].into_boxed_slice(),
+        ),
+        tcp_rx_len: config.tcp_rx_len,
+        tcp_tx_len: config.tcp_tx_len,
+    }));
+    Ok(Some((tls, memory)))
 }
 
 /// Monotonic time since the process started.
@@ -164,16 +235,30 @@ fn serve<D: EthernetDevice>(
 ) -> Result<(), HostedError> {
     let clock = HostClock::new();
     let site = load_site(&config.site);
-    let server = Server::new(
+    let https = prepare_https(config)?;
+    let mut server = Server::new(
         site,
         ServerConfig {
             access_log: config.access_log,
+            redirect_to_https_port: (config.https_only && https.is_some()).then_some(443),
+            hsts_seconds: config.hsts_seconds,
             ..ServerConfig::default()
         },
     );
+    if config.ntp.is_empty() {
+        // This machine has a clock: responses carry Date from the start.
+        if let Ok(since_epoch) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)
+        {
+            server.set_wall_clock(since_epoch.as_secs(), clock.now());
+        }
+    }
     let pool = config.connections.max(1);
+    let https_sockets = https
+        .as_ref()
+        .map_or(0, |_| config.https_connections.max(1));
+    let clock_sockets = if config.ntp.is_empty() { 0 } else { 2 };
     let sockets: &'static mut [SocketStorage<'static>] = Box::leak(
-        (0..pool + EXTRA_SOCKETS)
+        (0..pool + https_sockets + clock_sockets + EXTRA_SOCKETS)
             .map(|_| SocketStorage::EMPTY)
             .collect::<Vec<_>>()
             .into_boxed_slice(),
@@ -193,6 +278,7 @@ fn serve<D: EthernetDevice>(
         config.tcp_rx_len,
         config.tcp_tx_len,
     )));
+    memory.reserved_sockets = https_sockets + clock_sockets;
     let hostname: &'static str = Box::leak(config.hostname.clone().into_boxed_str());
     let address = match config.static_address {
         None => AddressConfig::Dhcp,
@@ -216,6 +302,27 @@ fn serve<D: EthernetDevice>(
     };
     let mut appliance = Appliance::new(device, net_config, memory, server, clock.now())
         .map_err(HostedError::Net)?;
+    if !config.ntp.is_empty() {
+        let names: Vec<&'static str> = config
+            .ntp
+            .iter()
+            .map(|name| &*Box::leak(name.clone().into_boxed_str()))
+            .collect();
+        appliance.start_clock(
+            ClockConfig {
+                servers: Box::leak(names.into_boxed_slice()),
+                dns_servers: &[],
+                seed,
+            },
+            Box::leak(Box::new(ClockMemory::new())),
+            clock.now(),
+        );
+    }
+    if let Some((tls, memory)) = https {
+        appliance
+            .start_https(tls, memory, 443, clock.now())
+            .map_err(HostedError::Net)?;
+    }
     loop {
         let now = clock.now();
         let next = appliance.poll(now);

@@ -58,6 +58,25 @@ struct Args {
     /// Do not write the access log.
     #[arg(long)]
     no_access_log: bool,
+    /// Serve HTTPS on port 443 with this PEM certificate chain (leaf first).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key (ECDSA P-256 or Ed25519).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// With --tls-cert: answer plain HTTP with a 308 to https (as `https = only`).
+    #[arg(long, requires = "tls_cert")]
+    https_only: bool,
+    /// With --tls-cert: send Strict-Transport-Security with this max-age in seconds.
+    #[arg(long, value_name = "SECONDS", requires = "tls_cert")]
+    hsts: Option<u32>,
+    /// HTTPS connections in the pool (with --tls-cert).
+    #[arg(long, default_value_t = 8)]
+    https_connections: usize,
+    /// Set the clock from this SNTP server (address or name, optional :port), as `ntp =`
+    /// does on the Pi; repeat for more. Without it, the host's clock is used.
+    #[arg(long, value_name = "SERVER")]
+    ntp: Vec<String>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, default_value = "info")]
     log_level: log::LevelFilter,
@@ -111,6 +130,11 @@ fn main() -> ExitCode {
         tcp_tx_len: args.tcp_tx,
         mdns: !args.no_mdns,
         access_log: !args.no_access_log,
+        tls: args.tls_cert.zip(args.tls_key),
+        https_only: args.https_only,
+        hsts_seconds: args.hsts,
+        https_connections: args.https_connections,
+        ntp: args.ntp,
     };
     match bramble_hosted::run(&config) {
         Ok(()) => ExitCode::SUCCESS,

@@ -46,17 +46,24 @@ pub fn free_port() -> u16 {
 /// `settings` as BRAMBLE.TXT, boots raspi1ap with the NIC behind a hub (the B+ shape) and
 /// waits until the kernel says it is serving.
 pub fn boot_site(site: &Path, settings: &str) -> ServedSite {
-    boot_site_with(site, settings, None).0
+    boot_site_with(site, settings, None, false).0
 }
 
 /// Like [`boot_site`], with a certificate chain and key on the card (`tls`: the files'
 /// names on the card and their bytes) and the guest's port 443 forwarded too; returns the
-/// HTTPS host port as well.
+/// HTTPS host port as well. With `host_loopback`, the guest may reach the host's loopback
+/// as 10.0.2.2 (a test's SNTP server): `settings` must then name servers by address only
+/// (`ntp = 10.0.2.2:PORT`), so that the guest resolves no name through the host.
 pub fn boot_site_with(
     site: &Path,
     settings: &str,
     tls: Option<bramble::image::TlsFiles>,
+    host_loopback: bool,
 ) -> (ServedSite, Option<u16>) {
+    assert!(
+        !host_loopback || settings.contains("ntp = 10.0.2.2:"),
+        "a guest that can reach the host must be given its time server's address"
+    );
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let options = PackOptions {
@@ -83,6 +90,7 @@ pub fn boot_site_with(
         topology: Topology::BehindHub,
     });
     config.https_host_port = https_port;
+    config.isolated = !host_loopback;
     let mut guest = Guest::start(&config);
     guest.expect_line("serving: http://", BOOT_TIMEOUT);
     eprintln!(
