@@ -78,12 +78,19 @@ impl<'a> ClockState<'a> {
         self.client.unix_micros(now)
     }
 
-    pub(super) fn next_deadline(&self) -> Option<Instant> {
-        let mut next = self.client.next_deadline();
-        if self.targets.is_empty() && self.resolving.is_none() {
-            next = next.min(self.resolve_after);
+    /// When the clock next needs a poll. Nothing while the interface has no address (DHCP
+    /// wakes the loop when it has one) or a name is being resolved (the DNS socket's own
+    /// timers wake it); otherwise the next resolution attempt while no server is known, or
+    /// the SNTP client's next request or timeout. Never a time already past that nothing
+    /// would move on: that would keep the loop from sleeping.
+    pub(super) fn next_deadline(&self, has_address: bool, now: Instant) -> Option<Instant> {
+        if !has_address || self.resolving.is_some() {
+            return None;
         }
-        Some(next)
+        if self.targets.is_empty() {
+            return Some(self.resolve_after.max(now));
+        }
+        Some(self.client.next_deadline())
     }
 
     pub(super) fn status(&self, now: Instant) -> ClockStatus {
@@ -271,6 +278,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     }
                 }
             }
+        }
+        // Every name tried and none gave a server: try again later, not on every poll.
+        if clock.targets.is_empty() && clock.resolving.is_none() && clock.next_name >= count {
+            clock.next_name = 0;
+            clock.resolve_after = now.add_micros(RESOLVE_RETRY_MICROS);
         }
         // Replies first, then a request if one is due.
         let socket = self.sockets.get_mut::<udp::Socket>(clock.sntp_socket);

@@ -415,7 +415,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             next = earliest(next, https.next_deadline(now));
         }
         if let Some(clock) = &self.clock {
-            next = earliest(next, clock.next_deadline());
+            next = earliest(
+                next,
+                clock.next_deadline(self.iface.ipv4_addr().is_some(), now),
+            );
         }
         if let Some((_, responder)) = &self.mdns {
             next = earliest(next, responder.next_deadline());

@@ -104,3 +104,38 @@ fn an_sntp_reply_sets_the_clock_and_responses_carry_date() {
         "{text}"
     );
 }
+
+#[test]
+fn a_clock_with_no_server_to_ask_lets_the_loop_sleep() {
+    // No name server: pool.ntp.org cannot be resolved. The appliance must not report a
+    // wake-up time that is already past (the loop would spin at full CPU).
+    let (guest, _host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+    let memory = memory(2 + 2);
+    memory.reserved_sockets = 2;
+    let mut appliance =
+        Appliance::new(guest, static_config(false), memory, server(), at(0)).unwrap();
+    appliance.start_clock(
+        ClockConfig {
+            servers: &[],
+            dns_servers: &[],
+            seed: 5,
+        },
+        Box::leak(Box::new(ClockMemory::new())),
+        at(0),
+    );
+    let mut now = 0;
+    let mut polls = 0;
+    while now < 120_000 && polls < 1_000 {
+        let next = appliance
+            .poll(at(now))
+            .map_or(u64::MAX, |next| next.as_micros() / 1000);
+        assert!(
+            next > now,
+            "at {now} ms the next wake-up ({next} ms) is not in the future"
+        );
+        now = next.min(now + 10_000);
+        polls += 1;
+    }
+    assert!(polls < 100, "{polls} polls in two minutes of idling");
+    assert_eq!(appliance.unix_seconds(at(now)), None);
+}
