@@ -32,7 +32,7 @@ busy() {
   grep "status: up" "$work/serial.log" | tail -1 | sed 's/.*busy \([0-9]*\) us.*/\1/'
 }
 now() { date +%s%N; }
-b0=$(busy); t0=$(now); sleep 10; b1=$(busy); t1=$(now)
+b0=$(busy); t0=$(now); sleep 10; b1=$(busy); t1=$(now)  # idle cost, for the subtraction below
 idle=$(( (b1 - b0) * 1000 * 1000000000 / (t1 - t0) ))
 net() { echo $(( ($2 - $1) * 1000 - idle * ($4 - $3) / 1000000000 )); }
 curl_tls=(curl -s -o /dev/null --max-time 60 --cacert "$data/ca.pem" --resolve "bramble.test:$https:127.0.0.1")
