@@ -17,6 +17,8 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use bramble_hal::Instant;
 use bramble_http::{Connection, ConnectionAction, Server, ServerConfig, SiteSource};
+use bramble_net::appliance::PooledConnection;
+use bramble_net::appliance::secure::{TlsConnection, TlsShared};
 use bramble_site::SiteImage;
 
 use crate::pack::{PackOptions, pack_site};
@@ -41,6 +43,21 @@ pub struct ServeArgs {
     /// Leave out symlinks that point at nothing, with a warning, instead of failing.
     #[arg(long)]
     pub skip_broken_links: bool,
+    /// Also serve HTTPS with this PEM certificate chain (leaf first), through the same TLS
+    /// code as the Pi.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's PEM private key (ECDSA P-256 or Ed25519).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// TCP port for HTTPS; 0 picks a free one [default: 8443].
+    #[arg(
+        long,
+        value_name = "PORT",
+        default_value_t = 8443,
+        requires = "tls_cert"
+    )]
+    pub https_port: u16,
 }
 
 /// How often `--watch` looks at the folder.
@@ -173,6 +190,60 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         ..ServerConfig::default()
     };
     let active = Arc::new(AtomicUsize::new(0));
+    if let (Some(certificate), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        let tls = tls_config(certificate, key)?;
+        let https = TcpListener::bind(SocketAddr::new(args.bind, args.https_port))
+            .with_context(|| format!("cannot listen on {}:{}", args.bind, args.https_port))?;
+        println!("bramble serve: https://{}/", https.local_addr()?);
+        std::io::stdout().flush()?;
+        let site = Arc::clone(&site);
+        let active = Arc::clone(&active);
+        std::thread::Builder::new()
+            .name("https".into())
+            .spawn(move || accept(https, &site, config, &active, Some(tls)))?;
+    }
+    accept(listener, &site, config, &active, None);
+    Ok(())
+}
+
+/// The TLS configuration for `bramble serve`, checked as `bramble image` checks it.
+fn tls_config(certificate: &Path, key: &Path) -> anyhow::Result<Arc<bramble_tls::ServerConfig>> {
+    let (certificate_pem, key_pem, check) =
+        crate::image::check_tls_files(certificate, key, unix_now())?;
+    if let Some(warning) = check.warning {
+        eprintln!("warning: {warning}");
+    }
+    let mut seed = [0u8; 64];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| file.read_exact(&mut seed))
+        .context("reading /dev/urandom for the TLS seed")?;
+    bramble_tls::random::RANDOM
+        .seed(&seed)
+        .map_err(|_| anyhow::anyhow!("the CSPRNG refused its seed"))?;
+    bramble_tls::clock::CLOCK.set(unix_now() as u64 * 1_000_000, 0);
+    let identity = bramble_tls::Identity::from_pem(&certificate_pem, &key_pem)
+        .map_err(|problem| anyhow::anyhow!("{}: {problem}", certificate.display()))?;
+    Ok(bramble_tls::server_config(
+        identity,
+        bramble_tls::SniPolicy::AnyName,
+    )?)
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs() as i64)
+}
+
+/// Serves the connections `listener` accepts, each on a thread of its own, over TLS when
+/// `tls` is given.
+fn accept(
+    listener: TcpListener,
+    site: &Arc<Site>,
+    config: ServerConfig,
+    active: &Arc<AtomicUsize>,
+    tls: Option<Arc<bramble_tls::ServerConfig>>,
+) {
     for stream in listener.incoming() {
         let stream = match stream {
             Ok(stream) => stream,
@@ -186,19 +257,30 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
             continue;
         }
         active.fetch_add(1, Ordering::AcqRel);
-        let site = Arc::clone(&site);
-        let active = Arc::clone(&active);
+        let site = Arc::clone(site);
+        let active = Arc::clone(active);
+        let tls = tls.clone();
         let spawned = std::thread::Builder::new()
             .name("connection".into())
             .spawn(move || {
-                serve_connection(stream, &site, config);
+                match tls {
+                    None => {
+                        serve_connection(stream, &site, config, &mut Connection::new(), &mut ())
+                    }
+                    Some(tls) => {
+                        let mut incoming = vec![0u8; bramble_tls::session::MAX_RECORD_LEN];
+                        let mut outgoing = vec![0u8; 16 * 1024];
+                        let mut connection = TlsConnection::new(&mut incoming, &mut outgoing);
+                        let mut shared = TlsShared::new(tls, Instant::from_micros(0));
+                        serve_connection(stream, &site, config, &mut connection, &mut shared);
+                    }
+                }
                 active.fetch_sub(1, Ordering::AcqRel);
             });
         if let Err(error) = spawned {
             eprintln!("cannot start a connection thread: {error}");
         }
     }
-    Ok(())
 }
 
 /// Polls the folder and re-packs when its fingerprint changes.
@@ -260,12 +342,18 @@ fn instant(origin: std::time::Instant) -> Instant {
 
 /// Serves one TCP connection until it closes, re-reading the published image between
 /// responses when it changes.
-fn serve_connection(mut stream: TcpStream, site: &Site, config: ServerConfig) {
+fn serve_connection<C: PooledConnection>(
+    mut stream: TcpStream,
+    site: &Site,
+    config: ServerConfig,
+    connection: &mut C,
+    shared: &mut C::Shared,
+) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(READ_SLICE));
     let _ = stream.set_write_timeout(Some(Duration::from_micros(config.limits.response_micros)));
     let origin = std::time::Instant::now();
-    let mut connection = Connection::new();
+    let mut opened = false;
     let mut pending: Vec<u8> = Vec::new();
     let mut out = vec![0u8; WRITE_CHUNK];
     let mut input = vec![0u8; 16 * 1024];
@@ -288,12 +376,18 @@ fn serve_connection(mut stream: TcpStream, site: &Site, config: ServerConfig) {
         if let Ok(since_epoch) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
             server.set_wall_clock(since_epoch.as_secs(), instant(origin));
         }
-        if !connection.is_open() {
-            connection.open(&mut server, instant(origin));
+        if !opened {
+            // A new TLS connection spends a token of the handshake budget (one per thread
+            // here: a preview has one author).
+            if !connection.open(shared, &mut server, instant(origin)) {
+                return;
+            }
+            opened = true;
         }
         let finished = drive(
             &mut stream,
-            &mut connection,
+            connection,
+            shared,
             &mut server,
             site,
             generation,
@@ -301,7 +395,7 @@ fn serve_connection(mut stream: TcpStream, site: &Site, config: ServerConfig) {
             (&mut pending, &mut input, &mut out),
         );
         if finished {
-            connection.close(&mut server);
+            connection.close(shared, &mut server);
             return;
         }
         // Otherwise a new image was published and no response is in flight: switch.
@@ -310,9 +404,11 @@ fn serve_connection(mut stream: TcpStream, site: &Site, config: ServerConfig) {
 
 /// Drives the connection against one image. Returns true when the connection is over,
 /// false when a newer image should be picked up.
-fn drive(
+#[allow(clippy::too_many_arguments)] // one connection's parts, borrowed separately
+fn drive<C: PooledConnection>(
     stream: &mut TcpStream,
-    connection: &mut Connection,
+    connection: &mut C,
+    shared: &mut C::Shared,
     server: &mut Server,
     site: &Site,
     generation: u64,
@@ -322,11 +418,11 @@ fn drive(
     loop {
         // Hand pending input to the engine, sending responses as they are produced.
         loop {
-            let consumed = connection.receive(server, pending, instant(origin));
+            let consumed = connection.receive(shared, server, pending, instant(origin));
             pending.drain(..consumed);
             let mut sent = 0;
             loop {
-                let n = connection.transmit(server, out, instant(origin));
+                let n = connection.transmit(shared, server, out, instant(origin));
                 if n == 0 {
                     break;
                 }

@@ -262,3 +262,54 @@ fn watch_serves_the_pack_error_until_the_folder_is_fixed() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+#[test]
+fn serves_https_with_the_certificate_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let big = write_site(&site);
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernel/tls/tests/data");
+    let https_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cert = data.join("p256.pem");
+    let key = data.join("p256.key");
+    let process = start(
+        &site,
+        &[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--https-port",
+            &https_port.to_string(),
+        ],
+    );
+    let mut fetched = None;
+    for _ in 0..50 {
+        let output = Command::new("curl")
+            .args(["--silent", "--max-time", "10", "--cacert"])
+            .arg(data.join("ca.pem"))
+            .arg("--resolve")
+            .arg(format!("bramble.test:{https_port}:127.0.0.1"))
+            .arg(format!("https://bramble.test:{https_port}/data.bin"))
+            .output()
+            .unwrap();
+        if output.status.success() && !output.stdout.is_empty() {
+            fetched = Some(output.stdout);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let fetched = fetched.expect("bramble serve answered over HTTPS");
+    assert!(
+        fetched == big,
+        "{} of {} bytes, byte for byte",
+        fetched.len(),
+        big.len()
+    );
+    let plain = fetch(&agent(), &format!("{}/", process.base), &[]);
+    assert_eq!(plain.status, 200, "plain HTTP beside it");
+}

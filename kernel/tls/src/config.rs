@@ -44,6 +44,8 @@ impl core::fmt::Display for IdentityError {
     }
 }
 
+impl core::error::Error for IdentityError {}
+
 /// A certificate chain with its key, checked to parse and to match.
 #[derive(Debug, Clone)]
 pub struct Identity {
@@ -178,6 +180,8 @@ impl core::fmt::Display for ConfigError {
         }
     }
 }
+
+impl core::error::Error for ConfigError {}
 
 /// The rustls server configuration for `identity`: TLS 1.3 and 1.2, ALPN `http/1.1`, one
 /// ticket per full handshake, the server's cipher order.

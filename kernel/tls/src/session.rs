@@ -56,6 +56,8 @@ impl core::fmt::Display for SessionError {
     }
 }
 
+impl core::error::Error for SessionError {}
+
 /// Where the session is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {

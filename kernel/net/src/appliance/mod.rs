@@ -30,7 +30,7 @@ pub use memory::{
     ApplianceMemory, ClockMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, HttpsMemory,
     MDNS_BUFFER_LEN, MDNS_PACKETS,
 };
-pub use pool::{CLOSE_LIMIT_MICROS, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS};
+pub use pool::{CLOSE_LIMIT_MICROS, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS, PooledConnection};
 
 use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, PhyCounters};

@@ -20,7 +20,7 @@ const PROGRESS_ROUNDS: usize = 8;
 /// What one pool slot drives once its TCP connection is established: plain HTTP
 /// ([`Connection`]) or HTTP inside TLS ([`super::secure::TlsConnection`]). The pool makes the
 /// same calls, in the same order, for both; admission, eviction and deadlines are the pool's.
-pub(crate) trait PooledConnection {
+pub trait PooledConnection {
     /// What the pool's connections share (the TLS configuration and handshake budget).
     type Shared;
     /// Starts serving an established TCP connection. `false` defers it: the pool asks again
@@ -48,6 +48,8 @@ pub(crate) trait PooledConnection {
     fn next_deadline(&self) -> Option<Instant>;
     /// Ends the connection (the TCP connection has closed).
     fn close(&mut self, shared: &mut Self::Shared, server: &mut Server<'_>);
+    /// Whether a response is being handed out (the site image must not change under it).
+    fn is_responding(&self) -> bool;
     /// When deferred connections may be opened again, if some are waiting.
     fn shared_deadline(_shared: &Self::Shared, _now: Instant) -> Option<Instant> {
         None
@@ -80,6 +82,9 @@ impl PooledConnection for Connection {
     }
     fn close(&mut self, _: &mut (), server: &mut Server<'_>) {
         Connection::close(self, server)
+    }
+    fn is_responding(&self) -> bool {
+        Connection::is_responding(self)
     }
 }
 

@@ -334,6 +334,10 @@ impl PooledConnection for TlsConnection<'_> {
         self.end_session();
     }
 
+    fn is_responding(&self) -> bool {
+        self.http.is_responding()
+    }
+
     fn shared_deadline(shared: &TlsShared, now: Instant) -> Option<Instant> {
         shared.waiting.then(|| shared.budget.next_token(now))
     }
