@@ -99,6 +99,14 @@ pub enum Network {
         /// NIC placement.
         topology: Topology,
     },
+    /// The B+'s own NIC: an SMSC LAN9514 Ethernet function played by a usbredir server
+    /// (`bramble-usbredir`) listening on `socket`, attached with `-device usb-redir` at high
+    /// speed on the DWC2 root port (QEMU's automatic hub is full speed only). The model's
+    /// wire is the server's business (a TAP device); QEMU has no network backend here.
+    Smsc95xxModel {
+        /// The server's Unix socket.
+        socket: PathBuf,
+    },
 }
 
 /// Everything that varies between QEMU runs.
@@ -173,34 +181,45 @@ impl QemuConfig {
                 &format!("if=sd,format=raw,file={}", escape_option(card)),
             ]);
         }
-        if let Some(network) = &self.network {
-            let (netdev, topology) = match network {
-                Network::User {
-                    host_port,
-                    topology,
-                } => {
-                    let mut netdev = format!("user,id=net0,hostfwd=tcp:127.0.0.1:{host_port}-:80");
-                    if self.isolated {
-                        netdev.push_str(",restrict=on");
+        match &self.network {
+            Some(Network::Smsc95xxModel { socket }) => push(&[
+                "-chardev",
+                &format!("socket,id=smsc0,path={}", escape_option(socket)),
+                "-device",
+                "usb-redir,chardev=smsc0,port=1",
+            ]),
+            Some(network) => {
+                let (netdev, topology) = match network {
+                    Network::User {
+                        host_port,
+                        topology,
+                    } => {
+                        let mut netdev =
+                            format!("user,id=net0,hostfwd=tcp:127.0.0.1:{host_port}-:80");
+                        if self.isolated {
+                            netdev.push_str(",restrict=on");
+                        }
+                        if let Some(https) = self.https_host_port {
+                            netdev.push_str(&format!(",hostfwd=tcp:127.0.0.1:{https}-:443"));
+                        }
+                        (netdev, topology)
                     }
-                    if let Some(https) = self.https_host_port {
-                        netdev.push_str(&format!(",hostfwd=tcp:127.0.0.1:{https}-:443"));
-                    }
-                    (netdev, topology)
-                }
-                Network::Tap {
-                    interface,
-                    topology,
-                } => (
-                    format!("tap,id=net0,ifname={interface},script=no,downscript=no"),
-                    topology,
-                ),
-            };
-            let device = match topology {
-                Topology::BehindHub => "usb-net,netdev=net0".to_string(),
-                Topology::RootPort => "usb-net,netdev=net0,port=1".to_string(),
-            };
-            push(&["-netdev", &netdev, "-device", &device]);
+                    Network::Tap {
+                        interface,
+                        topology,
+                    } => (
+                        format!("tap,id=net0,ifname={interface},script=no,downscript=no"),
+                        topology,
+                    ),
+                    Network::Smsc95xxModel { .. } => unreachable!("matched above"),
+                };
+                let device = match topology {
+                    Topology::BehindHub => "usb-net,netdev=net0".to_string(),
+                    Topology::RootPort => "usb-net,netdev=net0,port=1".to_string(),
+                };
+                push(&["-netdev", &netdev, "-device", &device]);
+            }
+            None => {}
         }
         if self.count_instructions {
             push(&["-icount", "shift=0"]);
@@ -297,6 +316,18 @@ mod tests {
             line.contains("-device usb-net,netdev=net0 ")
                 || line.ends_with("-device usb-net,netdev=net0 -icount shift=0")
         );
+    }
+
+    #[test]
+    fn smsc95xx_model_is_a_usb_redir_device_on_the_root_port() {
+        let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw("k.img".into()));
+        config.network = Some(Network::Smsc95xxModel {
+            socket: "/tmp/a,b.sock".into(),
+        });
+        let line = joined(&config);
+        assert!(line.contains("-chardev socket,id=smsc0,path=/tmp/a,,b.sock"));
+        assert!(line.contains("-device usb-redir,chardev=smsc0,port=1"));
+        assert!(!line.contains("-netdev"), "{line}");
     }
 
     #[test]

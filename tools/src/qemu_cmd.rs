@@ -63,9 +63,30 @@ pub struct QemuArgs {
     /// user-mode networking; run inside the network namespace that owns the device.
     #[arg(long, value_name = "IFNAME", conflicts_with = "no_network")]
     pub tap: Option<String>,
+    /// The network card: QEMU's usb-net, or a model of the B+'s SMSC LAN9514 Ethernet
+    /// (bramble-usbredir, run inside this process, attached with usb-redir at high speed on
+    /// the root port; its wire is --tap).
+    #[arg(long, value_enum, default_value_t = Nic::UsbNet, conflicts_with = "no_network")]
+    pub nic: Nic,
+    /// With --nic smsc95xx: write the model's register log to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub model_log: Option<PathBuf>,
+    /// With --nic smsc95xx: take fault-injection commands (link down|up, stall in|out,
+    /// rx-errors N, replug MS, burst N, stats) on this Unix socket.
+    #[arg(long, value_name = "SOCKET")]
+    pub model_control: Option<PathBuf>,
     /// No network card.
     #[arg(long)]
     pub no_network: bool,
+}
+
+/// The emulated network card.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nic {
+    /// QEMU's usb-net (CDC-ECM/RNDIS gadget, full speed).
+    UsbNet,
+    /// A model of the LAN9514's Ethernet function (the B+'s NIC) over usb-redir.
+    Smsc95xx,
 }
 
 /// Runs `bramble qemu`.
@@ -94,14 +115,17 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         } else {
             Topology::BehindHub
         };
-        config.network = Some(match &args.tap {
-            Some(interface) => Network::Tap {
+        config.network = Some(match (args.nic, &args.tap) {
+            (Nic::UsbNet, None) => Network::User {
+                host_port: args.port,
+                topology,
+            },
+            (Nic::UsbNet, Some(interface)) => Network::Tap {
                 interface: interface.clone(),
                 topology,
             },
-            None => Network::User {
-                host_port: args.port,
-                topology,
+            (Nic::Smsc95xx, tap) => Network::Smsc95xxModel {
+                socket: start_smsc95xx_model(&args, tap.clone())?,
             },
         });
         config.https_host_port = args.https_port;
@@ -113,6 +137,42 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         args.machine
     );
     run_until_stopped(Command::new(qemu).args(config.args()))
+}
+
+/// Starts the LAN9514 model in a thread of this process and returns its socket once it
+/// listens. Its wire is the TAP device `tap` (this process must be in the device's
+/// namespace); without one the link is up but nothing is on the other end.
+fn start_smsc95xx_model(args: &QemuArgs, tap: Option<String>) -> anyhow::Result<PathBuf> {
+    let dir = crate::workspace_root().join("target/qemu");
+    std::fs::create_dir_all(&dir)?;
+    let socket = dir.join(format!("smsc95xx-{}.sock", std::process::id()));
+    if tap.is_none() {
+        eprintln!("--nic smsc95xx without --tap: the model's cable goes nowhere");
+    }
+    let options = bramble_usbredir::run::Options {
+        socket: socket.clone(),
+        tap,
+        full_speed: false,
+        log: args.model_log.clone(),
+        control: args.model_control.clone(),
+        eeprom_mac: None,
+        aneg: Duration::from_millis(400),
+        stdin_commands: false,
+    };
+    let (ready, listening) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let failed = ready.clone();
+        if let Err(error) = bramble_usbredir::run::run(options, move |_| {
+            let _ = ready.send(Ok(()));
+        }) {
+            let _ = failed.send(Err(error));
+        }
+    });
+    match listening.recv_timeout(Duration::from_secs(10)) {
+        Ok(Ok(())) => Ok(socket),
+        Ok(Err(error)) => Err(anyhow::Error::new(error).context("starting the smsc95xx model")),
+        Err(_) => anyhow::bail!("the smsc95xx model did not start"),
+    }
 }
 
 /// Builds target/qemu/bramble.img from --site (or the default site) and the kernel.

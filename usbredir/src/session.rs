@@ -122,16 +122,28 @@ impl Session {
         self.stats.connects += 1;
     }
 
-    /// The device is unplugged: the guest is told, pending transfers are dropped (the guest
-    /// treats everything outstanding as cancelled after a disconnect).
+    /// The device is unplugged. As a usb-host does when a device goes away, every pending
+    /// transfer is answered "cancelled" first and then the disconnect is sent (QEMU's
+    /// `usbredir_handle_status` relies on this order: its host controller model keeps a
+    /// packet in flight on its channel until it is answered).
     pub fn unplug(&mut self) {
         self.device_present = false;
+        for pending in std::mem::take(&mut self.pending_in) {
+            if self.announced {
+                self.out.extend(self.encoder.bulk(
+                    pending.id,
+                    pending.endpoint,
+                    status::CANCELLED,
+                    0,
+                    &[],
+                ));
+            }
+        }
         if self.announced {
             self.out.extend(self.encoder.device_disconnect());
             self.stats.disconnects += 1;
         }
         self.announced = false;
-        self.pending_in.clear();
         self.interrupt_receiving.clear();
         self.last_interrupt = None;
     }
