@@ -327,8 +327,14 @@ impl Dwc2Host {
             && config.is_in()
             && config.transfer_type == TransferType::Bulk
             && a.done == 0
+            && a.status.is_set(Hcint::NAK)
             && starts_quiet(self.quiet_receive, last_data_at, now)
         {
+            // Only when the device NAKs (HCINT.NAK seen): that is QEMU retrying a synchronous
+            // device such as usb-net every 250 us. A device behind usb-redir answers
+            // asynchronously; QEMU's model then keeps the packet in flight without NAKs or
+            // retries, and aborts (usb_packet_setup: "!usb_packet_is_inflight") if the
+            // channel is re-programmed before the device answered.
             // Parked with nothing received for the whole quiet period: take the transfer off
             // the channel and poll instead. Re-programming the channel also replaces the
             // packet QEMU's model keeps retrying (a halt alone does not stop it).
