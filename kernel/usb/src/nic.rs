@@ -47,6 +47,8 @@ pub struct BulkPipes {
     pub tx: PipeId,
     /// Bulk-IN endpoint address (for CLEAR_FEATURE(HALT)).
     pub rx_endpoint: u8,
+    /// Bulk-OUT endpoint address (for CLEAR_FEATURE(HALT)).
+    pub tx_endpoint: u8,
     /// Bulk-OUT max packet size.
     pub tx_max_packet: u16,
 }
@@ -89,6 +91,7 @@ pub fn open_bulk_pipes<H: UsbHost + ?Sized>(
         rx,
         tx,
         rx_endpoint: bulk_in.address,
+        tx_endpoint: bulk_out.address,
         tx_max_packet: bulk_out.max_packet_size,
     })
 }
@@ -354,6 +357,19 @@ impl<H: UsbHost> DataPath<H> {
             Err(e) => {
                 self.stats.tx_errors += 1;
                 log::warn!("usb nic: transmit failed: {e}");
+                if e == UsbError::Stall {
+                    // A halted bulk-OUT stays halted until the host clears it (USB 2.0
+                    // §9.4.5; Linux usbnet: EVENT_TX_HALT, usb_clear_halt) and restarts at
+                    // DATA0. Without this every later frame failed the same way.
+                    self.host
+                        .control_out(
+                            &self.device.target,
+                            clear_endpoint_halt(self.pipes.tx_endpoint),
+                            &[],
+                        )
+                        .map_err(device_error)?;
+                    self.host.reset_data_toggle(self.pipes.tx);
+                }
                 Ok(true)
             }
         }
