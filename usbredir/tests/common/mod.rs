@@ -1,0 +1,236 @@
+//! Helpers for the integration tests: a network namespace with a TAP link (the model's
+//! wire), processes whose stdout is read line by line and which are killed by PID on drop,
+//! and the model's control socket.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// The TAP device inside the namespace.
+pub const TAP: &str = "tap0";
+/// The namespace's address on the TAP link.
+pub const HOST_ADDRESS: &str = "192.168.77.1";
+
+/// The workspace root.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("has a parent")
+        .to_path_buf()
+}
+
+/// Whether this test can run here (root for namespaces and TAP, QEMU installed). Prints why
+/// not.
+pub fn can_run() -> bool {
+    let root = std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false);
+    if !root {
+        eprintln!("skipped: needs root (network namespaces, TAP devices)");
+        return false;
+    }
+    if bramble_qemu::find_qemu().is_err() {
+        eprintln!("skipped: qemu-system-arm is not installed (tools/setup.sh installs it)");
+        return false;
+    }
+    true
+}
+
+fn run(command: &mut Command) {
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
+    assert!(
+        output.status.success(),
+        "{command:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A network namespace `bramble-ur-<pid>-<n>` with `tap0` at 192.168.77.1/24; deleted on drop.
+pub struct Netns {
+    name: String,
+}
+
+impl Netns {
+    /// Creates it.
+    pub fn create(tag: &str) -> Netns {
+        let name = format!("bramble-ur-{}-{tag}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).status();
+        run(Command::new("ip").args(["netns", "add", &name]));
+        let netns = Netns { name };
+        for args in [
+            &["link", "set", "lo", "up"][..],
+            &["tuntap", "add", "dev", TAP, "mode", "tap"],
+            &["addr", "add", "192.168.77.1/24", "dev", TAP],
+            &["link", "set", TAP, "up"],
+            &["route", "add", "224.0.0.0/4", "dev", TAP],
+        ] {
+            run(Command::new("ip").args(["-n", &netns.name]).args(args));
+        }
+        netns
+    }
+
+    /// A command running `program` inside the namespace (`nsenter` execs it: same PID).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net=/run/netns/{}", self.name))
+            .arg("--")
+            .arg(program);
+        command
+    }
+
+    /// Runs a program in the namespace and returns (success, stdout).
+    pub fn output(&self, program: &str, args: &[&str]) -> (bool, String) {
+        let output = self
+            .command(program)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        (
+            output.status.success(),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+        )
+    }
+
+    /// `count` pings to `address`, 200 ms apart; the number answered.
+    pub fn ping(&self, address: &str, count: u32) -> u32 {
+        let (_, out) = self.output(
+            "ping",
+            &["-c", &count.to_string(), "-i", "0.2", "-W", "3", address],
+        );
+        out.lines()
+            .find(|l| l.contains("packets transmitted"))
+            .and_then(|l| l.split(", ").nth(1))
+            .and_then(|r| r.split_whitespace().next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// GET `url` with curl; the body, or `None`.
+    pub fn curl(&self, url: &str) -> Option<Vec<u8>> {
+        let output = self
+            .command("curl")
+            .args(["--silent", "--fail", "--max-time", "30", url])
+            .stdin(Stdio::null())
+            .output()
+            .expect("curl");
+        output.status.success().then_some(output.stdout)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// A child process with its stdout read line by line; killed (by PID) and reaped on drop.
+pub struct Process {
+    child: Child,
+    /// Kept open: QEMU's stdio chardev treats end-of-file on stdin as the console closing.
+    _stdin: Option<std::process::ChildStdin>,
+    lines: Receiver<String>,
+    /// Every line seen so far.
+    pub transcript: Vec<String>,
+    name: String,
+}
+
+impl Process {
+    /// Starts `command` (stdin an open pipe, stdout piped, stderr inherited).
+    pub fn start(mut command: Command, name: &str) -> Process {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let stdout = child.stdout.take().expect("piped");
+        let stdin = child.stdin.take();
+        let (sender, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if sender
+                    .send(line.trim_end_matches('\r').to_string())
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Process {
+            child,
+            _stdin: stdin,
+            lines,
+            transcript: Vec::new(),
+            name: name.to_string(),
+        }
+    }
+
+    /// Waits for a line containing `needle`; panics with the transcript after `timeout`.
+    pub fn expect_line(&mut self, needle: &str, timeout: Duration) -> String {
+        self.wait_for(needle, timeout).unwrap_or_else(|| {
+            let tail = self.transcript.len().saturating_sub(60);
+            panic!(
+                "{}: no line containing {needle:?} within {timeout:?}; last lines:\n{}",
+                self.name,
+                self.transcript[tail..].join("\n")
+            )
+        })
+    }
+
+    /// Waits for a line containing `needle`.
+    pub fn wait_for(&mut self, needle: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.transcript.push(line.clone());
+                    if line.contains(needle) {
+                        return Some(line);
+                    }
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
+            }
+        }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Sends `line` to the model's control socket; its answer.
+pub fn control(socket: &Path, line: &str) -> String {
+    bramble_usbredir::run::send_command(socket, line)
+        .unwrap_or_else(|e| panic!("control {line:?}: {e}"))
+}
+
+/// The value of `key=` in a `stats:` line.
+pub fn stat(line: &str, key: &str) -> u64 {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {line}"))
+}
