@@ -118,6 +118,8 @@ struct Server {
     plugged: bool,
     plug_at: Option<Micros>,
     burst: Option<Burst>,
+    /// Frames of a released burst, arriving one after another at the wire's speed.
+    wire_queue: std::collections::VecDeque<(Micros, Vec<u8>)>,
     tap: Option<std::fs::File>,
     log: Option<std::fs::File>,
     logged: usize,
@@ -163,6 +165,7 @@ pub fn run(options: Options, ready: impl FnOnce(&str)) -> io::Result<()> {
         plugged: true,
         plug_at: None,
         burst: None,
+        wire_queue: Default::default(),
         tap,
         log,
         logged: 0,
@@ -198,6 +201,7 @@ impl Server {
                     .and_then(|(_, s, _)| s.next_deadline()),
                 self.plug_at,
                 self.burst.as_ref().map(|b| b.until),
+                self.wire_queue.front().map(|(due, _)| *due),
             ]
             .into_iter()
             .flatten()
@@ -288,11 +292,16 @@ impl Server {
         }
     }
 
+    /// Lets a held burst onto the wire: back to back at 100 Mbit/s (preamble, FCS and the
+    /// inter-frame gap included), as a switch would forward a queue of frames.
     fn release_burst(&mut self, now: Micros) {
         if let Some(burst) = self.burst.take() {
             let count = burst.frames.len();
+            let mut at = now;
             for frame in burst.frames {
-                self.chip.receive_from_wire(now, &frame);
+                let bits = (frame.len().max(60) as u64 + 4 + 8 + 12) * 8;
+                self.wire_queue.push_back((at, frame));
+                at += bits.div_ceil(100);
             }
             self.chip
                 .log_note(now, &format!("burst of {count} frames released"));
@@ -382,6 +391,10 @@ impl Server {
         }
         if self.burst.as_ref().is_some_and(|b| now >= b.until) {
             self.release_burst(now);
+        }
+        while self.wire_queue.front().is_some_and(|(due, _)| *due <= now) {
+            let (_, frame) = self.wire_queue.pop_front().expect("checked");
+            self.chip.receive_from_wire(now, &frame);
         }
         self.chip.poll(now);
         let mut drop_session = false;
