@@ -482,7 +482,10 @@ impl<H: UsbHost> Smsc95xx<H> {
         regs.write(reg::VLAN1, 0x8100)?;
         regs.write(reg::COE_CR, 0)?;
 
-        // PHY: reset, advertise everything, interrupts for link changes, auto-negotiate.
+        // PHY: reset, advertise 10/100 in both duplexes, interrupts for link changes,
+        // auto-negotiate. No PAUSE: the driver does not program FLOW/AFC_CFG from the
+        // negotiated result, so advertising flow control would promise what the MAC does not
+        // do (Linux 6.1 advertises none either: "flow control off").
         regs.phy_write(phy::BMCR, phy::BMCR_RESET)?;
         let mut reset_done = false;
         for _ in 0..RESET_POLLS {
@@ -502,9 +505,7 @@ impl<H: UsbHost> Smsc95xx<H> {
                 | phy::ADVERTISE_10HALF
                 | phy::ADVERTISE_10FULL
                 | phy::ADVERTISE_100HALF
-                | phy::ADVERTISE_100FULL
-                | phy::ADVERTISE_PAUSE
-                | phy::ADVERTISE_PAUSE_ASYM,
+                | phy::ADVERTISE_100FULL,
         )?;
         regs.phy_read(phy::INT_SRC)?;
         regs.phy_write(phy::INT_MASK, phy::INT_ANEG_COMPLETE | phy::INT_LINK_DOWN)?;
@@ -526,7 +527,7 @@ impl<H: UsbHost> Smsc95xx<H> {
             binding.bulk_out,
             rx_len,
             RX_BUFFER_LEN,
-            false,
+            true,
         )?;
         log::info!(
             "smsc95xx: up, {} frames per transfer, rx buffer {rx_len} bytes",
@@ -643,19 +644,16 @@ impl<H: UsbHost> EthernetDevice for Smsc95xx<H> {
         f: impl FnOnce(&mut [u8]) -> R,
     ) -> Result<R, DeviceError> {
         // Saturating: an impossible `len` is refused by `transmit` before `fill` runs.
+        // A transfer of whole packets ends with a ZLP (the pipe is opened with zero-length
+        // termination), never with a pad byte: the URX passes every byte to the FCT, which
+        // does not see transfer boundaries, so a pad byte would be read as the next TX
+        // command A (LAN950x datasheet §5.3.1.2, Figure 5-5). Linux does the same
+        // (smsc95xx sets FLAG_SEND_ZLP, so usbnet sends URB_ZERO_PACKET instead of padding).
         let total = TX_HEADER_LEN.saturating_add(len);
-        // Never end on a whole packet: the chip takes the frame length from TX_CMD_A, so one
-        // pad byte is ignored, and no ZLP is needed (Linux usbnet does the same).
-        let pad = total.is_multiple_of(self.path.pipes().tx_max_packet as usize);
-        self.path.transmit(len, total.saturating_add(1), |buf| {
+        self.path.transmit(len, total, |buf| {
             write_tx_header(buf, len);
             let result = f(&mut buf[TX_HEADER_LEN..total]);
-            if pad {
-                buf[total] = 0;
-                (total + 1, result)
-            } else {
-                (total, result)
-            }
+            (total, result)
         })
     }
 

@@ -387,7 +387,17 @@ impl SmscState {
             self.tx.push(data[at + 8..at + 8 + size].to_vec());
             at = (at + 8 + size + 3) & !3;
         }
-        // Up to 7 trailing bytes (alignment or Linux's one pad byte) are ignored.
+        // The URX hands every byte to the FCT, which does not see transfer boundaries
+        // (LAN950x datasheet §5.3.1.2): bytes after the last DWORD-aligned buffer would be
+        // read as the next TX command A. A transfer of whole packets must end with a ZLP
+        // (Linux: FLAG_SEND_ZLP); an earlier version of this model ignored a pad byte here,
+        // which hid a driver that padded.
+        if data.len() > at {
+            self.violations.push(format!(
+                "{} bytes after the last TX buffer (a pad byte instead of a ZLP?)",
+                data.len() - at
+            ));
+        }
     }
 }
 

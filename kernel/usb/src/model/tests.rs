@@ -557,9 +557,10 @@ fn smsc_drops_truncated_transfers_and_tolerates_empty_ones() {
 }
 
 #[test]
-fn smsc_transmits_with_command_words_and_pads_whole_packets() {
+fn smsc_transmits_with_command_words_and_ends_whole_packets_with_a_zlp() {
     let (mut nic, state) = smsc(Partner::FullDuplex, true);
-    // 504 + 8 = 512: one whole packet, so the driver appends a pad byte.
+    // 504 + 8 = 512 and 1016 + 8 = 1024: whole packets, so a ZLP ends the transfer (a pad
+    // byte would be read by the chip as the next command).
     for (len, seed) in [(60, 1), (504, 2), (1514, 3), (1016, 4), (14, 5)] {
         send(&mut nic, &frame(len, seed)).unwrap();
         flush_tx(&mut nic);
