@@ -41,11 +41,11 @@ pub fn normalize(log: &str) -> Vec<Step> {
         // A repeated read is a poll.
         if step.starts_with("read ") || step.starts_with("phy read ") || step == "eeprom command" {
             let poll = format!("{step} (repeated)");
-            if let Some(last) = steps.last_mut() {
-                if *last == step || *last == poll {
-                    *last = poll;
-                    continue;
-                }
+            if let Some(last) = steps.last_mut()
+                && (*last == step || *last == poll)
+            {
+                *last = poll;
+                continue;
             }
         }
         steps.push(step);
@@ -79,5 +79,78 @@ mod tests {
                 "write ADDRL <mac>",
             ]
         );
+    }
+}
+
+/// Key of a written register in [`final_writes`]: `HW_CFG`, or `phy ANAR`.
+fn write_target(step: &str) -> Option<(String, String)> {
+    let mut words = step.split_whitespace();
+    match (words.next(), words.next(), words.next(), words.next()) {
+        (Some("write"), Some(name), Some(value), None) => {
+            Some((name.to_string(), value.to_string()))
+        }
+        (Some("phy"), Some("write"), Some(name), Some(value)) => {
+            Some((format!("phy {name}"), value.to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// The last value each register (and PHY register) was written with.
+pub fn final_writes(steps: &[Step]) -> std::collections::BTreeMap<String, String> {
+    steps.iter().filter_map(|s| write_target(s)).collect()
+}
+
+/// The kinds of operation in a sequence: the step without its value or repetition mark
+/// (`write HW_CFG`, `phy read BMSR`, `eeprom command`).
+pub fn operations(steps: &[Step]) -> std::collections::BTreeSet<String> {
+    steps
+        .iter()
+        .map(|s| {
+            let s = s.trim_end_matches(" (repeated)");
+            match write_target(s) {
+                Some((name, _)) if name.starts_with("phy ") => format!("phy write {}", &name[4..]),
+                Some((name, _)) => format!("write {name}"),
+                None => s.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The value of a `write NAME VALUE` step, if it is one.
+pub fn written(step: &str, name: &str) -> Option<u32> {
+    let (target, value) = write_target(step)?;
+    if target != name {
+        return None;
+    }
+    u32::from_str_radix(value.trim_start_matches("0x"), 16).ok()
+}
+
+#[cfg(test)]
+mod compare_tests {
+    use super::*;
+
+    #[test]
+    fn final_writes_and_operations() {
+        let steps: Vec<Step> = [
+            "write HW_CFG 0x00000008",
+            "phy write ANAR 0x01e1",
+            "write HW_CFG 0x00001000",
+            "phy read BMSR (repeated)",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let finals = final_writes(&steps);
+        assert_eq!(finals["HW_CFG"], "0x00001000");
+        assert_eq!(finals["phy ANAR"], "0x01e1");
+        let ops = operations(&steps);
+        assert!(
+            ops.contains("write HW_CFG")
+                && ops.contains("phy write ANAR")
+                && ops.contains("phy read BMSR")
+        );
+        assert_eq!(written("write HW_CFG 0x00001000", "HW_CFG"), Some(0x1000));
+        assert_eq!(written("write HW_CFG 0x00001000", "MAC_CR"), None);
     }
 }

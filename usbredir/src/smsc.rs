@@ -731,15 +731,15 @@ impl Smsc95xx {
         self.set(reg::VLAN1, 0);
         self.set(reg::TX_FIFO_INF, TX_FIFO_BYTES as u32);
         let mut e2p = 0;
-        if let Some(image) = &self.eeprom {
-            if image[0] == 0xA5 {
-                e2p |= e2p::LOADED;
-                let m = &image[1..7];
-                self.regs
-                    .insert(reg::ADDRL, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
-                self.regs
-                    .insert(reg::ADDRH, u32::from(u16::from_le_bytes([m[4], m[5]])));
-            }
+        if let Some(image) = &self.eeprom
+            && image[0] == 0xA5
+        {
+            e2p |= e2p::LOADED;
+            let m = &image[1..7];
+            self.regs
+                .insert(reg::ADDRL, u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
+            self.regs
+                .insert(reg::ADDRH, u32::from(u16::from_le_bytes([m[4], m[5]])));
         }
         self.set(reg::E2P_CMD, e2p);
         self.rx_fifo.clear();
@@ -1313,7 +1313,7 @@ impl Smsc95xx {
     }
 
     fn finish_transfer(&self, data: Vec<u8>) -> InTransfer {
-        let zlp_due = !data.is_empty() && data.len() % self.max_packet() == 0;
+        let zlp_due = !data.is_empty() && data.len().is_multiple_of(self.max_packet());
         InTransfer {
             data,
             sent: 0,
@@ -1321,73 +1321,113 @@ impl Smsc95xx {
         }
     }
 
+    /// Bulk-OUT data goes into the TX FIFO packet by packet: each USB packet starts on a
+    /// DWORD boundary and the unused bytes of a short packet's last DWORD are marked unused
+    /// (datasheet Figure 5-5). The URX does not look at transfer boundaries ("it views all
+    /// received packets as purely USB data", §5.3.1.2); the FCT reads TX commands out of the
+    /// FIFO. So a stray byte after a frame (a pad byte instead of a ZLP) is where the FCT
+    /// expects the next TX command A.
     fn bulk_out_data(&mut self, now: Micros, data: &[u8]) -> Answer {
         let mps = self.max_packet();
-        // A transfer ends with a short packet or a ZLP; QEMU may hand us whole transfers or
-        // single packets, so reassemble on packet boundaries.
-        self.out_buf.extend_from_slice(data);
-        if !data.is_empty() && data.len() % mps == 0 {
-            return Answer::Data(Vec::new());
+        for packet in data.chunks(mps) {
+            self.out_buf.extend_from_slice(packet);
+            let padded = (self.out_buf.len() + 3) & !3;
+            self.out_buf.resize(padded, 0);
         }
-        let stream = std::mem::take(&mut self.out_buf);
-        self.parse_tx_stream(now, &stream)
+        let fifo = std::mem::take(&mut self.out_buf);
+        let (answer, consumed) = self.parse_tx_fifo(now, &fifo);
+        if matches!(answer, Answer::Data(_)) {
+            // A buffer still arriving stays in the FIFO for the next transfer.
+            self.out_buf = fifo[consumed..].to_vec();
+        }
+        answer
     }
 
-    fn parse_tx_stream(&mut self, now: Micros, stream: &[u8]) -> Answer {
+    /// Parses whole buffers from the FIFO; returns the answer and the bytes consumed.
+    fn parse_tx_fifo(&mut self, now: Micros, fifo: &[u8]) -> (Answer, usize) {
         let mut at = 0usize;
-        while stream.len().saturating_sub(at) >= 8 {
-            let a = u32::from_le_bytes(stream[at..at + 4].try_into().expect("4"));
-            let b = u32::from_le_bytes(stream[at + 4..at + 8].try_into().expect("4"));
+        while fifo.len().saturating_sub(at) >= 4 {
+            let a = u32::from_le_bytes(fifo[at..at + 4].try_into().expect("4"));
+            if a & tx_cmd::A_FIRST_SEG == 0 && self.tx_pending_frame.is_none() {
+                // The FCT acts on command A as soon as its DWORD is in the FIFO.
+                return (
+                    self.loss_of_sync(
+                        now,
+                        &format!("TX command A {a:#010x} is not a first segment"),
+                    ),
+                    at,
+                );
+            }
+            if fifo.len() - at < 8 {
+                break;
+            }
+            let b = u32::from_le_bytes(fifo[at + 4..at + 8].try_into().expect("4"));
             let offset = ((a >> tx_cmd::A_OFFSET_SHIFT) & 3) as usize;
             let size = (a & tx_cmd::A_BUF_SIZE) as usize;
             let frame_len = (b & tx_cmd::B_FRAME_LEN) as usize;
-            let start = at + 8 + offset;
-            let Some(end) = start.checked_add(size).filter(|&e| e <= stream.len()) else {
-                return self.loss_of_sync(
-                    now,
-                    &format!("buffer of {size} bytes runs past the transfer"),
-                );
-            };
-            let buffer = &stream[start..end];
             let first = a & tx_cmd::A_FIRST_SEG != 0;
             let last = a & tx_cmd::A_LAST_SEG != 0;
+            if size == 0 || frame_len == 0 {
+                return (
+                    self.loss_of_sync(now, &format!("empty TX buffer (A {a:#010x}, B {b:#010x})")),
+                    at,
+                );
+            }
+            let start = at + 8 + offset;
+            let end = start + size;
+            if end > fifo.len() {
+                if end - at > TX_FIFO_BYTES {
+                    return (
+                        self.loss_of_sync(now, &format!("buffer of {size} bytes")),
+                        at,
+                    );
+                }
+                break; // the rest of the buffer is still to come
+            }
+            let buffer = &fifo[start..end];
             match (&mut self.tx_pending_frame, first) {
                 (Some(_), true) => {
-                    return self.loss_of_sync(now, "first segment while a frame is open");
-                }
-                (None, false) => {
-                    return self.loss_of_sync(now, "continuation segment without a first");
+                    return (
+                        self.loss_of_sync(now, "first segment while a frame is open"),
+                        at,
+                    );
                 }
                 (slot @ None, true) => *slot = Some((b, buffer.to_vec())),
                 (Some((b0, frame)), false) => {
                     if (*b0 ^ b) & !tx_cmd::B_CSUM != 0 {
-                        return self.loss_of_sync(now, "TX command B differs between segments");
+                        return (
+                            self.loss_of_sync(now, "TX command B differs between segments"),
+                            at,
+                        );
                     }
                     frame.extend_from_slice(buffer);
                 }
+                (None, false) => unreachable!("checked above"),
             }
             if last {
                 let (b0, frame) = self.tx_pending_frame.take().expect("set above");
                 if frame.len() != frame_len {
-                    return self.loss_of_sync(
-                        now,
-                        &format!(
-                            "frame length {frame_len} but {} bytes in its buffers",
-                            frame.len()
+                    return (
+                        self.loss_of_sync(
+                            now,
+                            &format!(
+                                "frame length {frame_len} but {} bytes in its buffers",
+                                frame.len()
+                            ),
                         ),
+                        at,
                     );
                 }
                 self.transmit(now, b0, frame);
             }
             at = (end + 3) & !3;
         }
-        // Shorter leftovers are buffer-end alignment padding or a pad byte (Linux usbnet pads
-        // transfers that would end on a packet boundary when it does not send a ZLP).
-        Answer::Data(Vec::new())
+        (Answer::Data(Vec::new()), at)
     }
 
     fn loss_of_sync(&mut self, now: Micros, why: &str) -> Answer {
         self.stats.tx_errors += 1;
+        self.out_buf.clear();
         self.note(now, Access::Note(format!("TX loss of sync: {why}")));
         self.tx_pending_frame = None;
         let v = self.reg(reg::INT_STS) | int::TXE;
@@ -1999,6 +2039,30 @@ mod tests {
         );
         assert_eq!(chip.stats.tx_errors, 1);
         assert_eq!(chip.stats.tx_frames, 2);
+    }
+
+    #[test]
+    fn a_pad_byte_after_a_frame_ending_on_a_packet_boundary_is_a_loss_of_sync() {
+        let mut chip = Smsc95xx::new(true, Partner::Switch);
+        let t = up(&mut chip);
+        let f = frame([0x02, 1, 2, 3, 4, 5], 504);
+        let mut transfer = Vec::new();
+        transfer
+            .extend_from_slice(&(504u32 | tx_cmd::A_FIRST_SEG | tx_cmd::A_LAST_SEG).to_le_bytes());
+        transfer.extend_from_slice(&504u32.to_le_bytes());
+        transfer.extend_from_slice(&f);
+        // With a ZLP after the 512 bytes (Linux: FLAG_SEND_ZLP) all is well.
+        assert_eq!(
+            chip.bulk_out(t, EP_BULK_OUT, &transfer),
+            Answer::Data(Vec::new())
+        );
+        assert_eq!(chip.bulk_out(t, EP_BULK_OUT, &[]), Answer::Data(Vec::new()));
+        assert_eq!(chip.take_wire_frames(), vec![f.clone()]);
+        // With one pad byte instead, the frame goes out but the byte is read as a command.
+        transfer.push(0);
+        assert_eq!(chip.bulk_out(t, EP_BULK_OUT, &transfer), Answer::Stall);
+        assert_eq!(chip.take_wire_frames(), vec![f]);
+        assert_eq!(chip.stats.tx_errors, 1);
     }
 
     #[test]

@@ -179,6 +179,50 @@ impl Process {
         }
     }
 
+    /// Starts `command` with its output lines read from the file `log` as it grows (QEMU's
+    /// `-serial file:`): a fast-talking guest such as a booting Linux can stall QEMU's stdio
+    /// serial backend on a pipe, a file never does.
+    pub fn start_tailing(mut command: Command, log: &Path, name: &str) -> Process {
+        let _ = std::fs::remove_file(log);
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {name}: {e}"));
+        let (sender, lines) = mpsc::channel();
+        let path = log.to_path_buf();
+        std::thread::spawn(move || {
+            let mut seen = 0usize;
+            let mut partial = String::new();
+            loop {
+                std::thread::sleep(Duration::from_millis(50));
+                let Ok(bytes) = std::fs::read(&path) else {
+                    continue;
+                };
+                if bytes.len() <= seen {
+                    continue;
+                }
+                partial.push_str(&String::from_utf8_lossy(&bytes[seen..]));
+                seen = bytes.len();
+                while let Some(end) = partial.find('\n') {
+                    let line = partial[..end].trim_end_matches('\r').to_string();
+                    partial.drain(..=end);
+                    if sender.send(line).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        Process {
+            child,
+            _stdin: None,
+            lines,
+            transcript: Vec::new(),
+            name: name.to_string(),
+        }
+    }
+
     /// Waits for a line containing `needle`; panics with the transcript after `timeout`.
     pub fn expect_line(&mut self, needle: &str, timeout: Duration) -> String {
         self.wait_for(needle, timeout).unwrap_or_else(|| {
