@@ -236,6 +236,22 @@ fn bramble_drives_the_lan9514_model_and_survives_its_faults() {
     model("note bramble ready");
 
     check_site(&netns, address, &files);
+    // Replies of 504 and 1,016 bytes: with the 8 command bytes a transfer of exactly one and
+    // two packets, which must end with a ZLP, not a pad byte the FCT would read as the next
+    // TX command (the model answers that with a loss of sync and a STALL).
+    for size in ["462", "974"] {
+        assert_eq!(
+            ping(&netns, address, 3, &["-i", "0.2", "-s", size]),
+            3,
+            "ping -s {size}"
+        );
+    }
+    let stats = model("stats");
+    assert_eq!(
+        stat(&stats, "tx_errors"),
+        0,
+        "transfers of whole packets: {stats}"
+    );
     let (answers, resolver) =
         mdns::resolve_in_subprocess(&netns, &[(QUERY_NAME_VAR, "bramble.local".into())]);
     assert_eq!(
