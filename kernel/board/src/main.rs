@@ -288,6 +288,18 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
             usb.reprobes_succeeded,
             usb.last_probe_error
         );
+        if let Some(stats) = nic.nic().map(|device| device.stats()) {
+            // Since the device was last probed.
+            log::info!(
+                "status: nic rx frames {}, rx dropped {} (flagged bad or malformed), rx transfer \
+                 errors {}, tx frames {}, tx transfer errors {}",
+                stats.rx_frames,
+                stats.rx_errors,
+                stats.rx_transfer_errors,
+                stats.tx_frames,
+                stats.tx_errors
+            );
+        }
     }
 }
 
