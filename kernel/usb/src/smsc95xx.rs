@@ -2,6 +2,12 @@
 //! vendor register access over EP0, PHY through MII_ADDR/MII_DATA, bulk framing with TX
 //! command words and RX status words. Register map and init order from the reference §3
 //! (Linux `smsc95xx.{c,h}`, U-Boot `smsc95xx.c`, Circle `smsc951x.cpp`).
+//!
+//! Checked against an independent model of the chip that Linux's driver accepts
+//! (`usbredir/`, see the crate docs): the register sequence differs from Linux 6.1's only
+//! where `usbredir/tests/register_sequence.rs` says why (MAC from the board instead of the
+//! EEPROM, no RX data offset, no checksum offload, all multicast instead of the hash table,
+//! the BMSR polled once a second instead of the PHY interrupt on the interrupt endpoint).
 
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState, MacAddress};

@@ -214,6 +214,10 @@ impl SmscState {
                 .violations
                 .push("write to read-only ID_REV".to_string()),
             reg::INT_STS => {
+                // Write one to clear. On the chip INT_STS.PHY_INT is read-only and follows
+                // the PHY's interrupt output (LAN950x datasheet §7.3.2; Linux "usbnet:
+                // smsc95xx: Don't clear read-only PHY interrupt"): this model leaves the PHY
+                // interrupt out because the driver polls BMSR; usbredir/src/smsc.rs has it.
                 let old = self.reg(r);
                 self.regs.insert(r, old & !value);
             }
