@@ -109,25 +109,8 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         (None, true) => None,
         (None, false) => Some(card_for_site(&args, built.as_ref())?),
     };
+    config.network = network_for(&args, || start_smsc95xx_model(&args, args.tap.clone()))?;
     if !args.no_network {
-        let topology = if args.root_port {
-            Topology::RootPort
-        } else {
-            Topology::BehindHub
-        };
-        config.network = Some(match (args.nic, &args.tap) {
-            (Nic::UsbNet, None) => Network::User {
-                host_port: args.port,
-                topology,
-            },
-            (Nic::UsbNet, Some(interface)) => Network::Tap {
-                interface: interface.clone(),
-                topology,
-            },
-            (Nic::Smsc95xx, tap) => Network::Smsc95xxModel {
-                socket: start_smsc95xx_model(&args, tap.clone())?,
-            },
-        });
         config.https_host_port = args.https_port;
         // An owner's guest may reach time servers (and resolve their names), as on a LAN.
         config.isolated = false;
@@ -137,6 +120,35 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         args.machine
     );
     run_until_stopped(Command::new(qemu).args(config.args()))
+}
+
+/// The network card `args` ask for; `start_model` starts the LAN9514 model when one is
+/// wanted and returns its socket.
+fn network_for(
+    args: &QemuArgs,
+    start_model: impl FnOnce() -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<Option<Network>> {
+    if args.no_network {
+        return Ok(None);
+    }
+    let topology = if args.root_port {
+        Topology::RootPort
+    } else {
+        Topology::BehindHub
+    };
+    Ok(Some(match (args.nic, &args.tap) {
+        (Nic::UsbNet, None) => Network::User {
+            host_port: args.port,
+            topology,
+        },
+        (Nic::UsbNet, Some(interface)) => Network::Tap {
+            interface: interface.clone(),
+            topology,
+        },
+        (Nic::Smsc95xx, _) => Network::Smsc95xxModel {
+            socket: start_model()?,
+        },
+    }))
 }
 
 /// Starts the LAN9514 model in a thread of this process and returns its socket once it
@@ -245,4 +257,46 @@ fn terminate(pid: u32) {
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])
         .status();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        qemu: QemuArgs,
+    }
+
+    fn network(line: &[&str]) -> Option<Network> {
+        let args = Cli::parse_from(std::iter::once("qemu").chain(line.iter().copied())).qemu;
+        network_for(&args, || Ok(PathBuf::from("/run/model.sock"))).unwrap()
+    }
+
+    #[test]
+    fn tap_and_nic_choose_the_network() {
+        assert_eq!(
+            network(&[]),
+            Some(Network::User {
+                host_port: 8080,
+                topology: Topology::BehindHub
+            })
+        );
+        assert_eq!(
+            network(&["--tap", "tap7", "--root-port"]),
+            Some(Network::Tap {
+                interface: "tap7".into(),
+                topology: Topology::RootPort
+            })
+        );
+        assert_eq!(
+            network(&["--nic", "smsc95xx", "--tap", "tap7"]),
+            Some(Network::Smsc95xxModel {
+                socket: "/run/model.sock".into()
+            })
+        );
+        assert_eq!(network(&["--no-network"]), None);
+    }
 }

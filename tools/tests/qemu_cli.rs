@@ -98,3 +98,29 @@ fn sigterm_stops_qemu_cleanly() {
 fn sigint_stops_qemu_cleanly() {
     stops_cleanly_on("-INT");
 }
+
+#[test]
+fn qemu_help_lists_the_network_cards_and_the_model_options() {
+    let output = Command::new(env!("CARGO_BIN_EXE_bramble"))
+        .args(["qemu", "--help"])
+        .output()
+        .expect("bramble qemu --help");
+    assert!(output.status.success());
+    let help = String::from_utf8_lossy(&output.stdout);
+    for needle in [
+        "--nic <NIC>",
+        "usb-net",
+        "smsc95xx",
+        "--tap <IFNAME>",
+        "--model-log <FILE>",
+        "--model-control <SOCKET>",
+    ] {
+        assert!(help.contains(needle), "{needle} missing from:\n{help}");
+    }
+    let bad = Command::new(env!("CARGO_BIN_EXE_bramble"))
+        .args(["qemu", "--nic", "e1000"])
+        .output()
+        .expect("bramble qemu --nic e1000");
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("possible values"));
+}
