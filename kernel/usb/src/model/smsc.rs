@@ -63,6 +63,9 @@ pub struct SmscState {
     pub register_accesses: u32,
     /// Bulk-IN transfers delivered.
     pub in_transfers: u32,
+    /// The bulk-OUT endpoint is halted: every OUT packet is answered STALL (the test clears
+    /// it once the driver sent CLEAR_FEATURE(ENDPOINT_HALT)).
+    pub halt_out: bool,
     mii_busy_reads: u32,
     phy_reset_reads: u32,
     link_latched_low: bool,
@@ -94,6 +97,7 @@ impl SmscModel {
             lrst_reads: 2,
             register_accesses: 0,
             in_transfers: 0,
+            halt_out: false,
             mii_busy_reads: 0,
             phy_reset_reads: 0,
             link_latched_low: false,
@@ -443,7 +447,7 @@ impl DeviceModel for SmscModel {
     }
 
     fn bulk_out_packet(&mut self, endpoint: u8, packet: &[u8]) -> Result<(), UsbError> {
-        if self.std.configuration == 0 || endpoint != 2 {
+        if self.std.configuration == 0 || endpoint != 2 || self.state.borrow().halt_out {
             return Err(UsbError::Stall);
         }
         self.state.borrow_mut().bulk_out_packet(packet, 512);

@@ -573,6 +573,33 @@ fn smsc_transmits_with_command_words_and_ends_whole_packets_with_a_zlp() {
 }
 
 #[test]
+fn smsc_clears_a_stalled_bulk_out_and_sends_again() {
+    let (mut nic, state) = smsc(Partner::FullDuplex, true);
+    let address = nic.device().target.address;
+    state.borrow_mut().halt_out = true;
+    send(&mut nic, &frame(60, 1)).unwrap();
+    // The failed frame is counted when the pipe is next looked at, and the halt cleared.
+    assert!(nic.can_transmit());
+    assert_eq!(nic.stats().tx_errors, 1);
+    let clears: Vec<_> = nic
+        .host_mut()
+        .control_log
+        .iter()
+        .filter(|r| r.address == address && r.setup.request_type == 0x02 && r.setup.request == 1)
+        .map(|r| r.setup.index)
+        .collect();
+    assert_eq!(
+        clears,
+        [0x02],
+        "CLEAR_FEATURE(ENDPOINT_HALT) on bulk-OUT endpoint 2"
+    );
+    state.borrow_mut().halt_out = false;
+    send(&mut nic, &frame(60, 2)).unwrap();
+    flush_tx(&mut nic);
+    assert_eq!(state.borrow().tx, [frame(60, 2)]);
+}
+
+#[test]
 fn smsc_init_fails_cleanly_when_lite_reset_never_completes() {
     let (model, state) = SmscModel::new(Partner::FullDuplex);
     state.borrow_mut().lrst_reads = u32::MAX;
