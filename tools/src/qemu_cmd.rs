@@ -119,7 +119,11 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         "booting {} in QEMU; serial console follows. Stop with Ctrl-C.",
         args.machine
     );
-    run_until_stopped(Command::new(qemu).args(config.args()))
+    let result = run_until_stopped(Command::new(qemu).args(config.args()));
+    if let Some(Network::Smsc95xxModel { socket }) = &config.network {
+        let _ = std::fs::remove_file(socket);
+    }
+    result
 }
 
 /// The network card `args` ask for; `start_model` starts the LAN9514 model when one is
