@@ -159,6 +159,7 @@ fuzz_target!(|data: &[u8]| {
         rx: PipeId(0),
         tx: PipeId(1),
         rx_endpoint: 0x82,
+        tx_endpoint: 0x02,
         tx_max_packet: 64,
     };
     let count = transfers.len();
