@@ -22,4 +22,6 @@ pub mod run;
 pub mod sequence;
 pub mod session;
 pub mod smsc;
+// TUNSETIFF is an ioctl: the one unsafe call of this crate (see its SAFETY comment).
+#[allow(unsafe_code)]
 pub mod tap;
