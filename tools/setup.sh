@@ -11,10 +11,11 @@ cd "$(dirname "$0")/.."
 # reference; wrk and cpio for the benchmark (`bramble-bench`); busybox for the hosted
 # benchmark's busybox httpd (`bramble-bench --hosted`); git for the version string;
 # gcc-i686-linux-gnu and libc6-dev-i386-cross to link the 32-bit test run (`cargo test32`);
-# openssl (s_client) for the HTTPS tests.
+# openssl (s_client) and testssl.sh for the HTTPS tests; python3-venv for REDbot's own
+# environment (below).
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
-          openssl)
+          openssl testssl.sh python3-venv)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -34,6 +35,26 @@ if [ ${#missing[@]} -gt 0 ]; then
         exit 1
     fi
 fi
+
+# REDbot (the conformance test's HTTP linter) is on PyPI only: exactly the versions pinned in
+# tools/redbot-requirements.txt go into a virtual environment of their own, outside the
+# system's Python, at ${XDG_CACHE_HOME:-~/.cache}/bramble/redbot (where the test looks). The
+# copy of the pins written last marks it complete: a run cut short, or new pins, rebuild it.
+# A lock keeps two worktrees' setups from building it at once.
+redbot_venv="${XDG_CACHE_HOME:-$HOME/.cache}/bramble/redbot"
+redbot_pins=tools/redbot-requirements.txt
+mkdir -p "$(dirname "$redbot_venv")"
+(
+    flock 9
+    if ! cmp -s "$redbot_pins" "$redbot_venv/requirements.txt"; then
+        echo "setup: installing REDbot ($(grep '^redbot==' "$redbot_pins")) into $redbot_venv"
+        rm -rf "$redbot_venv"
+        python3 -m venv "$redbot_venv"
+        "$redbot_venv/bin/pip" install --quiet --disable-pip-version-check --no-deps \
+            -r "$redbot_pins"
+        cp "$redbot_pins" "$redbot_venv/requirements.txt"
+    fi
+) 9> "$redbot_venv.lock"
 
 if ! command -v rustup >/dev/null 2>&1; then
     echo "setup: rustup is missing. Install it from https://rustup.rs, then run this again." >&2

@@ -5,10 +5,11 @@
 //! a tempdir, stopped by PID) serving the same files. Bramble must pass every check nginx
 //! passes. The table of results is printed (run with `--nocapture` to see it).
 //!
-//! When REDbot (PyPI `redbot`, mnot's HTTP linter) is installed (on PATH, or its path in
-//! `BRAMBLE_REDBOT`), it lints the same URLs on both servers too, and Bramble may have no
-//! WARN or BAD note that nginx does not have, except the documented design differences in
-//! [`REDBOT_EXPECTED`]. Without it that stage is skipped with a message.
+//! REDbot (PyPI `redbot`, mnot's HTTP linter, at the version tools/setup.sh pins and installs
+//! into its own virtual environment; `BRAMBLE_REDBOT` names another) lints the same URLs on
+//! both servers too, and Bramble may have no WARN or BAD note that nginx does not have,
+//! except the documented design differences in [`REDBOT_EXPECTED`]. Without REDbot the test
+//! fails, saying how to install it: a skipped stage would pass unnoticed in CI.
 
 mod support;
 
@@ -838,11 +839,24 @@ const REDBOT_PATHS: &[&str] = &[
     "/missing.html",
 ];
 
-fn find_redbot() -> Option<PathBuf> {
-    match std::env::var_os("BRAMBLE_REDBOT") {
-        Some(path) => Some(PathBuf::from(path)),
-        None => find_program("redbot"),
-    }
+/// REDbot: `BRAMBLE_REDBOT`, else the virtual environment tools/setup.sh makes in
+/// `${XDG_CACHE_HOME:-~/.cache}/bramble/redbot`. Panics, naming both, when neither is there.
+fn find_redbot() -> PathBuf {
+    let path = match std::env::var_os("BRAMBLE_REDBOT") {
+        Some(path) => PathBuf::from(path),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|home| Path::new(&home).join(".cache")))
+            .unwrap_or_default()
+            .join("bramble/redbot/bin/redbot"),
+    };
+    assert!(
+        path.is_file(),
+        "REDbot is not installed at {}: run tools/setup.sh (it installs the pinned version of \
+         tools/redbot-requirements.txt there), or name another with BRAMBLE_REDBOT",
+        path.display()
+    );
+    path
 }
 
 /// REDbot's WARN and BAD notes for each path as `(path, note id, level, summary)`.
@@ -884,6 +898,7 @@ fn redbot_notes(redbot: &Path, port: u16) -> BTreeSet<(String, String, String, S
 
 #[test]
 fn bramble_conforms_at_least_as_well_as_nginx() {
+    let redbot = find_redbot();
     let Some(nginx_binary) = find_program("nginx") else {
         panic!(
             "nginx is not installed: install the Debian packages nginx and libnginx-mod-http-brotli-static"
@@ -898,10 +913,7 @@ fn bramble_conforms_at_least_as_well_as_nginx() {
     let started = Instant::now();
     let nginx_results = run_all(nginx.port, &fixture);
     eprintln!("nginx checked in {:.1} s", started.elapsed().as_secs_f64());
-    let redbot = find_redbot();
-    let nginx_notes = redbot
-        .as_ref()
-        .map(|redbot| redbot_notes(redbot, nginx.port));
+    let nginx_notes = redbot_notes(&redbot, nginx.port);
     drop(nginx);
 
     // With a clock (an SNTP server on the host), as an owner's Pi has once online.
@@ -928,9 +940,7 @@ fn bramble_conforms_at_least_as_well_as_nginx() {
         "Bramble checked in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let bramble_notes = redbot
-        .as_ref()
-        .map(|redbot| redbot_notes(redbot, served.port));
+    let bramble_notes = redbot_notes(&redbot, served.port);
 
     let mark = |v: &Verdict| if v.is_ok() { "pass" } else { "FAIL" };
     let mut table = String::from("| check | nginx 1.22 | Bramble |\n|---|---|---|\n");
@@ -966,13 +976,6 @@ fn bramble_conforms_at_least_as_well_as_nginx() {
         regressions.join("\n")
     );
 
-    let (Some(nginx_notes), Some(bramble_notes)) = (nginx_notes, bramble_notes) else {
-        eprintln!(
-            "REDbot not installed (pip install redbot, or set BRAMBLE_REDBOT): its comparison \
-             was skipped"
-        );
-        return;
-    };
     let key = |(path, id, _, _): &(String, String, String, String)| (path.clone(), id.clone());
     let nginx_keys: BTreeSet<_> = nginx_notes.iter().map(key).collect();
     let mut report = String::from("REDbot WARN/BAD notes:\n");
@@ -987,6 +990,15 @@ fn bramble_conforms_at_least_as_well_as_nginx() {
     if std::fs::create_dir_all(&artifacts).is_ok() {
         let _ = std::fs::write(artifacts.join("redbot-vs-nginx.txt"), &report);
     }
+    // The clock check: with SNTP's time, no response may be judged as from a clockless server.
+    let clockless: Vec<_> = bramble_notes
+        .iter()
+        .filter(|(_, id, _, _)| id.starts_with("DATE_CLOCKLESS"))
+        .collect();
+    assert!(
+        clockless.is_empty(),
+        "REDbot judges Bramble's responses clockless although SNTP set its clock: {clockless:#?}"
+    );
     let unexpected: Vec<_> = bramble_notes
         .iter()
         .filter(|note| !nginx_keys.contains(&key(note)))

@@ -3,7 +3,8 @@
 //! the default site byte for byte over HTTPS; openssl s_client sees TLS 1.3 and has a
 //! session resumed; plain HTTP still serves, with a Date once SNTP (a server on the host)
 //! has set the clock; with `https = only` plain HTTP answers 308, except the ACME challenge
-//! path.
+//! path. testssl.sh (Debian's package; its protocol, cipher-category, forward-secrecy and
+//! vulnerability checks) finds no vulnerability and nothing below TLS 1.2.
 
 mod support;
 
@@ -195,4 +196,138 @@ fn https_only_redirects_plain_http_except_acme_challenges() {
         || text.clone(),
     );
     checks.finish("https = only");
+}
+
+/// testssl.sh findings Bramble may have, with the reason.
+const TESTSSL_EXPECTED: &[(&str, &str)] = &[(
+    "BREACH",
+    "the packer's brotli and gzip variants are static files: a page the server never \
+     writes secrets or request data into gives BREACH nothing to guess",
+)];
+
+/// What testssl.sh must have tested: every protocol, the cipher categories, forward secrecy
+/// and each vulnerability check of `-U` (a scan that silently skipped one would pass).
+const TESTSSL_REQUIRED: &[&str] = &[
+    "SSLv2",
+    "SSLv3",
+    "TLS1",
+    "TLS1_1",
+    "TLS1_2",
+    "TLS1_3",
+    "cipherlist_NULL",
+    "cipherlist_aNULL",
+    "cipherlist_EXPORT",
+    "cipherlist_LOW",
+    "cipherlist_3DES_IDEA",
+    "cipherlist_AVERAGE",
+    "cipherlist_STRONG",
+    "PFS",
+    "heartbleed",
+    "CCS",
+    "ticketbleed",
+    "ROBOT",
+    "secure_renego",
+    "secure_client_renego",
+    "CRIME_TLS",
+    "BREACH",
+    "POODLE_SSL",
+    "fallback_SCSV",
+    "SWEET32",
+    "FREAK",
+    "DROWN",
+    "LOGJAM",
+    "BEAST",
+    "LUCKY13",
+    "RC4",
+];
+
+#[test]
+fn testssl_finds_no_vulnerability_and_nothing_below_tls_1_2() {
+    let site = default_site_dir();
+    let (_served, https_port) = boot_site_with(&site, "https = on\n", Some(tls_files()), false);
+    let https_port = https_port.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("testssl.json");
+    // Protocols, cipher categories, forward secrecy and the vulnerability checks: about 25 s
+    // against the guest (the full default run, with client simulations, takes 100 s). No DNS
+    // lookups (the target is an address), nothing sent anywhere but the guest's port.
+    let started = std::time::Instant::now();
+    let output = Command::new("timeout")
+        .arg("240")
+        .args([
+            "testssl",
+            "--quiet",
+            "--color",
+            "0",
+            "--warnings",
+            "off",
+            "--nodns",
+            "none",
+        ])
+        .args(["--protocols", "--std", "--fs", "--vulnerable", "--jsonfile"])
+        .arg(&json)
+        .arg(format!("127.0.0.1:{https_port}"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("testssl (Debian package testssl.sh, installed by tools/setup.sh)");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    eprintln!(
+        "testssl.sh ran for {:.0} s:\n{text}",
+        started.elapsed().as_secs_f64()
+    );
+    let findings: Vec<serde_json::Value> = std::fs::read(&json)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "testssl.sh wrote no JSON ({}): {text}{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    let field =
+        |finding: &serde_json::Value, name: &str| finding[name].as_str().unwrap_or("").to_string();
+    let by_id = |id: &str| {
+        findings
+            .iter()
+            .find(|finding| finding["id"] == id)
+            .map(|finding| field(finding, "finding"))
+    };
+    let mut checks = Checks::default();
+    for id in TESTSSL_REQUIRED {
+        checks.check(&format!("testssl tested {id}"), by_id(id).is_some(), || {
+            "no finding with that id".into()
+        });
+    }
+    for old in ["SSLv2", "SSLv3", "TLS1", "TLS1_1"] {
+        let finding = by_id(old).unwrap_or_default();
+        checks.check(
+            &format!("{old} not offered"),
+            finding.starts_with("not offered"),
+            || finding.clone(),
+        );
+    }
+    for (id, wanted) in [
+        ("TLS1_2", "offered"),
+        ("TLS1_3", "offered"),
+        ("cipherlist_STRONG", "offered"),
+        ("PFS", "offered"),
+    ] {
+        let finding = by_id(id).unwrap_or_default();
+        checks.check(
+            &format!("{id} {wanted}"),
+            finding.starts_with(wanted),
+            || finding.clone(),
+        );
+    }
+    // Anything testssl.sh rates LOW or worse is a finding; WARN means a check could not run.
+    for finding in &findings {
+        let (id, severity) = (field(finding, "id"), field(finding, "severity"));
+        let rated = ["LOW", "MEDIUM", "HIGH", "CRITICAL", "WARN"].contains(&severity.as_str());
+        let expected = TESTSSL_EXPECTED.iter().any(|(known, _)| *known == id);
+        checks.check(&format!("{id}: {severity}"), !rated || expected, || {
+            field(finding, "finding")
+        });
+    }
+    checks.finish("testssl.sh against the guest");
 }
