@@ -26,42 +26,51 @@ fn bramble(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().expect("run bramble")
 }
 
+/// A path that certainly does not exist: a name inside a fresh temporary folder (a fixed path
+/// such as /nonexistent exists on some machines; CI's is one).
+fn missing_folder(dir: &tempfile::TempDir) -> String {
+    let path = dir.path().join("no-such-site");
+    assert!(!path.exists());
+    path.to_str().expect("a UTF-8 temporary path").to_owned()
+}
+
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[test]
 fn a_missing_site_is_one_error_line_and_exit_1_even_with_rust_backtrace() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = missing_folder(&dir);
     for rust_backtrace in ["1", "full"] {
-        let output = bramble(
-            &["pack", "/nonexistent"],
-            &[("RUST_BACKTRACE", rust_backtrace)],
-        );
+        let output = bramble(&["pack", &missing], &[("RUST_BACKTRACE", rust_backtrace)]);
         let text = stderr(&output);
         assert_eq!(output.status.code(), Some(1), "{text}");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 1, "one line: {text}");
         assert!(lines[0].starts_with("error: "), "{text}");
-        assert!(lines[0].contains("/nonexistent"), "names the thing: {text}");
+        assert!(lines[0].contains(&missing), "names the thing: {text}");
         assert!(lines[0].contains("give the folder"), "says the fix: {text}");
     }
 }
 
 #[test]
 fn debug_and_bramble_backtrace_print_the_backtrace() {
-    let with_flag = bramble(&["pack", "/nonexistent", "--debug"], &[]);
-    let with_env = bramble(&["pack", "/nonexistent"], &[("BRAMBLE_BACKTRACE", "1")]);
+    let dir = tempfile::tempdir().unwrap();
+    let missing = missing_folder(&dir);
+    let with_flag = bramble(&["pack", &missing, "--debug"], &[]);
+    let with_env = bramble(&["pack", &missing], &[("BRAMBLE_BACKTRACE", "1")]);
     for output in [with_flag, with_env] {
         let text = stderr(&output);
         assert_eq!(output.status.code(), Some(1), "{text}");
         assert!(
-            text.starts_with("error: the site folder /nonexistent"),
+            text.starts_with(&format!("error: the site folder {missing}")),
             "{text}"
         );
         assert!(text.contains("\nbacktrace:\n"), "{text}");
         assert!(text.contains("bramble::pack::run"), "{text}");
     }
-    let off = bramble(&["pack", "/nonexistent"], &[("BRAMBLE_BACKTRACE", "0")]);
+    let off = bramble(&["pack", &missing], &[("BRAMBLE_BACKTRACE", "0")]);
     assert!(!stderr(&off).contains("backtrace"), "{}", stderr(&off));
 }
 
