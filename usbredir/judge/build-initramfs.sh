@@ -2,7 +2,7 @@
 # Builds the Linux judge: OUT/zImage, OUT/board.dtb and OUT/initramfs.cpio.gz with busybox,
 # the smsc95xx driver and its dependencies, and a page for httpd.
 # usage: build-initramfs.sh CACHE OUT
-#   CACHE: the benchmark baseline's download folder (tools/bench/baseline/fetch-debs.sh
+#   CACHE: the benchmark baseline's download folder (bench/baseline/fetch-debs.sh
 #          fills CACHE/debs and CACHE/rootfs-src the first time; later runs reuse them).
 # Needs: apt and dpkg-deb (first run only), cpio, gzip.
 set -euo pipefail
@@ -11,7 +11,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 CACHE=${1:?usage: build-initramfs.sh CACHE OUT}
 OUT=${2:?usage: build-initramfs.sh CACHE OUT}
 mkdir -p "$CACHE" "$OUT"
-[ -d "$CACHE/rootfs-src/boot" ] || "$ROOT/tools/bench/baseline/fetch-debs.sh" "$CACHE"
+[ -d "$CACHE/rootfs-src/boot" ] || "$ROOT/bench/baseline/fetch-debs.sh" "$CACHE"
 SRC=$CACHE/rootfs-src
 KVER=$(ls "$SRC/lib/modules" | head -1)
 MODS=$SRC/lib/modules/$KVER/kernel
