@@ -16,7 +16,7 @@
 #![forbid(unsafe_code)]
 
 use core::fmt;
-use core::net::Ipv4Addr;
+use core::net::{Ipv4Addr, Ipv6Addr};
 use core::str::FromStr;
 
 /// The name of the settings file in the root folder of the card's FAT partition (8.3).
@@ -319,6 +319,21 @@ pub enum AddressMode {
     Static(StaticAddress),
 }
 
+/// A fixed IPv6 address and the length of its network prefix, as in `2001:db8:1::50/64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StaticAddress6 {
+    /// This server's address (global or unique-local unicast).
+    pub address: Ipv6Addr,
+    /// The network prefix length in bits, 1 to 128 (64 on almost every network).
+    pub prefix_len: u8,
+}
+
+impl fmt::Display for StaticAddress6 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.address, self.prefix_len)
+    }
+}
+
 /// Which protocol to speak to a USB Ethernet device that offers both (QEMU's usb-net does;
 /// most real adapters offer one, which is then used whatever this says).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -395,6 +410,16 @@ pub struct Settings {
     /// `ntp`: up to [`MAX_NTP_SERVERS`] names or addresses; empty (`auto`, the default)
     /// means the DHCP server's time servers (option 42), or [`DEFAULT_NTP_SERVER`].
     pub ntp_servers: heapless::Vec<NtpServer, MAX_NTP_SERVERS>,
+    /// `ipv6`: speak IPv6 (a link-local address, addresses from the routers' advertisements,
+    /// `address6`). Default on. Off: no IPv6 packet is sent or answered.
+    pub ipv6: bool,
+    /// `address6`: `auto` (default: addresses from router advertisements, RFC 4862) or a
+    /// fixed address such as `2001:db8:1::50/64` (then no address is formed from the
+    /// advertisements; their routers and name servers are still used).
+    pub address6: Option<StaticAddress6>,
+    /// `gateway6`: the IPv6 default router (often a link-local `fe80::...` address); routers
+    /// that advertise themselves are then not used as default. Default none.
+    pub gateway6: Option<Ipv6Addr>,
 }
 
 /// Default `tls_certificate`.
@@ -426,6 +451,9 @@ impl Default for Settings {
             sni: SniPolicy::Any,
             ntp: true,
             ntp_servers: heapless::Vec::new(),
+            ipv6: true,
+            address6: None,
+            gateway6: None,
         }
     }
 }
@@ -452,10 +480,13 @@ enum Key {
     PrivateKeyFile,
     Sni,
     Ntp,
+    Ipv6,
+    Address6,
+    Gateway6,
 }
 
 impl Key {
-    const ALL: [Key; 19] = [
+    const ALL: [Key; 22] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -475,6 +506,9 @@ impl Key {
         Key::PrivateKeyFile,
         Key::Sni,
         Key::Ntp,
+        Key::Ipv6,
+        Key::Address6,
+        Key::Gateway6,
     ];
 
     fn name(self) -> &'static str {
@@ -498,6 +532,9 @@ impl Key {
             Key::PrivateKeyFile => "tls_key",
             Key::Sni => "sni",
             Key::Ntp => "ntp",
+            Key::Ipv6 => "ipv6",
+            Key::Address6 => "address6",
+            Key::Gateway6 => "gateway6",
         }
     }
 
@@ -573,6 +610,15 @@ pub enum Problem {
     TooManyNtpServers,
     /// `https_port` is the same as `http_port`.
     SamePortTwice,
+    /// The value is not an IPv6 address (`2001:db8::1`, `fe80::1`).
+    NotAnIpv6Address,
+    /// `address6` is neither `auto` nor an IPv6 address with a prefix length.
+    NotAnAddress6Mode,
+    /// The IPv6 prefix length is not a number from 1 to 128.
+    BadPrefixLength6,
+    /// The IPv6 address cannot be this host's: unspecified, loopback, multicast, IPv4-mapped,
+    /// or (for `address6`) link-local, which Bramble forms itself.
+    NotAHostAddress6,
 }
 
 impl fmt::Display for Problem {
@@ -644,6 +690,20 @@ impl fmt::Display for Problem {
             }
             Problem::SamePortTwice => f.write_str(
                 "https_port must differ from http_port; HTTPS uses 443 (8443 when http_port is 443)",
+            ),
+            Problem::NotAnIpv6Address => {
+                f.write_str("expected an IPv6 address such as 2001:db8::1 or fe80::1")
+            }
+            Problem::NotAnAddress6Mode => f.write_str(
+                "expected `auto` or a fixed IPv6 address with its prefix length, such as \
+                 2001:db8:1::50/64",
+            ),
+            Problem::BadPrefixLength6 => {
+                f.write_str("the prefix length must be a number from 1 to 128 (usually 64)")
+            }
+            Problem::NotAHostAddress6 => f.write_str(
+                "is not an IPv6 address this server can use (unspecified, loopback, multicast, \
+                 IPv4-mapped, or link-local, which Bramble makes itself)",
             ),
         }
     }
@@ -873,6 +933,21 @@ impl Settings {
                 self.ntp = !off;
                 self.ntp_servers = servers;
             }
+            Key::Ipv6 => self.ipv6 = parse_switch(value)?,
+            Key::Address6 => {
+                self.address6 = if value.eq_ignore_ascii_case("auto") {
+                    None
+                } else {
+                    Some(parse_address6(value)?)
+                }
+            }
+            Key::Gateway6 => {
+                let gateway = Ipv6Addr::from_str(value).map_err(|_| Problem::NotAnIpv6Address)?;
+                if !is_host_address6(gateway) {
+                    return Err(Problem::NotAHostAddress6);
+                }
+                self.gateway6 = Some(gateway);
+            }
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
                     UsbProtocol::Rndis
@@ -950,6 +1025,36 @@ fn parse_host_address(value: &str) -> Result<Ipv4Addr, Problem> {
         return Err(Problem::NotAHostAddress);
     }
     Ok(address)
+}
+
+/// Whether `address` can be a unicast host's: not unspecified, loopback, multicast or an
+/// IPv4-mapped address (`::ffff:a.b.c.d`).
+fn is_host_address6(address: Ipv6Addr) -> bool {
+    !(address.is_unspecified()
+        || address.is_loopback()
+        || address.is_multicast()
+        || address.to_ipv4_mapped().is_some())
+}
+
+/// A fixed IPv6 address with its prefix length (`2001:db8::5/64`): global or unique-local,
+/// not link-local (Bramble forms its own link-local address).
+fn parse_address6(value: &str) -> Result<StaticAddress6, Problem> {
+    let (address_text, prefix_text) = value.split_once('/').ok_or(Problem::NotAnAddress6Mode)?;
+    let address =
+        Ipv6Addr::from_str(address_text.trim()).map_err(|_| Problem::NotAnAddress6Mode)?;
+    let link_local = address.segments()[0] & 0xffc0 == 0xfe80;
+    if !is_host_address6(address) || link_local {
+        return Err(Problem::NotAHostAddress6);
+    }
+    let prefix_text = prefix_text.trim();
+    let prefix_len = match prefix_text.parse::<u8>() {
+        Ok(n) if (1..=128).contains(&n) && prefix_text.bytes().all(|b| b.is_ascii_digit()) => n,
+        _ => return Err(Problem::BadPrefixLength6),
+    };
+    Ok(StaticAddress6 {
+        address,
+        prefix_len,
+    })
 }
 
 fn parse_address_mode(value: &str) -> Result<AddressMode, Problem> {

@@ -1,9 +1,9 @@
 //! BRAMBLE.TXT parser tests: the template, every setting, and every kind of bad line.
 use bramble_settings::{
     AddressMode, Hostname, HostnameError, HttpsMode, LogLevel, NtpServer, Problem, Settings,
-    SettingsError, SniPolicy, StaticAddress, TEMPLATE,
+    SettingsError, SniPolicy, StaticAddress, StaticAddress6, TEMPLATE,
 };
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// Parses leniently and returns the settings with every reported problem.
 fn lenient(text: &str) -> (Settings, Vec<SettingsError<'_>>) {
@@ -51,6 +51,9 @@ fn template_mentions_every_setting() {
         "tls_key",
         "sni",
         "ntp",
+        "ipv6",
+        "address6",
+        "gateway6",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }
@@ -461,4 +464,48 @@ fn https_port_clash_falls_back_to_a_free_port() {
         "{}",
         errors[0]
     );
+}
+
+#[test]
+fn ipv6_settings() {
+    let d = Settings::default();
+    assert!(d.ipv6);
+    assert_eq!((d.address6, d.gateway6), (None, None));
+    let s =
+        Settings::parse("ipv6 = off\naddress6 = 2001:DB8:1::50/64\ngateway6 = fe80::1\n").unwrap();
+    assert!(!s.ipv6);
+    assert_eq!(
+        s.address6,
+        Some(StaticAddress6 {
+            address: "2001:db8:1::50".parse().unwrap(),
+            prefix_len: 64
+        })
+    );
+    assert_eq!(s.gateway6, Some("fe80::1".parse::<Ipv6Addr>().unwrap()));
+    assert_eq!(Settings::parse("address6 = AUTO").unwrap().address6, None);
+    assert_eq!(
+        Settings::parse("address6 = fd00::1/128")
+            .unwrap()
+            .address6
+            .map(|a| a.to_string()),
+        Some("fd00::1/128".to_string())
+    );
+    for (line, problem) in [
+        ("ipv6 = maybe", Problem::NotOnOff),
+        ("address6 = 2001:db8::50", Problem::NotAnAddress6Mode),
+        ("address6 = 192.168.1.5/24", Problem::NotAnAddress6Mode),
+        ("address6 = 2001:db8::50/0", Problem::BadPrefixLength6),
+        ("address6 = 2001:db8::50/129", Problem::BadPrefixLength6),
+        ("address6 = 2001:db8::50/+64", Problem::BadPrefixLength6),
+        ("address6 = fe80::5/64", Problem::NotAHostAddress6),
+        ("address6 = ::/64", Problem::NotAHostAddress6),
+        ("address6 = ::1/128", Problem::NotAHostAddress6),
+        ("address6 = ff02::1/64", Problem::NotAHostAddress6),
+        ("address6 = ::ffff:10.0.0.1/96", Problem::NotAHostAddress6),
+        ("gateway6 = fe80::1/64", Problem::NotAnIpv6Address),
+        ("gateway6 = router", Problem::NotAnIpv6Address),
+        ("gateway6 = ff02::2", Problem::NotAHostAddress6),
+    ] {
+        assert_eq!(problem_of(line), problem, "{line}");
+    }
 }
