@@ -136,9 +136,11 @@ fn kernel_main() -> ! {
         }
     };
     let board_mac = platform.board.as_ref().ok().map(|info| info.mac_address);
+    let board_serial = platform.board.as_ref().map_or(0, |info| info.serial);
     let mut net = network::start(
         usb_controller,
         board_mac,
+        board_serial,
         &card.settings,
         site,
         &mut arena,
@@ -275,6 +277,14 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
             phy.tx_dropped,
             phy.syn_deferred
         );
+        let counters = appliance.counters();
+        log::info!(
+            "status: addresses {}; IPv6 router {}; connections over IPv4 {}, over IPv6 {}",
+            appliance.addresses(),
+            Router(appliance.ipv6_router()),
+            counters.connections_opened - counters.ipv6_connections_opened,
+            counters.ipv6_connections_opened
+        );
         tls::print_status(appliance);
         let nic = appliance.device_mut();
         let usb = nic.counters();
@@ -299,6 +309,18 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
                 stats.tx_frames,
                 stats.tx_errors
             );
+        }
+    }
+}
+
+/// The IPv6 default router for the status line, or "none".
+struct Router(Option<[u8; 16]>);
+
+impl core::fmt::Display for Router {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Some(address) => write!(f, "{}", core::net::Ipv6Addr::from(address)),
+            None => f.write_str("none"),
         }
     }
 }

@@ -10,7 +10,7 @@ use bramble_hal::{Instant, MacAddress};
 use bramble_http::{Connection, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
 use bramble_net::appliance::{
-    AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
+    AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS, Ipv6Config,
     MAX_CONNECTIONS, NetworkConfig,
 };
 use bramble_settings::{AddressMode, HttpsMode, Settings, UsbProtocol};
@@ -26,6 +26,17 @@ const TCP_TX_LEN: usize = 32 * 1024;
 const RNDIS_EMULATOR_MIN_TRANSFER: usize = 1540;
 /// Share of the free RAM the connection pool may take.
 const POOL_SHARE_DIVISOR: usize = 4;
+/// The key of the stable IPv6 interface identifiers (RFC 7217): the board's serial number
+/// and MAC, the same at every boot. The serial never leaves the board, so off the link the
+/// identifiers say nothing about the device (on the link the MAC is seen anyway).
+fn interface_secret(serial: u64, mac: [u8; 6]) -> [u8; 16] {
+    let mut secret = [0u8; 16];
+    secret[..8].copy_from_slice(&serial.to_le_bytes());
+    secret[8..14].copy_from_slice(&mac);
+    secret[14..].copy_from_slice(b"v6");
+    secret
+}
+
 /// Powers the USB controller through the firmware and resets its core, the first half of
 /// bring-up ([`Dwc2Host::start`]); [`start`] finishes it. `None` (logged) if the core did
 /// not answer.
@@ -115,6 +126,7 @@ pub type Network = Appliance<'static, ReprobingNic<Dwc2Host>>;
 pub fn start(
     controller: Option<Dwc2Starting>,
     board_mac: Option<[u8; 6]>,
+    board_serial: u64,
     settings: &Settings,
     site: SiteSource<'static>,
     arena: &mut Arena,
@@ -203,9 +215,22 @@ pub fn start(
     let mac = bramble_hal::EthernetDevice::mac_address(&nic).0;
     let seed =
         micros() ^ u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0x5a, 0xa5]);
+    let ipv6 = if settings.ipv6 {
+        Ipv6Config {
+            enabled: true,
+            static_address: settings
+                .address6
+                .map(|fixed| (fixed.address.octets(), fixed.prefix_len)),
+            gateway: settings.gateway6.map(|gateway| gateway.octets()),
+            secret: interface_secret(board_serial, mac),
+        }
+    } else {
+        Ipv6Config::OFF
+    };
     let config = NetworkConfig {
         hostname,
         address,
+        ipv6,
         http_port: settings.http_port,
         mdns: settings.mdns,
         random_seed: seed,

@@ -15,13 +15,13 @@ use bramble_http::{Connection, Server, ServerConfig, SiteSource};
 use bramble_net::appliance::secure::TlsConnection;
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
-    HttpsMemory, NetworkConfig,
+    HttpsMemory, Ipv6Config, NetworkConfig,
 };
 use bramble_site::SiteImage;
 use smoltcp::iface::SocketStorage;
 use std::fmt;
 use std::io::Write;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 
@@ -69,6 +69,12 @@ pub struct HostedConfig {
     pub static_address: Option<(Ipv4Addr, u8)>,
     /// Default gateway for a static address.
     pub gateway: Option<Ipv4Addr>,
+    /// Speak IPv6.
+    pub ipv6: bool,
+    /// A static IPv6 address with prefix length (`None`: SLAAC).
+    pub static_address6: Option<(Ipv6Addr, u8)>,
+    /// A fixed IPv6 default router.
+    pub gateway6: Option<Ipv6Addr>,
     /// Host name for DHCP and mDNS.
     pub hostname: String,
     /// The guest's MAC address.
@@ -293,9 +299,27 @@ fn serve<D: EthernetDevice>(
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
         ^ u64::from(std::process::id());
+    let ipv6 = if config.ipv6 {
+        // Stable identifiers keyed with the MAC and host name: the same at every run of the
+        // same configuration (a hosted run has no serial number to keep secret).
+        let mut secret = [0u8; 16];
+        secret[..6].copy_from_slice(&config.mac.0);
+        for (i, byte) in config.hostname.bytes().enumerate() {
+            secret[6 + i % 10] ^= byte;
+        }
+        Ipv6Config {
+            enabled: true,
+            static_address: config.static_address6.map(|(a, len)| (a.octets(), len)),
+            gateway: config.gateway6.map(|g| g.octets()),
+            secret,
+        }
+    } else {
+        Ipv6Config::OFF
+    };
     let net_config = NetworkConfig {
         hostname,
         address,
+        ipv6,
         http_port: 80,
         mdns: config.mdns,
         random_seed: seed,

@@ -4,7 +4,7 @@ use bramble_hal::MacAddress;
 use bramble_hosted::fault::FaultConfig;
 use bramble_hosted::{HostedConfig, StderrLogger};
 use clap::Parser;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -25,6 +25,15 @@ struct Args {
     /// Default gateway (with --static).
     #[arg(long, requires = "static_address")]
     gateway: Option<Ipv4Addr>,
+    /// Speak no IPv6 at all (as `ipv6 = off` in BRAMBLE.TXT).
+    #[arg(long)]
+    no_ipv6: bool,
+    /// Static IPv6 address with prefix length, e.g. 2001:db8::2/64 (default: SLAAC).
+    #[arg(long = "static6", value_name = "ADDR/PREFIX", value_parser = parse_cidr6, conflicts_with = "no_ipv6")]
+    static_address6: Option<(Ipv6Addr, u8)>,
+    /// IPv6 default router (default: the routers that advertise themselves).
+    #[arg(long, conflicts_with = "no_ipv6")]
+    gateway6: Option<Ipv6Addr>,
     /// Host name sent in DHCP and claimed over mDNS as NAME.local.
     #[arg(long, default_value = "bramble")]
     hostname: String,
@@ -94,6 +103,18 @@ fn parse_cidr(text: &str) -> Result<(Ipv4Addr, u8), String> {
     Ok((address, prefix))
 }
 
+fn parse_cidr6(text: &str) -> Result<(Ipv6Addr, u8), String> {
+    let (address, prefix) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?}: expected ADDR/PREFIX, e.g. 2001:db8::2/64"))?;
+    let address: Ipv6Addr = address.parse().map_err(|e| format!("{address:?}: {e}"))?;
+    let prefix: u8 = prefix.parse().map_err(|e| format!("{prefix:?}: {e}"))?;
+    if prefix == 0 || prefix > 128 {
+        return Err(format!("prefix length {prefix} is not 1 to 128"));
+    }
+    Ok((address, prefix))
+}
+
 fn parse_mac(text: &str) -> Result<MacAddress, String> {
     let mut mac = [0u8; 6];
     let mut parts = text.split(':');
@@ -117,6 +138,9 @@ fn main() -> ExitCode {
         site: args.site,
         static_address: args.static_address,
         gateway: args.gateway,
+        ipv6: !args.no_ipv6,
+        static_address6: args.static_address6,
+        gateway6: args.gateway6,
         hostname: args.hostname,
         mac: args.mac,
         pcap: args.pcap,

@@ -157,6 +157,8 @@ pub struct Connection {
     log_status: u16,
     log_bytes: u64,
     log_started: Instant,
+    /// The client's address, for the access log (its family included).
+    peer: Option<core::net::IpAddr>,
 }
 
 impl Default for Connection {
@@ -283,6 +285,7 @@ impl Connection {
             log_status: 0,
             log_bytes: 0,
             log_started: Instant(0),
+            peer: None,
         }
     }
 
@@ -305,6 +308,12 @@ impl Connection {
     pub fn open_secure(&mut self, server: &mut Server, now: Instant) {
         self.open(server, now);
         self.secure = true;
+    }
+
+    /// Tells the connection (after [`Connection::open`]) who the client is: the access log
+    /// ends each line with its address, so the family shows too.
+    pub fn set_peer(&mut self, peer: core::net::IpAddr) {
+        self.peer = Some(peer);
     }
 
     /// True between [`Connection::open`] and [`Connection::close`].
@@ -814,16 +823,27 @@ impl Connection {
             return;
         }
         let micros = now.micros_since(self.log_started);
+        // An empty address field when the caller did not say (the engine's own tests).
+        struct Peer(Option<core::net::IpAddr>);
+        impl core::fmt::Display for Peer {
+            fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                match self.0 {
+                    Some(address) => write!(f, " {address}"),
+                    None => Ok(()),
+                }
+            }
+        }
         log::info!(
             target: "bramble_http::access",
-            "{} {} {} {} {}.{:03}ms{}",
+            "{} {} {} {} {}.{:03}ms{}{}",
             self.log_method,
             self.log_target,
             self.log_status,
             self.log_bytes,
             micros / 1000,
             micros % 1000,
-            if interrupted { " interrupted" } else { "" }
+            if interrupted { " interrupted" } else { "" },
+            Peer(self.peer)
         );
     }
 }
@@ -1137,7 +1157,21 @@ fn respond(
         SiteSource::Ready(image) => image.index(),
         SiteSource::Store(index, _) => index,
         SiteSource::Unavailable(problem) => {
-            return response.page(503, problem, false, None);
+            let mut detail = heapless::String::<{ PAGE_LEN / 2 }>::new();
+            let shown = if server.addresses.is_empty() {
+                Ok(())
+            } else {
+                core::fmt::Write::write_fmt(
+                    &mut detail,
+                    format_args!("{problem} (This server: {}.)", server.addresses),
+                )
+            };
+            let detail = if shown.is_ok() && !detail.is_empty() {
+                detail.as_str()
+            } else {
+                problem
+            };
+            return response.page(503, detail, false, None);
         }
     };
     match view.method {

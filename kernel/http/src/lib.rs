@@ -76,4 +76,4 @@ pub use connection::{
     Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN, RESPONSE_HEAD_LEN,
 };
 pub use path::MAX_TARGET_LEN;
-pub use server::{Counters, Limits, STATUSES, Server, ServerConfig, SiteSource};
+pub use server::{ADDRESSES_LEN, Counters, Limits, STATUSES, Server, ServerConfig, SiteSource};

@@ -213,7 +213,14 @@ pub struct Server<'a> {
     /// Unix seconds at an instant, once the clock has been set from the network; only then
     /// is a Date header sent (RFC 9110 §6.6.1).
     pub(crate) wall_clock: Option<(u64, Instant)>,
+    /// The server's addresses, as the network layer last gave them: shown on the 503
+    /// diagnostic page.
+    pub(crate) addresses: heapless::String<ADDRESSES_LEN>,
 }
+
+/// Longest list of addresses kept for the diagnostic page (one IPv4 and five IPv6 addresses
+/// with their notes fit).
+pub const ADDRESSES_LEN: usize = 384;
 
 impl<'a> Server<'a> {
     /// A server for `site` with `config`.
@@ -223,6 +230,23 @@ impl<'a> Server<'a> {
             config,
             counters: Counters::default(),
             wall_clock: None,
+            addresses: heapless::String::new(),
+        }
+    }
+
+    /// The addresses the diagnostic page shows.
+    pub fn addresses(&self) -> &str {
+        &self.addresses
+    }
+
+    /// Sets the addresses the diagnostic page shows (cut at [`ADDRESSES_LEN`] bytes, at a
+    /// character boundary).
+    pub fn set_addresses(&mut self, text: &str) {
+        self.addresses.clear();
+        for c in text.chars() {
+            if self.addresses.push(c).is_err() {
+                break;
+            }
         }
     }
 

@@ -65,6 +65,21 @@ fn one_line_per_request_or_none_when_disabled() {
         lines[1].1
     );
 
+    // With the client's address known, each line ends with it: the family shows.
+    for (peer, marker) in [("192.168.77.1", "peer-v4"), ("2001:db8::7", "peer-v6")] {
+        let mut client = Client::open(&mut server);
+        client.connection.set_peer(peer.parse().unwrap());
+        let request = format!("GET /style.css?{marker} HTTP/1.1\r\nHost: x\r\n\r\n");
+        client.send(&mut server, request.as_bytes());
+        let lines = lines_with(marker);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].1.ends_with(&format!("ms {peer}")),
+            "{}",
+            lines[0].1
+        );
+    }
+
     let config = ServerConfig {
         access_log: false,
         ..ServerConfig::default()

@@ -819,6 +819,13 @@ fn unavailable_site_gets_a_503_diagnostic_page() {
         assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
     }
     assert_eq!(server.counters().status(503), 3);
+    // The addresses the network layer gives are shown too.
+    server.set_addresses("10.0.0.2/24, 2001:db8::5/64");
+    let page = String::from_utf8(one(&mut server, &get("/", "")).body).unwrap();
+    assert!(
+        page.contains("&lt;stored 1234&gt; (This server: 10.0.0.2/24, 2001:db8::5/64.)"),
+        "{page}"
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! Bramble's network layer: the smoltcp device adapter, the appliance loop (DHCP with a
-//! link-local fallback, or static IPv4; ARP, ICMP echo; a pool of HTTP connections on port 80)
-//! and the mDNS responder.
+//! link-local fallback, or static IPv4; IPv6 by SLAAC or static; ARP, neighbour discovery,
+//! ICMP and ICMPv6 echo; a pool of HTTP connections on port 80 over both families), IPv6
+//! address configuration ([`slaac`], over the checked views of [`ndp`]) and the mDNS
+//! responder.
 //!
 //! This is the only crate that names smoltcp. It is portable `no_std` code: the Pi kernel
 //! runs it over its USB Ethernet drivers, `bramble-hosted` runs it over a Linux TAP device,
@@ -14,14 +16,17 @@ extern crate std;
 
 pub mod appliance;
 pub mod mdns;
+pub mod ndp;
 pub mod phy;
+pub mod slaac;
 pub mod sntp;
 
 #[cfg(test)]
 mod test_support;
 
 pub use appliance::{
-    AddressConfig, Appliance, ApplianceCounters, ApplianceMemory, NetError, NetworkConfig,
+    AddressConfig, AddressList, Appliance, ApplianceCounters, ApplianceMemory, Ipv6Config,
+    NetError, NetworkConfig,
 };
 pub use phy::{EthernetPhy, PhyCounters};
 /// Socket slots for [`appliance::ApplianceMemory`], re-exported so callers need not name smoltcp.

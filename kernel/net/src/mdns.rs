@@ -1,7 +1,10 @@
-//! A small mDNS responder (RFC 6762) for one name, `<hostname>.local`, and one IPv4 address.
+//! A small mDNS responder (RFC 6762) for one name, `<hostname>.local`, with an IPv4 address
+//! (A) and a few IPv6 ones (AAAA), over IPv4 (224.0.0.251) and IPv6 (ff02::fb).
 //!
-//! It answers A (and ANY) questions for its name, probes for the name before using it
-//! (three probes 250 ms apart, §8.1) and announces the address twice a second apart (§8.3).
+//! It answers A, AAAA (and ANY) questions for its name, with the other family's records in
+//! the additional section (§6.2), probes for the name before using it (three probes 250 ms
+//! apart, §8.1) and announces its records twice a second apart (§8.3); a changed IPv6 address
+//! set is announced again without probing (§8.4), a changed IPv4 address probes afresh.
 //! Conflicts (§8-9): a response contradicting our record while probing means the name is
 //! taken, so the next one is tried, `<hostname>-2`, `-3`, ...; a simultaneous probe is
 //! tie-broken on the records proposed (§8.2), and the loser waits a second and probes for
@@ -13,21 +16,27 @@
 //!
 //! Only the link is listened to (§11, §5.5): a datagram sent straight to our address, or a
 //! legacy query that would be answered straight back, is ignored unless its source is on
-//! our subnet (or IPv4 link-local). Legacy unicast queries (source port not 5353, §6.7) get
-//! a unicast reply with the query's ID, the question echoed and a 10 s TTL. Kept simple on
-//! purpose: no known-answer suppression, no duplicate-answer suppression, no IPv6.
+//! our subnet (or IPv4 link-local, or IPv6 link-local, or in the prefix of one of our IPv6
+//! addresses). Legacy unicast queries (source port not 5353, §6.7) get a unicast reply with
+//! the query's ID, the question echoed and a 10 s TTL. Kept simple on purpose: no
+//! known-answer suppression, no duplicate-answer suppression, no negative (NSEC) answers.
 //!
 //! This module is socket-free: it reads datagrams and writes datagrams into caller buffers,
 //! so it is tested with byte fixtures. The appliance wires it to a UDP socket on port 5353
-//! joined to 224.0.0.251.
+//! joined to 224.0.0.251 and ff02::fb.
 
 use bramble_hal::Instant;
+use core::net::IpAddr;
 use heapless::String;
 
 /// The mDNS UDP port.
 pub const MDNS_PORT: u16 = 5353;
 /// The mDNS IPv4 multicast group.
 pub const MDNS_GROUP: [u8; 4] = [224, 0, 0, 251];
+/// The mDNS IPv6 multicast group, ff02::fb.
+pub const MDNS_GROUP_V6: [u8; 16] = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xfb];
+/// Most IPv6 addresses answered with (the link-local one and a few global ones).
+pub const MAX_IPV6_ADDRESSES: usize = 4;
 /// Longest DNS label (RFC 1035 §2.3.4).
 pub const MAX_LABEL_LEN: usize = 63;
 /// TTL of the A record in multicast answers, seconds (RFC 6762 §10: 120 for host records).
@@ -36,6 +45,7 @@ pub const RECORD_TTL: u32 = 120;
 pub const LEGACY_TTL: u32 = 10;
 
 const TYPE_A: u16 = 1;
+const TYPE_AAAA: u16 = 28;
 const TYPE_ANY: u16 = 255;
 const CLASS_IN: u16 = 1;
 const CLASS_ANY: u16 = 255;
@@ -69,10 +79,10 @@ pub enum MdnsError {
 /// Where a datagram produced by the responder goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Destination {
-    /// To 224.0.0.251:5353.
+    /// To the group (224.0.0.251 or ff02::fb, the family the query came in on), port 5353.
     Multicast,
     /// Back to the querier's address and port (legacy unicast).
-    Unicast([u8; 4], u16),
+    Unicast(IpAddr, u16),
 }
 
 /// What the responder is doing.
@@ -121,15 +131,34 @@ impl LinkAddress {
     }
 }
 
+/// One of our IPv6 addresses and its prefix length: answered with in AAAA records, and (with
+/// the prefix) what tells an on-link IPv6 source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ipv6LinkAddress {
+    /// The address.
+    pub address: [u8; 16],
+    /// Length of its prefix (64 for SLAAC); values above 128 count as 128.
+    pub prefix_len: u8,
+}
+
+impl Ipv6LinkAddress {
+    /// Whether `source` shares this address's prefix.
+    pub fn contains(&self, source: [u8; 16]) -> bool {
+        let bits = u32::from(self.prefix_len.min(128));
+        let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+        u128::from_be_bytes(self.address) & mask == u128::from_be_bytes(source) & mask
+    }
+}
+
 /// Where a received datagram came from, and how it was addressed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Origin {
-    /// The source address.
-    pub address: [u8; 4],
+    /// The source address (IPv4 or IPv6).
+    pub address: IpAddr,
     /// The source port (5353 for a full mDNS querier, another for a legacy resolver).
     pub port: u16,
-    /// Sent to the mDNS group 224.0.0.251; false for a datagram sent straight to our
-    /// address (or a broadcast), which a router may have forwarded from anywhere.
+    /// Sent to the mDNS group (224.0.0.251 or ff02::fb); false for a datagram sent straight
+    /// to our address (or a broadcast), which a router may have forwarded from anywhere.
     pub to_group: bool,
 }
 
@@ -156,6 +185,8 @@ pub struct MdnsResponder {
     /// Number appended after conflicts (1 = no suffix).
     attempt: u32,
     address: Option<LinkAddress>,
+    /// Our IPv6 addresses, sorted (the order of the probe tie-break, §8.2).
+    ipv6: heapless::Vec<Ipv6LinkAddress, MAX_IPV6_ADDRESSES>,
     state: ResponderState,
     /// First-probe delay (RFC 6762 §8.1: a random 0-250 ms), fixed per device.
     jitter_us: u64,
@@ -207,6 +238,7 @@ impl MdnsResponder {
             base,
             attempt: 1,
             address: None,
+            ipv6: heapless::Vec::new(),
             state: ResponderState::Idle,
             jitter_us: u64::from(seed) % PROBE_INTERVAL_US,
             recent_conflicts: [None; CONFLICT_BURST],
@@ -238,9 +270,10 @@ impl MdnsResponder {
         self.off_link
     }
 
-    /// Sets the address to answer with (`None` when the interface has none). A new address
-    /// starts probing afresh for the configured hostname: on another network, or with
-    /// another address, an old conflict says nothing.
+    /// Sets the IPv4 address to answer with (`None` when the interface has none). A new
+    /// address starts probing afresh for the configured hostname: on another network, or
+    /// with another address, an old conflict says nothing. Without any address (IPv4 or
+    /// IPv6) the responder falls silent.
     pub fn set_address(&mut self, address: Option<LinkAddress>, now: Instant) {
         if self.address == address {
             return;
@@ -248,16 +281,78 @@ impl MdnsResponder {
         self.address = address;
         self.reclaim_at = None;
         self.reclaim_wait_us = RECLAIM_FIRST_US;
-        if address.is_some() {
+        if self.has_records() {
             self.use_base_name();
         }
-        self.state = match address {
-            None => ResponderState::Idle,
-            Some(_) => ResponderState::Probing {
+        self.probe_afresh(now);
+    }
+
+    /// Sets the IPv6 addresses to answer with (at most [`MAX_IPV6_ADDRESSES`]; the rest are
+    /// left out). Once the name is ours, a changed set is announced again (RFC 6762 §8.4);
+    /// while probing, the probes carry the new set; a responder that had no address at all
+    /// starts probing.
+    pub fn set_ipv6_addresses(&mut self, addresses: &[Ipv6LinkAddress], now: Instant) {
+        let mut sorted: heapless::Vec<Ipv6LinkAddress, MAX_IPV6_ADDRESSES> =
+            addresses.iter().copied().take(MAX_IPV6_ADDRESSES).collect();
+        sorted.sort_unstable();
+        if sorted == self.ipv6 {
+            return;
+        }
+        let had_records = self.has_records();
+        self.ipv6 = sorted;
+        match self.state {
+            _ if !self.has_records() => self.state = ResponderState::Idle,
+            ResponderState::Idle => {
+                if !had_records {
+                    self.use_base_name();
+                }
+                self.probe_afresh(now);
+            }
+            ResponderState::Ready | ResponderState::Announcing { .. } => {
+                self.state = ResponderState::Announcing { sent: 0, next: now };
+            }
+            ResponderState::Probing { .. } => {}
+        }
+    }
+
+    /// Whether there is any record to answer with.
+    fn has_records(&self) -> bool {
+        self.address.is_some() || !self.ipv6.is_empty()
+    }
+
+    /// Probing from the start (after the first-probe jitter), or silence without records.
+    fn probe_afresh(&mut self, now: Instant) {
+        self.state = if self.has_records() {
+            ResponderState::Probing {
                 sent: 0,
                 next: now.add_micros(self.jitter_us),
-            },
+            }
+        } else {
+            ResponderState::Idle
         };
+    }
+
+    /// Our records, in the order the tie-break sorts them.
+    fn records(&self) -> Records<'_> {
+        Records {
+            ipv4: self.address.map(|link| link.address),
+            ipv6: &self.ipv6,
+        }
+    }
+
+    /// Whether `source` is on the local link (RFC 6762 §11): in our IPv4 subnet or IPv4
+    /// link-local; IPv6 link-local (fe80::/10) or in the prefix of one of our IPv6 addresses.
+    pub fn is_on_link(&self, source: IpAddr) -> bool {
+        match source {
+            IpAddr::V4(source) => self
+                .address
+                .is_some_and(|link| link.is_on_link(source.octets())),
+            IpAddr::V6(source) => {
+                let source = source.octets();
+                (source[0] == 0xfe && source[1] & 0xc0 == 0x80)
+                    || self.ipv6.iter().any(|link| link.contains(source))
+            }
+        }
     }
 
     /// When [`MdnsResponder::poll`] next has something to do.
@@ -274,7 +369,9 @@ impl MdnsResponder {
     /// Advances probing and announcing; returns the length of a datagram written into `out`
     /// for the multicast group, if one is due. `out` should hold at least 512 bytes.
     pub fn poll(&mut self, now: Instant, out: &mut [u8]) -> Option<usize> {
-        let address = self.address?.address;
+        if !self.has_records() {
+            return None;
+        }
         match self.state {
             ResponderState::Probing { sent, next } if now >= next => {
                 if sent < PROBE_COUNT {
@@ -283,7 +380,7 @@ impl MdnsResponder {
                         next: now.add_micros(PROBE_INTERVAL_US),
                     };
                     // The first probe asks for a unicast reply (§8.1), later ones do not.
-                    write_probe(&self.name, address, sent == 0, out)
+                    write_probe(&self.name, self.records(), sent == 0, out)
                 } else {
                     log::info!("mdns: {}.local is ours", self.name);
                     if self.attempt > 1 {
@@ -309,7 +406,7 @@ impl MdnsResponder {
                         next: now.add_micros(ANNOUNCE_INTERVAL_US),
                     }
                 };
-                write_answer(&self.name, address, None, out)
+                write_answer(&self.name, self.records(), Asked::BOTH, None, out)
             }
             ResponderState::Ready if self.reclaim_at.is_some_and(|at| now >= at) => {
                 self.reclaim_at = None;
@@ -338,26 +435,27 @@ impl MdnsResponder {
         now: Instant,
         out: &mut [u8],
     ) -> Result<Option<(usize, Destination)>, MdnsError> {
-        let Some(link) = self.address else {
+        if !self.has_records() {
             return Ok(None);
-        };
-        let address = link.address;
+        }
         let message = Message::parse(datagram)?;
         let unicast_reply = origin.port != MDNS_PORT;
-        if (!origin.to_group || unicast_reply) && !link.is_on_link(origin.address) {
+        if (!origin.to_group || unicast_reply) && !self.is_on_link(origin.address) {
             self.off_link = self.off_link.saturating_add(1);
             return Ok(None);
         }
         let labels = [self.name.as_bytes(), b"local".as_slice()];
+        let records = self.records();
         if message.flags & FLAG_RESPONSE != 0 {
-            // A response: does someone else claim our name with another address (§9)?
+            // A response: does someone else claim our name with an address of theirs (§9)?
             let mut offset = message.records_start;
             for _ in 0..message.record_count() {
                 let (record, next) = read_record(datagram, offset)?;
                 offset = next;
-                if record.rtype == TYPE_A
+                let address_record = record.rtype == TYPE_A || record.rtype == TYPE_AAAA;
+                if address_record
+                    && !records.holds(record.rtype, record.data)
                     && name_matches(datagram, record.name_offset, &labels)?
-                    && record.data != address
                 {
                     self.on_conflict(now, Claim::Answered);
                     return Ok(None);
@@ -368,7 +466,7 @@ impl MdnsResponder {
         if let ResponderState::Probing { .. } = self.state {
             // A query while probing: another host probing for the same name puts its
             // proposed records in the authority section; the tie-break (§8.2) decides.
-            let claim = tie_break(datagram, &message, &labels, address)?;
+            let claim = tie_break(datagram, &message, &labels, records)?;
             if claim != Claim::None {
                 self.on_conflict(now, claim);
             }
@@ -379,30 +477,44 @@ impl MdnsResponder {
             return Ok(None);
         }
         let mut offset = HEADER_LEN;
-        let mut asked = None;
+        let mut asked = Asked::default();
+        let mut first_type = None;
         for _ in 0..message.questions {
             let name_offset = offset;
             offset = skip_name(datagram, offset)?;
             let qtype = read_u16(datagram, offset)?;
             let qclass = read_u16(datagram, offset + 2)? & !UNICAST_RESPONSE;
             offset += 4;
-            if (qtype == TYPE_A || qtype == TYPE_ANY)
-                && (qclass == CLASS_IN || qclass == CLASS_ANY)
+            let wanted = match qtype {
+                TYPE_A => Asked {
+                    a: true,
+                    aaaa: false,
+                },
+                TYPE_AAAA => Asked {
+                    a: false,
+                    aaaa: true,
+                },
+                TYPE_ANY => Asked::BOTH,
+                _ => continue,
+            };
+            if (qclass == CLASS_IN || qclass == CLASS_ANY)
                 && name_matches(datagram, name_offset, &labels)?
             {
-                asked = Some(name_offset);
-                break;
+                asked.a |= wanted.a;
+                asked.aaaa |= wanted.aaaa;
+                first_type.get_or_insert(qtype);
             }
         }
-        if asked.is_none() {
+        // Only what we hold is answered (no negative answers).
+        let Some(qtype) = first_type.filter(|_| records.answers(asked) > 0) else {
             return Ok(None);
-        }
+        };
         if unicast_reply {
             // Legacy unicast resolver (§6.7): same ID, question echoed, short TTL.
-            let len = write_answer(&self.name, address, Some(message.id), out);
+            let len = write_answer(&self.name, records, asked, Some((message.id, qtype)), out);
             Ok(len.map(|len| (len, Destination::Unicast(origin.address, origin.port))))
         } else {
-            Ok(write_answer(&self.name, address, None, out)
+            Ok(write_answer(&self.name, records, asked, None, out)
                 .map(|len| (len, Destination::Multicast)))
         }
     }
@@ -472,25 +584,73 @@ impl MdnsResponder {
     }
 }
 
-/// The simultaneous-probe tie-break (RFC 6762 §8.2) between our one record (class IN,
-/// type A, our address) and the records another host's probe proposes for our name in its
-/// authority section. The sets are compared in sorted order (class, then type, then rdata
-/// as unsigned bytes); with one record of ours that comes down to: we win if any of theirs
-/// sorts before ours, tie (it is our own probe echoed) if theirs is exactly ours, and lose
-/// otherwise (theirs all sort after ours, or they propose ours and more).
+/// Our address records: the A record (if any) and the AAAA records, sorted.
+#[derive(Clone, Copy)]
+struct Records<'a> {
+    ipv4: Option<[u8; 4]>,
+    ipv6: &'a [Ipv6LinkAddress],
+}
+
+/// Which record types a query asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Asked {
+    a: bool,
+    aaaa: bool,
+}
+
+impl Asked {
+    const BOTH: Asked = Asked {
+        a: true,
+        aaaa: true,
+    };
+}
+
+/// Most records of another host's probe compared in the tie-break; a probe with more wins.
+const MAX_PROBE_RECORDS: usize = 16;
+
+impl Records<'_> {
+    /// Whether `data` is ours as a record of type `rtype` (A or AAAA).
+    fn holds(&self, rtype: u16, data: &[u8]) -> bool {
+        match rtype {
+            TYPE_A => self.ipv4.is_some_and(|address| address == data),
+            _ => self.ipv6.iter().any(|link| link.address == data),
+        }
+    }
+
+    /// How many records answer `asked`.
+    fn answers(&self, asked: Asked) -> usize {
+        let a = usize::from(asked.a && self.ipv4.is_some());
+        a + if asked.aaaa { self.ipv6.len() } else { 0 }
+    }
+
+    /// Our records as (class, type, rdata), in the tie-break's order: A (type 1) first, then
+    /// the AAAA records (type 28) by address.
+    fn sorted(&self) -> impl Iterator<Item = (u16, u16, &[u8])> {
+        let a = self.ipv4.as_ref().map(|a| (CLASS_IN, TYPE_A, a.as_slice()));
+        let aaaa = self
+            .ipv6
+            .iter()
+            .map(|link| (CLASS_IN, TYPE_AAAA, link.address.as_slice()));
+        a.into_iter().chain(aaaa)
+    }
+}
+
+/// The simultaneous-probe tie-break (RFC 6762 §8.2) between our records and the ones another
+/// host's probe proposes for our name in its authority section. Both sets are sorted (class,
+/// then type, then rdata as unsigned bytes) and compared record by record: the first
+/// difference decides, the lexicographically later set wins; a set that runs out first loses;
+/// identical sets are our own probe echoed (no conflict).
 fn tie_break(
     datagram: &[u8],
     message: &Message,
     labels: &[&[u8]],
-    address: [u8; 4],
+    ours: Records<'_>,
 ) -> Result<Claim, MdnsError> {
     let mut offset = message.records_start;
     for _ in 0..message.answers {
         offset = read_record(datagram, offset)?.1;
     }
-    let ours = (CLASS_IN, TYPE_A, address.as_slice());
-    let mut theirs = 0u32;
-    let mut equal = 0u32;
+    let mut theirs: heapless::Vec<(u16, u16, &[u8]), MAX_PROBE_RECORDS> = heapless::Vec::new();
     for _ in 0..message.authorities {
         let (record, next) = read_record(datagram, offset)?;
         offset = next;
@@ -498,19 +658,30 @@ fn tie_break(
             continue;
         }
         let key = (record.class & !CACHE_FLUSH, record.rtype, record.data);
-        theirs += 1;
-        match key.cmp(&ours) {
-            // Ours sorts later: we win, and carry on probing.
-            core::cmp::Ordering::Less => return Ok(Claim::None),
-            core::cmp::Ordering::Equal => equal += 1,
-            core::cmp::Ordering::Greater => {}
+        if theirs.push(key).is_err() {
+            // More records than we keep: theirs is the larger set; let it win (we wait a
+            // second and probe again, which is the safe side).
+            return Ok(Claim::ProbeWins);
         }
     }
-    Ok(match (theirs, equal) {
-        (0, _) => Claim::None,
-        (1, 1) => Claim::None,
-        _ => Claim::ProbeWins,
-    })
+    if theirs.is_empty() {
+        return Ok(Claim::None);
+    }
+    theirs.sort_unstable();
+    let mut ours = ours.sorted();
+    for their in &theirs {
+        let Some(our) = ours.next() else {
+            // Ours ran out first: theirs has more, and wins.
+            return Ok(Claim::ProbeWins);
+        };
+        match our.cmp(their) {
+            core::cmp::Ordering::Greater => return Ok(Claim::None),
+            core::cmp::Ordering::Less => return Ok(Claim::ProbeWins),
+            core::cmp::Ordering::Equal => {}
+        }
+    }
+    // Theirs ran out: we win if we have records left; identical sets are no conflict.
+    Ok(Claim::None)
 }
 
 /// The parts of a DNS message header the responder needs.
@@ -669,59 +840,90 @@ impl Writer<'_> {
     }
 }
 
-/// Writes a response carrying our A record. With `legacy_id`, it is a legacy unicast reply:
-/// that ID, the question echoed, no cache-flush bit, a short TTL.
+/// Writes a response carrying the records `asked` for in the answer section and our other
+/// address records in the additional section (RFC 6762 §6.2). With `legacy` (the query's ID
+/// and type), it is a legacy unicast reply: that ID, the question echoed, no cache-flush bit,
+/// a short TTL.
 fn write_answer(
     name: &str,
-    address: [u8; 4],
-    legacy_id: Option<u16>,
+    records: Records<'_>,
+    asked: Asked,
+    legacy: Option<(u16, u16)>,
     out: &mut [u8],
 ) -> Option<usize> {
+    let answers = records.answers(asked);
+    let additional = records.answers(Asked::BOTH) - answers;
     let mut w = Writer { out, len: 0 };
-    w.u16(legacy_id.unwrap_or(0))?;
+    w.u16(legacy.map_or(0, |(id, _)| id))?;
     w.u16(FLAG_RESPONSE | FLAG_AUTHORITATIVE)?;
-    w.u16(u16::from(legacy_id.is_some()))?;
-    w.u16(1)?;
+    w.u16(u16::from(legacy.is_some()))?;
+    // At most 1 + MAX_IPV6_ADDRESSES records.
+    w.u16(answers as u16)?;
     w.u16(0)?;
-    w.u16(0)?;
-    let (class, ttl) = if legacy_id.is_some() {
-        w.name(name)?;
-        w.u16(TYPE_A)?;
-        w.u16(CLASS_IN)?;
-        // Pointer to the question's name at offset 12.
-        w.u16(0xc000 | HEADER_LEN as u16)?;
-        (CLASS_IN, LEGACY_TTL)
-    } else {
-        w.name(name)?;
-        (CLASS_IN | CACHE_FLUSH, RECORD_TTL)
+    w.u16(additional as u16)?;
+    let (class, ttl) = match legacy {
+        Some((_, qtype)) => {
+            w.name(name)?;
+            w.u16(qtype)?;
+            w.u16(CLASS_IN)?;
+            (CLASS_IN, LEGACY_TTL)
+        }
+        None => (CLASS_IN | CACHE_FLUSH, RECORD_TTL),
     };
-    w.u16(TYPE_A)?;
-    w.u16(class)?;
-    w.u32(ttl)?;
-    w.u16(4)?;
-    w.bytes(&address)?;
+    // Answers first, then the additional records; the first record written spells the name
+    // out unless the question did, every later one points at offset 12.
+    let mut named = legacy.is_some();
+    let a = records
+        .ipv4
+        .as_ref()
+        .map(|address| (TYPE_A, address.as_slice()));
+    let aaaa = records
+        .ipv6
+        .iter()
+        .map(|link| (TYPE_AAAA, link.address.as_slice()));
+    let all = || a.into_iter().chain(aaaa.clone());
+    let wanted = |rtype: u16| if rtype == TYPE_A { asked.a } else { asked.aaaa };
+    let in_answers = all().filter(|(rtype, _)| wanted(*rtype));
+    let in_additional = all().filter(|(rtype, _)| !wanted(*rtype));
+    for (rtype, data) in in_answers.chain(in_additional) {
+        if named {
+            w.u16(0xc000 | HEADER_LEN as u16)?;
+        } else {
+            w.name(name)?;
+            named = true;
+        }
+        w.u16(rtype)?;
+        w.u16(class)?;
+        w.u32(ttl)?;
+        // 4 or 16 bytes.
+        w.u16(data.len() as u16)?;
+        w.bytes(data)?;
+    }
     Some(w.len)
 }
 
-/// Writes a probe (RFC 6762 §8.1): a question of type ANY for the name, and our proposed A
-/// record in the authority section.
-fn write_probe(name: &str, address: [u8; 4], unicast: bool, out: &mut [u8]) -> Option<usize> {
+/// Writes a probe (RFC 6762 §8.1): a question of type ANY for the name, and our proposed
+/// address records in the authority section.
+fn write_probe(name: &str, records: Records<'_>, unicast: bool, out: &mut [u8]) -> Option<usize> {
     let mut w = Writer { out, len: 0 };
     w.u16(0)?;
     w.u16(0)?;
     w.u16(1)?;
     w.u16(0)?;
-    w.u16(1)?;
+    // At most 1 + MAX_IPV6_ADDRESSES records.
+    w.u16(records.answers(Asked::BOTH) as u16)?;
     w.u16(0)?;
     w.name(name)?;
     w.u16(TYPE_ANY)?;
     w.u16(CLASS_IN | if unicast { UNICAST_RESPONSE } else { 0 })?;
-    w.u16(0xc000 | HEADER_LEN as u16)?;
-    w.u16(TYPE_A)?;
-    w.u16(CLASS_IN)?;
-    w.u32(RECORD_TTL)?;
-    w.u16(4)?;
-    w.bytes(&address)?;
+    for (class, rtype, data) in records.sorted() {
+        w.u16(0xc000 | HEADER_LEN as u16)?;
+        w.u16(rtype)?;
+        w.u16(class)?;
+        w.u32(RECORD_TTL)?;
+        w.u16(data.len() as u16)?;
+        w.bytes(data)?;
+    }
     Some(w.len)
 }
 
@@ -737,7 +939,7 @@ mod tests {
     };
     /// A full mDNS querier on the link, sending to the group.
     const LAPTOP: Origin = Origin {
-        address: [192, 168, 77, 1],
+        address: IpAddr::V4(core::net::Ipv4Addr::new(192, 168, 77, 1)),
         port: MDNS_PORT,
         to_group: true,
     };
@@ -916,7 +1118,7 @@ mod tests {
             )
             .unwrap()
             .unwrap();
-        assert_eq!(dest, Destination::Unicast([192, 168, 77, 1], 40000));
+        assert_eq!(dest, Destination::Unicast([192, 168, 77, 1].into(), 40000));
         let a = &out[..len];
         assert_eq!(&a[..12], &[0xbe, 0xef, 0x84, 0, 0, 1, 0, 1, 0, 0, 0, 0]);
         assert_eq!(&a[12..31], &q[12..31], "question echoed");
@@ -1286,13 +1488,13 @@ mod tests {
                 [192, 168, 77, 1],
                 40000,
                 false,
-                Some(Destination::Unicast([192, 168, 77, 1], 40000)),
+                Some(Destination::Unicast([192, 168, 77, 1].into(), 40000)),
             ),
             (
                 [169, 254, 3, 4],
                 40000,
                 false,
-                Some(Destination::Unicast([169, 254, 3, 4], 40000)),
+                Some(Destination::Unicast([169, 254, 3, 4].into(), 40000)),
             ),
             // To the group from an address outside the subnet: a misconfigured host on the
             // link (multicast is not routed); the answer goes to the group too.
@@ -1305,7 +1507,7 @@ mod tests {
         let mut ignored = 0;
         for (address, port, to_group, answer) in cases {
             let origin = Origin {
-                address,
+                address: address.into(),
                 port,
                 to_group,
             };
@@ -1317,7 +1519,7 @@ mod tests {
         // A forged response sent straight to us from off the link is no conflict.
         let forged = foreign_answer("bramble", [192, 168, 77, 66]);
         let origin = Origin {
-            address: remote,
+            address: remote.into(),
             port: MDNS_PORT,
             to_group: false,
         };
@@ -1393,6 +1595,221 @@ mod tests {
                 d[i] = (seed >> 24) as u8;
             }
             let _ = r.handle(&d, LAPTOP, now, &mut out);
+        }
+    }
+
+    const LL6: Ipv6LinkAddress = Ipv6LinkAddress {
+        address: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x12, 0x34, 0, 0, 0, 0, 0, 2],
+        prefix_len: 64,
+    };
+    const GLOBAL6: Ipv6LinkAddress = Ipv6LinkAddress {
+        address: [0x20, 0x01, 0x0d, 0xb8, 0, 0xa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+        prefix_len: 64,
+    };
+    /// A querier on the link, over IPv6 from its link-local address, to ff02::fb.
+    const LAPTOP6: Origin = Origin {
+        address: IpAddr::V6(core::net::Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 0x77)),
+        port: MDNS_PORT,
+        to_group: true,
+    };
+
+    /// The address records in `datagram`'s answer and additional sections: (section, type,
+    /// rdata), section 0 for answers, 2 for additional.
+    fn records_in(datagram: &[u8]) -> Vec<(u8, u16, Vec<u8>)> {
+        let message = Message::parse(datagram).unwrap();
+        let mut offset = message.records_start;
+        let mut out = Vec::new();
+        for i in 0..message.record_count() {
+            let (record, next) = read_record(datagram, offset).unwrap();
+            offset = next;
+            let section = if i < u32::from(message.answers) { 0 } else { 2 };
+            out.push((section, record.rtype, record.data.to_vec()));
+        }
+        assert_eq!(offset, datagram.len(), "no bytes after the records");
+        out
+    }
+
+    fn dual_stack_responder() -> (MdnsResponder, Instant) {
+        let (mut r, now) = ready_responder();
+        r.set_ipv6_addresses(&[GLOBAL6, LL6], now);
+        let t = run_until_ready(&mut r, now);
+        (r, t)
+    }
+
+    #[test]
+    fn answers_aaaa_with_a_as_additional_and_the_reverse() {
+        let (mut r, now) = dual_stack_responder();
+        let mut out = [0u8; 512];
+        let a = (0u8, TYPE_A, ADDR.to_vec());
+        let ll = |section| (section, TYPE_AAAA, LL6.address.to_vec());
+        let global = |section| (section, TYPE_AAAA, GLOBAL6.address.to_vec());
+        for (qtype, expected) in [
+            // AAAA records in address order (the probe tie-break's order).
+            (
+                TYPE_AAAA,
+                std::vec![global(0), ll(0), (2, TYPE_A, ADDR.to_vec())],
+            ),
+            (TYPE_A, std::vec![a.clone(), global(2), ll(2)]),
+            (TYPE_ANY, std::vec![a.clone(), global(0), ll(0)]),
+        ] {
+            for origin in [LAPTOP, LAPTOP6] {
+                let q = query(&["bramble", "local"], qtype, 0);
+                let (len, dest) = r
+                    .handle(&q, origin, now, &mut out)
+                    .unwrap()
+                    .expect("answer");
+                assert_eq!(dest, Destination::Multicast);
+                assert_eq!(records_in(&out[..len]), expected, "type {qtype}");
+            }
+        }
+        // A legacy resolver asking for AAAA gets its question echoed.
+        let q = query(&["bramble", "local"], TYPE_AAAA, 0x77);
+        let legacy = Origin {
+            port: 40000,
+            ..LAPTOP6
+        };
+        let (len, dest) = r.handle(&q, legacy, now, &mut out).unwrap().unwrap();
+        assert_eq!(dest, Destination::Unicast(LAPTOP6.address, 40000));
+        assert_eq!(&out[12..31], &q[12..31]);
+        assert_eq!(
+            records_in(&out[..len])[0],
+            (0, TYPE_AAAA, GLOBAL6.address.to_vec())
+        );
+    }
+
+    #[test]
+    fn an_ipv6_only_responder_probes_announces_and_answers_aaaa() {
+        let mut r = MdnsResponder::new("bramble", 0).unwrap();
+        let now = Instant::from_micros(0);
+        r.set_ipv6_addresses(&[LL6], now);
+        assert!(matches!(r.state(), ResponderState::Probing { sent: 0, .. }));
+        let mut out = [0u8; 512];
+        let len = r.poll(now, &mut out).expect("probe");
+        // The probe proposes the AAAA record in the authority section.
+        assert_eq!(&out[..12], &[0, 0, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0]);
+        assert_eq!(&out[len - 16..len], &LL6.address);
+        let t = run_until_ready(&mut r, now);
+        let q = query(&["bramble", "local"], TYPE_AAAA, 0);
+        assert!(r.handle(&q, LAPTOP6, t, &mut out).unwrap().is_some());
+        // Nothing to say to an A question: no negative answers.
+        let q = query(&["bramble", "local"], TYPE_A, 0);
+        assert_eq!(r.handle(&q, LAPTOP6, t, &mut out), Ok(None));
+        // No addresses at all: silent.
+        r.set_ipv6_addresses(&[], t);
+        assert_eq!(r.state(), ResponderState::Idle);
+    }
+
+    #[test]
+    fn a_new_ipv6_address_is_announced_without_probing() {
+        let (mut r, now) = ready_responder();
+        r.set_ipv6_addresses(&[LL6], now);
+        assert_eq!(r.state(), ResponderState::Announcing { sent: 0, next: now });
+        let mut out = [0u8; 512];
+        let len = r.poll(now, &mut out).expect("announcement");
+        assert_eq!(
+            records_in(&out[..len]),
+            [
+                (0, TYPE_A, ADDR.to_vec()),
+                (0, TYPE_AAAA, LL6.address.to_vec())
+            ]
+        );
+        let t = run_until_ready(&mut r, now);
+        // The same set again changes nothing; a renumbered one is announced again.
+        r.set_ipv6_addresses(&[LL6], t);
+        assert_eq!(r.state(), ResponderState::Ready);
+        r.set_ipv6_addresses(&[LL6, GLOBAL6], t);
+        assert!(matches!(r.state(), ResponderState::Announcing { .. }));
+        assert_eq!(r.name(), "bramble");
+    }
+
+    #[test]
+    fn ipv6_sources_are_answered_directly_only_from_the_link() {
+        let (mut r, now) = dual_stack_responder();
+        let mut out = [0u8; 512];
+        let q = query(&["bramble", "local"], TYPE_AAAA, 7);
+        let on_prefix =
+            IpAddr::from([0x20, 0x01, 0x0d, 0xb8, 0, 0xa, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+        let remote = IpAddr::from([0x20, 0x01, 0x0d, 0xb8, 0, 0xf, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9]);
+        for (address, answered) in [(LAPTOP6.address, true), (on_prefix, true), (remote, false)] {
+            let origin = Origin {
+                address,
+                port: 40000,
+                to_group: false,
+            };
+            let reply = r.handle(&q, origin, now, &mut out).unwrap();
+            assert_eq!(reply.is_some(), answered, "{address}");
+        }
+        assert_eq!(r.off_link_ignored(), 1);
+        assert!(GLOBAL6.contains(GLOBAL6.address));
+        assert!(
+            !Ipv6LinkAddress {
+                prefix_len: 200,
+                ..GLOBAL6
+            }
+            .contains(LL6.address)
+        );
+        assert!(
+            Ipv6LinkAddress {
+                prefix_len: 0,
+                ..GLOBAL6
+            }
+            .contains(LL6.address)
+        );
+    }
+
+    #[test]
+    fn a_foreign_aaaa_answer_for_our_name_is_a_conflict_but_our_own_is_not() {
+        let (mut r, now) = dual_stack_responder();
+        let mut out = [0u8; 512];
+        let answer = |address: [u8; 16]| {
+            let mut m = std::vec![0, 0, 0x84, 0, 0, 0, 0, 1, 0, 0, 0, 0];
+            m.extend_from_slice(b"\x07bramble\x05local\x00");
+            m.extend_from_slice(&[0, 28, 0x80, 1, 0, 0, 0, 120, 0, 16]);
+            m.extend_from_slice(&address);
+            m
+        };
+        assert_eq!(
+            r.handle(&answer(LL6.address), LAPTOP6, now, &mut out),
+            Ok(None)
+        );
+        assert_eq!(r.state(), ResponderState::Ready);
+        let mut other = GLOBAL6.address;
+        other[15] = 0x66;
+        assert_eq!(r.handle(&answer(other), LAPTOP6, now, &mut out), Ok(None));
+        assert!(matches!(r.state(), ResponderState::Probing { .. }));
+        assert_eq!(r.conflicts(), 1);
+    }
+
+    #[test]
+    fn the_tie_break_compares_whole_dual_stack_sets() {
+        let v6 = LL6.address;
+        let mut higher_v6 = v6;
+        higher_v6[15] = 9;
+        for (label, records, they_win) in [
+            // Our exact set echoed back: no conflict.
+            (
+                "ours",
+                std::vec![(1, TYPE_AAAA, &v6[..]), (1, TYPE_A, &ADDR[..])],
+                false,
+            ),
+            // The same A, a later AAAA: theirs sorts later and wins.
+            (
+                "later aaaa",
+                std::vec![(1, TYPE_A, &ADDR[..]), (1, TYPE_AAAA, &higher_v6[..])],
+                true,
+            ),
+            // Only our A: ours has more left and wins.
+            ("a only", std::vec![(1, TYPE_A, &ADDR[..])], false),
+        ] {
+            let mut r = MdnsResponder::new("bramble", 0).unwrap();
+            let now = Instant::from_micros(0);
+            r.set_address(Some(LINK), now);
+            r.set_ipv6_addresses(&[LL6], now);
+            let mut out = [0u8; 512];
+            r.poll(now, &mut out);
+            let probe = probe_with("bramble", &records);
+            assert_eq!(r.handle(&probe, LAPTOP, now, &mut out), Ok(None), "{label}");
+            assert_eq!(r.conflicts(), u32::from(they_win), "{label}");
         }
     }
 

@@ -29,6 +29,21 @@ pub struct PhyCounters {
     pub tx_dropped: u64,
     /// Connection requests dropped while every socket was busy (the client will retry).
     pub syn_deferred: u64,
+    /// IPv6 frames dropped by the receive filter ([`Ipv6Filter`]).
+    pub ipv6_filtered: u64,
+}
+
+/// Which received IPv6 frames (EtherType 0x86DD) reach the stack.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ipv6Filter {
+    /// None (`ipv6 = off`): the stack then never has cause to send IPv6 either.
+    Drop,
+    /// Only Neighbor Discovery (ICMPv6 types 133-137 right after the IPv6 header): while no
+    /// IPv6 address is assigned yet, duplicate address detection needs the advertisements,
+    /// and nothing else may be answered (there is no address to answer from).
+    NeighborDiscoveryOnly,
+    /// All of them.
+    Pass,
 }
 
 /// An [`EthernetDevice`] seen by smoltcp as an Ethernet-medium [`phy::Device`].
@@ -43,6 +58,8 @@ pub struct EthernetPhy<D: EthernetDevice> {
     fault: Option<DeviceError>,
     /// See [`EthernetPhy::limit_connection_requests`].
     syn_limits: [Option<(u16, usize)>; 2],
+    /// See [`EthernetPhy::set_ipv6_filter`].
+    ipv6_filter: Ipv6Filter,
 }
 
 impl<D: EthernetDevice> EthernetPhy<D> {
@@ -58,6 +75,7 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             counters: PhyCounters::default(),
             fault: None,
             syn_limits: [None; 2],
+            ipv6_filter: Ipv6Filter::Pass,
         }
     }
 
@@ -116,6 +134,11 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         self.syn_limits = limits;
     }
 
+    /// Sets which received IPv6 frames reach the stack (default: all).
+    pub fn set_ipv6_filter(&mut self, filter: Ipv6Filter) {
+        self.ipv6_filter = filter;
+    }
+
     /// Pulls one frame from the device into the receive buffer if none is held, skipping
     /// (a bounded number of) connection requests that are to be dropped.
     fn fill_receive_buffer(&mut self) {
@@ -135,6 +158,10 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             match result {
                 Ok(Some(Some(len))) => {
                     let frame = &self.receive_buffer[..len];
+                    if !ipv6_passes(frame, self.ipv6_filter) {
+                        self.counters.ipv6_filtered += 1;
+                        continue;
+                    }
                     let limit = self.syn_limits.iter_mut().find(|limit| {
                         limit.is_some_and(|(port, _)| is_connection_request(frame, port))
                     });
@@ -163,22 +190,57 @@ impl<D: EthernetDevice> EthernetPhy<D> {
     }
 }
 
-/// Frames dropped (oversized, deferred SYNs) in one receive call before giving up the turn.
+/// Frames dropped (oversized, deferred SYNs, filtered IPv6) in one receive call before giving
+/// up the turn.
 const MAX_SKIPPED_PER_CALL: usize = 64;
-/// Whether `frame` is an IPv4 TCP SYN without ACK to `port`.
+/// EtherType of IPv6.
+const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
+/// Length of the fixed IPv6 header (RFC 8200 §3).
+const IPV6_HEADER_LEN: usize = 40;
+
+/// Whether `frame` gets past `filter` (frames other than IPv6 always do).
+fn ipv6_passes(frame: &[u8], filter: Ipv6Filter) -> bool {
+    if frame.get(12..14) != Some(&ETHERTYPE_IPV6[..]) {
+        return true;
+    }
+    match filter {
+        Ipv6Filter::Pass => true,
+        Ipv6Filter::Drop => false,
+        Ipv6Filter::NeighborDiscoveryOnly => {
+            // Next header 58 (ICMPv6) straight after the fixed header, type 133-137.
+            let next_header = frame.get(14 + 6);
+            let icmp_type = frame.get(14 + IPV6_HEADER_LEN);
+            next_header == Some(&58) && icmp_type.is_some_and(|t| (133..=137).contains(t))
+        }
+    }
+}
+
+/// Whether `frame` is a TCP SYN without ACK to `port`, over IPv4 or IPv6 (TCP straight after
+/// the fixed IPv6 header, as every client sends it).
 fn is_connection_request(frame: &[u8], port: u16) -> bool {
-    // Ethernet II, IPv4 (RFC 791 §3.1), TCP (RFC 9293 §3.1), read by offset: only the
-    // addresses of the fields are needed, not a validated packet.
-    if frame.len() < 14 + 20 || frame[12..14] != [0x08, 0x00] {
-        return false;
-    }
-    let ip = &frame[14..];
-    let header_len = usize::from(ip[0] & 0x0f) * 4;
-    let fragment_offset = u16::from_be_bytes([ip[6] & 0x1f, ip[7]]);
-    if ip[0] >> 4 != 4 || header_len < 20 || ip[9] != 6 || fragment_offset != 0 {
-        return false;
-    }
-    let Some(tcp) = ip.get(header_len..header_len + 14) else {
+    // Ethernet II, IPv4 (RFC 791 §3.1) or IPv6 (RFC 8200 §3), TCP (RFC 9293 §3.1), read by
+    // offset: only the addresses of the fields are needed, not a validated packet.
+    let tcp = match frame.get(12..14) {
+        Some([0x08, 0x00]) => {
+            let Some(ip) = frame.get(14..14 + 20) else {
+                return false;
+            };
+            let header_len = usize::from(ip[0] & 0x0f) * 4;
+            let fragment_offset = u16::from_be_bytes([ip[6] & 0x1f, ip[7]]);
+            if ip[0] >> 4 != 4 || header_len < 20 || ip[9] != 6 || fragment_offset != 0 {
+                return false;
+            }
+            frame.get(14 + header_len..14 + header_len + 14)
+        }
+        Some([0x86, 0xdd]) => {
+            if frame.get(14 + 6) != Some(&6) {
+                return false;
+            }
+            frame.get(14 + IPV6_HEADER_LEN..14 + IPV6_HEADER_LEN + 14)
+        }
+        _ => None,
+    };
+    let Some(tcp) = tcp else {
         return false;
     };
     let destination = u16::from_be_bytes([tcp[2], tcp[3]]);
@@ -394,6 +456,85 @@ mod tests {
         f[34 + 12] = 0x50;
         f[34 + 13] = flags;
         f
+    }
+
+    fn tcp6_frame(port: u16, flags: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 40 + 20];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[14 + 6] = 6;
+        f[54 + 2..54 + 4].copy_from_slice(&port.to_be_bytes());
+        f[54 + 12] = 0x50;
+        f[54 + 13] = flags;
+        f
+    }
+
+    fn icmp6_frame(icmp_type: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 40 + 8];
+        f[12..14].copy_from_slice(&[0x86, 0xdd]);
+        f[14] = 0x60;
+        f[14 + 6] = 58;
+        f[54] = icmp_type;
+        f
+    }
+
+    #[test]
+    fn ipv6_connection_requests_are_limited_too() {
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        for frame in [
+            tcp6_frame(80, 0x02),
+            tcp6_frame(80, 0x02),
+            tcp6_frame(80, 0x10),
+        ] {
+            device.rx.push_back(Ok(frame));
+        }
+        let mut phy = EthernetPhy::new(device);
+        phy.limit_connection_requests([Some((80, 1)), None]);
+        let mut delivered = 0;
+        while let Some((rx, _tx)) = phy.receive(now()) {
+            rx.consume(|_| ());
+            delivered += 1;
+        }
+        assert_eq!(delivered, 2, "one SYN and the ACK");
+        assert_eq!(phy.counters().syn_deferred, 1);
+        // Truncated frames of either family are no requests.
+        assert!(!is_connection_request(&tcp6_frame(80, 0x02)[..60], 80));
+        assert!(!is_connection_request(&tcp_frame(80, 0x02)[..40], 80));
+    }
+
+    #[test]
+    fn the_ipv6_filter_drops_all_or_all_but_neighbor_discovery() {
+        let frames = || {
+            [
+                icmp6_frame(135),                // neighbour solicitation
+                icmp6_frame(128),                // echo request
+                tcp6_frame(80, 0x02),            // a connection request
+                icmp6_frame(136),                // neighbour advertisement
+                tcp_frame(80, 0x02),             // IPv4: never filtered
+                icmp6_frame(136)[..54].to_vec(), // cut before the ICMPv6 type
+            ]
+        };
+        for (filter, expected) in [
+            (Ipv6Filter::Pass, 6),
+            (Ipv6Filter::NeighborDiscoveryOnly, 3),
+            (Ipv6Filter::Drop, 1),
+        ] {
+            let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+            device.rx.extend(frames().into_iter().map(Ok));
+            let mut phy = EthernetPhy::new(device);
+            phy.set_ipv6_filter(filter);
+            let mut delivered = 0;
+            while let Some((rx, _tx)) = phy.receive(now()) {
+                rx.consume(|_| ());
+                delivered += 1;
+            }
+            assert_eq!(delivered, expected, "{filter:?}");
+            assert_eq!(
+                phy.counters().ipv6_filtered,
+                6 - expected as u64,
+                "{filter:?}"
+            );
+        }
     }
 
     #[test]

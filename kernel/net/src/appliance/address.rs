@@ -101,7 +101,7 @@ impl AddressState {
             .and_then(|repr| repr.lease_duration);
         let cidr = config.address;
         // smoltcp reports every renewal ACK too; the address may be the one in use.
-        let renewed = iface.ip_addrs() == [IpCidr::Ipv4(cidr)];
+        let renewed = iface.ip_addrs().contains(&IpCidr::Ipv4(cidr));
         let how = if renewed { ", renewed" } else { "" };
         match lease {
             Some(seconds) => log::info!(
@@ -147,11 +147,7 @@ impl AddressState {
         // Setting the addresses flushes the neighbour cache: skip that on a renewal, or
         // every client would be asked for again (its next reply held for ARP).
         if !renewed {
-            iface.update_ip_addrs(|addrs| {
-                addrs.clear();
-                // Cannot fail: the list was just emptied.
-                let _ = addrs.push(IpCidr::Ipv4(cidr));
-            });
+            set_ipv4_address(iface, Some(cidr));
         }
         match config.router {
             Some(router) => {
@@ -175,6 +171,18 @@ impl AddressState {
             _ => None,
         }
     }
+}
+
+/// Puts `cidr` in place of the interface's IPv4 address (`None`: removes it), leaving its
+/// IPv6 addresses alone.
+fn set_ipv4_address(iface: &mut Interface, cidr: Option<Ipv4Cidr>) {
+    iface.update_ip_addrs(|addrs| {
+        addrs.retain(|addr| !matches!(addr, IpCidr::Ipv4(_)));
+        if let Some(cidr) = cidr {
+            // IPv4 goes first (the list has room: at most 5 IPv6 addresses are kept).
+            let _ = addrs.insert(0, IpCidr::Ipv4(cidr));
+        }
+    });
 }
 
 impl<'a, D: EthernetDevice> Appliance<'a, D> {
@@ -236,7 +244,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         if self.iface.ipv4_addr().is_some() {
             log::warn!("dhcp: lease lost; address removed");
         }
-        self.iface.update_ip_addrs(|addrs| addrs.clear());
+        set_ipv4_address(&mut self.iface, None);
         self.iface.routes_mut().remove_default_ipv4_route();
         self.address.link_local = false;
         let ran_out = self
@@ -274,11 +282,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let third = 1 + (hash % 254) as u8;
         let fourth = (hash >> 8) as u8;
         let cidr = Ipv4Cidr::new(Ipv4Address::new(169, 254, third, fourth), 16);
-        self.iface.update_ip_addrs(|addrs| {
-            addrs.clear();
-            // Cannot fail: the list was just emptied.
-            let _ = addrs.push(IpCidr::Ipv4(cidr));
-        });
+        set_ipv4_address(&mut self.iface, Some(cidr));
         self.iface.routes_mut().remove_default_ipv4_route();
         self.address.link_local = true;
         if let Some((_, responder)) = &mut self.mdns {

@@ -121,15 +121,18 @@ fn name_list<'l>(configured: &'l [&'l str], dhcp: &'l [[u8; 4]]) -> NameList<'l>
 fn name_servers(
     static_servers: &[[u8; 4]],
     dhcp: &[[u8; 4]],
+    router_advertised: impl Iterator<Item = [u8; 16]>,
 ) -> heapless::Vec<IpAddress, MAX_TIME_SERVERS> {
     let list = if dhcp.is_empty() {
         static_servers
     } else {
         dhcp
     };
+    // The IPv6 routers' name servers (RFC 8106) after the IPv4 ones, as room allows.
     list.iter()
-        .take(MAX_TIME_SERVERS)
         .map(|octets| IpAddress::Ipv4(Ipv4Address::from_octets(*octets)))
+        .chain(router_advertised.map(|octets| IpAddress::Ipv6(octets.into())))
+        .take(MAX_TIME_SERVERS)
         .collect()
 }
 
@@ -263,8 +266,15 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     let _ = clock.targets.push(endpoint);
                 }
                 Err((name, _)) => {
-                    let servers =
-                        name_servers(clock.config.dns_servers, &self.address.dhcp_dns_servers);
+                    let advertised = self
+                        .ipv6
+                        .iter()
+                        .flat_map(|state| state.config.dns_servers());
+                    let servers = name_servers(
+                        clock.config.dns_servers,
+                        &self.address.dhcp_dns_servers,
+                        advertised,
+                    );
                     if servers.is_empty() {
                         clock.resolve_after = now.add_micros(RESOLVE_RETRY_MICROS);
                         clock.next_name = 0;
@@ -327,6 +337,22 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn router_advertised_name_servers_follow_the_ipv4_ones() {
+        let v6 = [
+            0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x53,
+        ];
+        let six = IpAddress::Ipv6(v6.into());
+        let dhcp = IpAddress::Ipv4(Ipv4Address::new(10, 0, 0, 1));
+        assert_eq!(name_servers(&[], &[], [v6].into_iter()).as_slice(), [six]);
+        assert_eq!(
+            name_servers(&[[9, 9, 9, 9]], &[[10, 0, 0, 1]], [v6].into_iter()).as_slice(),
+            [dhcp, six]
+        );
+        let many = name_servers(&[], &[[10, 0, 0, 1]; 3], [v6].into_iter());
+        assert_eq!(many.len(), MAX_TIME_SERVERS);
+    }
 
     #[test]
     fn ports_are_optional() {

@@ -1,5 +1,5 @@
-//! What the appliance is told at start-up: host name, how it gets its address, the HTTP
-//! port, whether mDNS runs, and a random seed.
+//! What the appliance is told at start-up: host name, how it gets its IPv4 address, whether
+//! and how it speaks IPv6, the HTTP port, whether mDNS runs, and a random seed.
 
 /// How the interface gets its IPv4 address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +20,41 @@ pub enum AddressConfig {
     },
 }
 
+/// Whether and how the interface speaks IPv6.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ipv6Config {
+    /// Speak IPv6 at all. Off: every received IPv6 frame is dropped and none is sent.
+    pub enabled: bool,
+    /// A fixed address and prefix length (`address6`); `None`: addresses from the routers'
+    /// advertisements (SLAAC, RFC 4862). The link-local address is formed either way.
+    pub static_address: Option<([u8; 16], u8)>,
+    /// A fixed default router (`gateway6`); `None`: the advertising routers.
+    pub gateway: Option<[u8; 16]>,
+    /// The key of the stable interface identifiers (RFC 7217): the same at every boot of
+    /// this device, and not known off the link (the board derives it from its serial number
+    /// and MAC address).
+    pub secret: [u8; 16],
+}
+
+impl Ipv6Config {
+    /// IPv6 off.
+    pub const OFF: Ipv6Config = Ipv6Config {
+        enabled: false,
+        static_address: None,
+        gateway: None,
+        secret: [0; 16],
+    };
+
+    /// IPv6 on, addresses from router advertisements, identifiers keyed with `secret`.
+    pub fn autoconfigured(secret: [u8; 16]) -> Self {
+        Ipv6Config {
+            enabled: true,
+            secret,
+            ..Self::OFF
+        }
+    }
+}
+
 /// What the appliance is told at start-up.
 #[derive(Clone, Copy, Debug)]
 pub struct NetworkConfig<'a> {
@@ -27,6 +62,8 @@ pub struct NetworkConfig<'a> {
     pub hostname: &'a str,
     /// DHCP or static.
     pub address: AddressConfig,
+    /// IPv6: on (the default) or off, and a static address.
+    pub ipv6: Ipv6Config,
     /// TCP port of the HTTP server (80).
     pub http_port: u16,
     /// Whether to run the mDNS responder.
@@ -37,11 +74,14 @@ pub struct NetworkConfig<'a> {
 }
 
 impl<'a> NetworkConfig<'a> {
-    /// DHCP, port 80, mDNS on.
+    /// DHCP, IPv6 autoconfigured (identifiers keyed with the seed), port 80, mDNS on.
     pub fn dhcp(hostname: &'a str, random_seed: u64) -> Self {
+        let mut secret = [0; 16];
+        secret[..8].copy_from_slice(&random_seed.to_le_bytes());
         Self {
             hostname,
             address: AddressConfig::Dhcp,
+            ipv6: Ipv6Config::autoconfigured(secret),
             http_port: 80,
             mdns: true,
             random_seed,

@@ -1,21 +1,25 @@
-//! The mDNS responder's UDP socket: queries in, answers, probes and announcements out.
+//! The mDNS responder's UDP socket: queries in, answers, probes and announcements out, over
+//! IPv4 (224.0.0.251) and IPv6 (ff02::fb, from the link-local address).
 
 use super::Appliance;
 use super::memory::MdnsSocketMemory;
-use crate::mdns::{self, Destination, LinkAddress, MdnsResponder, Origin};
+use crate::mdns::{self, Destination, Ipv6LinkAddress, LinkAddress, MdnsResponder, Origin};
+use crate::slaac::{AddressOrigin, AddressState};
 use bramble_hal::{EthernetDevice, Instant};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
-use smoltcp::socket::udp;
-use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
+use smoltcp::socket::udp::{self, UdpMetadata};
+use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr, Ipv6Address};
 
 /// Largest mDNS message the responder writes or reads whole.
 const MDNS_MESSAGE_LEN: usize = 512;
 
 /// Starts the responder for `hostname` on a UDP socket in `sockets`, with `iface` in the
-/// mDNS group; `None` (with a warning) if the hostname is not a DNS label.
+/// IPv4 mDNS group (and the IPv6 one with `ipv6`); `None` (with a warning) if the hostname is
+/// not a DNS label.
 pub(super) fn start_mdns<'a>(
     hostname: &str,
     seed: u32,
+    ipv6: bool,
     iface: &mut Interface,
     sockets: &mut SocketSet<'a>,
     memory: &'a mut MdnsSocketMemory,
@@ -32,13 +36,16 @@ pub(super) fn start_mdns<'a>(
         udp::PacketBuffer::new(&mut memory.rx_meta[..], &mut memory.rx[..]),
         udp::PacketBuffer::new(&mut memory.tx_meta[..], &mut memory.tx[..]),
     );
-    // RFC 6762 §11: mDNS packets are sent with IP TTL 255.
+    // RFC 6762 §11: mDNS packets are sent with IP TTL (hop limit) 255.
     socket.set_hop_limit(Some(255));
     // Cannot fail: the port is not zero and the socket is new.
     let _ = socket.bind(mdns::MDNS_PORT);
-    let group = Ipv4Address::from_octets(mdns::MDNS_GROUP);
-    if let Err(error) = iface.join_multicast_group(group) {
-        log::warn!("mdns: cannot join {group}: {error}");
+    let group = IpAddress::Ipv4(Ipv4Address::from_octets(mdns::MDNS_GROUP));
+    let group6 = IpAddress::Ipv6(Ipv6Address::from(mdns::MDNS_GROUP_V6));
+    for group in core::iter::once(group).chain(ipv6.then_some(group6)) {
+        if let Err(error) = iface.join_multicast_group(group) {
+            log::warn!("mdns: cannot join {group}: {error}");
+        }
     }
     let handle = sockets.add(socket);
     responder.set_address(interface_link_address(iface), now);
@@ -57,9 +64,7 @@ pub(super) fn link_address(cidr: Ipv4Cidr) -> LinkAddress {
 pub(super) fn interface_link_address(iface: &Interface) -> Option<LinkAddress> {
     iface.ip_addrs().iter().find_map(|cidr| match cidr {
         IpCidr::Ipv4(cidr) => Some(link_address(*cidr)),
-        // With IPv6 enabled there would be other kinds; without it this is the only one.
-        #[allow(unreachable_patterns)]
-        _ => None,
+        IpCidr::Ipv6(_) => None,
     })
 }
 
@@ -74,34 +79,75 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         }
     }
 
-    /// Answers the queries received, then sends the responder's due probe or announcement.
+    /// Tells the responder the IPv6 addresses to answer with: the link-local one and every
+    /// preferred one (deprecated addresses still accept connections but are no longer
+    /// offered), the link-local one first.
+    pub(super) fn update_mdns_ipv6(&mut self, now: Instant) {
+        let (Some((_, responder)), Some(state)) = (&mut self.mdns, &self.ipv6) else {
+            return;
+        };
+        let mut addresses: heapless::Vec<Ipv6LinkAddress, { mdns::MAX_IPV6_ADDRESSES }> =
+            heapless::Vec::new();
+        let mut preferred = state
+            .config
+            .assigned()
+            .filter(|e| e.state == AddressState::Preferred)
+            .collect::<heapless::Vec<_, { crate::slaac::MAX_ADDRESSES }>>();
+        preferred.sort_by_key(|e| e.origin != AddressOrigin::LinkLocal);
+        for entry in preferred {
+            let _ = addresses.push(Ipv6LinkAddress {
+                address: entry.address,
+                prefix_len: entry.prefix_len,
+            });
+        }
+        responder.set_ipv6_addresses(&addresses, now);
+    }
+
+    /// Answers the queries received, then sends the responder's due probe or announcement,
+    /// to each family's group that we have an address for.
     pub(super) fn poll_mdns(&mut self, now: Instant) {
         let Some((handle, responder)) = &mut self.mdns else {
             return;
         };
         let socket = self.sockets.get_mut::<udp::Socket>(*handle);
+        let link_local = self
+            .ipv6
+            .as_ref()
+            .and_then(|state| state.config.link_local())
+            .map(Ipv6Address::from);
+        let group = IpAddress::Ipv4(Ipv4Address::from_octets(mdns::MDNS_GROUP));
+        let group6 = IpAddress::Ipv6(Ipv6Address::from(mdns::MDNS_GROUP_V6));
         let mut out = [0u8; MDNS_MESSAGE_LEN];
         while let Ok((datagram, meta)) = socket.recv() {
-            let IpAddress::Ipv4(source) = meta.endpoint.addr;
+            let source = meta.endpoint.addr;
             let origin = Origin {
-                address: source.octets(),
+                address: source.into(),
                 port: meta.endpoint.port,
-                to_group: meta.local_address
-                    == Some(Ipv4Address::from_octets(mdns::MDNS_GROUP).into()),
+                to_group: meta.local_address == Some(group) || meta.local_address == Some(group6),
             };
             let reply = responder.handle(datagram, origin, now, &mut out);
             match reply {
                 Ok(Some((len, destination))) => {
                     let endpoint = match destination {
-                        Destination::Multicast => IpEndpoint::new(
-                            Ipv4Address::from_octets(mdns::MDNS_GROUP).into(),
-                            mdns::MDNS_PORT,
-                        ),
+                        Destination::Multicast => match source {
+                            IpAddress::Ipv4(_) => IpEndpoint::new(group, mdns::MDNS_PORT),
+                            IpAddress::Ipv6(_) => IpEndpoint::new(group6, mdns::MDNS_PORT),
+                        },
                         Destination::Unicast(address, port) => {
-                            IpEndpoint::new(Ipv4Address::from_octets(address).into(), port)
+                            IpEndpoint::new(address.into(), port)
                         }
                     };
-                    if socket.send_slice(&out[..len], endpoint).is_err() {
+                    // Over IPv6, from the link-local address (RFC 6762 §15 asks answers to
+                    // come from an address on the link the query came on).
+                    let local_address = match endpoint.addr {
+                        IpAddress::Ipv6(_) => link_local.map(IpAddress::Ipv6),
+                        IpAddress::Ipv4(_) => None,
+                    };
+                    let meta = UdpMetadata {
+                        local_address,
+                        ..UdpMetadata::from(endpoint)
+                    };
+                    if socket.send_slice(&out[..len], meta).is_err() {
                         log::debug!("mdns: transmit queue full; answer dropped");
                     }
                 }
@@ -110,12 +156,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             }
         }
         if let Some(len) = responder.poll(now, &mut out) {
-            let group = IpEndpoint::new(
-                Ipv4Address::from_octets(mdns::MDNS_GROUP).into(),
-                mdns::MDNS_PORT,
-            );
-            if socket.send_slice(&out[..len], group).is_err() {
-                log::debug!("mdns: transmit queue full; probe or announcement dropped");
+            let has_ipv4 = self.iface.ipv4_addr().is_some();
+            let v4 = has_ipv4.then(|| UdpMetadata::from(IpEndpoint::new(group, mdns::MDNS_PORT)));
+            let v6 = link_local.map(|source| UdpMetadata {
+                local_address: Some(IpAddress::Ipv6(source)),
+                ..UdpMetadata::from(IpEndpoint::new(group6, mdns::MDNS_PORT))
+            });
+            for meta in v4.into_iter().chain(v6) {
+                if socket.send_slice(&out[..len], meta).is_err() {
+                    log::debug!("mdns: transmit queue full; probe or announcement dropped");
+                }
             }
         }
     }

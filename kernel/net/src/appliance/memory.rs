@@ -1,14 +1,16 @@
 //! The memory the caller lends the appliance: socket slots, HTTP connection states, TCP
-//! buffers, and the small fixed buffers of the DHCP and mDNS sockets.
+//! buffers, and the small fixed buffers of the DHCP, mDNS and IPv6 neighbour discovery
+//! sockets.
 
 use super::pool::MAX_CONNECTIONS;
 use bramble_http::Connection;
 use smoltcp::iface::SocketStorage;
-use smoltcp::socket::udp;
+use smoltcp::socket::{raw, udp};
 use smoltcp::wire::DhcpOption;
 
-/// Sockets the appliance needs besides the TCP pool: DHCP and mDNS.
-pub const EXTRA_SOCKETS: usize = 2;
+/// Sockets the appliance needs besides the TCP pool: DHCP, mDNS, and the raw ICMPv6 socket
+/// of IPv6 address configuration.
+pub const EXTRA_SOCKETS: usize = 3;
 /// DHCP option 12: host name (RFC 2132 §3.14).
 const DHCP_OPTION_HOSTNAME: u8 = 12;
 /// Bytes kept of the last DHCP packet, to read the lease time from it.
@@ -17,6 +19,13 @@ pub const DHCP_PACKET_BUFFER_LEN: usize = 1024;
 pub const MDNS_PACKETS: usize = 4;
 /// Payload bytes queued each way on the mDNS socket.
 pub const MDNS_BUFFER_LEN: usize = 1024;
+/// ICMPv6 packets queued for IPv6 address configuration, each way.
+pub const ND_PACKETS: usize = 4;
+/// Bytes queued for received ICMPv6 packets (Router Advertisements are rarely over 200 bytes;
+/// a full-size one still fits).
+pub const ND_RX_BUFFER_LEN: usize = 3072;
+/// Bytes queued for the solicitations sent (80 bytes each at most).
+pub const ND_TX_BUFFER_LEN: usize = 512;
 
 /// Memory the caller lends the appliance for its whole life (the kernel gives static
 /// memory; the hosted build leaks a heap allocation). The TCP pool size is the smallest of
@@ -39,6 +48,15 @@ pub struct ApplianceMemory<'a> {
     pub reserved_sockets: usize,
     pub(super) dhcp: DhcpSocketMemory<'a>,
     pub(super) mdns: MdnsSocketMemory,
+    pub(super) neighbor_discovery: NdSocketMemory,
+}
+
+/// The raw ICMPv6 socket's queues (Router and Neighbor Advertisements in, solicitations out).
+pub(super) struct NdSocketMemory {
+    pub(super) rx_meta: [raw::PacketMetadata; ND_PACKETS],
+    pub(super) tx_meta: [raw::PacketMetadata; ND_PACKETS],
+    pub(super) rx: [u8; ND_RX_BUFFER_LEN],
+    pub(super) tx: [u8; ND_TX_BUFFER_LEN],
 }
 
 /// The DHCP client socket's memory: the options it sends and the last packet it received.
@@ -84,6 +102,12 @@ impl<'a> ApplianceMemory<'a> {
                 tx_meta: [udp::PacketMetadata::EMPTY; MDNS_PACKETS],
                 rx: [0; MDNS_BUFFER_LEN],
                 tx: [0; MDNS_BUFFER_LEN],
+            },
+            neighbor_discovery: NdSocketMemory {
+                rx_meta: [raw::PacketMetadata::EMPTY; ND_PACKETS],
+                tx_meta: [raw::PacketMetadata::EMPTY; ND_PACKETS],
+                rx: [0; ND_RX_BUFFER_LEN],
+                tx: [0; ND_TX_BUFFER_LEN],
             },
         }
     }

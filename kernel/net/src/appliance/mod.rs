@@ -1,6 +1,7 @@
-//! The appliance loop: one smoltcp interface (DHCP with a link-local fallback, or static
-//! IPv4; ARP, ICMP echo), a fixed pool of TCP sockets on port 80 each driving one HTTP
-//! connection, and the mDNS responder.
+//! The appliance loop: one smoltcp interface (IPv4 by DHCP with a link-local fallback, or
+//! static; IPv6 by SLAAC or static, with a link-local address; ARP, neighbour discovery, ICMP
+//! and ICMPv6 echo), a fixed pool of TCP sockets on port 80 each driving one HTTP connection
+//! over either family, and the mDNS responder.
 //!
 //! The caller owns time and sleeping: it calls [`Appliance::poll`] with the current instant
 //! whenever something may have happened (a frame arrived, an interrupt came), or
@@ -11,9 +12,11 @@
 //! Where the parts live: this file holds the loop itself ([`Appliance::new`],
 //! [`Appliance::poll`] and its wake-up time); `config` what the caller tells it, `memory` the
 //! memory it lends, `pool` the TCP sockets and their HTTP connections, `address` DHCP and the
-//! link-local fallback, `mdns_socket` the responder's UDP socket, and `tests` the host tests.
+//! link-local fallback, `address6` IPv6 configuration ([`crate::slaac`]) over its raw ICMPv6
+//! socket, `mdns_socket` the responder's UDP socket, and `tests` the host tests.
 
 mod address;
+mod address6;
 pub mod clock;
 mod config;
 mod mdns_socket;
@@ -25,7 +28,7 @@ mod tests;
 
 pub use address::LINK_LOCAL_AFTER_MICROS;
 pub use clock::{ClockConfig, ClockStatus};
-pub use config::{AddressConfig, NetworkConfig};
+pub use config::{AddressConfig, Ipv6Config, NetworkConfig};
 pub use memory::{
     ApplianceMemory, ClockMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, HttpsMemory,
     MDNS_BUFFER_LEN, MDNS_PACKETS,
@@ -35,6 +38,7 @@ pub use pool::{CLOSE_LIMIT_MICROS, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS, Pool
 use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, PhyCounters};
 use address::AddressState;
+use address6::Ipv6State;
 use alloc::sync::Arc;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState};
 use bramble_http::Server;
@@ -43,7 +47,7 @@ use pool::ConnectionPool;
 use secure::{TlsConnection, TlsCounters, TlsShared};
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::time::Instant as SmolInstant;
-use smoltcp::wire::{EthernetAddress, HardwareAddress};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
 
 /// When smoltcp still has frames to send after a poll (the device's transmit path is busy),
 /// the latest the loop wakes to try again; the device's completion interrupt usually wakes
@@ -62,7 +66,7 @@ pub enum NetError {
     /// The memory given holds no complete TCP socket (too few socket slots, connections or
     /// buffer bytes for even one).
     NoSocketMemory,
-    /// A static address's prefix length is over 32.
+    /// A static address's prefix length is over 32 (IPv4) or 128 (IPv6).
     BadPrefix,
 }
 
@@ -72,8 +76,49 @@ impl core::fmt::Display for NetError {
             NetError::NoSocketMemory => {
                 f.write_str("not enough memory given for even one TCP connection")
             }
-            NetError::BadPrefix => f.write_str("static address prefix length is over 32"),
+            NetError::BadPrefix => {
+                f.write_str("static address prefix length is over 32 (IPv4) or 128 (IPv6)")
+            }
         }
+    }
+}
+
+/// Every address in use: the IPv4 one, then the assigned IPv6 ones, each with its prefix
+/// length and a note (link-local, static, deprecated), comma-separated.
+pub struct AddressList<'x> {
+    ipv4: Option<(smoltcp::wire::Ipv4Cidr, bool)>,
+    ipv6: &'x [crate::slaac::AddressEntry],
+}
+
+impl core::fmt::Display for AddressList<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        use crate::slaac::{AddressOrigin, AddressState};
+        let mut first = true;
+        let mut separator = |f: &mut core::fmt::Formatter<'_>| {
+            let text = if first { "" } else { ", " };
+            first = false;
+            f.write_str(text)
+        };
+        if let Some((cidr, link_local)) = self.ipv4 {
+            separator(f)?;
+            write!(f, "{cidr}")?;
+            if link_local {
+                f.write_str(" (link-local)")?;
+            }
+        }
+        for entry in self.ipv6.iter().filter(|e| e.is_assigned()) {
+            separator(f)?;
+            let address = core::net::Ipv6Addr::from(entry.address);
+            write!(f, "{address}/{}", entry.prefix_len)?;
+            let note = match (entry.origin, entry.state) {
+                (_, AddressState::Deprecated) => " (deprecated)",
+                (AddressOrigin::LinkLocal, _) => " (link-local)",
+                (AddressOrigin::Static, _) => " (static)",
+                (AddressOrigin::Autoconfigured, _) => "",
+            };
+            f.write_str(note)?;
+        }
+        Ok(())
     }
 }
 
@@ -82,6 +127,8 @@ impl core::fmt::Display for NetError {
 pub struct ApplianceCounters {
     /// TCP connections handed to the HTTP engine.
     pub connections_opened: u64,
+    /// Of those, the ones over IPv6.
+    pub ipv6_connections_opened: u64,
     /// Connections the engine asked to abort (reset).
     pub connections_aborted: u64,
     /// Handshakes reset because the client never completed them.
@@ -111,6 +158,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     clock: Option<clock::ClockState<'a>>,
     server: Server<'a>,
     address: AddressState,
+    /// IPv6 configuration (`None`: IPv6 is off).
+    ipv6: Option<Ipv6State>,
     /// The MAC address the interface uses (the device's, adopted when it changes).
     mac: [u8; 6],
     mdns: Option<(SocketHandle, MdnsResponder)>,
@@ -120,6 +169,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     /// When the network stack itself next needs a full poll, as the last one found (the
     /// device's own deadline not included).
     stack_due: Option<Instant>,
+    /// [`Appliance::addresses_version`] when the addresses were last logged and shown.
+    addresses_shown: Option<u64>,
     counters: ApplianceCounters,
 }
 
@@ -173,6 +224,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             reserved_sockets: _,
             dhcp: dhcp_memory,
             mdns: mdns_memory,
+            neighbor_discovery: nd_memory,
         } = memory;
         let sockets_capacity = socket_storage.len();
         let mut sockets = SocketSet::new(&mut socket_storage[..]);
@@ -186,11 +238,35 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             config.http_port,
         );
         let address = AddressState::configure(&config, &mut iface, &mut sockets, dhcp_memory, now)?;
+        let ipv6 = if config.ipv6.enabled {
+            if config.ipv6.static_address.is_some_and(|(_, len)| len > 128) {
+                return Err(NetError::BadPrefix);
+            }
+            let autoconfig = crate::slaac::Ipv6Autoconfig::new(
+                mac.0,
+                config.ipv6.secret,
+                config.ipv6.static_address,
+                config.ipv6.gateway,
+                (config.random_seed >> 32) as u32,
+                now,
+            );
+            Some(Ipv6State::start(
+                autoconfig,
+                &mut sockets,
+                nd_memory,
+                &mut iface,
+                &mut phy,
+            ))
+        } else {
+            phy.set_ipv6_filter(crate::phy::Ipv6Filter::Drop);
+            None
+        };
         let mdns = if config.mdns {
             let seed = (config.random_seed as u32) ^ u32::from(mac.0[5]);
             start_mdns(
                 config.hostname,
                 seed,
+                config.ipv6.enabled,
                 &mut iface,
                 &mut sockets,
                 mdns_memory,
@@ -222,11 +298,13 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             clock: None,
             server,
             address,
+            ipv6,
             mac: mac.0,
             mdns,
             link,
             device_fault: None,
             stack_due: Some(now),
+            addresses_shown: None,
             counters: ApplianceCounters::default(),
         })
     }
@@ -253,6 +331,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             self.send_into_freed_space(now);
         }
         self.note_device_fault();
+        self.show_addresses();
         self.stack_due = self.next_wake(now);
         earliest(self.stack_due, self.phy.device_mut().poll_at())
     }
@@ -282,9 +361,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.iface.poll(smol(now), &mut self.phy, &mut self.sockets)
     }
 
-    /// The sockets' work after an interface pass: DHCP events, HTTP connections, mDNS.
+    /// The sockets' work after an interface pass: DHCP events, IPv6 configuration, HTTP
+    /// connections, mDNS.
     fn poll_sockets(&mut self, now: Instant) {
         self.poll_dhcp(now);
+        self.poll_ipv6(now);
         self.poll_pools(now);
         self.poll_mdns(now);
         self.poll_clock(now);
@@ -424,6 +505,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             next = earliest(next, responder.next_deadline());
         }
         next = earliest(next, self.address.link_local_deadline(self.link));
+        if self.link == LinkState::Up {
+            next = earliest(next, self.ipv6_deadline());
+        }
         if self.phy.has_held_frame() {
             // A frame waits for transmit space: try again soon.
             next = earliest(next, Some(now.add_micros(1_000)));
@@ -448,6 +532,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 log::info!("net: link up");
                 self.adopt_device_mac();
                 self.restart_dhcp(now);
+                self.restart_ipv6(now);
                 self.reprobe_mdns(now);
             }
         }
@@ -497,6 +582,73 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// The IPv4 address in use, if any.
     pub fn ipv4_address(&self) -> Option<[u8; 4]> {
         self.iface.ipv4_addr().map(|a| a.octets())
+    }
+
+    /// Every address in use, for the console and the diagnostic page.
+    pub fn addresses(&self) -> AddressList<'_> {
+        let ipv4 = self.iface.ip_addrs().iter().find_map(|cidr| match cidr {
+            IpCidr::Ipv4(cidr) => Some(*cidr),
+            IpCidr::Ipv6(_) => None,
+        });
+        AddressList {
+            ipv4: ipv4.map(|cidr| (cidr, self.address.link_local)),
+            ipv6: self.ipv6_addresses(),
+        }
+    }
+
+    /// A number that changes whenever the addresses in use do.
+    pub fn addresses_version(&self) -> u64 {
+        let ipv4 = self
+            .iface
+            .ipv4_addr()
+            .map_or(0, |a| u64::from(a.to_bits()) + 1);
+        let ipv6 = self
+            .ipv6
+            .as_ref()
+            .map_or(0, |state| u64::from(state.config.changes()));
+        ipv4 << 32 ^ ipv6
+    }
+
+    /// Logs the addresses and gives them to the diagnostic page when they changed.
+    fn show_addresses(&mut self) {
+        let version = self.addresses_version();
+        if self.addresses_shown == Some(version) {
+            return;
+        }
+        self.addresses_shown = Some(version);
+        let mut text = heapless::String::<{ bramble_http::ADDRESSES_LEN }>::new();
+        // Cut short if it does not fit; the log line below is whole either way.
+        let _ = core::fmt::write(&mut text, format_args!("{}", self.addresses()));
+        // A router or name server change alone moves the version, not the list.
+        if text.as_str() != self.server.addresses() {
+            self.server.set_addresses(&text);
+            if !text.is_empty() {
+                log::info!("net: addresses {}", self.addresses());
+            }
+        }
+    }
+
+    /// The IPv6 addresses and what is known of each (tentative, preferred, deprecated,
+    /// duplicate; where it came from); empty with IPv6 off.
+    pub fn ipv6_addresses(&self) -> &[crate::slaac::AddressEntry] {
+        self.ipv6
+            .as_ref()
+            .map_or(&[], |state| state.config.entries())
+    }
+
+    /// The IPv6 default router in use, if any.
+    pub fn ipv6_router(&self) -> Option<[u8; 16]> {
+        self.ipv6
+            .as_ref()
+            .and_then(|state| state.config.default_router())
+    }
+
+    /// The name servers the IPv6 routers advertise (RFC 8106), in their order of preference:
+    /// for the DNS client, beside DHCP's.
+    pub fn ipv6_dns_servers(&self) -> impl Iterator<Item = [u8; 16]> + '_ {
+        self.ipv6
+            .iter()
+            .flat_map(|state| state.config.dns_servers())
     }
 
     /// The name claimed over mDNS (the hostname, or it with a `-N` suffix after a conflict).

@@ -42,6 +42,8 @@ pub trait PooledConnection {
         out: &mut [u8],
         now: Instant,
     ) -> usize;
+    /// Who the client is (after `open`), for the access log.
+    fn set_peer(&mut self, peer: core::net::IpAddr);
     /// Keep, close after the queued bytes, or reset.
     fn action(&self, now: Instant) -> ConnectionAction;
     /// The connection's next deadline.
@@ -73,6 +75,9 @@ impl PooledConnection for Connection {
         now: Instant,
     ) -> usize {
         Connection::transmit(self, server, out, now)
+    }
+    fn set_peer(&mut self, peer: core::net::IpAddr) {
+        Connection::set_peer(self, peer)
     }
     fn action(&self, now: Instant) -> ConnectionAction {
         Connection::action(self, now)
@@ -263,6 +268,11 @@ impl PoolSlot {
                 self.closing = false;
                 self.since = None;
                 counters.connections_opened += 1;
+                if let Some(peer) = socket.remote_endpoint() {
+                    let address = core::net::IpAddr::from(peer.addr);
+                    counters.ipv6_connections_opened += u64::from(address.is_ipv6());
+                    connection.set_peer(address);
+                }
                 true
             }
             tcp::State::SynReceived => {

@@ -300,6 +300,10 @@ impl PooledConnection for TlsConnection<'_> {
         written
     }
 
+    fn set_peer(&mut self, peer: core::net::IpAddr) {
+        self.http.set_peer(peer);
+    }
+
     fn action(&self, now: Instant) -> ConnectionAction {
         let Session::Active(session) = &self.session else {
             return ConnectionAction::Abort;

@@ -357,6 +357,8 @@ fn server_ping(sequence: u16) -> Vec<u8> {
 
 #[test]
 fn a_renewal_that_keeps_the_address_keeps_the_neighbour_cache() {
+    // IPv6 is on: its link-local address, put on the interface before the first frame,
+    // flushes nothing that was learned.
     let config = NetworkConfig::dhcp("bramble", 6);
     let mut appliance = Appliance::new(
         MockDevice::new(GUEST_MAC),

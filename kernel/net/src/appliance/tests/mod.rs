@@ -6,6 +6,7 @@
 mod address;
 mod clock;
 mod https;
+mod ipv6;
 mod mdns;
 mod poll;
 mod pool;
@@ -107,9 +108,19 @@ fn static_config(mdns: bool) -> NetworkConfig<'static> {
             prefix_len: 24,
             gateway: Some([10, 0, 0, 1]),
         },
+        ipv6: Ipv6Config::autoconfigured([3; 16]),
         http_port: 80,
         mdns,
         random_seed: 7,
+    }
+}
+
+/// [`static_config`] without IPv6, for tests that need a loop with nothing of its own to do,
+/// or an ARP cache no IPv6 address change flushes.
+fn static_ipv4_only(mdns: bool) -> NetworkConfig<'static> {
+    NetworkConfig {
+        ipv6: Ipv6Config::OFF,
+        ..static_config(mdns)
     }
 }
 

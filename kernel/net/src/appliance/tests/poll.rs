@@ -158,10 +158,10 @@ fn idle_poll_sleeps_until_the_mdns_probe_and_sends_it() {
     assert_eq!(multicast(appliance.device()), 0);
     appliance.poll(wake);
     assert_eq!(multicast(appliance.device()), 1, "one probe to 224.0.0.251");
-    // With mDNS off and nothing happening, there is nothing to wake for.
+    // With mDNS and IPv6 off and nothing happening, there is nothing to wake for.
     let mut quiet = Appliance::new(
         MockDevice::new(GUEST_MAC),
-        static_config(false),
+        static_ipv4_only(false),
         memory(1),
         server(),
         at(0),
@@ -171,13 +171,13 @@ fn idle_poll_sleeps_until_the_mdns_probe_and_sends_it() {
     assert_eq!(quiet.poll(at(60_000)), None);
 }
 
-/// An appliance with nothing of its own to wake for (static address, mDNS off), polled
-/// once at time 0, over a device whose own timed work is due at 10 ms.
+/// An appliance with nothing of its own to wake for (static address, mDNS and IPv6 off),
+/// polled once at time 0, over a device whose own timed work is due at 10 ms.
 fn quiet_appliance_over_a_device_with_timers() -> Appliance<'static, MockDevice> {
     let mut device = MockDevice::new(GUEST_MAC);
     device.timer_at = Some(at(10));
     let mut appliance =
-        Appliance::new(device, static_config(false), memory(1), server(), at(0)).unwrap();
+        Appliance::new(device, static_ipv4_only(false), memory(1), server(), at(0)).unwrap();
     appliance.poll(at(0));
     appliance
 }

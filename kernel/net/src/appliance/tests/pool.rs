@@ -25,7 +25,7 @@ fn refuses_memory_without_room_for_a_connection() {
 /// A plain smoltcp client on the other end of the wire.
 pub(super) struct Client {
     phy: EthernetPhy<WiredDevice>,
-    iface: Interface,
+    pub(super) iface: Interface,
     pub(super) sockets: SocketSet<'static>,
 }
 
@@ -91,7 +91,7 @@ pub(super) fn run_until(
     false
 }
 
-fn read_all(client: &mut Client, handle: SocketHandle, into: &mut Vec<u8>) {
+pub(super) fn read_all(client: &mut Client, handle: SocketHandle, into: &mut Vec<u8>) {
     let socket = client.socket(handle);
     while socket.can_recv() {
         socket
