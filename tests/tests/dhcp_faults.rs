@@ -286,7 +286,9 @@ fn address_dropped(guest: &mut Guest) -> Option<String> {
     guest
         .transcript
         .iter()
-        .find(|line| line.contains("lease lost") || line.contains("link-local"))
+        // "using link-local": the IPv4 fallback, not the IPv6 link-local address
+        // that every boot forms.
+        .find(|line| line.contains("lease lost") || line.contains("using link-local"))
         .cloned()
 }
 
@@ -404,7 +406,8 @@ fn lease_renews_then_expires_to_link_local_then_returns() {
         fail("the lease never ran out", &mut guest, None);
     };
     note("lease ran out");
-    let Some(fallback) = guest.wait_for(|line| line.contains("link-local"), PHASE_TIMEOUT) else {
+    let Some(fallback) = guest.wait_for(|line| line.contains("using link-local"), PHASE_TIMEOUT)
+    else {
         fail(
             &format!("no link-local fallback after {lost:?}"),
             &mut guest,
