@@ -5,6 +5,7 @@
 //! starting at 1 MiB; its size is a power of two because QEMU's SD card model requires one.
 //! It is written as it will sit on the card, so `dd` or Raspberry Pi Imager can flash it as is.
 
+pub mod card;
 pub mod config;
 pub mod disk;
 

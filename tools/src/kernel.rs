@@ -47,6 +47,47 @@ pub fn build_kernel() -> anyhow::Result<KernelArtifacts> {
     Ok(KernelArtifacts { elf, raw })
 }
 
+/// The kernel's identity, `Bramble <version> (<revision>)`, read from a kernel.img (or ELF):
+/// the kernel keeps it as one string (`KERNEL_ID` in kernel/board) and starts its banner
+/// with it. `None` for a file that holds none (not a Bramble kernel, or one built before the
+/// string existed).
+pub fn kernel_id(image: &[u8]) -> Option<String> {
+    const PREFIX: &[u8] = b"Bramble ";
+    let mut from = 0;
+    while let Some(found) = image
+        .get(from..)?
+        .windows(PREFIX.len())
+        .position(|window| window == PREFIX)
+    {
+        let start = from + found;
+        from = start + 1;
+        let rest = &image[start + PREFIX.len()..];
+        let version_len = rest
+            .iter()
+            .take_while(|b| b.is_ascii_digit() || **b == b'.')
+            .count();
+        let version = &rest[..version_len];
+        if version.is_empty()
+            || !version[0].is_ascii_digit()
+            || !rest[version_len..].starts_with(b" (")
+        {
+            continue;
+        }
+        let revision = &rest[version_len + 2..];
+        let revision_len = revision
+            .iter()
+            .take(64)
+            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+            .count();
+        if revision_len == 0 || revision.get(revision_len) != Some(&b')') {
+            continue;
+        }
+        let end = start + PREFIX.len() + version_len + 2 + revision_len + 1;
+        return Some(String::from_utf8_lossy(&image[start..end]).into_owned());
+    }
+    None
+}
+
 fn u16_at(bytes: &[u8], offset: usize) -> anyhow::Result<u16> {
     let field = bytes.get(offset..offset + 2).context("ELF truncated")?;
     Ok(u16::from_le_bytes([field[0], field[1]]))
@@ -138,6 +179,22 @@ mod tests {
         }
         file.extend_from_slice(&data);
         file
+    }
+
+    #[test]
+    fn the_kernel_id_is_found_among_other_bytes() {
+        let mut image = vec![0u8; 100];
+        image.extend_from_slice(
+            b"Bramble is here; Bramble 1.x (no); Bramble 0.1.0 (f083352769-dirty)",
+        );
+        image.extend_from_slice(b": a web server with no operating system\0more");
+        assert_eq!(
+            kernel_id(&image).as_deref(),
+            Some("Bramble 0.1.0 (f083352769-dirty)")
+        );
+        assert_eq!(kernel_id(b"Bramble 0.1.0 (unterminated"), None);
+        assert_eq!(kernel_id(b"no id at all"), None);
+        assert_eq!(kernel_id(b""), None);
     }
 
     #[test]

@@ -14,13 +14,14 @@ pub struct QemuArgs {
     /// Emulated board (both have the B+'s BCM2835 and 512 MiB).
     #[arg(long, default_value = "raspi1ap")]
     pub machine: Machine,
-    /// Boot this kernel image or ELF instead of building one.
+    /// Boot this kernel image or ELF instead of building one (or the one on --image).
     #[arg(long)]
     pub kernel: Option<PathBuf>,
     /// Boot the ELF with `-kernel` instead of kernel.img with `-bios`.
     #[arg(long)]
     pub elf: bool,
-    /// Attach this SD card image instead of building one.
+    /// Attach this SD card image instead of building one, and boot the kernel on it (the one
+    /// its config.txt names) unless --kernel or --elf says otherwise.
     #[arg(long, conflicts_with_all = ["site", "no_card"])]
     pub image: Option<PathBuf>,
     /// Pack this site folder onto a fresh SD card image [default: site/default].
@@ -92,16 +93,24 @@ pub enum Nic {
 /// Runs `bramble qemu`.
 pub fn run(args: QemuArgs) -> anyhow::Result<()> {
     let qemu = bramble_qemu::find_qemu().map_err(anyhow::Error::msg)?;
-    let built = match &args.kernel {
-        Some(_) => None,
-        None => Some(crate::kernel::build_kernel()?),
+    // What boots: --kernel; else with --image the kernel on that card (what will be
+    // flashed); else (or with --elf) a kernel built now.
+    let built = match (&args.kernel, &args.image) {
+        (Some(_), _) => None,
+        (None, Some(_)) if !args.elf => None,
+        (None, _) => Some(crate::kernel::build_kernel()?),
     };
-    let kernel = match (&args.kernel, &built) {
-        (Some(path), _) if is_elf(path)? => Kernel::Elf(path.clone()),
-        (Some(path), _) => Kernel::Raw(path.clone()),
-        (None, Some(built)) if args.elf => Kernel::Elf(built.elf.clone()),
-        (None, Some(built)) => Kernel::Raw(built.raw.clone()),
-        (None, None) => unreachable!("a kernel is either given or built"),
+    let card_kernel = match (&args.image, &args.kernel, &built) {
+        (Some(card), None, None) => Some(kernel_from_card(card)?),
+        _ => None,
+    };
+    let kernel = match (&args.kernel, &built, &card_kernel) {
+        (Some(path), _, _) if is_elf(path)? => Kernel::Elf(path.clone()),
+        (Some(path), _, _) => Kernel::Raw(path.clone()),
+        (None, Some(built), _) if args.elf => Kernel::Elf(built.elf.clone()),
+        (None, Some(built), _) => Kernel::Raw(built.raw.clone()),
+        (None, None, Some(file)) => Kernel::Raw(file.path().to_path_buf()),
+        (None, None, None) => unreachable!("a kernel is given, on the card, or built"),
     };
     let mut config = QemuConfig::new(args.machine, kernel);
     config.sd_card = match (&args.image, args.no_card) {
@@ -189,6 +198,29 @@ fn start_smsc95xx_model(args: &QemuArgs, tap: Option<String>) -> anyhow::Result<
         Ok(Err(error)) => Err(anyhow::Error::new(error).context("starting the smsc95xx model")),
         Err(_) => anyhow::bail!("the smsc95xx model did not start"),
     }
+}
+
+/// Copies the kernel the card at `card` boots into a temporary file (deleted when dropped)
+/// and says which kernel it is.
+fn kernel_from_card(card: &std::path::Path) -> anyhow::Result<tempfile::NamedTempFile> {
+    use std::io::Write;
+    let (name, bytes) = crate::image::card::read_kernel(card)?;
+    let id = crate::kernel::kernel_id(&bytes);
+    eprintln!(
+        "kernel: {name} from {} ({} bytes): {}",
+        card.display(),
+        bytes.len(),
+        id.as_deref()
+            .unwrap_or("not a Bramble kernel this tool recognises")
+    );
+    let mut file = tempfile::Builder::new()
+        .prefix("bramble-card-kernel-")
+        .suffix(".img")
+        .tempfile()
+        .context("creating a temporary file for the card's kernel")?;
+    file.write_all(&bytes)
+        .context("writing the card's kernel to a temporary file")?;
+    Ok(file)
 }
 
 /// Builds target/qemu/bramble.img from --site (or the default site) and the kernel.

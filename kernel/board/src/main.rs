@@ -34,6 +34,16 @@ use platform::{INTERRUPTS, TIMER};
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// `git describe` of the tree the kernel was built from.
 pub const GIT_REVISION: &str = env!("BRAMBLE_GIT_REVISION");
+/// `Bramble <version> (<revision>)`, one string: the banner starts with it, and since it sits
+/// in kernel.img as these bytes, the host tool reads it back from any kernel.img (its own
+/// embedded one for `bramble --version`, the one on a card for `bramble qemu --image`).
+pub const KERNEL_ID: &str = concat!(
+    "Bramble ",
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BRAMBLE_GIT_REVISION"),
+    ")"
+);
 
 /// Timer alarm interrupts taken since boot.
 pub static ALARMS: AtomicU32 = AtomicU32::new(0);
@@ -340,7 +350,7 @@ extern "C" fn __bramble_irq() {
 }
 
 fn print_banner(platform: &platform::Platform, mmu_up: u64) {
-    log::info!("Bramble {VERSION} ({GIT_REVISION}): a web server with no operating system");
+    log::info!("{KERNEL_ID}: a web server with no operating system");
     match &platform.board {
         Ok(board) => {
             match revision::decode(board.board_revision) {

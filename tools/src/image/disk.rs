@@ -408,7 +408,7 @@ fn set_hidden_sectors<S: Read + Write + Seek>(
 
 /// A window of `len` bytes at `start` in a larger stream: what the FAT writer sees as its
 /// whole disk.
-struct PartitionStream<'a, S> {
+pub(crate) struct PartitionStream<'a, S> {
     inner: &'a mut S,
     start: u64,
     len: u64,
@@ -416,7 +416,7 @@ struct PartitionStream<'a, S> {
 }
 
 impl<'a, S: Seek> PartitionStream<'a, S> {
-    fn new(inner: &'a mut S, start: u64, len: u64) -> Self {
+    pub(crate) fn new(inner: &'a mut S, start: u64, len: u64) -> Self {
         PartitionStream {
             inner,
             start,
