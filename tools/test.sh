@@ -12,6 +12,8 @@ echo "== clippy (host crates)"
 cargo clippy --all-targets -- -D warnings
 echo "== clippy (kernel, armv6-none-eabihf)"
 cargo kernel-clippy -- -D warnings
+echo "== bramble check site/default (the default site as the appliance serves it, in QEMU)"
+cargo run -q -p bramble -- check site/default --junit target/check-default.xml
 echo "== fuzz (bounded: every parser of untrusted bytes, 15 s per target)"
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 mkdir -p target

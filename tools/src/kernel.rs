@@ -88,6 +88,13 @@ pub fn kernel_id(image: &[u8]) -> Option<String> {
     None
 }
 
+/// The kernel.img that `bramble image` puts on a card when no --kernel is given: built now
+/// from the source tree.
+pub fn kernel_image() -> anyhow::Result<Vec<u8>> {
+    let built = build_kernel()?;
+    std::fs::read(&built.raw).with_context(|| format!("reading {}", built.raw.display()))
+}
+
 fn u16_at(bytes: &[u8], offset: usize) -> anyhow::Result<u16> {
     let field = bytes.get(offset..offset + 2).context("ELF truncated")?;
     Ok(u16::from_le_bytes([field[0], field[1]]))

@@ -33,6 +33,9 @@ enum Command {
     Flash(bramble::flash::FlashArgs),
     /// Serve a site folder on this machine with Bramble's HTTP engine (authors' preview).
     Serve(bramble::serve::ServeArgs),
+    /// Check a site as the appliance serves it (for CI): every file's bytes, every same-site
+    /// link, page weight, 404.html, what the packer leaves out.
+    Check(bramble::check::CheckArgs),
 }
 
 fn main() -> ExitCode {
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Image(args) => bramble::image::run(args),
         Command::Flash(args) => bramble::flash::run(args),
         Command::Serve(args) => bramble::serve::run(args),
+        Command::Check(args) => bramble::check::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -101,8 +101,9 @@ pub fn kernel_name(config_txt: &str) -> String {
     name
 }
 
-/// Reads the kernel that the card image at `path` boots: its name and bytes.
-pub fn read_kernel(path: &Path) -> Result<(String, Vec<u8>), CardError> {
+/// Reads `name` from the root folder of the boot partition of the card image at `path`;
+/// `None` if the partition holds no such file.
+pub fn read_boot_file(path: &Path, name: &str) -> Result<Option<Vec<u8>>, CardError> {
     let io_error = |source| CardError::Io {
         path: path.to_path_buf(),
         source,
@@ -136,23 +137,33 @@ pub fn read_kernel(path: &Path) -> Result<(String, Vec<u8>), CardError> {
     };
     let mut partition = PartitionStream::new(&mut file, start, len);
     let fs = fatfs::FileSystem::new(&mut partition, fatfs::FsOptions::new()).map_err(bad_fat)?;
-    let root = fs.root_dir();
-    let read_file = |name: &str| -> Option<io::Result<Vec<u8>>> {
-        let mut file = root.open_file(name).ok()?;
-        let mut bytes = Vec::new();
-        Some(file.read_to_end(&mut bytes).map(|_| bytes))
+    let Ok(mut found) = fs.root_dir().open_file(name) else {
+        return Ok(None);
     };
-    let config = match read_file(super::CONFIG_NAME) {
-        Some(bytes) => String::from_utf8_lossy(&bytes.map_err(bad_fat)?).into_owned(),
-        None => String::new(),
-    };
+    let mut bytes = Vec::new();
+    found.read_to_end(&mut bytes).map_err(bad_fat)?;
+    Ok(Some(bytes))
+}
+
+/// Is the file at `path` an SD card image (an MBR with a FAT partition), rather than
+/// something else (a site image, a folder)?
+pub fn is_card_image(path: &Path) -> bool {
+    let mut mbr = [0u8; 512];
+    File::open(path)
+        .and_then(|mut file| file.read_exact(&mut mbr))
+        .is_ok_and(|()| boot_partition(&mbr).is_ok())
+}
+
+/// Reads the kernel that the card image at `path` boots: its name and bytes.
+pub fn read_kernel(path: &Path) -> Result<(String, Vec<u8>), CardError> {
+    let config = read_boot_file(path, super::CONFIG_NAME)?
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
     let name = kernel_name(&config);
-    let kernel = read_file(&name)
-        .ok_or_else(|| CardError::NoKernel {
-            path: path.to_path_buf(),
-            name: name.clone(),
-        })?
-        .map_err(bad_fat)?;
+    let kernel = read_boot_file(path, &name)?.ok_or_else(|| CardError::NoKernel {
+        path: path.to_path_buf(),
+        name: name.clone(),
+    })?;
     Ok((name, kernel))
 }
 
