@@ -1,0 +1,517 @@
+//! The certificate store: what ACME must keep across power cuts (the account key and URL,
+//! the certificate's key and chain), in two slots of a fixed block region, written in place.
+//!
+//! Each slot starts with a 64-byte header (magic, sequence number, payload length, SHA-256
+//! over header and payload) followed by the payload, in the slot's first blocks. A save
+//! writes the slot that does not hold the newest valid record, with the next sequence
+//! number; the other slot is never touched. So a cut at any moment, tearing any block at any
+//! byte, leaves the previous record whole: at load the valid slot with the highest sequence
+//! number wins, and a torn slot fails its checksum. Nothing outside the region is written
+//! (the region is all a [`BlockStore`] can reach).
+
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use sha2::{Digest, Sha256};
+
+/// Bytes per block (an SD card's sector).
+pub const BLOCK_LEN: usize = 512;
+/// The slot header's size.
+const HEADER_LEN: usize = 64;
+/// The header's first bytes.
+const MAGIC: &[u8; 8] = b"BRMACME1";
+/// Payload format version.
+const PAYLOAD_VERSION: u8 = 1;
+/// Longest field (a chain) kept.
+const MAX_FIELD_LEN: usize = 24 * 1024;
+/// Blocks of the region `bramble image` preallocates (two slots of 16 KiB).
+pub const DEFAULT_REGION_BLOCKS: u32 = 64;
+
+/// Why the store could not be read or written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// The device failed the read or write (or refused it: outside the region).
+    Device,
+    /// The record does not fit in a slot.
+    TooLarge,
+    /// The region is too small for two slots.
+    RegionTooSmall,
+}
+
+impl core::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::Device => "the card failed a read or write of the certificate store",
+            Self::TooLarge => "the certificate and keys do not fit in a store slot",
+            Self::RegionTooSmall => "the certificate store is too small for two slots",
+        })
+    }
+}
+
+/// A region of blocks, numbered from 0: all of the card a store may touch.
+pub trait BlockStore {
+    /// Blocks in the region.
+    fn block_count(&self) -> u32;
+    /// Reads block `index` of the region.
+    fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError>;
+    /// Writes block `index` of the region.
+    fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError>;
+    /// Makes the writes so far durable (a card's own cache; a file's fsync).
+    fn flush(&mut self) -> Result<(), StoreError> {
+        Ok(())
+    }
+}
+
+/// A store region in RAM (`certificate_store = ram`, and tests): lost at power off.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MemoryBlocks {
+    /// The region's bytes.
+    pub bytes: Vec<u8>,
+    /// Blocks written so far.
+    pub writes: u32,
+}
+
+impl MemoryBlocks {
+    /// A zeroed region of `blocks` blocks.
+    pub fn new(blocks: u32) -> Self {
+        Self {
+            bytes: vec![0; blocks as usize * BLOCK_LEN],
+            writes: 0,
+        }
+    }
+}
+
+impl BlockStore for MemoryBlocks {
+    fn block_count(&self) -> u32 {
+        (self.bytes.len() / BLOCK_LEN) as u32
+    }
+
+    fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError> {
+        let start = (index as usize)
+            .checked_mul(BLOCK_LEN)
+            .ok_or(StoreError::Device)?;
+        let block = self
+            .bytes
+            .get(start..start + BLOCK_LEN)
+            .ok_or(StoreError::Device)?;
+        out.copy_from_slice(block);
+        Ok(())
+    }
+
+    fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError> {
+        let start = (index as usize)
+            .checked_mul(BLOCK_LEN)
+            .ok_or(StoreError::Device)?;
+        let block = self
+            .bytes
+            .get_mut(start..start + BLOCK_LEN)
+            .ok_or(StoreError::Device)?;
+        block.copy_from_slice(data);
+        self.writes += 1;
+        Ok(())
+    }
+}
+
+/// What is kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Record {
+    /// The directory URL the account belongs to (another CA needs another account).
+    pub directory_url: String,
+    /// The account key's secret scalar.
+    pub account_key: [u8; 32],
+    /// The account URL (`kid`), once the CA made the account.
+    pub account_url: String,
+    /// The names the certificate was ordered for, comma-separated.
+    pub names: String,
+    /// The certificate key's secret scalar (zero without a certificate).
+    pub certificate_key: [u8; 32],
+    /// The chain, PEM, leaf first (empty without a certificate).
+    pub chain_pem: String,
+}
+
+fn put_field(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn bytes(&mut self, len: usize) -> Option<&'a [u8]> {
+        if len > self.0.len() {
+            return None;
+        }
+        let (head, rest) = self.0.split_at(len);
+        self.0 = rest;
+        Some(head)
+    }
+
+    fn field(&mut self) -> Option<&'a [u8]> {
+        let len = u32::from_le_bytes(self.bytes(4)?.try_into().ok()?) as usize;
+        if len > MAX_FIELD_LEN {
+            return None;
+        }
+        self.bytes(len)
+    }
+
+    fn text(&mut self) -> Option<String> {
+        core::str::from_utf8(self.field()?).ok().map(String::from)
+    }
+
+    fn key(&mut self) -> Option<[u8; 32]> {
+        self.field()?.try_into().ok()
+    }
+}
+
+impl Record {
+    /// The payload bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(256 + self.chain_pem.len());
+        out.push(PAYLOAD_VERSION);
+        put_field(&mut out, self.directory_url.as_bytes());
+        put_field(&mut out, &self.account_key);
+        put_field(&mut out, self.account_url.as_bytes());
+        put_field(&mut out, self.names.as_bytes());
+        put_field(&mut out, &self.certificate_key);
+        put_field(&mut out, self.chain_pem.as_bytes());
+        out
+    }
+
+    /// Reads payload bytes (already checksummed, but checked again field by field).
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        let (&version, rest) = bytes.split_first()?;
+        if version != PAYLOAD_VERSION {
+            return None;
+        }
+        let mut reader = Reader(rest);
+        let record = Self {
+            directory_url: reader.text()?,
+            account_key: reader.key()?,
+            account_url: reader.text()?,
+            names: reader.text()?,
+            certificate_key: reader.key()?,
+            chain_pem: reader.text()?,
+        };
+        reader.0.is_empty().then_some(record)
+    }
+
+    /// Whether a certificate is kept.
+    pub fn has_certificate(&self) -> bool {
+        !self.chain_pem.is_empty()
+    }
+}
+
+/// What one slot holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotState {
+    /// Never written (no magic).
+    Empty,
+    /// A record with this sequence number.
+    Valid(u64),
+    /// Written but not whole: a torn write or a damaged card.
+    Corrupt,
+    /// Could not be read.
+    Unreadable,
+}
+
+/// What loading found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loaded {
+    /// The newest whole record, if any.
+    pub record: Option<Record>,
+    /// Each slot's state.
+    pub slots: [SlotState; 2],
+}
+
+/// Saves and loads records in a region's two slots.
+#[derive(Debug)]
+pub struct CertificateStore<B: BlockStore> {
+    blocks: B,
+    slot_blocks: u32,
+    /// The slot holding the newest valid record and its sequence number, as last loaded or
+    /// saved.
+    newest: Option<(usize, u64)>,
+    /// Blocks written by the last save.
+    pub last_save_blocks: u32,
+}
+
+fn checksum(header: &[u8], payload: &[u8]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(&header[..HEADER_LEN - 32]);
+    hasher.update(payload);
+    hasher.finalize().into()
+}
+
+impl<B: BlockStore> CertificateStore<B> {
+    /// A store over `blocks`: two slots, each half of the region.
+    pub fn new(blocks: B) -> Result<Self, StoreError> {
+        let slot_blocks = blocks.block_count() / 2;
+        if slot_blocks < 2 {
+            return Err(StoreError::RegionTooSmall);
+        }
+        Ok(Self {
+            blocks,
+            slot_blocks,
+            newest: None,
+            last_save_blocks: 0,
+        })
+    }
+
+    /// The block device (tests, and the kernel's write count).
+    pub fn blocks(&self) -> &B {
+        &self.blocks
+    }
+
+    /// The block device, mutably.
+    pub fn blocks_mut(&mut self) -> &mut B {
+        &mut self.blocks
+    }
+
+    /// Payload bytes one slot can hold.
+    pub fn capacity(&self) -> usize {
+        self.slot_blocks as usize * BLOCK_LEN - HEADER_LEN
+    }
+
+    fn read_slot(&mut self, slot: usize) -> (SlotState, Option<Record>) {
+        let first = slot as u32 * self.slot_blocks;
+        let mut block = [0u8; BLOCK_LEN];
+        if self.blocks.read_block(first, &mut block).is_err() {
+            return (SlotState::Unreadable, None);
+        }
+        if &block[..8] != MAGIC {
+            let erased = block.iter().all(|&b| b == 0) || block.iter().all(|&b| b == 0xff);
+            return (
+                if erased {
+                    SlotState::Empty
+                } else {
+                    SlotState::Corrupt
+                },
+                None,
+            );
+        }
+        let sequence = u64::from_le_bytes(block[8..16].try_into().unwrap_or_default());
+        let len = u32::from_le_bytes(block[16..20].try_into().unwrap_or_default()) as usize;
+        if len > self.capacity() {
+            return (SlotState::Corrupt, None);
+        }
+        let header: [u8; HEADER_LEN] = block[..HEADER_LEN].try_into().unwrap_or([0; HEADER_LEN]);
+        let mut payload = Vec::with_capacity(len);
+        let mut in_block = &block[HEADER_LEN..];
+        let mut next = first + 1;
+        while payload.len() < len {
+            if in_block.is_empty() {
+                if self.blocks.read_block(next, &mut block).is_err() {
+                    return (SlotState::Unreadable, None);
+                }
+                next += 1;
+                in_block = &block[..];
+            }
+            let take = in_block.len().min(len - payload.len());
+            payload.extend_from_slice(&in_block[..take]);
+            in_block = &in_block[take..];
+        }
+        if checksum(&header, &payload) != header[HEADER_LEN - 32..] {
+            return (SlotState::Corrupt, None);
+        }
+        match Record::decode(&payload) {
+            Some(record) => (SlotState::Valid(sequence), Some(record)),
+            None => (SlotState::Corrupt, None),
+        }
+    }
+
+    /// Reads both slots and returns the newest whole record.
+    pub fn load(&mut self) -> Loaded {
+        let (state0, record0) = self.read_slot(0);
+        let (state1, record1) = self.read_slot(1);
+        let pick = match (state0, state1) {
+            (SlotState::Valid(a), SlotState::Valid(b)) if b > a => Some((1, b, record1)),
+            (SlotState::Valid(a), _) => Some((0, a, record0)),
+            (_, SlotState::Valid(b)) => Some((1, b, record1)),
+            _ => None,
+        };
+        let record = match pick {
+            Some((slot, sequence, record)) => {
+                self.newest = Some((slot, sequence));
+                record
+            }
+            None => {
+                self.newest = None;
+                None
+            }
+        };
+        Loaded {
+            record,
+            slots: [state0, state1],
+        }
+    }
+
+    /// Saves `record` into the slot that does not hold the newest one. Call [`load`] first
+    /// (once, at start): the store then knows which slot to spare.
+    ///
+    /// [`load`]: CertificateStore::load
+    pub fn save(&mut self, record: &Record) -> Result<(), StoreError> {
+        let payload = record.encode();
+        if payload.len() > self.capacity() {
+            return Err(StoreError::TooLarge);
+        }
+        let (slot, sequence) = match self.newest {
+            Some((slot, sequence)) => (1 - slot, sequence.wrapping_add(1)),
+            None => (0, 1),
+        };
+        let mut image = vec![0u8; HEADER_LEN + payload.len()];
+        image[..8].copy_from_slice(MAGIC);
+        image[8..16].copy_from_slice(&sequence.to_le_bytes());
+        image[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        image[HEADER_LEN..].copy_from_slice(&payload);
+        let sum = checksum(&image[..HEADER_LEN], &payload);
+        image[HEADER_LEN - 32..HEADER_LEN].copy_from_slice(&sum);
+        let first = slot as u32 * self.slot_blocks;
+        let mut written = 0;
+        for (i, chunk) in image.chunks(BLOCK_LEN).enumerate() {
+            let mut block = [0u8; BLOCK_LEN];
+            block[..chunk.len()].copy_from_slice(chunk);
+            self.blocks.write_block(first + i as u32, &block)?;
+            written += 1;
+        }
+        self.blocks.flush()?;
+        self.last_save_blocks = written;
+        self.newest = Some((slot, sequence));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(n: u8) -> Record {
+        Record {
+            directory_url: String::from("https://ca.test/dir"),
+            account_key: [n; 32],
+            account_url: String::from("https://ca.test/acct/1"),
+            names: String::from("bramble.test"),
+            certificate_key: [n.wrapping_add(1); 32],
+            chain_pem: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+                .repeat(usize::from(n) * 9 + 1),
+        }
+    }
+
+    #[test]
+    fn saves_alternate_slots_and_load_takes_the_newest() {
+        let mut store = CertificateStore::new(MemoryBlocks::new(64)).unwrap();
+        assert_eq!(store.load().record, None);
+        assert_eq!(store.load().slots, [SlotState::Empty, SlotState::Empty]);
+        for n in 1..6 {
+            store.save(&record(n)).unwrap();
+            let loaded = CertificateStore::new(store.blocks().clone())
+                .unwrap()
+                .load();
+            assert_eq!(loaded.record, Some(record(n)));
+        }
+        assert!(matches!(
+            store.load().slots,
+            [SlotState::Valid(_), SlotState::Valid(_)]
+        ));
+    }
+
+    #[test]
+    fn a_cut_at_any_write_and_any_byte_leaves_the_old_or_the_new_record() {
+        let mut base = CertificateStore::new(MemoryBlocks::new(64)).unwrap();
+        base.load();
+        base.save(&record(1)).unwrap();
+        base.save(&record(2)).unwrap();
+        let before = base.blocks().clone();
+        // A full save of record 3, to learn how many blocks it writes.
+        let mut full = CertificateStore::new(before.clone()).unwrap();
+        full.load();
+        full.save(&record(3)).unwrap();
+        let blocks = full.last_save_blocks;
+        assert!(blocks >= 2);
+        for cut_after in 0..blocks {
+            for torn_bytes in [0, 1, 63, 64, 200, 511] {
+                let mut store = CertificateStore::new(Cutting {
+                    inner: before.clone(),
+                    writes_left: cut_after,
+                    torn_bytes,
+                })
+                .unwrap();
+                store.load();
+                assert!(store.save(&record(3)).is_err());
+                let loaded = CertificateStore::new(store.blocks().inner.clone())
+                    .unwrap()
+                    .load();
+                let got = loaded.record.expect("a whole record survives");
+                assert!(
+                    got == record(2) || got == record(3),
+                    "cut {cut_after}/{torn_bytes}"
+                );
+                // Only the slot being written differs from before.
+                let changed: Vec<usize> = (0..64)
+                    .filter(|&b| {
+                        before.bytes[b * BLOCK_LEN..(b + 1) * BLOCK_LEN]
+                            != store.blocks().inner.bytes[b * BLOCK_LEN..(b + 1) * BLOCK_LEN]
+                    })
+                    .collect();
+                assert!(changed.iter().all(|&b| b < 32), "{changed:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn corrupt_slots_are_reported_and_skipped() {
+        let mut store = CertificateStore::new(MemoryBlocks::new(64)).unwrap();
+        store.load();
+        store.save(&record(1)).unwrap();
+        store.save(&record(2)).unwrap();
+        // Flip one payload byte of the newer slot (slot 1).
+        store.blocks_mut().bytes[32 * BLOCK_LEN + 100] ^= 1;
+        let loaded = store.load();
+        assert_eq!(loaded.record, Some(record(1)));
+        assert_eq!(loaded.slots[1], SlotState::Corrupt);
+        // The next save goes to the corrupt slot, sparing the whole one.
+        store.save(&record(3)).unwrap();
+        assert_eq!(store.load().record, Some(record(3)));
+        assert_eq!(store.load().slots[0], SlotState::Valid(1));
+    }
+
+    #[test]
+    fn refuses_what_does_not_fit() {
+        let mut store = CertificateStore::new(MemoryBlocks::new(4)).unwrap();
+        store.load();
+        let mut big = record(1);
+        big.chain_pem = "x".repeat(2000);
+        assert_eq!(store.save(&big), Err(StoreError::TooLarge));
+        assert!(CertificateStore::new(MemoryBlocks::new(3)).is_err());
+        assert!(Record::decode(&[]).is_none());
+        assert!(Record::decode(&[1, 0xff, 0xff, 0xff, 0xff]).is_none());
+    }
+
+    /// A device that loses power after `writes_left` whole block writes, tearing the next
+    /// after `torn_bytes` bytes.
+    #[derive(Debug)]
+    struct Cutting {
+        inner: MemoryBlocks,
+        writes_left: u32,
+        torn_bytes: usize,
+    }
+
+    impl BlockStore for Cutting {
+        fn block_count(&self) -> u32 {
+            self.inner.block_count()
+        }
+        fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError> {
+            self.inner.read_block(index, out)
+        }
+        fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError> {
+            if self.writes_left == 0 {
+                let mut torn = [0u8; BLOCK_LEN];
+                self.inner.read_block(index, &mut torn)?;
+                torn[..self.torn_bytes].copy_from_slice(&data[..self.torn_bytes]);
+                self.inner.write_block(index, &torn)?;
+                return Err(StoreError::Device);
+            }
+            self.writes_left -= 1;
+            self.inner.write_block(index, data)
+        }
+    }
+}
