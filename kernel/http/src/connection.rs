@@ -1153,6 +1153,19 @@ fn respond(
         }
     }
 
+    if matches!(view.method, "GET" | "HEAD")
+        && let Some(token) = origin_form(view.target).strip_prefix(ACME_CHALLENGE_PREFIX)
+        && let Some(key_authorization) = server.acme_answer(token)
+    {
+        let head = Head {
+            content_type: Some("application/octet-stream"),
+            content_length: Some(key_authorization.len() as u64),
+            cache_control: Some("no-store"),
+            ..Head::new(200)
+        };
+        return response.finish(head, Some(key_authorization), None);
+    }
+
     let image = match server.site {
         SiteSource::Ready(image) => image.index(),
         SiteSource::Store(index, _) => index,

@@ -76,4 +76,7 @@ pub use connection::{
     Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN, RESPONSE_HEAD_LEN,
 };
 pub use path::MAX_TARGET_LEN;
-pub use server::{ADDRESSES_LEN, Counters, Limits, STATUSES, Server, ServerConfig, SiteSource};
+pub use server::{
+    ADDRESSES_LEN, Counters, Limits, MAX_ACME_ANSWERS, MAX_ACME_KEY_AUTHORIZATION_LEN,
+    MAX_ACME_TOKEN_LEN, STATUSES, Server, ServerConfig, SiteSource,
+};

@@ -216,6 +216,24 @@ pub struct Server<'a> {
     /// The server's addresses, as the network layer last gave them: shown on the 503
     /// diagnostic page.
     pub(crate) addresses: heapless::String<ADDRESSES_LEN>,
+    /// ACME HTTP-01 answers being served: token and key authorization.
+    pub(crate) acme_answers: heapless::Vec<AcmeAnswer, MAX_ACME_ANSWERS>,
+}
+
+/// HTTP-01 answers served at once (an order's names are validated one at a time; a few more
+/// cover a CA that checks several at once).
+pub const MAX_ACME_ANSWERS: usize = 8;
+/// Longest HTTP-01 token kept (Let's Encrypt's are 43 bytes).
+pub const MAX_ACME_TOKEN_LEN: usize = 128;
+/// Longest key authorization kept (the token, a dot, a 43-byte thumbprint).
+pub const MAX_ACME_KEY_AUTHORIZATION_LEN: usize = MAX_ACME_TOKEN_LEN + 64;
+
+/// One HTTP-01 answer (RFC 8555 §8.3): GET /.well-known/acme-challenge/TOKEN gives the key
+/// authorization.
+#[derive(Debug, Clone)]
+pub(crate) struct AcmeAnswer {
+    pub(crate) token: heapless::String<MAX_ACME_TOKEN_LEN>,
+    pub(crate) key_authorization: heapless::String<MAX_ACME_KEY_AUTHORIZATION_LEN>,
 }
 
 /// Longest list of addresses kept for the diagnostic page (one IPv4 and five IPv6 addresses
@@ -231,6 +249,7 @@ impl<'a> Server<'a> {
             counters: Counters::default(),
             wall_clock: None,
             addresses: heapless::String::new(),
+            acme_answers: heapless::Vec::new(),
         }
     }
 
@@ -248,6 +267,47 @@ impl<'a> Server<'a> {
                 break;
             }
         }
+    }
+
+    /// Serves `key_authorization` at `/.well-known/acme-challenge/<token>` (plain HTTP and
+    /// HTTPS, whatever the site holds there) until [`Server::clear_acme_answers`]. The oldest
+    /// answer makes room when [`MAX_ACME_ANSWERS`] are up. Returns false if either is too
+    /// long or the token is not base64url.
+    pub fn add_acme_answer(&mut self, token: &str, key_authorization: &str) -> bool {
+        let token_ok = !token.is_empty()
+            && token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        let (Ok(token), Ok(key_authorization)) = (
+            heapless::String::try_from(token),
+            heapless::String::try_from(key_authorization),
+        ) else {
+            return false;
+        };
+        if !token_ok {
+            return false;
+        }
+        if self.acme_answers.is_full() {
+            self.acme_answers.remove(0);
+        }
+        let _ = self.acme_answers.push(AcmeAnswer {
+            token,
+            key_authorization,
+        });
+        true
+    }
+
+    /// Stops serving every HTTP-01 answer.
+    pub fn clear_acme_answers(&mut self) {
+        self.acme_answers.clear();
+    }
+
+    /// The key authorization for `token`, if it is being served.
+    pub(crate) fn acme_answer(&self, token: &str) -> Option<&str> {
+        self.acme_answers
+            .iter()
+            .find(|answer| answer.token == token)
+            .map(|answer| answer.key_authorization.as_str())
     }
 
     /// The counters so far.

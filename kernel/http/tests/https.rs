@@ -123,3 +123,35 @@ fn without_https_only_plain_http_serves_and_sends_no_hsts() {
     assert_eq!(response.header("strict-transport-security"), None);
     assert_eq!(server.counters().status(200), 1);
 }
+
+#[test]
+fn acme_answers_are_served_while_published_and_only_for_their_token() {
+    let image = site_image(true);
+    let mut server = server_with(&image, only(443));
+    let request = "GET /.well-known/acme-challenge/tok-en_1 HTTP/1.1\r\nHost: example.test\r\n\r\n";
+    assert_eq!(one(&mut server, request).status, 404);
+    assert!(server.add_acme_answer("tok-en_1", "tok-en_1.thumbprint"));
+    assert!(
+        !server.add_acme_answer("../x", "bad"),
+        "tokens are base64url"
+    );
+    assert!(!server.add_acme_answer(&"a".repeat(200), "too long"));
+    let response = one(&mut server, request);
+    assert_eq!(response.status, 200);
+    assert_eq!(response.body, b"tok-en_1.thumbprint");
+    assert_eq!(response.header("cache-control"), Some("no-store"));
+    let other = "GET /.well-known/acme-challenge/other HTTP/1.1\r\nHost: example.test\r\n\r\n";
+    assert_eq!(one(&mut server, other).status, 404);
+    // Over HTTPS too (a CA follows a redirect to 443).
+    let mut client = secure_client(&mut server);
+    let responses = client.exchange(&mut server, request.as_bytes(), &[false]);
+    assert_eq!(responses[0].body, b"tok-en_1.thumbprint");
+    server.clear_acme_answers();
+    assert_eq!(one(&mut server, request).status, 404);
+    // The oldest answer makes room.
+    for i in 0..=bramble_http::MAX_ACME_ANSWERS {
+        assert!(server.add_acme_answer(&format!("t{i}"), "k"));
+    }
+    let first = "GET /.well-known/acme-challenge/t0 HTTP/1.1\r\nHost: example.test\r\n\r\n";
+    assert_eq!(one(&mut server, first).status, 404);
+}

@@ -12,6 +12,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod certificate;
+pub mod client;
 pub mod clock;
 pub mod config;
 pub mod heap;
