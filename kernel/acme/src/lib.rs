@@ -30,3 +30,11 @@ pub use order::{AcmeError, Action, ChallengeAnswer, Issued, OrderRun, OrderSetti
 pub use protocol::ChallengeKind;
 pub use schedule::{Backoff, BackoffPolicy};
 pub use store::{BlockStore, CertificateStore, MemoryBlocks, Record, StoreError};
+
+/// Let's Encrypt's production directory: `acme_directory`'s default.
+pub const LETS_ENCRYPT_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+
+/// The roots Let's Encrypt's API server chains to, trusted when the owner names no
+/// `acme_ca_certificate`: ISRG Root X1 (RSA 4096, to 2035) and ISRG Root X2 (ECDSA P-384, to
+/// 2040), as Debian's ca-certificates ships them; 2.7 KB of PEM in the kernel image.
+pub const LETS_ENCRYPT_ROOTS_PEM: &[u8] = include_bytes!("../roots/lets-encrypt.pem");

@@ -62,6 +62,21 @@ pub trait BlockStore {
     }
 }
 
+impl<B: BlockStore + ?Sized> BlockStore for &mut B {
+    fn block_count(&self) -> u32 {
+        (**self).block_count()
+    }
+    fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError> {
+        (**self).read_block(index, out)
+    }
+    fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError> {
+        (**self).write_block(index, data)
+    }
+    fn flush(&mut self) -> Result<(), StoreError> {
+        (**self).flush()
+    }
+}
+
 /// A store region in RAM (`certificate_store = ram`, and tests): lost at power off.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MemoryBlocks {

@@ -12,6 +12,7 @@ pub mod tap;
 
 use bramble_hal::{Clock, EthernetDevice, Instant, MacAddress};
 use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+use bramble_net::appliance::acme::{AcmeConfig, AcmeMemory};
 use bramble_net::appliance::secure::TlsConnection;
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
@@ -103,6 +104,192 @@ pub struct HostedConfig {
     pub https_connections: usize,
     /// SNTP servers; empty: the host's clock sets the HTTP engine's.
     pub ntp: Vec<String>,
+    /// Obtain the certificate by ACME.
+    pub acme: Option<HostedAcme>,
+}
+
+/// Let's Encrypt's production directory, the default CA.
+pub const LETS_ENCRYPT_DIRECTORY: &str = bramble_acme::LETS_ENCRYPT_DIRECTORY;
+
+/// ACME settings, as BRAMBLE.TXT's `acme`, `domain`, `acme_*` and `certificate_store` give
+/// them on the Pi.
+#[derive(Clone, Debug)]
+pub struct HostedAcme {
+    /// The names.
+    pub names: Vec<String>,
+    /// The directory URL.
+    pub directory: String,
+    /// The PEM roots the CA's server chains to; `None`: the embedded Let's Encrypt roots.
+    pub ca: Option<PathBuf>,
+    /// Contact address.
+    pub email: Option<String>,
+    /// The store file; `None`: RAM.
+    pub store: Option<PathBuf>,
+    /// First back-off wait, seconds.
+    pub first_retry_seconds: u64,
+    /// Test knob: renew this long after a certificate's start.
+    pub renew_after_seconds: Option<u64>,
+}
+
+/// A certificate store region in a file: preallocated to the region's size, written in
+/// place block by block (`pwrite`), made durable by `fsync`, as the card's reserved file is.
+pub struct FileBlocks {
+    file: std::fs::File,
+    blocks: u32,
+}
+
+impl FileBlocks {
+    /// Opens `path`, creating it zero-filled at `blocks` blocks if it is missing or shorter.
+    pub fn open(path: &std::path::Path, blocks: u32) -> std::io::Result<Self> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)?;
+        let len = u64::from(blocks) * bramble_acme::store::BLOCK_LEN as u64;
+        if file.metadata()?.len() < len {
+            file.set_len(len)?;
+            file.sync_all()?;
+        }
+        Ok(Self { file, blocks })
+    }
+}
+
+impl bramble_acme::BlockStore for FileBlocks {
+    fn block_count(&self) -> u32 {
+        self.blocks
+    }
+
+    fn read_block(
+        &mut self,
+        index: u32,
+        out: &mut [u8; bramble_acme::store::BLOCK_LEN],
+    ) -> Result<(), bramble_acme::StoreError> {
+        use std::os::unix::fs::FileExt;
+        if index >= self.blocks {
+            return Err(bramble_acme::StoreError::Device);
+        }
+        self.file
+            .read_exact_at(
+                out,
+                u64::from(index) * bramble_acme::store::BLOCK_LEN as u64,
+            )
+            .map_err(|_| bramble_acme::StoreError::Device)
+    }
+
+    fn write_block(
+        &mut self,
+        index: u32,
+        data: &[u8; bramble_acme::store::BLOCK_LEN],
+    ) -> Result<(), bramble_acme::StoreError> {
+        use std::os::unix::fs::FileExt;
+        if index >= self.blocks {
+            return Err(bramble_acme::StoreError::Device);
+        }
+        self.file
+            .write_all_at(
+                data,
+                u64::from(index) * bramble_acme::store::BLOCK_LEN as u64,
+            )
+            .map_err(|_| bramble_acme::StoreError::Device)
+    }
+
+    fn flush(&mut self) -> Result<(), bramble_acme::StoreError> {
+        self.file
+            .sync_data()
+            .map_err(|_| bramble_acme::StoreError::Device)
+    }
+}
+
+/// Seeds the TLS CSPRNG from the host's.
+fn seed_random() -> Result<(), HostedError> {
+    let mut seed = [0u8; 64];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut seed))
+        .map_err(|error| HostedError::Tls(format!("no entropy from /dev/urandom: {error}")))?;
+    bramble_tls::random::RANDOM
+        .seed(&seed)
+        .map_err(|_| HostedError::Tls("the CSPRNG refused its seed".into()))
+}
+
+/// The HTTPS pool's memory (leaked: it lives as long as the process).
+fn https_memory(config: &HostedConfig) -> &'static mut HttpsMemory<'static> {
+    let pool = config.https_connections.max(1);
+    let connections: Vec<TlsConnection<'static>> = (0..pool)
+        .map(|_| {
+            TlsConnection::new(
+                Box::leak(vec![0u8; bramble_tls::session::MAX_RECORD_LEN].into_boxed_slice()),
+                Box::leak(vec![0u8; 12 * 1024].into_boxed_slice()),
+            )
+        })
+        .collect();
+    Box::leak(Box::new(HttpsMemory {
+        connections: Box::leak(connections.into_boxed_slice()),
+        tcp_buffers: Box::leak(
+            vec![0u8; pool * (config.tcp_rx_len + config.tcp_tx_len)].into_boxed_slice(),
+        ),
+        tcp_rx_len: config.tcp_rx_len,
+        tcp_tx_len: config.tcp_tx_len,
+    }))
+}
+
+/// Starts ACME on `appliance` as `acme` says.
+fn start_acme<D: EthernetDevice>(
+    appliance: &mut Appliance<'static, D>,
+    config: &HostedConfig,
+    acme: &HostedAcme,
+    now: Instant,
+) -> Result<(), HostedError> {
+    seed_random()?;
+    let roots: &'static [u8] = match &acme.ca {
+        Some(path) => Box::leak(
+            std::fs::read(path)
+                .map_err(|error| HostedError::Tls(format!("{}: {error}", path.display())))?
+                .into_boxed_slice(),
+        ),
+        None => bramble_acme::LETS_ENCRYPT_ROOTS_PEM,
+    };
+    let store: &'static mut dyn bramble_acme::BlockStore = match &acme.store {
+        Some(path) => Box::leak(Box::new(
+            FileBlocks::open(path, bramble_acme::store::DEFAULT_REGION_BLOCKS)
+                .map_err(|error| HostedError::Tls(format!("{}: {error}", path.display())))?,
+        )),
+        None => {
+            log::warn!("acme: the certificate is kept in RAM only: every start orders a new one");
+            Box::leak(Box::new(bramble_acme::MemoryBlocks::new(
+                bramble_acme::store::DEFAULT_REGION_BLOCKS,
+            )))
+        }
+    };
+    let names: Vec<&'static str> = acme
+        .names
+        .iter()
+        .map(|name| &*Box::leak(name.clone().into_boxed_str()))
+        .collect();
+    let leak = |text: &str| -> &'static str { Box::leak(text.to_string().into_boxed_str()) };
+    let acme_config = AcmeConfig {
+        directory_url: leak(&acme.directory),
+        email: acme.email.as_deref().map(leak),
+        names: Box::leak(names.into_boxed_slice()),
+        ca_roots_pem: roots,
+        https_port: 443,
+        backoff: bramble_acme::BackoffPolicy {
+            first_seconds: acme.first_retry_seconds.max(1),
+            ..bramble_acme::BackoffPolicy::DEFAULT
+        },
+        dns_servers: &[],
+        renew_after_seconds: acme.renew_after_seconds,
+    };
+    appliance
+        .start_acme(
+            acme_config,
+            store,
+            Box::leak(Box::new(AcmeMemory::new())),
+            Some(https_memory(config)),
+            now,
+        )
+        .map_err(|problem| HostedError::Tls(format!("ACME: {problem}")))
 }
 
 /// What HTTPS needs, made from the certificate files: the rustls configuration and the
@@ -124,13 +311,7 @@ fn prepare_https(
             .map_err(|error| HostedError::Tls(format!("{}: {error}", path.display())))
     };
     let (certificate_pem, key_pem) = (read(certificate)?, read(key)?);
-    let mut seed = [0u8; 64];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut seed))
-        .map_err(|error| HostedError::Tls(format!("no entropy from /dev/urandom: {error}")))?;
-    bramble_tls::random::RANDOM
-        .seed(&seed)
-        .map_err(|_| HostedError::Tls("the CSPRNG refused its seed".into()))?;
+    seed_random()?;
     let identity =
         bramble_tls::Identity::from_pem(&certificate_pem, &key_pem).map_err(|problem| {
             HostedError::Tls(format!(
@@ -141,23 +322,7 @@ fn prepare_https(
         })?;
     let tls = bramble_tls::server_config(identity, bramble_tls::SniPolicy::AnyName)
         .map_err(|error| HostedError::Tls(error.to_string()))?;
-    let pool = config.https_connections.max(1);
-    let connections: Vec<TlsConnection<'static>> = (0..pool)
-        .map(|_| {
-            TlsConnection::new(
-                Box::leak(vec![0u8; bramble_tls::session::MAX_RECORD_LEN].into_boxed_slice()),
-                Box::leak(vec![0u8; 12 * 1024].into_boxed_slice()),
-            )
-        })
-        .collect();
-    let memory = Box::leak(Box::new(HttpsMemory {
-        connections: Box::leak(connections.into_boxed_slice()),
-        tcp_buffers: Box::leak(
-            vec![0u8; pool * (config.tcp_rx_len + config.tcp_tx_len)].into_boxed_slice(),
-        ),
-        tcp_rx_len: config.tcp_rx_len,
-        tcp_tx_len: config.tcp_tx_len,
-    }));
+    let memory = https_memory(config);
     Ok(Some((tls, memory)))
 }
 
@@ -252,10 +417,12 @@ fn serve<D: EthernetDevice>(
         },
     );
     if config.ntp.is_empty() {
-        // This machine has a clock: responses carry Date from the start.
+        // This machine has a clock: responses carry Date from the start, and TLS checks
+        // certificate dates (the CA's, for ACME) against it.
         if let Ok(since_epoch) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)
         {
             server.set_wall_clock(since_epoch.as_secs(), clock.now());
+            bramble_tls::clock::CLOCK.set(since_epoch.as_micros() as u64, clock.now().as_micros());
         }
     }
     let pool = config.connections.max(1);
@@ -263,8 +430,13 @@ fn serve<D: EthernetDevice>(
         .as_ref()
         .map_or(0, |_| config.https_connections.max(1));
     let clock_sockets = if config.ntp.is_empty() { 0 } else { 2 };
+    let acme_sockets = if config.acme.is_some() {
+        2 + config.https_connections.max(1)
+    } else {
+        0
+    };
     let sockets: &'static mut [SocketStorage<'static>] = Box::leak(
-        (0..pool + https_sockets + clock_sockets + EXTRA_SOCKETS)
+        (0..pool + https_sockets + clock_sockets + acme_sockets + EXTRA_SOCKETS)
             .map(|_| SocketStorage::EMPTY)
             .collect::<Vec<_>>()
             .into_boxed_slice(),
@@ -284,7 +456,7 @@ fn serve<D: EthernetDevice>(
         config.tcp_rx_len,
         config.tcp_tx_len,
     )));
-    memory.reserved_sockets = https_sockets + clock_sockets;
+    memory.reserved_sockets = https_sockets + clock_sockets + acme_sockets;
     let hostname: &'static str = Box::leak(config.hostname.clone().into_boxed_str());
     let address = match config.static_address {
         None => AddressConfig::Dhcp,
@@ -346,6 +518,9 @@ fn serve<D: EthernetDevice>(
         appliance
             .start_https(tls, memory, 443, clock.now())
             .map_err(HostedError::Net)?;
+    }
+    if let Some(acme) = &config.acme {
+        start_acme(&mut appliance, config, acme, clock.now())?;
     }
     loop {
         let now = clock.now();

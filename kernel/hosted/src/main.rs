@@ -86,6 +86,32 @@ struct Args {
     /// does on the Pi; repeat for more. Without it, the host's clock is used.
     #[arg(long, value_name = "SERVER")]
     ntp: Vec<String>,
+    /// Obtain the HTTPS certificate by ACME for these names (comma-separated), as
+    /// `domain =` with `acme = on` does on the Pi.
+    #[arg(long, value_name = "NAMES", conflicts_with = "tls_cert")]
+    domain: Option<String>,
+    /// With --domain: the CA's directory URL.
+    #[arg(long, value_name = "URL", default_value = bramble_hosted::LETS_ENCRYPT_DIRECTORY)]
+    acme_directory: String,
+    /// With --domain: the PEM root(s) the CA's HTTPS server chains to (default: the
+    /// embedded Let's Encrypt roots).
+    #[arg(long, value_name = "FILE")]
+    acme_ca: Option<PathBuf>,
+    /// With --domain: contact address for the ACME account.
+    #[arg(long, value_name = "ADDRESS")]
+    acme_email: Option<String>,
+    /// With --domain: keep the certificate and keys in this file (created and preallocated
+    /// if missing; written in place, two slots), as `certificate_store = card` does. Without
+    /// it they are kept in RAM only (`certificate_store = ram`).
+    #[arg(long, value_name = "FILE")]
+    certificate_store: Option<PathBuf>,
+    /// With --domain: seconds to wait after the first failure (doubling after each next).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    acme_retry_seconds: u64,
+    /// With --domain, for tests: renew this many seconds after a certificate's start rather
+    /// than at two thirds of its lifetime.
+    #[arg(long, value_name = "SECONDS")]
+    acme_renew_after: Option<u64>,
     /// Log level: error, warn, info, debug, trace.
     #[arg(long, default_value = "info")]
     log_level: log::LevelFilter,
@@ -159,6 +185,19 @@ fn main() -> ExitCode {
         hsts_seconds: args.hsts,
         https_connections: args.https_connections,
         ntp: args.ntp,
+        acme: args.domain.map(|names| bramble_hosted::HostedAcme {
+            names: names
+                .split(',')
+                .map(|name| name.trim().to_string())
+                .filter(|name| !name.is_empty())
+                .collect(),
+            directory: args.acme_directory,
+            ca: args.acme_ca,
+            email: args.acme_email,
+            store: args.certificate_store,
+            first_retry_seconds: args.acme_retry_seconds,
+            renew_after_seconds: args.acme_renew_after,
+        }),
     };
     match bramble_hosted::run(&config) {
         Ok(()) => ExitCode::SUCCESS,

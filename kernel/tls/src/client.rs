@@ -15,7 +15,7 @@ use pki_types::pem::PemObject;
 use pki_types::{CertificateDer, ServerName};
 use rustls::client::UnbufferedClientConnection;
 use rustls::unbuffered::{ConnectionState, EncodeError};
-use rustls::{ClientConfig, RootCertStore};
+pub use rustls::{ClientConfig, RootCertStore};
 
 /// Most ciphertext held waiting to be processed (a record and a bit).
 const MAX_INCOMING: usize = crate::session::MAX_RECORD_LEN + 1024;

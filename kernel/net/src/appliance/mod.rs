@@ -15,6 +15,7 @@
 //! link-local fallback, `address6` IPv6 configuration ([`crate::slaac`]) over its raw ICMPv6
 //! socket, `mdns_socket` the responder's UDP socket, and `tests` the host tests.
 
+pub mod acme;
 mod address;
 mod address6;
 pub mod clock;
@@ -156,6 +157,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     https: Option<ConnectionPool<'a, TlsConnection<'a>>>,
     /// SNTP and DNS, once [`Appliance::start_clock`] has run.
     clock: Option<clock::ClockState<'a>>,
+    /// The ACME agent, once [`Appliance::start_acme`] has run.
+    acme: Option<acme::AcmeAgent<'a>>,
     server: Server<'a>,
     address: AddressState,
     /// IPv6 configuration (`None`: IPv6 is off).
@@ -296,6 +299,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             pool,
             https: None,
             clock: None,
+            acme: None,
             server,
             address,
             ipv6,
@@ -369,6 +373,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_pools(now);
         self.poll_mdns(now);
         self.poll_clock(now);
+        self.poll_acme(now);
     }
 
     /// Moves every connection of both pools on.
@@ -504,6 +509,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         if let Some((_, responder)) = &self.mdns {
             next = earliest(next, responder.next_deadline());
         }
+        next = earliest(next, self.acme_deadline(now));
         next = earliest(next, self.address.link_local_deadline(self.link));
         if self.link == LinkState::Up {
             next = earliest(next, self.ipv6_deadline());

@@ -164,6 +164,11 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
         &self.shared
     }
 
+    /// What the connections share, to change it.
+    pub(super) fn shared_mut(&mut self) -> &mut C::Shared {
+        &mut self.shared
+    }
+
     /// The TCP port the pool listens on.
     pub(super) fn port(&self) -> u16 {
         self.port

@@ -111,6 +111,12 @@ impl TlsShared {
         }
     }
 
+    /// Serves `config` (a renewed certificate) to connections opened from now on; open
+    /// ones finish with the one they started with.
+    pub fn replace_config(&mut self, config: Arc<ServerConfig>) {
+        self.config = config;
+    }
+
     /// The counts so far.
     pub fn counters(&self) -> TlsCounters {
         self.counters
