@@ -12,10 +12,10 @@ cd "$(dirname "$0")/.."
 # benchmark's busybox httpd (`bramble-bench --hosted`); git for the version string;
 # gcc-i686-linux-gnu and libc6-dev-i386-cross to link the 32-bit test run (`cargo test32`);
 # openssl (s_client) and testssl.sh for the HTTPS tests; python3-venv for REDbot's own
-# environment (below).
+# environment (below); pebble (the ACME test server) for the ACME tests.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
-          openssl testssl.sh python3-venv)
+          openssl testssl.sh python3-venv pebble)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -125,6 +125,10 @@ pub struct HostedAcme {
     pub email: Option<String>,
     /// The store file; `None`: RAM.
     pub store: Option<PathBuf>,
+    /// Where the store region starts in the file, in 512-byte blocks.
+    pub store_offset_blocks: u64,
+    /// Test knob: pause this long before each store block write.
+    pub store_write_delay_ms: u64,
     /// First back-off wait, seconds.
     pub first_retry_seconds: u64,
     /// Test knob: renew this long after a certificate's start.
@@ -136,23 +140,37 @@ pub struct HostedAcme {
 pub struct FileBlocks {
     file: std::fs::File,
     blocks: u32,
+    /// Where the region starts in the file, in blocks (a whole card image around it).
+    first: u64,
+    /// Test knob: a pause before each block write, so a kill lands inside a save.
+    pub write_delay: std::time::Duration,
 }
 
 impl FileBlocks {
-    /// Opens `path`, creating it zero-filled at `blocks` blocks if it is missing or shorter.
-    pub fn open(path: &std::path::Path, blocks: u32) -> std::io::Result<Self> {
+    /// Opens `path`, creating it zero-filled at `blocks` blocks if it is missing or shorter;
+    /// the region starts `first` blocks into the file.
+    pub fn open(path: &std::path::Path, first: u64, blocks: u32) -> std::io::Result<Self> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)?;
-        let len = u64::from(blocks) * bramble_acme::store::BLOCK_LEN as u64;
+        let len = (first + u64::from(blocks)) * bramble_acme::store::BLOCK_LEN as u64;
         if file.metadata()?.len() < len {
             file.set_len(len)?;
             file.sync_all()?;
         }
-        Ok(Self { file, blocks })
+        Ok(Self {
+            file,
+            blocks,
+            first,
+            write_delay: std::time::Duration::ZERO,
+        })
+    }
+
+    fn offset(&self, index: u32) -> u64 {
+        (self.first + u64::from(index)) * bramble_acme::store::BLOCK_LEN as u64
     }
 }
 
@@ -171,10 +189,7 @@ impl bramble_acme::BlockStore for FileBlocks {
             return Err(bramble_acme::StoreError::Device);
         }
         self.file
-            .read_exact_at(
-                out,
-                u64::from(index) * bramble_acme::store::BLOCK_LEN as u64,
-            )
+            .read_exact_at(out, self.offset(index))
             .map_err(|_| bramble_acme::StoreError::Device)
     }
 
@@ -187,11 +202,11 @@ impl bramble_acme::BlockStore for FileBlocks {
         if index >= self.blocks {
             return Err(bramble_acme::StoreError::Device);
         }
+        if !self.write_delay.is_zero() {
+            std::thread::sleep(self.write_delay);
+        }
         self.file
-            .write_all_at(
-                data,
-                u64::from(index) * bramble_acme::store::BLOCK_LEN as u64,
-            )
+            .write_all_at(data, self.offset(index))
             .map_err(|_| bramble_acme::StoreError::Device)
     }
 
@@ -251,10 +266,16 @@ fn start_acme<D: EthernetDevice>(
         None => bramble_acme::LETS_ENCRYPT_ROOTS_PEM,
     };
     let store: &'static mut dyn bramble_acme::BlockStore = match &acme.store {
-        Some(path) => Box::leak(Box::new(
-            FileBlocks::open(path, bramble_acme::store::DEFAULT_REGION_BLOCKS)
-                .map_err(|error| HostedError::Tls(format!("{}: {error}", path.display())))?,
-        )),
+        Some(path) => {
+            let mut blocks = FileBlocks::open(
+                path,
+                acme.store_offset_blocks,
+                bramble_acme::store::DEFAULT_REGION_BLOCKS,
+            )
+            .map_err(|error| HostedError::Tls(format!("{}: {error}", path.display())))?;
+            blocks.write_delay = std::time::Duration::from_millis(acme.store_write_delay_ms);
+            Box::leak(Box::new(blocks))
+        }
         None => {
             log::warn!("acme: the certificate is kept in RAM only: every start orders a new one");
             Box::leak(Box::new(bramble_acme::MemoryBlocks::new(

@@ -105,6 +105,14 @@ struct Args {
     /// it they are kept in RAM only (`certificate_store = ram`).
     #[arg(long, value_name = "FILE")]
     certificate_store: Option<PathBuf>,
+    /// With --certificate-store: the store's region starts this many 512-byte blocks into
+    /// the file (the rest of the file is never written, as the rest of a card is not).
+    #[arg(long, value_name = "BLOCKS", default_value_t = 0)]
+    certificate_store_offset: u64,
+    /// For tests: pause this many milliseconds before each store block write, so that a
+    /// kill can land inside a save.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    store_write_delay_ms: u64,
     /// With --domain: seconds to wait after the first failure (doubling after each next).
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     acme_retry_seconds: u64,
@@ -195,6 +203,8 @@ fn main() -> ExitCode {
             ca: args.acme_ca,
             email: args.acme_email,
             store: args.certificate_store,
+            store_offset_blocks: args.certificate_store_offset,
+            store_write_delay_ms: args.store_write_delay_ms,
             first_retry_seconds: args.acme_retry_seconds,
             renew_after_seconds: args.acme_renew_after,
         }),
