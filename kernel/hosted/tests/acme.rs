@@ -29,6 +29,10 @@ const CARD_BLOCKS: u64 = 8192;
 const STORE_FIRST_BLOCK: u64 = 2048;
 const STORE_BLOCKS: u64 = 64;
 
+/// How long a start may take to serve verified HTTPS: generous, because a DHCP discover sent
+/// while the TAP is still coming up is lost and smoltcp asks again only after 10 s.
+const HTTPS_LIMIT: Duration = Duration::from_secs(30);
+
 static NEXT: AtomicU32 = AtomicU32::new(0);
 
 fn skip_reason() -> Option<String> {
@@ -542,7 +546,7 @@ fn obtains_reuses_and_renews_a_certificate_from_pebble() {
         2,
         Duration::from_secs(60),
     );
-    let first = lab.wait_for_https(&root, Duration::from_secs(10));
+    let first = lab.wait_for_https(&root, HTTPS_LIMIT);
     assert!(lab.plain_http_ok());
     let issued_at = seconds_in(&log, "certificate issued").unwrap();
     eprintln!("certificate issued {issued_at} s after start; serial {first}");
@@ -556,7 +560,7 @@ fn obtains_reuses_and_renews_a_certificate_from_pebble() {
     // Second start: the stored certificate, no new order.
     let mut guest = lab.guest(Some(&card), &[]);
     guest.wait_for("serving the stored certificate", 1, Duration::from_secs(10));
-    assert_eq!(lab.wait_for_https(&root, Duration::from_secs(10)), first);
+    assert_eq!(lab.wait_for_https(&root, HTTPS_LIMIT), first);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(orders(&pebble), 1, "the second start made no order");
     guest.kill();
@@ -576,7 +580,7 @@ fn obtains_reuses_and_renews_a_certificate_from_pebble() {
         1,
         Duration::from_secs(10),
     );
-    let renewed = lab.wait_for_https(&root, Duration::from_secs(10));
+    let renewed = lab.wait_for_https(&root, HTTPS_LIMIT);
     assert_ne!(renewed, first, "a new certificate is served");
     assert_eq!(orders(&pebble), 2);
     guest.kill();
@@ -589,7 +593,7 @@ fn obtains_reuses_and_renews_a_certificate_from_pebble() {
     // The renewed one is what the next start serves.
     let mut guest = lab.guest(Some(&card), &[]);
     guest.wait_for("serving the stored certificate", 1, Duration::from_secs(10));
-    assert_eq!(lab.wait_for_https(&root, Duration::from_secs(10)), renewed);
+    assert_eq!(lab.wait_for_https(&root, HTTPS_LIMIT), renewed);
 }
 
 #[test]
@@ -610,7 +614,7 @@ fn faults_are_retried_with_back_off_and_plain_http_keeps_serving() {
     let pebble = lab.pebble(&[]);
     let root = lab.pebble_root();
     guest.wait_for("certificate issued", 1, Duration::from_secs(30));
-    lab.wait_for_https(&root, Duration::from_secs(10));
+    lab.wait_for_https(&root, HTTPS_LIMIT);
     guest.kill();
     drop(pebble);
 
@@ -762,7 +766,7 @@ impl Lab {
             log.contains("serving the stored certificate"),
             "a whole certificate was in the store:\n{log}"
         );
-        let serial = self.wait_for_https(root, Duration::from_secs(10));
+        let serial = self.wait_for_https(root, HTTPS_LIMIT);
         guest.kill();
         (serial, log.contains("is not whole"))
     }
