@@ -36,10 +36,23 @@ set -e
 # One closing line for the whole run (cargo prints one per test binary), the 32-bit binaries
 # included; their share is printed just before it.
 count() { grep -Eo "[0-9]+ $1" "${@:2}" | awk -F: '{print $NF}' | awk '{s+=$1} END {print s+0}'; }
-echo "32-bit: $(count passed target/test32-output.txt) passed, $(count failed target/test32-output.txt) failed, $(count ignored target/test32-output.txt) skipped"
+# A test binary that could not run or died before its summary (a signal, a missing file) has no
+# "N failed" line: cargo's per-target error line without a FAILED result counts as one failure.
+unreported() {
+    local errors results
+    errors=$(grep -c '^error: test failed, to rerun pass' "$1" || true)
+    results=$(grep -c '^test result: FAILED' "$1" || true)
+    echo $((errors > results ? errors - results : 0))
+}
+failed32=$(($(count failed target/test32-output.txt) + $(unreported target/test32-output.txt)))
+echo "32-bit: $(count passed target/test32-output.txt) passed, $failed32 failed, $(count ignored target/test32-output.txt) skipped"
 passed=$(count passed target/test-output.txt target/test32-output.txt)
-failed=$(count failed target/test-output.txt target/test32-output.txt)
+failed=$(($(count failed target/test-output.txt target/test32-output.txt) + $(unreported target/test-output.txt) + $(unreported target/test32-output.txt)))
 ignored=$(count ignored target/test-output.txt target/test32-output.txt)
+if { [ "$status" -ne 0 ] || [ "$status32" -ne 0 ]; } && [ "$failed" -eq 0 ]; then
+    echo "cargo test failed with no test failing (a build error?): counted as one failure"
+    failed=1
+fi
 echo "tests: $passed passed, $failed failed, $ignored skipped"
 if [ "$status" -ne 0 ]; then exit "$status"; fi
 exit "$status32"
