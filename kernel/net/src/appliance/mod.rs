@@ -174,6 +174,11 @@ pub struct Appliance<'a, D: EthernetDevice> {
     stack_due: Option<Instant>,
     /// [`Appliance::addresses_version`] when the addresses were last logged and shown.
     addresses_shown: Option<u64>,
+    /// The global IPv6 addresses (static or autoconfigured, preferred) last announced with
+    /// a `serving:` line, so that each new one is announced once.
+    serving6: heapless::Vec<[u8; 16], { crate::slaac::MAX_ADDRESSES }>,
+    /// The HTTP port, for the `serving:` lines.
+    http_port: u16,
     counters: ApplianceCounters,
 }
 
@@ -309,6 +314,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             device_fault: None,
             stack_due: Some(now),
             addresses_shown: None,
+            serving6: heapless::Vec::new(),
+            http_port: config.http_port,
             counters: ApplianceCounters::default(),
         })
     }
@@ -622,6 +629,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             return;
         }
         self.addresses_shown = Some(version);
+        self.announce_serving6();
         let mut text = heapless::String::<{ bramble_http::ADDRESSES_LEN }>::new();
         // Cut short if it does not fit; the log line below is whole either way.
         let _ = core::fmt::write(&mut text, format_args!("{}", self.addresses()));
@@ -632,6 +640,28 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 log::info!("net: addresses {}", self.addresses());
             }
         }
+    }
+
+    /// Logs `serving: http://[ADDR]/` for each global IPv6 address that became preferred
+    /// since the last call (the board logs IPv4's own `serving:` line), so that the console
+    /// shows every address a browser can use. Link-local and deprecated addresses are not
+    /// announced: new connections should not use them.
+    fn announce_serving6(&mut self) {
+        use crate::slaac::{AddressOrigin, AddressState};
+        let serving: heapless::Vec<[u8; 16], { crate::slaac::MAX_ADDRESSES }> = self
+            .ipv6_addresses()
+            .iter()
+            .filter(|e| e.state == AddressState::Preferred && e.origin != AddressOrigin::LinkLocal)
+            .map(|e| e.address)
+            .collect();
+        for address in serving.iter().filter(|a| !self.serving6.contains(a)) {
+            let address = core::net::Ipv6Addr::from(*address);
+            match self.http_port {
+                80 => log::info!("serving: http://[{address}]/"),
+                port => log::info!("serving: http://[{address}]:{port}/"),
+            }
+        }
+        self.serving6 = serving;
     }
 
     /// The IPv6 addresses and what is known of each (tentative, preferred, deprecated,
