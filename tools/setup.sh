@@ -12,10 +12,13 @@ cd "$(dirname "$0")/.."
 # benchmark's busybox httpd (`bramble-bench --hosted`); git for the version string;
 # gcc-i686-linux-gnu and libc6-dev-i386-cross to link the 32-bit test run (`cargo test32`);
 # openssl (s_client) and testssl.sh for the HTTPS tests; python3-venv for REDbot's own
-# environment (below); pebble (the ACME test server) for the ACME tests.
+# environment (below); pebble (the ACME test server) for the ACME tests; radvd (router
+# advertisements), avahi-daemon, avahi-utils and dbus-daemon (a private Avahi judging mDNS
+# over IPv6) and tcpdump for the IPv6 tests.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
-          openssl testssl.sh python3-venv pebble)
+          openssl testssl.sh python3-venv pebble radvd avahi-daemon avahi-utils dbus-daemon
+          tcpdump)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -28,7 +31,12 @@ if [ ${#missing[@]} -gt 0 ]; then
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
         # The tests start nginx themselves, on 127.0.0.1 with their own configuration.
-        if command -v systemctl >/dev/null 2>&1; then systemctl disable --now nginx >/dev/null 2>&1 || true; fi
+        # The IPv6 tests run Avahi and radvd themselves, inside their namespaces.
+        if command -v systemctl >/dev/null 2>&1; then
+            for unit in nginx avahi-daemon.socket avahi-daemon radvd; do
+                systemctl disable --now "$unit" >/dev/null 2>&1 || true
+            done
+        fi
     else
         echo "setup: missing Debian packages: ${missing[*]}" >&2
         echo "setup: install them with: sudo apt-get install -y ${missing[*]}" >&2

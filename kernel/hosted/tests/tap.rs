@@ -4,6 +4,8 @@
 //! All traffic stays inside the namespace: the host side of the TAP is 192.168.77.1/24, the
 //! guest 192.168.77.2 (or a DHCP lease from 192.168.77.50-60). The tests skip with a printed
 //! reason only when not root, or when `ip` or /dev/net/tun is missing; CI runs as root.
+//! IPv6: radvd announces 2001:db8:1::/64 (then renumbers to 2001:db8:2::/64), the host side
+//! holds ::1 in each, and Avahi judges mDNS over ff02::fb and 224.0.0.251.
 
 use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
 use std::fs;
@@ -14,6 +16,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
+
+// radvd, Avahi and tcpdump as the IPv6 peers, shared with the QEMU tests.
+#[path = "../../../tests/tests/netns/ipv6.rs"]
+#[allow(dead_code)] // the QEMU tests use parts these do not
+mod ipv6_peers;
+
+use ipv6_peers::{Avahi, Capture, Prefix, Radvd, Transport};
+use std::net::{IpAddr, Ipv6Addr};
 
 const HOST: &str = "192.168.77.1";
 const GUEST: &str = "192.168.77.2";
@@ -758,4 +768,298 @@ fn falls_back_to_link_local_without_a_dhcp_server() {
     assert!(ns.wait_for_ping(&address, 20), "no ping to {address}");
     let out = ns.curl(&format!("http://{address}/"), &["--fail"]);
     assert_eq!(out.stdout, INDEX);
+}
+
+/// The first prefix radvd announces, and the one it renumbers to.
+const PREFIX_A: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0);
+const PREFIX_B: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 0);
+/// The name server radvd advertises (RFC 8106); nothing answers there, it is only passed on.
+const DNS6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0x53);
+/// The guest's MAC (bramble-hosted's default).
+const GUEST_MAC: &str = "02:00:00:62:72:01";
+
+impl Namespace {
+    /// Gives the host side an address in each test prefix and makes it a router (radvd
+    /// wants forwarding on; the host then ignores advertisements itself).
+    fn add_ipv6(&self) {
+        for prefix in [PREFIX_A, PREFIX_B] {
+            let mut host = prefix.segments();
+            host[7] = 1;
+            let host = format!("{}/64", Ipv6Addr::from(host));
+            self.ip(&["-6", "addr", "add", &host, "dev", TAP, "nodad"]);
+        }
+        run_ok(
+            self.command("sysctl")
+                .args(["-qw", "net.ipv6.conf.all.forwarding=1"]),
+        );
+    }
+
+    /// A closure making commands inside this namespace, for the shared IPv6 peers.
+    fn in_namespace(&self) -> impl Fn(&str) -> Command + '_ {
+        |program| self.command(program)
+    }
+
+    /// `ping -6` until `address` answers once (the guest may drop the first reply while it
+    /// resolves our address: smoltcp queues nothing behind a neighbour solicitation).
+    fn wait_for_ping6(&self, address: &str, attempts: u32) -> bool {
+        (0..attempts).any(|_| {
+            run(self
+                .command("ping")
+                .args(["-6", "-c", "1", "-W", "1", "-w", "2", address]))
+            .status
+            .success()
+        })
+    }
+}
+
+/// The first `serving: http://[ADDR]/` address in `log` inside `prefix`.
+fn serving_in(log: &str, prefix: Ipv6Addr) -> Ipv6Addr {
+    ipv6_peers::serving_addresses(log)
+        .into_iter()
+        .find(|address| ipv6_peers::in_prefix(*address, prefix))
+        .unwrap_or_else(|| panic!("no serving line in {prefix}/64:\n{log}"))
+}
+
+/// curl -6 fetches `path` from `address` and gets exactly `expected`.
+fn check_http6(ns: &Namespace, address: &str, path: &str, expected: &[u8]) {
+    let url = format!("http://{address}{path}");
+    let out = ns.curl(&url, &["-6", "--globoff", "--fail"]);
+    assert!(
+        out.status.success(),
+        "curl -6 {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.stdout == expected,
+        "{url}: {} bytes, {} expected",
+        out.stdout.len(),
+        expected.len()
+    );
+}
+
+/// Avahi over `transport` resolves `name` for `family` to `expected`.
+fn check_avahi(
+    ns: &Namespace,
+    transport: Transport,
+    name: &str,
+    family: Transport,
+    expected: IpAddr,
+) {
+    let avahi = Avahi::start(&ns.in_namespace(), &ns.dir, TAP, transport);
+    let (address, output) = avahi.resolve(&ns.in_namespace(), name, family);
+    assert_eq!(
+        address,
+        Some(expected),
+        "avahi-resolve {family:?} {name} over {transport:?}:\n{output}\navahi-daemon:\n{}",
+        avahi.log()
+    );
+}
+
+#[test]
+fn slaac_from_radvd_then_ping6_http_mdns_aaaa_and_renumbering() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    ns.add_ipv6();
+    let (site, big) = test_site(&ns);
+    let mut capture = Capture::start(&ns.in_namespace(), &ns.dir, TAP);
+    let mut guest = ns.start_guest(&site, &static_args());
+    // radvd advertises from the host side's link-local address, formed once the guest holds
+    // the TAP open (carrier up).
+    ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
+    let lifetimes = |prefix, valid, preferred| Prefix {
+        prefix,
+        valid,
+        preferred,
+    };
+    let radvd = Radvd::start(
+        &ns.in_namespace(),
+        &ns.dir,
+        "radvd-a",
+        &ipv6_peers::radvd_config(TAP, &[lifetimes(PREFIX_A, 12, 8)], Some(DNS6)),
+    );
+    let log = guest.wait_for_log("serving: http://[2001:db8:1:", Duration::from_secs(30));
+    let address_a = serving_in(&log, PREFIX_A);
+    assert!(log.contains("ipv6: router fe80::"), "{log}");
+    assert!(log.contains(&format!("ipv6: name server {DNS6}")), "{log}");
+    // RFC 7217: not the MAC's EUI-64 (which would end in ff:fe).
+    assert_ne!(address_a.segments()[5] & 0xff, 0xff, "{address_a}");
+
+    // ping6: once to settle neighbour discovery, then 20 in a row, none lost.
+    let a = address_a.to_string();
+    assert!(ns.wait_for_ping6(&a, 10), "{a} never answered ping6");
+    let out = run(ns
+        .command("ping")
+        .args(["-6", "-c", "20", "-i", "0.05", "-W", "2", "-q", &a]));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("20 packets transmitted, 20 received"),
+        "{text}"
+    );
+
+    // Every file over IPv6, byte for byte, at the global and at the link-local address.
+    let bracketed = format!("[{address_a}]");
+    check_http6(&ns, &bracketed, "/", INDEX);
+    check_http6(&ns, &bracketed, "/big.bin", &big);
+    let link_local = log
+        .lines()
+        .find_map(|line| {
+            line.split("ipv6: address ")
+                .nth(1)?
+                .strip_suffix(" (link-local)")
+        })
+        .expect("a link-local address line")
+        .to_string();
+    check_http6(
+        &ns,
+        &format!("[{link_local}%25{TAP}]"),
+        "/index.html",
+        INDEX,
+    );
+    let log = guest.wait_for_log("GET /big.bin 200", Duration::from_secs(5));
+    assert!(
+        log.lines()
+            .any(|line| line.contains("GET /big.bin 200") && line.ends_with("2001:db8:1::1")),
+        "the access log names the IPv6 client:\n{log}"
+    );
+
+    // mDNS: Avahi asks over ff02::fb for AAAA and A, and over 224.0.0.251 for AAAA.
+    let name = "bramble-test.local";
+    check_avahi(
+        &ns,
+        Transport::Ipv6,
+        name,
+        Transport::Ipv6,
+        address_a.into(),
+    );
+    check_avahi(
+        &ns,
+        Transport::Ipv6,
+        name,
+        Transport::Ipv4,
+        Ipv4Addr::new(192, 168, 77, 2).into(),
+    );
+    check_avahi(
+        &ns,
+        Transport::Ipv4,
+        name,
+        Transport::Ipv6,
+        address_a.into(),
+    );
+
+    // Renumbering: the router deprecates prefix A (preferred lifetime 0; its valid lifetime
+    // 0 is ignored, RFC 4862 5.5.3 (e), so A runs out by itself) and offers prefix B.
+    drop(radvd);
+    let _radvd = Radvd::start(
+        &ns.in_namespace(),
+        &ns.dir,
+        "radvd-b",
+        &ipv6_peers::radvd_config(
+            TAP,
+            &[lifetimes(PREFIX_A, 0, 0), lifetimes(PREFIX_B, 12, 8)],
+            None,
+        ),
+    );
+    guest.wait_for_log(
+        &format!("ipv6: address {address_a} deprecated by the router"),
+        Duration::from_secs(20),
+    );
+    let log = guest.wait_for_log("serving: http://[2001:db8:2:", Duration::from_secs(20));
+    let address_b = serving_in(&log, PREFIX_B);
+    let b = address_b.to_string();
+    assert!(ns.wait_for_ping6(&b, 10), "{b} never answered ping6");
+    check_http6(&ns, &format!("[{address_b}]"), "/big.bin", &big);
+    // mDNS offers the new address, not the deprecated one.
+    check_avahi(
+        &ns,
+        Transport::Ipv6,
+        name,
+        Transport::Ipv6,
+        address_b.into(),
+    );
+    // The old address runs out within its 12 s and stops answering; the new one serves on.
+    guest.wait_for_log(
+        &format!("ipv6: address {address_a} expired"),
+        Duration::from_secs(30),
+    );
+    let out = run(ns.command("ping").args(["-6", "-c", "2", "-W", "1", &a]));
+    assert!(!out.status.success(), "{a} still answers after it expired");
+    check_http6(&ns, &format!("[{address_b}]"), "/", INDEX);
+
+    // The capture saw the guest's own IPv6 (the control for the ipv6-off test).
+    capture.stop();
+    let sent = capture.frames_from(GUEST_MAC, "ip6");
+    assert!(
+        sent.iter().any(|line| line.contains("router solicitation")),
+        "no router solicitation from the guest in the capture: {sent:?}"
+    );
+}
+
+#[test]
+fn with_ipv6_off_no_ipv6_frame_leaves() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    ns.add_ipv6();
+    let (site, _) = test_site(&ns);
+    let mut capture = Capture::start(&ns.in_namespace(), &ns.dir, TAP);
+    let started = Instant::now();
+    let mut args = static_args();
+    args.push("--no-ipv6");
+    let mut guest = ns.start_guest(&site, &args);
+    assert!(ns.wait_for_ping(GUEST, 20), "guest never answered a ping");
+    ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
+    let _radvd = Radvd::start(
+        &ns.in_namespace(),
+        &ns.dir,
+        "radvd",
+        &ipv6_peers::radvd_config(
+            TAP,
+            &[Prefix {
+                prefix: PREFIX_A,
+                valid: 60,
+                preferred: 30,
+            }],
+            Some(DNS6),
+        ),
+    );
+    // Everything that would draw IPv6 out of a host: all-nodes pings, an mDNS question over
+    // ff02::fb (Avahi finds nothing), and router advertisements for a while.
+    run(ns.command("ping").args([
+        "-6",
+        "-c",
+        "3",
+        "-i",
+        "0.2",
+        "-W",
+        "1",
+        &format!("ff02::1%{TAP}"),
+    ]));
+    let avahi = Avahi::start(&ns.in_namespace(), &ns.dir, TAP, Transport::Ipv6);
+    let (address, output) =
+        avahi.resolve(&ns.in_namespace(), "bramble-test.local", Transport::Ipv4);
+    assert_eq!(
+        address, None,
+        "an mDNS answer over IPv6 with IPv6 off:\n{output}"
+    );
+    drop(avahi);
+    // DAD and router solicitations would have gone within the first few seconds.
+    let quiet = Duration::from_secs(10);
+    if let Some(left) = quiet.checked_sub(started.elapsed()) {
+        std::thread::sleep(left);
+    }
+    // IPv4 still works, and the guest said nothing over IPv6.
+    let out = ns.curl(&format!("http://{GUEST}/"), &["--fail"]);
+    assert_eq!(out.stdout, INDEX);
+    capture.stop();
+    let ipv6 = capture.frames_from(GUEST_MAC, "ip6");
+    assert!(ipv6.is_empty(), "IPv6 frames from the guest: {ipv6:#?}");
+    let ipv4 = capture.frames_from(GUEST_MAC, "arp or ip");
+    assert!(
+        !ipv4.is_empty(),
+        "the capture saw nothing from the guest at all"
+    );
+    let log = guest.wait_for_log("net: addresses 192.168.77.2/24", Duration::from_secs(5));
+    assert!(
+        !log.contains("ipv6:"),
+        "IPv6 work logged with IPv6 off:\n{log}"
+    );
 }

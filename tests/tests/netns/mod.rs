@@ -8,6 +8,7 @@
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
+pub mod ipv6;
 pub mod mdns;
 
 use bramble::image::{ImageInputs, build_image};
