@@ -5,7 +5,8 @@
 //! guest 192.168.77.2 (or a DHCP lease from 192.168.77.50-60). The tests skip with a printed
 //! reason only when not root, or when `ip` or /dev/net/tun is missing; CI runs as root.
 //! IPv6: radvd announces 2001:db8:1::/64 (then renumbers to 2001:db8:2::/64), the host side
-//! holds ::1 in each, and Avahi judges mDNS over ff02::fb and 224.0.0.251.
+//! holds ::1 in each, curl -6 fetches over HTTP and HTTPS, and Avahi judges mDNS over
+//! ff02::fb and 224.0.0.251; tcpdump shows that `--no-ipv6` sends no IPv6 frame.
 
 use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
 use std::fs;
@@ -862,7 +863,16 @@ fn slaac_from_radvd_then_ping6_http_mdns_aaaa_and_renumbering() {
     ns.add_ipv6();
     let (site, big) = test_site(&ns);
     let mut capture = Capture::start(&ns.in_namespace(), &ns.dir, TAP);
-    let mut guest = ns.start_guest(&site, &static_args());
+    let tls = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tls/tests/data");
+    let (cert, key) = (tls.join("p256.pem"), tls.join("p256.key"));
+    let mut args = static_args();
+    args.extend([
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let mut guest = ns.start_guest(&site, &args);
     // radvd advertises from the host side's link-local address, formed once the guest holds
     // the TAP open (carrier up).
     ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
@@ -914,6 +924,26 @@ fn slaac_from_radvd_then_ping6_http_mdns_aaaa_and_renumbering() {
         &format!("[{link_local}%25{TAP}]"),
         "/index.html",
         INDEX,
+    );
+    // HTTPS over IPv6 too, from the same pool, verified against the test CA.
+    let ca = tls.join("ca.pem");
+    let resolve = format!("bramble.test:443:[{address_a}]");
+    let out = ns.curl(
+        "https://bramble.test/big.bin",
+        &[
+            "-6",
+            "--fail",
+            "--cacert",
+            ca.to_str().unwrap(),
+            "--resolve",
+            &resolve,
+        ],
+    );
+    assert!(
+        out.status.success() && out.stdout == big,
+        "curl -6 https: {} bytes ({})",
+        out.stdout.len(),
+        String::from_utf8_lossy(&out.stderr)
     );
     let log = guest.wait_for_log("GET /big.bin 200", Duration::from_secs(5));
     assert!(
