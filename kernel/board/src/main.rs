@@ -165,6 +165,8 @@ fn kernel_main() -> ! {
     let mut commands = commands::Commands::new();
     // The USB interrupt count when the network was last polled.
     let mut polled_at_interrupt = None;
+    // Whether the certificate was checked against the clock (once, when it is first set).
+    let mut certificate_checked = false;
     loop {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
@@ -188,6 +190,10 @@ fn kernel_main() -> ! {
                 appliance.poll(now)
             };
             polled_at_interrupt = Some(usb_interrupts);
+            if !certificate_checked && let Some(unix) = appliance.unix_seconds(now) {
+                certificate_checked = true;
+                tls::check_certificate(unix);
+            }
             if let Some([a, b, c, d]) = appliance.ipv4_address() {
                 serving = true;
                 if timeline.address == 0 {

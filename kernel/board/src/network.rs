@@ -257,7 +257,7 @@ pub fn start(
                 if let Err(error) =
                     appliance.start_https(https.config, https.memory, https.port, now)
                 {
-                    log::error!("tls: HTTPS not started: {error}");
+                    crate::tls::not_started(format_args!("{error}"));
                 }
             }
             log::info!(

@@ -141,32 +141,53 @@ pub fn certificate() -> Option<&'static Identity> {
     CERTIFICATE.get()
 }
 
+/// Longest reason kept for the status line.
+const REASON_LEN: usize = 240;
+
+/// Why HTTPS is not running although the settings ask for it, for the status line.
+static NOT_STARTED: spin::Once<heapless::String<REASON_LEN>> = spin::Once::new();
+
+/// Reports on the console that HTTPS is not started and why, keeps the reason for the
+/// status line, and returns `None` (plain HTTP goes on serving).
+pub fn not_started(reason: core::fmt::Arguments<'_>) -> Option<Https> {
+    let mut kept = heapless::String::<REASON_LEN>::new();
+    // A reason longer than the buffer is cut short; the console line below is whole.
+    let _ = core::fmt::write(&mut kept, reason);
+    log::error!("tls: {reason}; HTTPS is not started, plain HTTP is served");
+    NOT_STARTED.call_once(|| kept);
+    None
+}
+
 /// Prepares HTTPS when the settings ask for it: seeds entropy, checks the certificate and
 /// key, and cuts the heap and the pool's memory from `arena`. Every problem is reported on
-/// the console and leaves plain HTTP serving (`None`).
+/// the console and kept for the status line, and leaves plain HTTP serving (`None`).
 pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena) -> Option<Https> {
     if settings.https == HttpsMode::Off {
         return None;
     }
     let Some(files) = files else {
-        log::error!("tls: the card could not be read; HTTPS is not started");
-        return None;
+        return not_started(format_args!("the card could not be read"));
     };
     let (certificate, key) = match (&files.certificate, &files.key) {
         (Ok(certificate), Ok(key)) => (*certificate, *key),
-        (certificate, key) => {
-            if let Err(problem) = certificate {
-                log::error!("tls: {}: {problem}", settings.tls_certificate);
-            }
-            if let Err(problem) = key {
-                log::error!("tls: {}: {problem}", settings.tls_key);
-            }
-            log::error!("tls: HTTPS is not started; plain HTTP is served");
-            return None;
+        (Err(problem), Ok(_)) => {
+            return not_started(format_args!(
+                "tls_certificate {}: {problem}",
+                settings.tls_certificate
+            ));
+        }
+        (Ok(_), Err(problem)) => {
+            return not_started(format_args!("tls_key {}: {problem}", settings.tls_key));
+        }
+        (Err(certificate), Err(key)) => {
+            return not_started(format_args!(
+                "tls_certificate {}: {certificate}, tls_key {}: {key}",
+                settings.tls_certificate, settings.tls_key
+            ));
         }
     };
     if !seed_entropy() {
-        return None;
+        return not_started(format_args!("no entropy seed from the hardware RNG"));
     }
     // The certificate is parsed with the heap in place: rustls keeps it there.
     let per_connection = MAX_RECORD_LEN
@@ -178,35 +199,35 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
     let pool =
         (arena.remaining() / HTTPS_SHARE_DIVISOR / per_connection).clamp(1, MAX_HTTPS_CONNECTIONS);
     let heap_bytes = bramble_tls::heap::heap_bytes(pool);
-    let heap = arena.zeroed_bytes(heap_bytes)?;
+    let Some(heap) = arena.zeroed_bytes(heap_bytes) else {
+        return not_started(format_args!(
+            "no memory left for the {heap_bytes}-byte TLS heap"
+        ));
+    };
     // SAFETY: the region was just cut from the arena for the heap alone, lives forever, and
     // is claimed once, before the first allocation (nothing allocates before HTTPS starts).
     unsafe {
         let span = talc::Span::from_base_size(heap.as_mut_ptr(), heap.len());
         if HEAP.talc.lock().claim(span).is_err() {
-            log::error!("tls: the heap region was refused; HTTPS is not started");
-            return None;
+            return not_started(format_args!("the heap region was refused"));
         }
     }
     HEAP.size.store(heap_bytes, Ordering::Relaxed);
     let identity = match Identity::from_pem(certificate, key) {
         Ok(identity) => identity,
         Err(problem) => {
-            log::error!(
-                "tls: {} and {}: {problem}; HTTPS is not started, plain HTTP is served",
-                settings.tls_certificate,
-                settings.tls_key
-            );
-            return None;
+            return not_started(format_args!(
+                "tls_certificate {} with tls_key {}: {problem}",
+                settings.tls_certificate, settings.tls_key
+            ));
         }
     };
     if identity.chain_len() + FLIGHT_OVERHEAD > TLS_TRANSMIT_LEN {
-        log::error!(
-            "tls: the certificate chain ({} bytes) does not fit the {TLS_TRANSMIT_LEN}-byte \
-             handshake buffer; HTTPS is not started",
+        return not_started(format_args!(
+            "the certificate chain ({} bytes) does not fit the {TLS_TRANSMIT_LEN}-byte \
+             handshake buffer",
             identity.chain_len()
-        );
-        return None;
+        ));
     }
     let policy = match settings.sni {
         SniPolicy::Any => bramble_tls::SniPolicy::AnyName,
@@ -214,19 +235,30 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
     };
     let config = match bramble_tls::server_config(identity.clone(), policy) {
         Ok(config) => config,
-        Err(error) => {
-            log::error!("tls: {error}");
-            return None;
-        }
+        Err(error) => return not_started(format_args!("{error}")),
     };
     let validity = identity.validity();
     log::info!(
-        "tls: certificate valid from {} to {} (Unix seconds; checked once the clock is set), \
-         {} bytes of chain",
-        validity.not_before,
-        validity.not_after,
+        "tls: certificate valid from {} to {} (checked once the clock is set), {} bytes of \
+         chain",
+        Date(validity.not_before),
+        Date(validity.not_after),
         identity.chain_len()
     );
+    let Some(memory) = pool_memory(pool, arena) else {
+        return not_started(format_args!("no memory left for {pool} HTTPS connections"));
+    };
+    CERTIFICATE.call_once(|| identity.clone());
+    Some(Https {
+        config,
+        memory,
+        sockets: pool,
+        port: settings.https_port,
+    })
+}
+
+/// The HTTPS pool's connections and buffers, cut from `arena`.
+fn pool_memory(pool: usize, arena: &mut Arena) -> Option<&'static mut HttpsMemory<'static>> {
     let connections = arena.slice(pool, || {
         // Filled in below: a slot needs its two buffers.
         TlsConnection::new(&mut [], &mut [])
@@ -237,19 +269,54 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
         *connection = TlsConnection::new(incoming, outgoing);
     }
     let tcp_buffers = arena.zeroed_bytes(pool * (TCP_RX_LEN + TCP_TX_LEN))?;
-    let memory = arena.value(HttpsMemory {
+    arena.value(HttpsMemory {
         connections,
         tcp_buffers,
         tcp_rx_len: TCP_RX_LEN,
         tcp_tx_len: TCP_TX_LEN,
-    })?;
-    CERTIFICATE.call_once(|| identity.clone());
-    Some(Https {
-        config,
-        memory,
-        sockets: pool,
-        port: settings.https_port,
     })
+}
+
+/// A Unix time (seconds) as an IMF-fixdate, or as the number where it is before 1970.
+struct Date(i64);
+
+impl core::fmt::Display for Date {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match u64::try_from(self.0) {
+            Ok(seconds) => bramble_http::date::write_imf_fixdate(f, seconds),
+            Err(_) => write!(f, "Unix time {}", self.0),
+        }
+    }
+}
+
+/// Checks the certificate being served against the clock, once it is first set, and says
+/// on the console whether browsers will accept it.
+pub fn check_certificate(unix_seconds: u64) {
+    let Some(validity) = certificate().map(|identity| identity.validity()) else {
+        return;
+    };
+    let now = i64::try_from(unix_seconds).unwrap_or(i64::MAX);
+    if now > validity.not_after {
+        log::error!(
+            "tls: the certificate EXPIRED on {} ({} days ago): browsers will refuse HTTPS until \
+             a new one is on the card; plain HTTP is served",
+            Date(validity.not_after),
+            (now - validity.not_after) / 86_400
+        );
+    } else if now < validity.not_before {
+        log::error!(
+            "tls: the certificate is NOT VALID YET (from {}, in {} days): browsers will refuse \
+             HTTPS until then; plain HTTP is served",
+            Date(validity.not_before),
+            (validity.not_before - now) / 86_400
+        );
+    } else {
+        log::info!(
+            "tls: the certificate is valid until {} ({} days from now)",
+            Date(validity.not_after),
+            (validity.not_after - now) / 86_400
+        );
+    }
 }
 
 /// The handshake flight buffer per connection: the certificate chain plus the rest of the
@@ -276,32 +343,41 @@ pub fn print_status(appliance: &crate::network::Network) {
         None => log::info!("status: clock off"),
     }
     let Some(counters) = appliance.tls_counters() else {
+        if let Some(reason) = NOT_STARTED.get() {
+            log::info!("status: https not started: {reason}; plain HTTP is served");
+        }
         return;
     };
     let (in_use, peak, size) = heap_usage();
     let certificate = certificate().map(|identity| identity.validity());
-    let unix = appliance.unix_seconds(now).map(|unix| unix as i64);
+    let unix = appliance
+        .unix_seconds(now)
+        .map(|unix| i64::try_from(unix).unwrap_or(i64::MAX));
     let state = match (certificate, unix) {
-        (None, _) => "none",
-        (Some(_), None) => "not checked (no clock)",
-        (Some(validity), Some(unix)) if unix > validity.not_after => "EXPIRED",
-        (Some(validity), Some(unix)) if unix < validity.not_before => "NOT YET VALID",
-        (Some(_), Some(_)) => "valid",
+        (None, _) => alloc::string::String::from("none"),
+        (Some(validity), None) => alloc::format!(
+            "not checked (no clock), expires {}",
+            Date(validity.not_after)
+        ),
+        (Some(validity), Some(unix)) if unix > validity.not_after => {
+            alloc::format!("EXPIRED on {}", Date(validity.not_after))
+        }
+        (Some(validity), Some(unix)) if unix < validity.not_before => {
+            alloc::format!("NOT YET VALID, from {}", Date(validity.not_before))
+        }
+        (Some(validity), Some(unix)) => alloc::format!(
+            "valid, expires {} (in {} days)",
+            Date(validity.not_after),
+            (validity.not_after - unix) / 86_400
+        ),
     };
     log::info!(
         "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
-         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}, expires \
-         at Unix time {}{}",
+         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}",
         appliance.open_https_connections(),
         counters.full_handshakes,
         counters.resumed_handshakes,
         counters.failures,
         counters.deferred,
-        certificate.map_or(0, |validity| validity.not_after),
-        match (certificate, unix) {
-            (Some(validity), Some(unix)) if unix <= validity.not_after =>
-                alloc::format!(" (in {} days)", (validity.not_after - unix) / 86_400),
-            _ => alloc::string::String::new(),
-        }
     );
 }
