@@ -70,7 +70,15 @@ pub struct ImageArgs {
     /// be the certificate's.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
+    /// For ACME with a private or test CA (pebble): a PEM file with the roots the CA's own
+    /// HTTPS server chains to. Checked, put on the card under the name BRAMBLE.TXT gives
+    /// (`acme_ca_certificate`, default ACMECA.PEM), and named there.
+    #[arg(long, value_name = "FILE")]
+    pub acme_ca: Option<PathBuf>,
 }
+
+/// `acme_ca_certificate`'s name on the card when BRAMBLE.TXT names none.
+pub const ACME_CA_NAME: &str = "ACMECA.PEM";
 
 /// Everything that goes on a card, already read and checked.
 #[derive(Clone, Debug)]
@@ -157,6 +165,9 @@ pub enum ImageError {
         /// What is wrong.
         problem: bramble_tls::IdentityError,
     },
+    /// The ACME CA file holds no certificate the kernel can use.
+    #[error("{0}: no PEM certificate the kernel can check the CA's server with")]
+    BadAcmeCa(PathBuf),
     /// A file is larger than the kernel reads.
     #[error("{path} is {size} bytes; the kernel reads at most {limit}")]
     TooLarge {
@@ -286,6 +297,42 @@ pub fn check_tls_files(
     ))
 }
 
+/// Reads and checks the `--acme-ca` file: at most [`MAX_TLS_FILE_BYTES`], PEM
+/// certificates the kernel's TLS client accepts as roots.
+pub fn check_acme_ca(path: &Path) -> Result<Vec<u8>, ImageError> {
+    let bytes = fs::read(path).map_err(|source| ImageError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if bytes.len() > MAX_TLS_FILE_BYTES {
+        return Err(ImageError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len(),
+            limit: MAX_TLS_FILE_BYTES,
+        });
+    }
+    bramble_tls::client::roots_from_pem(&bytes)
+        .map_err(|_| ImageError::BadAcmeCa(path.to_path_buf()))?;
+    Ok(bytes)
+}
+
+/// `settings` with `acme_ca_certificate = name` unless it already names a file: the name
+/// the card holds the CA file under, and the text to write.
+pub fn settings_with_acme_ca(settings: &str) -> (String, String) {
+    let parsed = Settings::parse_lenient(settings, |_| {});
+    match parsed.acme_ca_certificate {
+        Some(name) => (name.as_str().to_string(), settings.to_string()),
+        None => {
+            let mut text = settings.to_string();
+            if !text.is_empty() && !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text.push_str(&format!("acme_ca_certificate = {ACME_CA_NAME}\n"));
+            (ACME_CA_NAME.to_string(), text)
+        }
+    }
+}
+
 /// `settings` with HTTPS turned on (`https = on`) unless it already is (`on` or `only`):
 /// the `https` line is replaced, or one is added.
 pub fn settings_with_https(settings: &str) -> String {
@@ -360,7 +407,17 @@ pub fn boot_files(inputs: &ImageInputs) -> Vec<BootFile> {
 
 /// Writes the SD card image for `inputs` to `output`.
 pub fn build_image(inputs: &ImageInputs, output: &Path) -> Result<ImageReport, ImageError> {
-    let files = boot_files(inputs);
+    build_image_with(inputs, Vec::new(), output)
+}
+
+/// Like [`build_image`], with `extra` files (the ACME CA's roots) after the others.
+pub fn build_image_with(
+    inputs: &ImageInputs,
+    extra: Vec<BootFile>,
+    output: &Path,
+) -> Result<ImageReport, ImageError> {
+    let mut files = boot_files(inputs);
+    files.extend(extra);
     let layout = match inputs.size_mib {
         Some(mib) => Layout::with_size(mib.saturating_mul(MIB))?,
         None => Layout::smallest_for(&files)?,
@@ -451,6 +508,13 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let mut extra = Vec::new();
+    if let Some(path) = &args.acme_ca {
+        let bytes = check_acme_ca(path)?;
+        let (name, text) = settings_with_acme_ca(&settings);
+        settings = text;
+        extra.push(BootFile { name, bytes });
+    }
     let firmware = if let Some(dir) = &args.firmware {
         firmware::load_dir(dir)?
     } else if args.fetch_firmware {
@@ -471,7 +535,7 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
         size_mib: args.size,
         tls,
     };
-    let report = build_image(&inputs, &args.output)?;
+    let report = build_image_with(&inputs, extra, &args.output)?;
 
     let layout = report.layout;
     println!(

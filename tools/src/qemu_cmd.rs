@@ -252,6 +252,7 @@ fn card_for_site(
         size: None,
         tls_cert: args.tls_cert.clone(),
         tls_key: args.tls_key.clone(),
+        acme_ca: None,
     })?;
     Ok(output)
 }

@@ -615,3 +615,62 @@ fn https_is_turned_on_by_replacing_or_adding_its_line() {
         "# https = off is the default\nhttps = on\n"
     );
 }
+
+#[test]
+fn cli_puts_the_acme_ca_on_the_card_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = write_site(dir.path());
+    let kernel = dir.path().join("kernel.img");
+    fs::write(&kernel, noise(4096, 7)).unwrap();
+    let config = dir.path().join("mine.txt");
+    fs::write(
+        &config,
+        "https = on\nacme = on\ndomain = bramble.test\nacme_directory = https://acme.test/dir\n",
+    )
+    .unwrap();
+    let image = |ca: &Path, out: &str| {
+        bramble()
+            .args(["image", "--site"])
+            .arg(&site)
+            .arg("--kernel")
+            .arg(&kernel)
+            .arg("--config")
+            .arg(&config)
+            .arg("--acme-ca")
+            .arg(ca)
+            .arg("-o")
+            .arg(dir.path().join(out))
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .output()
+            .unwrap()
+    };
+    let output = image(&tls_fixture("p256.pem"), "out.img");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let img = dir.path().join("out.img");
+    assert!(short_names(&img).contains(&"ACMECA.PEM".to_string()));
+    assert_eq!(
+        read_back(&img, "ACMECA.PEM", dir.path()),
+        fs::read(tls_fixture("p256.pem")).unwrap()
+    );
+    let settings = String::from_utf8(read_back(&img, "BRAMBLE.TXT", dir.path())).unwrap();
+    let parsed = bramble_settings::Settings::parse(&settings).unwrap();
+    assert!(parsed.acme);
+    assert_eq!(
+        parsed
+            .acme_ca_certificate
+            .map(|name| name.as_str().to_string()),
+        Some("ACMECA.PEM".to_string())
+    );
+    // A file without a certificate is refused, and no card is written.
+    let garbage = dir.path().join("garbage.pem");
+    fs::write(&garbage, "not a certificate").unwrap();
+    let output = image(&garbage, "bad.img");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("no PEM certificate"), "{stderr}");
+    assert!(!dir.path().join("bad.img").exists());
+}

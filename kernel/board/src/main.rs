@@ -11,6 +11,7 @@
 // faults. Every unsafe block says why it is sound (`// SAFETY:`).
 #![allow(unsafe_code)]
 
+mod acme;
 mod arena;
 mod commands;
 mod console;
@@ -302,6 +303,7 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
             counters.ipv6_connections_opened
         );
         tls::print_status(appliance);
+        acme::print_status(appliance);
         let nic = appliance.device_mut();
         let usb = nic.counters();
         let kind = nic.kind();

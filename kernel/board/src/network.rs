@@ -179,12 +179,19 @@ pub fn start(
     }
 
     let arena_before = arena.remaining();
-    let https = crate::tls::prepare(settings, crate::storage::tls_files(), arena);
+    let acme = crate::acme::prepare(settings, arena);
+    let https = if settings.acme {
+        None
+    } else {
+        crate::tls::prepare(settings, crate::storage::tls_files(), arena)
+    };
     let per_connection = TCP_RX_LEN + TCP_TX_LEN + core::mem::size_of::<Connection>() + 64;
     let pool = (arena.remaining() / POOL_SHARE_DIVISOR / per_connection).clamp(1, MAX_CONNECTIONS);
     // Kept back from the HTTP pool: the HTTPS pool's sockets and the clock's two.
     let clock_sockets = if settings.ntp { CLOCK_SOCKETS } else { 0 };
-    let reserved = https.as_ref().map_or(0, |https| https.sockets) + clock_sockets;
+    let reserved = https.as_ref().map_or(0, |https| https.sockets)
+        + acme.as_ref().map_or(0, |acme| acme.sockets)
+        + clock_sockets;
     let sockets = arena.slice(pool + reserved + EXTRA_SOCKETS, || SocketStorage::EMPTY)?;
     let connections = arena.slice(pool, Connection::new)?;
     let buffers = arena.zeroed_bytes(pool * (TCP_RX_LEN + TCP_TX_LEN))?;
@@ -258,6 +265,18 @@ pub fn start(
                     appliance.start_https(https.config, https.memory, https.port, now)
                 {
                     crate::tls::not_started(format_args!("{error}"));
+                }
+            }
+            if let Some(acme) = acme {
+                let now = Instant::from_micros(micros());
+                if let Err(error) = appliance.start_acme(
+                    acme.config,
+                    acme.store,
+                    acme.memory,
+                    Some(acme.https),
+                    now,
+                ) {
+                    log::error!("acme: not started: {error}; plain HTTP is served");
                 }
             }
             log::info!(

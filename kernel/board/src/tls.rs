@@ -319,6 +319,42 @@ pub fn check_certificate(unix_seconds: u64) {
     }
 }
 
+/// For ACME (`acme = on`): seeds entropy, claims the heap (the HTTPS pool's share and
+/// `extra_heap` more) and cuts the HTTPS pool's memory from `arena`, for the certificate that
+/// ACME obtains. Returns the memory and the pool's size; `None` (logged) if entropy or memory
+/// is missing.
+pub fn prepare_pool(
+    arena: &mut Arena,
+    extra_heap: usize,
+) -> Option<(&'static mut HttpsMemory<'static>, usize)> {
+    if !seed_entropy() {
+        return None;
+    }
+    let per_connection = MAX_RECORD_LEN
+        + TLS_TRANSMIT_LEN
+        + TCP_RX_LEN
+        + TCP_TX_LEN
+        + core::mem::size_of::<TlsConnection<'static>>()
+        + bramble_tls::heap::PER_CONNECTION_BYTES;
+    let pool =
+        (arena.remaining().saturating_sub(extra_heap) / HTTPS_SHARE_DIVISOR / per_connection)
+            .clamp(1, MAX_HTTPS_CONNECTIONS);
+    let heap_bytes = bramble_tls::heap::heap_bytes(pool) + extra_heap;
+    let heap = arena.zeroed_bytes(heap_bytes)?;
+    // SAFETY: the region was just cut from the arena for the heap alone, lives forever, and
+    // is claimed once, before the first allocation (nothing allocates before ACME starts).
+    unsafe {
+        let span = talc::Span::from_base_size(heap.as_mut_ptr(), heap.len());
+        if HEAP.talc.lock().claim(span).is_err() {
+            log::error!("acme: the heap region was refused; ACME is not started");
+            return None;
+        }
+    }
+    HEAP.size.store(heap_bytes, Ordering::Relaxed);
+    let memory = pool_memory(pool, arena)?;
+    Some((memory, pool))
+}
+
 /// The handshake flight buffer per connection: the certificate chain plus the rest of the
 /// server's first flight.
 const TLS_TRANSMIT_LEN: usize = 12 * 1024;
@@ -354,7 +390,13 @@ pub fn print_status(appliance: &crate::network::Network) {
         .unix_seconds(now)
         .map(|unix| i64::try_from(unix).unwrap_or(i64::MAX));
     let state = match (certificate, unix) {
-        (None, _) => alloc::string::String::from("none"),
+        (None, _) => match appliance.acme_status(now).and_then(|acme| acme.not_after) {
+            Some(end) => alloc::format!("from ACME, expires {}", Date(end)),
+            None if appliance.acme_status(now).is_some() => {
+                alloc::string::String::from("from ACME, none yet")
+            }
+            None => alloc::string::String::from("none"),
+        },
         (Some(validity), None) => alloc::format!(
             "not checked (no clock), expires {}",
             Date(validity.not_after)
