@@ -64,6 +64,33 @@ pub fn add_bramble_events(counters: &mut GuestCounters, line: &str) {
     }
 }
 
+/// Adds the handshake counters of Bramble's HTTPS status line (`status: https open N,
+/// handshakes full N resumed N, failures N, deferred N, heap ...`) to `counters`, as `tls
+/// full handshakes`, `tls resumed handshakes`, `tls failures` and `tls deferred`.
+pub fn add_bramble_tls_events(counters: &mut GuestCounters, line: &str) {
+    let Some(start) = line.find("status: https open") else {
+        return;
+    };
+    let words: Vec<&str> = line[start..]
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+        .filter(|word| !word.is_empty())
+        .collect();
+    for (key, name) in [
+        ("full", "tls full handshakes"),
+        ("resumed", "tls resumed handshakes"),
+        ("failures", "tls failures"),
+        ("deferred", "tls deferred"),
+    ] {
+        if let Some(value) = words
+            .windows(2)
+            .find(|pair| pair[0] == key)
+            .and_then(|pair| pair[1].parse::<u64>().ok())
+        {
+            counters.events.insert(name.to_string(), value);
+        }
+    }
+}
+
 /// Parses Bramble's first `status` line. Shape (each part optional, any order):
 /// `status: up 12345 us, busy 2345 us, idle 10000 us, ..., memory used 1234 KiB, free ...`
 pub fn parse_bramble_status(line: &str) -> Option<GuestCounters> {
@@ -225,6 +252,33 @@ fn linux_tcp_events(text: &str) -> BTreeMap<String, u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bramble_tls_line_gives_the_handshake_counters() {
+        let mut counters = GuestCounters::default();
+        add_bramble_tls_events(
+            &mut counters,
+            "[    9.1] INFO  status: https open 2, handshakes full 17 resumed 3, failures 1, \
+             deferred 4, heap 1226 B in use, 5029 B at most, of 3400985 B; certificate valid, \
+             expires Sun, 07 Nov 2126 09:37:56 GMT (in 36500 days)",
+        );
+        let expected: BTreeMap<String, u64> = [
+            ("tls full handshakes", 17),
+            ("tls resumed handshakes", 3),
+            ("tls failures", 1),
+            ("tls deferred", 4),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+        assert_eq!(counters.events, expected);
+        let mut none = GuestCounters::default();
+        add_bramble_tls_events(
+            &mut none,
+            "status: https not started: tls_key KEY.PEM: gone",
+        );
+        assert!(none.events.is_empty());
+    }
 
     #[test]
     fn bramble_status_with_and_without_the_benchmark_counters() {

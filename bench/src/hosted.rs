@@ -35,6 +35,11 @@ const BRAMBLE_ADDRESS: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 2);
 const NGINX_PORT: u16 = 8081;
 /// busybox httpd's port on the namespace's loopback.
 const BUSYBOX_PORT: u16 = 8082;
+/// nginx's HTTPS port on the namespace's loopback.
+const NGINX_TLS_PORT: u16 = 8443;
+/// bramble-hosted's HTTPS pool, as the Pi's kernel sizes it (kernel/board's tls.rs,
+/// `MAX_HTTPS_CONNECTIONS`).
+const BRAMBLE_HTTPS_CONNECTIONS: &str = "64";
 /// bramble-hosted's pool and buffers as the Pi kernel configures them (kernel/board's
 /// network.rs: 4 KiB receive, 32 KiB transmit per connection, and a pool that reaches
 /// `MAX_CONNECTIONS` = 256 on a B+).
@@ -276,18 +281,32 @@ impl ServerKind {
         }
     }
 
+    /// Where the server answers HTTPS, if it does.
+    fn https_address(&self) -> Option<SocketAddr> {
+        match self {
+            ServerKind::Bramble { .. } => Some(SocketAddrV4::new(BRAMBLE_ADDRESS, 443).into()),
+            ServerKind::Nginx => {
+                Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, NGINX_TLS_PORT).into())
+            }
+            ServerKind::Busybox => None,
+        }
+    }
+
     fn description(&self) -> String {
         match self {
             ServerKind::Bramble { binary, .. } => format!(
                 "{} on TAP {TAP} as {BRAMBLE_ADDRESS}, static address, the Pi's pool and \
                  buffers ({BRAMBLE_CONNECTIONS} connections, {BRAMBLE_TCP_RX} + \
-                 {BRAMBLE_TCP_TX} bytes each), access log and mDNS off; one process, one \
-                 poll loop.",
+                 {BRAMBLE_TCP_TX} bytes each), access log and mDNS off; HTTPS on 443 \
+                 ({BRAMBLE_HTTPS_CONNECTIONS} connections, ECDSA P-256 certificate); one \
+                 process, one poll loop.",
                 binary.display()
             ),
             ServerKind::Nginx => format!(
                 "{}, one worker process (plus the master), sendfile on, access log off, \
-                 listening on 127.0.0.1:{NGINX_PORT} in the namespace.",
+                 listening on 127.0.0.1:{NGINX_PORT} in the namespace; HTTPS on \
+                 127.0.0.1:{NGINX_TLS_PORT} with the same certificate (TLS 1.2 and 1.3, \
+                 session tickets and cache as Debian ships them).",
                 version_line("nginx", &["-v"])
             ),
             ServerKind::Busybox => format!(
@@ -327,6 +346,12 @@ impl ServerKind {
                 BRAMBLE_TCP_TX.into(),
                 "--log-level".into(),
                 "warn".into(),
+                "--tls-cert".into(),
+                path(&tls_fixture("p256.pem")),
+                "--tls-key".into(),
+                path(&tls_fixture("p256.key")),
+                "--https-connections".into(),
+                BRAMBLE_HTTPS_CONNECTIONS.into(),
             ],
             ServerKind::Nginx => {
                 let config = dir.join("nginx.conf");
@@ -362,9 +387,20 @@ impl ServerKind {
     }
 }
 
-/// nginx's configuration: foreground, its own pid file, logs and temp paths in `dir`.
+/// kernel/tls's test certificate and key (ECDSA P-256, bramble.test), which both servers
+/// serve HTTPS with.
+fn tls_fixture(name: &str) -> PathBuf {
+    bramble::workspace_root()
+        .join("kernel/tls/tests/data")
+        .join(name)
+}
+
+/// nginx's configuration: foreground, its own pid file, logs and temp paths in `dir`; HTTPS
+/// with the test certificate on [`NGINX_TLS_PORT`].
 fn nginx_config(site: &Path, dir: &Path) -> String {
     let d = dir.display();
+    let certificate = tls_fixture("p256.pem");
+    let key = tls_fixture("p256.key");
     format!(
         "# Written by bramble-bench --hosted.
 daemon off;
@@ -387,12 +423,23 @@ http {{
     sendfile on;
     server {{
         listen 127.0.0.1:{NGINX_PORT};
-        root {};
+        root {site};
+        index index.html;
+    }}
+    server {{
+        listen 127.0.0.1:{NGINX_TLS_PORT} ssl;
+        ssl_certificate {certificate};
+        ssl_certificate_key {key};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:bench:1m;
+        root {site};
         index index.html;
     }}
 }}
 ",
-        site.display()
+        site = site.display(),
+        certificate = certificate.display(),
+        key = key.display(),
     )
 }
 
@@ -479,6 +526,14 @@ fn measure(
         .iter()
         .filter(|(t, _)| args.targets.iter().any(|a| a == t))
     {
+        let https = server.https_address();
+        if super::report::is_tls_target(target) && https.is_none() {
+            result.notes.push(format!(
+                "{target}: skipped, {} serves no HTTPS",
+                server.name()
+            ));
+            continue;
+        }
         let Some(request) = super::target_request(target, &validator, args.close) else {
             result
                 .notes
@@ -507,7 +562,12 @@ fn measure(
                 result.loads.push(load);
                 continue;
             }
-            let url = format!("http://{url_host}{}", request.path);
+            let tls_host = match https {
+                Some(SocketAddr::V4(v4)) if v4.port() == 443 => v4.ip().to_string(),
+                Some(other) => other.to_string(),
+                None => String::new(),
+            };
+            let url = request.url(&url_host, &tls_host);
             let run = load::LoadRun {
                 url: &url,
                 headers: &request.headers,
@@ -520,7 +580,11 @@ fn measure(
                 matches!(server, ServerKind::Bramble { .. }).then(|| process.events());
             let cpu_before = process.cpu_times();
             let started = Instant::now();
-            let outcome = load::run_wrk(&run, &dir.join(format!("wrk-{target}-c{level}.txt")));
+            let outcome = load::run_target(
+                target,
+                &run,
+                &dir.join(format!("wrk-{target}-c{level}.txt")),
+            );
             let wall = started.elapsed().as_secs_f64();
             let cpu_after = process.cpu_times();
             if let Some(before) = events_before {

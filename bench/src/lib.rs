@@ -53,8 +53,15 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub systems: Vec<String>,
     /// Targets, comma-separated: page (6 KB index.html), 100k (a 100 KiB file), 304
-    /// (revalidation of / with If-None-Match).
-    #[arg(long, value_delimiter = ',', default_value = "page,100k,304")]
+    /// (revalidation of / with If-None-Match), tls-page (the page over HTTPS, keep-alive),
+    /// tls-resumed (the page over HTTPS, a new connection per request, the session resumed),
+    /// tls-full (the page over HTTPS, a new connection and a full handshake per request, by
+    /// openssl s_time). Systems without HTTPS skip the tls- targets.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "page,100k,304,tls-page,tls-resumed,tls-full"
+    )]
     pub targets: Vec<String>,
     /// Seconds of load (10 clients) per target in the `-icount shift=0` boot that counts
     /// guest instructions per request; 0 skips that boot.
@@ -196,7 +203,10 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
     }
     for target in &args.targets {
         if !TARGETS.iter().any(|(name, _)| name == target) {
-            bail!("unknown target '{target}' (use page, 100k or 304)");
+            bail!(
+                "unknown target '{target}' (use page, 100k, 304, tls-page, tls-resumed or \
+                 tls-full)"
+            );
         }
     }
     if args.duration == 0 || args.duration > 600 {
@@ -240,9 +250,10 @@ fn measure(
         image_bytes: system.image_bytes(),
         ..Default::default()
     };
-    let mut port = free_port()?;
+    let mut ports = Ports::free()?;
+    let port = ports.http;
     let mut reboots = 0;
-    let Some((mut guest, boot_time)) = boot(system, port, false, dir, &mut result.notes)? else {
+    let Some((mut guest, boot_time)) = boot(system, ports, false, dir, &mut result.notes)? else {
         return Ok(result);
     };
     result.boot_to_first_200_seconds = Some(boot_time.as_secs_f64());
@@ -268,6 +279,13 @@ fn measure(
         .iter()
         .filter(|(t, _)| args.targets.iter().any(|a| a == t))
     {
+        if report::is_tls_target(target) && !system.serves_https() {
+            result.notes.push(format!(
+                "{target}: skipped, {} serves no HTTPS",
+                system.name()
+            ));
+            continue;
+        }
         let Some(request) = target_request(target, &validator, args.close) else {
             result
                 .notes
@@ -275,7 +293,9 @@ fn measure(
             continue;
         };
         for &level in &args.levels {
-            let mut load = load_level(system, &mut guest, port, target, &request, level, args, dir);
+            let mut load = load_level(
+                system, &mut guest, ports, target, &request, level, args, dir,
+            );
             if load.failure.as_deref() == Some(NOT_ANSWERING) && reboots < MAX_REBOOTS {
                 // The server died under the previous run: say so, boot a fresh one, go on.
                 reboots += 1;
@@ -287,14 +307,16 @@ fn measure(
                 ));
                 eprintln!("bench: {}: not answering; rebooting", system.name());
                 drop(guest);
-                port = free_port()?;
-                let Some((fresh, _)) = boot(system, port, false, dir, &mut result.notes)? else {
+                ports = Ports::free()?;
+                let Some((fresh, _)) = boot(system, ports, false, dir, &mut result.notes)? else {
                     result.loads.push(load);
                     return Ok(result);
                 };
                 guest = fresh;
                 std::thread::sleep(Duration::from_secs(3));
-                load = load_level(system, &mut guest, port, target, &request, level, args, dir);
+                load = load_level(
+                    system, &mut guest, ports, target, &request, level, args, dir,
+                );
             }
             eprintln!("bench: {}: {}", system.name(), describe(&load));
             result.loads.push(load);
@@ -310,10 +332,22 @@ fn measure(
     Ok(result)
 }
 
-/// A request to load: path and extra headers.
+/// A request to load: path, extra headers, and whether it goes over HTTPS.
 struct TargetRequest {
     path: &'static str,
     headers: Vec<(String, String)>,
+    tls: bool,
+}
+
+impl TargetRequest {
+    /// The URL at `host` (plain HTTP) or `tls_host` (HTTPS), each `address[:port]`.
+    fn url(&self, host: &str, tls_host: &str) -> String {
+        if self.tls {
+            format!("https://{tls_host}{}", self.path)
+        } else {
+            format!("http://{host}{}", self.path)
+        }
+    }
 }
 
 fn target_request(
@@ -321,26 +355,20 @@ fn target_request(
     validator: &Option<(String, String)>,
     close: bool,
 ) -> Option<TargetRequest> {
-    let mut request = match target {
-        "page" => TargetRequest {
-            path: "/",
-            headers: Vec::new(),
-        },
-        "100k" => TargetRequest {
-            path: systems::FILE_100K_URL,
-            headers: Vec::new(),
-        },
-        _ => TargetRequest {
-            path: "/",
-            headers: vec![validator.clone()?],
-        },
+    let (path, mut headers) = match target {
+        "page" | "tls-page" | "tls-full" => ("/", Vec::new()),
+        "100k" => (systems::FILE_100K_URL, Vec::new()),
+        "tls-resumed" => ("/", vec![("Connection".to_string(), "close".to_string())]),
+        _ => ("/", vec![validator.clone()?]),
     };
-    if close {
-        request
-            .headers
-            .push(("Connection".to_string(), "close".to_string()));
+    if close && target != "tls-resumed" {
+        headers.push(("Connection".to_string(), "close".to_string()));
     }
-    Some(request)
+    Some(TargetRequest {
+        path,
+        headers,
+        tls: report::is_tls_target(target),
+    })
 }
 
 /// One wrk run of `request` at `level` clients against a booted guest, with the guest's
@@ -351,7 +379,7 @@ fn target_request(
 fn load_level(
     system: &System,
     guest: &mut Guest,
-    port: u16,
+    ports: Ports,
     target: &str,
     request: &TargetRequest,
     level: u32,
@@ -368,6 +396,7 @@ fn load_level(
         return load;
     }
     // Give a server that is still draining the previous level a moment to answer again.
+    let port = ports.http;
     let alive = (0..3).any(|_| {
         probe::get(port, "/", &[], Duration::from_secs(10)).is_some_and(|r| r.status == 200)
     });
@@ -375,7 +404,10 @@ fn load_level(
         load.failure = Some(NOT_ANSWERING.into());
         return load;
     }
-    let url = format!("http://127.0.0.1:{port}{}", request.path);
+    let url = request.url(
+        &format!("127.0.0.1:{port}"),
+        &format!("127.0.0.1:{}", ports.https),
+    );
     let run = load::LoadRun {
         url: &url,
         headers: &request.headers,
@@ -387,7 +419,11 @@ fn load_level(
     let counters_before = system.counters(guest, port);
     let cpu_before = guest.cpu_time().ok();
     let started = Instant::now();
-    let outcome = load::run_wrk(&run, &dir.join(format!("wrk-{target}-c{level}.txt")));
+    let outcome = load::run_target(
+        target,
+        &run,
+        &dir.join(format!("wrk-{target}-c{level}.txt")),
+    );
     let wall = started.elapsed().as_secs_f64();
     let counters_after = system.counters(guest, port);
     if let (Some(before), Some(after)) = (&counters_before, &counters_after) {
@@ -444,8 +480,9 @@ fn cpu_cost(
     dir: &Path,
     result: &mut SystemReport,
 ) -> anyhow::Result<()> {
-    let port = free_port()?;
-    let Some((mut guest, _)) = boot(system, port, true, dir, &mut result.notes)? else {
+    let ports = Ports::free()?;
+    let port = ports.http;
+    let Some((mut guest, _)) = boot(system, ports, true, dir, &mut result.notes)? else {
         return Ok(());
     };
     let first = system.counters(&mut guest, port);
@@ -460,11 +497,17 @@ fn cpu_cost(
         .iter()
         .filter(|(t, _)| args.targets.iter().any(|a| a == t))
     {
+        if report::is_tls_target(target) && !system.serves_https() {
+            continue;
+        }
         let Some(request) = target_request(target, validator, args.close) else {
             continue;
         };
         let before = system.counters(&mut guest, port).and_then(|c| c.busy_us);
-        let url = format!("http://127.0.0.1:{port}{}", request.path);
+        let url = request.url(
+            &format!("127.0.0.1:{port}"),
+            &format!("127.0.0.1:{}", ports.https),
+        );
         let run = load::LoadRun {
             url: &url,
             headers: &request.headers,
@@ -473,7 +516,7 @@ fn cpu_cost(
             timeout: Duration::from_secs(args.timeout),
             namespace: None,
         };
-        let outcome = load::run_wrk(&run, &dir.join(format!("wrk-icount-{target}.txt")));
+        let outcome = load::run_target(target, &run, &dir.join(format!("wrk-icount-{target}.txt")));
         let after = system.counters(&mut guest, port).and_then(|c| c.busy_us);
         match (before, after, outcome) {
             (Some(before), Some(after), Ok(figures)) => {
@@ -503,7 +546,7 @@ fn cpu_cost(
 /// guest and the wall time from QEMU's start to the first 200.
 fn boot(
     system: &System,
-    port: u16,
+    ports: Ports,
     count_instructions: bool,
     dir: &Path,
     notes: &mut Vec<String>,
@@ -520,21 +563,23 @@ fn boot(
     };
     for attempt in 1..=BOOT_TRIES {
         eprintln!(
-            "bench: {}: booting{} (port {port}, try {attempt})",
+            "bench: {}: booting{} (port {}, https {}, try {attempt})",
             system.name(),
             if count_instructions {
                 " with -icount shift=0"
             } else {
                 ""
-            }
+            },
+            ports.http,
+            ports.https,
         );
         // serial-1.log, serial-2.log, ...: one per boot, never overwritten.
         let log = (1..)
             .map(|n| dir.join(format!("{stem}-{n}.log")))
             .find(|path| !path.exists())
             .expect("an unused log name");
-        let mut guest = Guest::start(&system.qemu_args(port, count_instructions), &log)?;
-        if let Some(boot) = wait_for_first_200(&mut guest, port, timeout) {
+        let mut guest = Guest::start(&system.qemu_args(ports, count_instructions), &log)?;
+        if let Some(boot) = wait_for_first_200(&mut guest, ports.http, timeout) {
             eprintln!(
                 "bench: {}: first 200 after {:.2} s",
                 system.name(),
@@ -635,6 +680,26 @@ fn check_site_at(
             None
         }
         None => None,
+    }
+}
+
+/// The host ports QEMU forwards to one boot's guest: 80 and 443.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ports {
+    /// Forwarded to the guest's port 80.
+    pub http: u16,
+    /// Forwarded to the guest's port 443 (systems without HTTPS leave it unused).
+    pub https: u16,
+}
+
+impl Ports {
+    fn free() -> anyhow::Result<Ports> {
+        let http = free_port()?;
+        let mut https = free_port()?;
+        while https == http {
+            https = free_port()?;
+        }
+        Ok(Ports { http, https })
     }
 }
 
@@ -769,6 +834,21 @@ mod tests {
             systems::FILE_100K_URL
         );
         assert!(target_request("304", &None, false).is_none());
+        let tls = target_request("tls-page", &None, false).unwrap();
+        assert!(tls.tls && tls.headers.is_empty());
+        assert_eq!(tls.url("h:80", "h:443"), "https://h:443/");
+        let handshake = target_request("tls-resumed", &None, true).unwrap();
+        assert!(handshake.tls);
+        assert_eq!(
+            handshake.headers,
+            vec![("Connection".to_string(), "close".to_string())]
+        );
+        assert_eq!(
+            target_request("page", &None, false)
+                .unwrap()
+                .url("h:80", "h:443"),
+            "http://h:80/"
+        );
         assert_eq!(
             target_request("304", &validator, false).unwrap().headers,
             vec![header]

@@ -132,6 +132,114 @@ pub fn run_wrk(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigures>
     parse_wrk(&report).with_context(|| format!("unexpected wrk report:\n{report}"))
 }
 
+/// Runs the load generator of `target`: openssl s_time for `tls-full` (wrk resumes TLS
+/// sessions, so it cannot make full handshakes), wrk for every other target.
+pub fn run_target(target: &str, run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigures> {
+    if target == "tls-full" {
+        run_s_time(run, report_file)
+    } else {
+        run_wrk(run, report_file)
+    }
+}
+
+/// Most `openssl s_time` processes a full-handshake run starts at once (one process is one
+/// client, one connection at a time).
+pub const MAX_S_TIME_CLIENTS: u32 = 10;
+
+/// Runs `min(concurrency, MAX_S_TIME_CLIENTS)` `openssl s_time -new` clients against
+/// `host:port` (`run.url` is `https://host:port/path`) for `run.duration`: each connects,
+/// makes a full TLS handshake (no session is resumed), fetches the path with HTTP/1.0 and
+/// closes, over and over. Keeps their reports in `report_file`; responses are the
+/// connections they completed, and there are no latency percentiles (left 0). A watchdog
+/// kills a client (by PID) that overruns by 30 s.
+pub fn run_s_time(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigures> {
+    let rest = run
+        .url
+        .strip_prefix("https://")
+        .with_context(|| format!("s_time needs an https URL, not {}", run.url))?;
+    let (address, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let address = if address.contains(':') {
+        address.to_string()
+    } else {
+        format!("{address}:443")
+    };
+    let path = if path.is_empty() { "/" } else { path };
+    let clients = run.concurrency.clamp(1, MAX_S_TIME_CLIENTS);
+    let seconds = run.duration.as_secs().max(1);
+    let started = Instant::now();
+    let mut children = Vec::new();
+    for _ in 0..clients {
+        let mut command = match run.namespace {
+            Some(namespace) => {
+                let mut command = Command::new("ip");
+                command.args(["netns", "exec", namespace, "openssl"]);
+                command
+            }
+            None => Command::new("openssl"),
+        };
+        command
+            .args([
+                "s_time", "-new", "-connect", &address, "-www", path, "-time",
+            ])
+            .arg(seconds.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        children.push(command.spawn().context("starting openssl s_time")?);
+    }
+    let deadline = started + run.duration + Duration::from_secs(30);
+    let mut report = String::new();
+    let mut figures = LoadFigures::default();
+    for mut child in children {
+        while child.try_wait()?.is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let output = child.wait_with_output()?;
+        let text = String::from_utf8_lossy(&output.stdout).into_owned()
+            + &String::from_utf8_lossy(&output.stderr);
+        report.push_str(&text);
+        report.push_str("\n----\n");
+        let (connections, bytes) = parse_s_time(&text)
+            .with_context(|| format!("unexpected openssl s_time report:\n{text}"))?;
+        if bytes == 0 {
+            bail!("openssl s_time read no bytes per connection: the page did not come");
+        }
+        figures.responses += connections;
+    }
+    std::fs::write(report_file, &report)
+        .with_context(|| format!("writing {}", report_file.display()))?;
+    figures.elapsed_seconds = started.elapsed().as_secs_f64();
+    figures.requests_per_second = figures.responses as f64 / figures.elapsed_seconds;
+    Ok(figures)
+}
+
+/// From one `openssl s_time` report, the connections it completed and the bytes it read per
+/// connection (its line `N connections in T real seconds, B bytes read per connection`).
+pub fn parse_s_time(report: &str) -> anyhow::Result<(u64, u64)> {
+    for line in report.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        if let [
+            count,
+            "connections",
+            "in",
+            _,
+            "real",
+            "seconds,",
+            bytes,
+            "bytes",
+            ..,
+        ] = words.as_slice()
+        {
+            return Ok((count.parse()?, bytes.parse()?));
+        }
+    }
+    bail!("no 'N connections in T real seconds' line")
+}
+
 /// Parses wrk's report as printed with `--latency`.
 pub fn parse_wrk(report: &str) -> anyhow::Result<LoadFigures> {
     let mut figures = LoadFigures::default();
@@ -242,6 +350,18 @@ Transfer/sec:    633.00KB
         assert_eq!(figures.errors(), 0);
         assert!((figures.requests_per_second - 100.0).abs() < 1e-9);
         assert!(parse_wrk("unable to connect to 127.0.0.1:1 Connection refused").is_err());
+    }
+
+    #[test]
+    fn parses_an_s_time_report() {
+        let report = "Collecting connection statistics for 5 seconds
+tttttttttt
+
+1077 connections in 0.58s; 1856.90 connections/user sec, bytes read 6754869
+1077 connections in 6 real seconds, 6271 bytes read per connection
+";
+        assert_eq!(parse_s_time(report).unwrap(), (1077, 6271));
+        assert!(parse_s_time("connect: Connection refused\n").is_err());
     }
 
     #[test]

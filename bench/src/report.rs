@@ -185,12 +185,31 @@ impl CpuCost {
     }
 }
 
-/// The three request kinds, in report order: (target name, description).
-pub const TARGETS: [(&str, &str); 3] = [
+/// The request kinds, in report order: (target name, description).
+pub const TARGETS: [(&str, &str); 6] = [
     ("page", "6,271-byte index.html"),
     ("100k", "100 KiB file"),
     ("304", "revalidation of / (If-None-Match), 304"),
+    (
+        "tls-page",
+        "index.html over HTTPS, connections kept open (one handshake per connection)",
+    ),
+    (
+        "tls-resumed",
+        "index.html over HTTPS with Connection: close: a new TCP connection and TLS handshake \
+         per request, which wrk resumes with the server's session ticket",
+    ),
+    (
+        "tls-full",
+        "index.html over HTTPS, a new TCP connection and a full TLS handshake per request \
+         (openssl s_time -new, at most 10 clients; no latency figures)",
+    ),
 ];
+
+/// Whether `target` is one of the HTTPS targets.
+pub fn is_tls_target(target: &str) -> bool {
+    target.starts_with("tls-")
+}
 
 fn number(value: Option<f64>, decimals: usize) -> String {
     value.map_or("-".into(), |v| format!("{v:.decimals$}"))

@@ -73,9 +73,26 @@ pub enum System {
     },
 }
 
-/// BRAMBLE.TXT for the benchmark: DHCP (QEMU's slirp gives 10.0.2.15) and no access log
-/// (busybox httpd logs nothing either).
-const BRAMBLE_SETTINGS: &str = "hostname = bramble\naddress = dhcp\naccess_log = off\n";
+/// BRAMBLE.TXT for the benchmark: DHCP (QEMU's slirp gives 10.0.2.15), no access log
+/// (busybox httpd logs nothing either), and HTTPS on port 443 with the test certificate.
+const BRAMBLE_SETTINGS: &str = "hostname = bramble\naddress = dhcp\naccess_log = off\nhttps = on\n";
+
+/// The certificate (ECDSA P-256, for bramble.test) and key that the HTTPS targets are served
+/// with: kernel/tls's test fixtures, checked as `bramble image --tls-cert --tls-key` checks.
+pub fn tls_files(root: &Path) -> anyhow::Result<bramble::image::TlsFiles> {
+    let data = root.join("kernel/tls/tests/data");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let (certificate, key, _) =
+        bramble::image::check_tls_files(&data.join("p256.pem"), &data.join("p256.key"), now)?;
+    Ok(bramble::image::TlsFiles {
+        certificate_name: "CERT.PEM".into(),
+        certificate,
+        key_name: "KEY.PEM".into(),
+        key,
+    })
+}
 
 impl System {
     /// Builds the kernel (cargo kernel), packs the site and writes the SD card image.
@@ -96,7 +113,7 @@ impl System {
                 settings: BRAMBLE_SETTINGS.to_string(),
                 firmware: Vec::new(),
                 size_mib: None,
-                tls: None,
+                tls: Some(tls_files(&bramble::workspace_root())?),
             },
             &card,
         )?;
@@ -137,7 +154,8 @@ impl System {
     pub fn description(&self) -> String {
         match self {
             System::Bramble { .. } => "Bramble kernel.img booted with -bios, site on the SD \
-                card, usb-net behind QEMU's hub (RNDIS), DHCP, access log off."
+                card, usb-net behind QEMU's hub (RNDIS), DHCP, access log off; HTTPS on 443 \
+                with an ECDSA P-256 certificate (kernel/tls's test fixture)."
                 .into(),
             System::Linux { out } => {
                 let version = std::fs::read_to_string(out.join("VERSION")).unwrap_or_default();
@@ -164,8 +182,15 @@ impl System {
         }
     }
 
-    /// QEMU's arguments, 127.0.0.1:`port` forwarded to the guest's port 80.
-    pub fn qemu_args(&self, port: u16, count_instructions: bool) -> Vec<OsString> {
+    /// Whether the system serves HTTPS (the tls- targets).
+    pub fn serves_https(&self) -> bool {
+        matches!(self, System::Bramble { .. })
+    }
+
+    /// QEMU's arguments, 127.0.0.1:`ports.http` forwarded to the guest's port 80 (and
+    /// `ports.https` to 443 where the system serves HTTPS).
+    pub fn qemu_args(&self, ports: super::Ports, count_instructions: bool) -> Vec<OsString> {
+        let port = ports.http;
         match self {
             System::Bramble { kernel, card, .. } => {
                 let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel.clone()));
@@ -174,6 +199,7 @@ impl System {
                     host_port: port,
                     topology: Topology::BehindHub,
                 });
+                config.https_host_port = Some(ports.https);
                 config.count_instructions = count_instructions;
                 config.args()
             }
@@ -222,6 +248,9 @@ impl System {
                 let mut counters = counters::parse_bramble_status(&line)?;
                 if let Some(events) = guest.wait_line("status: http", Duration::from_secs(2)) {
                     counters::add_bramble_events(&mut counters, &events);
+                }
+                if let Some(tls) = guest.wait_line("status: https", Duration::from_secs(2)) {
+                    counters::add_bramble_tls_events(&mut counters, &tls);
                 }
                 Some(counters)
             }
