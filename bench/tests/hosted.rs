@@ -1,5 +1,7 @@
 //! `bramble-bench --hosted` end to end, tiny and bounded (2 s per level, 1 and 10 clients, the
-//! page only): every server answers with the site's exact bytes, bramble-hosted has no errors,
+//! page, the page over HTTPS and full TLS handshakes): every server answers with the site's
+//! exact bytes, bramble-hosted and nginx answer over HTTPS (busybox httpd, which has none, is
+//! skipped there with a note), bramble-hosted has no errors,
 //! the JSON has the fields the README documents, the charts are PNGs, and nothing is left
 //! behind (namespace, processes, cgroups). It asserts behaviour, never speed.
 //!
@@ -84,7 +86,7 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
             "--duration",
             "2",
             "--targets",
-            "page",
+            "page,tls-page,tls-full",
             "--results",
         ])
         .arg(results.path())
@@ -190,6 +192,29 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
             if name == "bramble-hosted" {
                 assert_eq!(figures.errors(), 0, "bramble-hosted c={level}: {figures:?}");
                 assert!(load.guest_events.contains_key("write syscalls"));
+            }
+        }
+    }
+    for system in &report.systems {
+        let name = &system.name;
+        for target in ["tls-page", "tls-full"] {
+            if name == "busybox-httpd" {
+                let note = format!("{target}: skipped, busybox-httpd serves no HTTPS");
+                assert!(system.notes.contains(&note), "{name}: {:?}", system.notes);
+                assert!(system.load(target, 1).is_none(), "{name}: {target} ran");
+                continue;
+            }
+            for level in [1, 10] {
+                let load = system
+                    .load(target, level)
+                    .unwrap_or_else(|| panic!("{name}: no {target} c={level} run"));
+                let figures = load.figures.as_ref().unwrap_or_else(|| {
+                    panic!("{name} {target} c={level} failed: {:?}", load.failure)
+                });
+                assert!(
+                    figures.responses > 0,
+                    "{name} {target} c={level}: no responses"
+                );
             }
         }
     }
