@@ -630,16 +630,17 @@ impl<'a> AcmeAgent<'a> {
                 let socket = appliance.sockets.get_mut::<dns::Socket>(self.dns);
                 match query {
                     None => {
-                        let servers: heapless::Vec<IpAddress, 3> =
-                            if appliance.address.dhcp_dns_servers.is_empty() {
-                                self.config.dns_servers
-                            } else {
-                                &appliance.address.dhcp_dns_servers
-                            }
+                        // DHCP's (else the configured) name servers, then the IPv6
+                        // routers' (RFC 8106), as the clock's lookups use them.
+                        let advertised = appliance
+                            .ipv6
                             .iter()
-                            .take(3)
-                            .map(|octets| IpAddress::Ipv4(Ipv4Address::from_octets(*octets)))
-                            .collect();
+                            .flat_map(|state| state.config.dns_servers());
+                        let servers = super::clock::name_servers(
+                            self.config.dns_servers,
+                            &appliance.address.dhcp_dns_servers,
+                            advertised,
+                        );
                         if servers.is_empty() {
                             return Some(Err("no name server known to look up the CA"));
                         }

@@ -117,8 +117,9 @@ fn name_list<'l>(configured: &'l [&'l str], dhcp: &'l [[u8; 4]]) -> NameList<'l>
     }
 }
 
-/// The name servers: the DHCP server's (`dhcp`), else the static ones.
-fn name_servers(
+/// The name servers: the DHCP server's (`dhcp`), else the static ones, then the IPv6
+/// routers' (for the clock's and ACME's lookups).
+pub(super) fn name_servers(
     static_servers: &[[u8; 4]],
     dhcp: &[[u8; 4]],
     router_advertised: impl Iterator<Item = [u8; 16]>,
