@@ -1093,3 +1093,139 @@ fn with_ipv6_off_no_ipv6_frame_leaves() {
         "IPv6 work logged with IPv6 off:\n{log}"
     );
 }
+
+#[test]
+fn diagnostic_page_over_ipv6_lists_every_address() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    ns.add_ipv6();
+    let site = ns.dir.join("NOPE.BIN");
+    let mut guest = ns.start_guest(&site, &static_args());
+    ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
+    let _radvd = Radvd::start(
+        &ns.in_namespace(),
+        &ns.dir,
+        "radvd",
+        &ipv6_peers::radvd_config(
+            TAP,
+            &[Prefix {
+                prefix: PREFIX_A,
+                valid: 60,
+                preferred: 30,
+            }],
+            None,
+        ),
+    );
+    let log = guest.wait_for_log("serving: http://[2001:db8:1:", Duration::from_secs(30));
+    let address = serving_in(&log, PREFIX_A);
+    let link_local = log
+        .lines()
+        .find_map(|line| {
+            line.split("ipv6: address ")
+                .nth(1)?
+                .strip_suffix(" (link-local)")
+        })
+        .expect("a link-local address line")
+        .to_string();
+    let a = address.to_string();
+    assert!(ns.wait_for_ping6(&a, 10), "{a} never answered ping6");
+    let out = ns.curl(
+        &format!("http://[{address}]/"),
+        &["-6", "--globoff", "--write-out", "\n%{http_code}"],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.ends_with("\n503"), "expected 503, got:\n{text}");
+    for needle in [
+        "192.168.77.2/24".to_string(),
+        format!("{address}/64"),
+        format!("{link_local}/64"),
+    ] {
+        assert!(text.contains(&needle), "{needle} not on the page:\n{text}");
+    }
+}
+
+#[test]
+fn one_pool_serves_more_clients_of_both_families_than_it_has_sockets() {
+    skip_unless_able!();
+    let ns = Namespace::new();
+    ns.add_ipv6();
+    let (site, big) = test_site(&ns);
+    let mut args = static_args();
+    args.extend(["--connections", "2"]);
+    let mut guest = ns.start_guest(&site, &args);
+    ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
+    let _radvd = Radvd::start(
+        &ns.in_namespace(),
+        &ns.dir,
+        "radvd",
+        &ipv6_peers::radvd_config(
+            TAP,
+            &[Prefix {
+                prefix: PREFIX_A,
+                valid: 60,
+                preferred: 30,
+            }],
+            None,
+        ),
+    );
+    let log = guest.wait_for_log("serving: http://[2001:db8:1:", Duration::from_secs(30));
+    let address = serving_in(&log, PREFIX_A);
+    assert!(ns.wait_for_ping(GUEST, 20));
+    assert!(ns.wait_for_ping6(&address.to_string(), 10));
+    // Twelve clients, six per family, two sockets between them: the connection requests
+    // beyond the pool are dropped alike (the clients send their SYN again), so all are
+    // served in the end, each writing to its own file.
+    let urls: Vec<String> = (0..12)
+        .map(|i| match i % 2 {
+            0 => format!("http://{GUEST}/big.bin"),
+            _ => format!("http://[{address}]/big.bin"),
+        })
+        .collect();
+    let outputs: Vec<PathBuf> = (0..12)
+        .map(|i| ns.dir.join(format!("client{i}.bin")))
+        .collect();
+    let children: Vec<Child> = urls
+        .iter()
+        .zip(&outputs)
+        .map(|(url, output)| {
+            ns.command("curl")
+                .args([
+                    "--globoff",
+                    "--silent",
+                    "--show-error",
+                    "--fail",
+                    "--max-time",
+                    "60",
+                    "--output",
+                ])
+                .arg(output)
+                .arg(url)
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "client {i} ({}): {}",
+            urls[i],
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let body = fs::read(&outputs[i]).unwrap();
+        assert!(body == big, "client {i} got {} bytes", body.len());
+    }
+    let log = guest.log();
+    let served = |client: &str| {
+        log.lines()
+            .filter(|line| line.contains("GET /big.bin 200") && line.ends_with(client))
+            .count()
+    };
+    assert_eq!(served(HOST), 6, "IPv4 clients in the access log:\n{log}");
+    assert_eq!(
+        served("2001:db8:1::1"),
+        6,
+        "IPv6 clients in the access log:\n{log}"
+    );
+}
