@@ -39,6 +39,9 @@ pub struct ImageArgs {
     /// failing.
     #[arg(long, conflicts_with = "site_image")]
     pub skip_broken_links: bool,
+    /// With --site: compress for speed, not size (see `bramble pack --fast`).
+    #[arg(long, conflicts_with = "site_image")]
+    pub fast: bool,
     /// A site image already made with `bramble pack`, instead of --site.
     #[arg(long, value_name = "FILE")]
     pub site_image: Option<PathBuf>,
@@ -458,20 +461,15 @@ fn site_bytes(args: &ImageArgs) -> anyhow::Result<Vec<u8>> {
     if let Some(path) = &args.site_image {
         return Ok(read_site_image(path)?);
     }
-    let dir = match &args.site {
-        Some(dir) => dir.clone(),
-        None => {
-            let default = crate::workspace_root().join("site").join("default");
-            anyhow::ensure!(
-                default.is_dir(),
-                "no --site given and the default site ({}) is not there",
-                default.display()
-            );
-            default
-        }
+    let (dir, _default_site) = match &args.site {
+        Some(dir) => (dir.clone(), None),
+        None => crate::kernel::default_site()?,
     };
     let mut opts = crate::pack::PackOptions::from_env()?;
     opts.skip_broken_links = args.skip_broken_links;
+    if args.fast {
+        opts.effort = crate::pack::compress::Effort::Fast;
+    }
     let packed = crate::pack::pack_site(&dir, &opts)
         .with_context(|| format!("packing {}", dir.display()))?;
     packed.warn_left_out();
@@ -525,7 +523,7 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
     let site = site_bytes(&args)?;
     let kernel = match &args.kernel {
         Some(path) => read_kernel(path)?,
-        None => read_kernel(&crate::kernel::build_kernel()?.raw)?,
+        None => crate::kernel::kernel_image()?,
     };
     let inputs = ImageInputs {
         kernel,

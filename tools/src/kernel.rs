@@ -1,12 +1,171 @@
-//! Building the kernel: `cargo kernel` (build-std for armv6-none-eabihf), then the flat
-//! kernel.img the Pi firmware loads at 0x8000.
+//! The kernel the tool boots and puts on cards when none is given.
+//!
+//! A `bramble` binary that lives in the source tree's `target/` (`cargo run`, `cargo test`)
+//! builds the tree's kernel (`cargo kernel`, build-std for armv6-none-eabihf, then the flat
+//! kernel.img the Pi firmware loads at 0x8000), as kernel developers want. Any other binary
+//! (installed with `cargo install --path tools`, unpacked from a `cargo xtask dist` archive,
+//! copied elsewhere) uses the kernel embedded in it when it was built (tools/build.rs); one
+//! that carries none falls back to the tree it was built from, if that still exists.
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where the kernel is linked and where the firmware (or QEMU's `-bios`) loads kernel.img.
-pub const LOAD_ADDRESS: u32 = 0x8000;
+pub use crate::kernel_id::{LOAD_ADDRESS, kernel_id};
+
+/// The kernel.img embedded at build time; empty in a debug build of the source tree.
+const EMBEDDED_KERNEL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/kernel.img"));
+
+/// The embedded kernel's id (`Bramble <version> (<revision>)`), empty if none.
+pub const EMBEDDED_KERNEL_ID: &str = env!("BRAMBLE_EMBEDDED_KERNEL_ID");
+
+/// The tool's own version and revision.
+pub const TOOL_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (",
+    env!("BRAMBLE_TOOL_REVISION"),
+    ")"
+);
+
+/// What `bramble --version` prints after the name: the tool's version and revision, and
+/// which kernel it boots and puts on cards.
+pub fn version_text() -> String {
+    let kernel = match embedded_kernel() {
+        Some(bytes) => format!(
+            "embedded kernel: {} ({} bytes)",
+            if EMBEDDED_KERNEL_ID.is_empty() {
+                "a kernel.img without a Bramble id"
+            } else {
+                EMBEDDED_KERNEL_ID
+            },
+            bytes.len()
+        ),
+        None => format!(
+            "kernel: none embedded; built from the source tree ({}) when needed",
+            crate::workspace_root().display()
+        ),
+    };
+    format!("{TOOL_VERSION}\n{kernel}")
+}
+
+/// The embedded kernel.img, if this binary carries one.
+pub fn embedded_kernel() -> Option<&'static [u8]> {
+    (!EMBEDDED_KERNEL.is_empty()).then_some(EMBEDDED_KERNEL)
+}
+
+/// The source tree this binary was built from, if it still holds the kernel's sources.
+fn source_tree() -> Option<PathBuf> {
+    let root = crate::workspace_root();
+    (root.join("kernel/board/Cargo.toml").is_file() && root.join("rust-toolchain.toml").is_file())
+        .then_some(root)
+}
+
+/// Does this binary live in the source tree's `target/` (a `cargo run` or `cargo test`
+/// build)?
+fn runs_from_the_tree(root: &Path) -> bool {
+    let target = root.join("target");
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.canonicalize().ok())
+        .zip(target.canonicalize().ok())
+        .is_some_and(|(exe, target)| exe.starts_with(target))
+}
+
+/// Where the kernel comes from when none is given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KernelOrigin {
+    /// Built now from this source tree.
+    SourceTree(PathBuf),
+    /// The kernel.img embedded in this binary.
+    Embedded,
+}
+
+/// Decides where the kernel comes from: the tree for a binary that runs from its
+/// `target/`, else the embedded kernel, else the tree if it still exists.
+pub fn kernel_origin() -> anyhow::Result<KernelOrigin> {
+    let tree = source_tree();
+    match (&tree, embedded_kernel()) {
+        (Some(root), _) if runs_from_the_tree(root) => Ok(KernelOrigin::SourceTree(root.clone())),
+        (_, Some(_)) => Ok(KernelOrigin::Embedded),
+        (Some(root), None) => Ok(KernelOrigin::SourceTree(root.clone())),
+        (None, None) => bail!(
+            "this bramble carries no kernel and the source tree it was built from ({}) is \
+             gone: give --kernel FILE, or install a release that carries one (`cargo install \
+             --path tools`, `cargo xtask dist`)",
+            crate::workspace_root().display()
+        ),
+    }
+}
+
+/// The kernel.img for a card or a boot when none is given: built now from the source tree,
+/// or the embedded one (see [`kernel_origin`]).
+pub fn kernel_image() -> anyhow::Result<Vec<u8>> {
+    match kernel_origin()? {
+        KernelOrigin::Embedded => Ok(embedded_kernel().unwrap_or_default().to_vec()),
+        KernelOrigin::SourceTree(_) => {
+            let built = build_kernel()?;
+            std::fs::read(&built.raw).with_context(|| format!("reading {}", built.raw.display()))
+        }
+    }
+}
+
+/// A kernel to boot when none is given: the built ELF and kernel.img, or the embedded
+/// kernel.img in a temporary file (removed when this is dropped).
+pub struct DefaultKernel {
+    /// The flat kernel.img.
+    pub raw: PathBuf,
+    /// The ELF, when the kernel was built from the tree.
+    pub elf: Option<PathBuf>,
+    _temporary: Option<tempfile::NamedTempFile>,
+}
+
+/// The kernel `bramble qemu` boots when none is given (see [`kernel_origin`]).
+pub fn default_kernel() -> anyhow::Result<DefaultKernel> {
+    use std::io::Write;
+    match kernel_origin()? {
+        KernelOrigin::SourceTree(_) => {
+            let built = build_kernel()?;
+            Ok(DefaultKernel {
+                raw: built.raw,
+                elf: Some(built.elf),
+                _temporary: None,
+            })
+        }
+        KernelOrigin::Embedded => {
+            let mut file = tempfile::Builder::new()
+                .prefix("bramble-kernel-")
+                .suffix(".img")
+                .tempfile()
+                .context("creating a temporary file for the embedded kernel")?;
+            file.write_all(embedded_kernel().unwrap_or_default())
+                .context("writing the embedded kernel")?;
+            Ok(DefaultKernel {
+                raw: file.path().to_path_buf(),
+                elf: None,
+                _temporary: Some(file),
+            })
+        }
+    }
+}
+
+/// The default site (site/default), from the source tree or, without one, from the copy
+/// embedded at build time, written to a temporary folder. The folder lives as long as the
+/// returned guard.
+pub fn default_site() -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    let dir = crate::workspace_root().join("site/default");
+    if dir.is_dir() {
+        return Ok((dir, None));
+    }
+    const FILES: &[(&str, &[u8])] = include!(concat!(env!("OUT_DIR"), "/default_site.rs"));
+    let temporary = tempfile::Builder::new()
+        .prefix("bramble-default-site-")
+        .tempdir()
+        .context("creating a folder for the default site")?;
+    for (name, bytes) in FILES {
+        std::fs::write(temporary.path().join(name), bytes)?;
+    }
+    Ok((temporary.path().to_path_buf(), Some(temporary)))
+}
 
 /// The two forms of a built kernel.
 #[derive(Clone, Debug)]
@@ -47,115 +206,10 @@ pub fn build_kernel() -> anyhow::Result<KernelArtifacts> {
     Ok(KernelArtifacts { elf, raw })
 }
 
-/// The kernel's identity, `Bramble <version> (<revision>)`, read from a kernel.img (or ELF):
-/// the kernel keeps it as one string (`KERNEL_ID` in kernel/board) and starts its banner
-/// with it. `None` for a file that holds none (not a Bramble kernel, or one built before the
-/// string existed).
-pub fn kernel_id(image: &[u8]) -> Option<String> {
-    const PREFIX: &[u8] = b"Bramble ";
-    let mut from = 0;
-    while let Some(found) = image
-        .get(from..)?
-        .windows(PREFIX.len())
-        .position(|window| window == PREFIX)
-    {
-        let start = from + found;
-        from = start + 1;
-        let rest = &image[start + PREFIX.len()..];
-        let version_len = rest
-            .iter()
-            .take_while(|b| b.is_ascii_digit() || **b == b'.')
-            .count();
-        let version = &rest[..version_len];
-        if version.is_empty()
-            || !version[0].is_ascii_digit()
-            || !rest[version_len..].starts_with(b" (")
-        {
-            continue;
-        }
-        let revision = &rest[version_len + 2..];
-        let revision_len = revision
-            .iter()
-            .take(64)
-            .take_while(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
-            .count();
-        if revision_len == 0 || revision.get(revision_len) != Some(&b')') {
-            continue;
-        }
-        let end = start + PREFIX.len() + version_len + 2 + revision_len + 1;
-        return Some(String::from_utf8_lossy(&image[start..end]).into_owned());
-    }
-    None
-}
-
-/// The kernel.img that `bramble image` puts on a card when no --kernel is given: built now
-/// from the source tree.
-pub fn kernel_image() -> anyhow::Result<Vec<u8>> {
-    let built = build_kernel()?;
-    std::fs::read(&built.raw).with_context(|| format!("reading {}", built.raw.display()))
-}
-
-fn u16_at(bytes: &[u8], offset: usize) -> anyhow::Result<u16> {
-    let field = bytes.get(offset..offset + 2).context("ELF truncated")?;
-    Ok(u16::from_le_bytes([field[0], field[1]]))
-}
-
-fn u32_at(bytes: &[u8], offset: usize) -> anyhow::Result<u32> {
-    let field = bytes.get(offset..offset + 4).context("ELF truncated")?;
-    Ok(u32::from_le_bytes([field[0], field[1], field[2], field[3]]))
-}
-
 /// The loadable contents of a 32-bit little-endian ARM ELF as one flat image starting at
 /// [`LOAD_ADDRESS`] (what `objcopy -O binary` produces), gaps zero-filled.
 pub fn flat_image(elf: &[u8]) -> anyhow::Result<Vec<u8>> {
-    ensure!(
-        elf.len() >= 52 && elf[..4] == *b"\x7fELF",
-        "not an ELF file"
-    );
-    ensure!(elf[4] == 1 && elf[5] == 1, "not a 32-bit little-endian ELF");
-    ensure!(u16_at(elf, 18)? == 40, "not an ARM ELF");
-    let program_headers = u32_at(elf, 28)? as usize;
-    let entry_size = u16_at(elf, 42)? as usize;
-    let count = u16_at(elf, 44)? as usize;
-    let mut segments = Vec::new();
-    for index in 0..count {
-        let header = program_headers + index * entry_size;
-        const PT_LOAD: u32 = 1;
-        if u32_at(elf, header)? != PT_LOAD {
-            continue;
-        }
-        let offset = u32_at(elf, header + 4)? as usize;
-        let physical = u32_at(elf, header + 12)?;
-        let file_size = u32_at(elf, header + 16)? as usize;
-        if file_size == 0 {
-            continue; // .bss and friends: zeroed at boot, not stored
-        }
-        let data = elf
-            .get(offset..offset + file_size)
-            .context("segment past end of ELF")?;
-        segments.push((physical, data));
-    }
-    segments.sort_by_key(|(address, _)| *address);
-    let first = segments
-        .first()
-        .context("the ELF has no loadable contents")?
-        .0;
-    ensure!(
-        first == LOAD_ADDRESS,
-        "the kernel starts at {first:#x}, but the firmware loads it at {LOAD_ADDRESS:#x}"
-    );
-    let mut image = Vec::new();
-    for (address, data) in segments {
-        let start = (address - LOAD_ADDRESS) as usize;
-        ensure!(start >= image.len(), "overlapping segments at {address:#x}");
-        ensure!(
-            start - image.len() < 16 << 20,
-            "a 16 MiB gap in the kernel: wrong linker script?"
-        );
-        image.resize(start, 0);
-        image.extend_from_slice(data);
-    }
-    Ok(image)
+    crate::kernel_id::flat_image(elf).map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

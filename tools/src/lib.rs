@@ -6,6 +6,7 @@ pub mod firmware;
 pub mod flash;
 pub mod image;
 pub mod kernel;
+pub mod kernel_id;
 pub mod pack;
 pub mod qemu_cmd;
 pub mod report;

@@ -1,6 +1,6 @@
 //! `bramble`: the command-line entry point. Each subcommand lives in its own module; errors
 //! are reported here, once, as `error:` lines a person can act on (see [`bramble::report`]).
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 /// Bramble turns a folder of static files into an SD card that boots a Raspberry Pi B+
@@ -39,8 +39,11 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // Usage errors exit with 2 (clap's own code); --help and --version with 0.
-    let cli = Cli::parse();
+    // Usage errors exit with 2 (clap's own code); --help and --version with 0. The version
+    // names the kernel this binary boots and puts on cards.
+    let version: &'static str = Box::leak(bramble::kernel::version_text().into_boxed_str());
+    let matches = Cli::command().version(version).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit());
     let backtrace = cli.debug || bramble::report::backtrace_asked(|key| std::env::var_os(key));
     // anyhow captures a backtrace when RUST_LIB_BACKTRACE (or else RUST_BACKTRACE) says so;
     // this decides it for errors, leaving RUST_BACKTRACE to panics.

@@ -98,7 +98,7 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
     let built = match (&args.kernel, &args.image) {
         (Some(_), _) => None,
         (None, Some(_)) if !args.elf => None,
-        (None, _) => Some(crate::kernel::build_kernel()?),
+        (None, _) => Some(crate::kernel::default_kernel()?),
     };
     let card_kernel = match (&args.image, &args.kernel, &built) {
         (Some(card), None, None) => Some(kernel_from_card(card)?),
@@ -107,16 +107,28 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
     let kernel = match (&args.kernel, &built, &card_kernel) {
         (Some(path), _, _) if is_elf(path)? => Kernel::Elf(path.clone()),
         (Some(path), _, _) => Kernel::Raw(path.clone()),
-        (None, Some(built), _) if args.elf => Kernel::Elf(built.elf.clone()),
+        (None, Some(built), _) if args.elf => match &built.elf {
+            Some(elf) => Kernel::Elf(elf.clone()),
+            None => {
+                return Err(crate::report::Usage(
+                    "--elf boots the kernel's ELF, but this bramble carries only kernel.img: \
+                     give --kernel path/to/bramble-kernel"
+                        .into(),
+                )
+                .into());
+            }
+        },
         (None, Some(built), _) => Kernel::Raw(built.raw.clone()),
         (None, None, Some(file)) => Kernel::Raw(file.path().to_path_buf()),
         (None, None, None) => unreachable!("a kernel is given, on the card, or built"),
     };
     let mut config = QemuConfig::new(args.machine, kernel);
+    // Where a card made here lives without a source tree (removed when QEMU ends).
+    let mut scratch = None;
     config.sd_card = match (&args.image, args.no_card) {
         (Some(image), _) => Some(image.clone()),
         (None, true) => None,
-        (None, false) => Some(card_for_site(&args, built.as_ref())?),
+        (None, false) => Some(card_for_site(&args, built.as_ref(), &mut scratch)?),
     };
     config.network = network_for(&args, || start_smsc95xx_model(&args, args.tap.clone()))?;
     if !args.no_network {
@@ -223,26 +235,40 @@ fn kernel_from_card(card: &std::path::Path) -> anyhow::Result<tempfile::NamedTem
     Ok(file)
 }
 
-/// Builds target/qemu/bramble.img from --site (or the default site) and the kernel.
+/// Builds a card from --site (or the default site) and the kernel: target/qemu/bramble.img
+/// in the source tree, else in a temporary folder kept in `scratch`.
 fn card_for_site(
     args: &QemuArgs,
-    built: Option<&crate::kernel::KernelArtifacts>,
+    built: Option<&crate::kernel::DefaultKernel>,
+    scratch: &mut Option<tempfile::TempDir>,
 ) -> anyhow::Result<PathBuf> {
-    let root = crate::workspace_root();
-    let output = root.join("target/qemu/bramble.img");
-    std::fs::create_dir_all(output.parent().expect("has a parent"))?;
+    let target = crate::workspace_root().join("target");
+    let output = if target.is_dir() {
+        let dir = target.join("qemu");
+        std::fs::create_dir_all(&dir)?;
+        dir.join("bramble.img")
+    } else {
+        let dir = tempfile::Builder::new()
+            .prefix("bramble-qemu-")
+            .tempdir()
+            .context("creating a folder for the card")?;
+        let output = dir.path().join("bramble.img");
+        *scratch = Some(dir);
+        output
+    };
+    let fallback;
     let kernel = match (built, &args.kernel) {
         (Some(built), _) => built.raw.clone(),
         (None, Some(path)) if !is_elf(path)? => path.clone(),
-        (None, _) => crate::kernel::build_kernel()?.raw,
+        (None, _) => {
+            fallback = crate::kernel::default_kernel()?;
+            fallback.raw.clone()
+        }
     };
     crate::image::run(crate::image::ImageArgs {
-        site: Some(
-            args.site
-                .clone()
-                .unwrap_or_else(|| root.join("site/default")),
-        ),
+        site: args.site.clone(),
         site_image: None,
+        fast: false,
         skip_broken_links: false,
         output: output.clone(),
         kernel: Some(kernel),

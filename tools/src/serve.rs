@@ -1,17 +1,24 @@
 //! `bramble serve`: authors' preview of a site folder through Bramble's own HTTP engine.
 //!
-//! The folder is packed in memory with the same packer as `bramble pack`, then served by
-//! `bramble-http` (the engine the Pi runs) over ordinary std TCP sockets, one thread per
-//! connection driving a [`Connection`]. With `--watch`, a polling thread re-packs the folder
-//! when a file changes and publishes the new image; each connection switches to it between
-//! responses, so no response ever mixes two images. If a re-pack fails, the error is served
-//! as the engine's 503 diagnostic page until the folder is fixed.
+//! The folder is packed in memory with the same packer as `bramble pack` (at `--fast`
+//! effort: a preview does not need the smallest bodies), then served by `bramble-http` (the
+//! engine the Pi runs) over ordinary std TCP sockets, one thread per connection driving a
+//! [`Connection`]. With `--watch`, the OS tells a thread (inotify, through the notify crate)
+//! when a file in the folder changes; it lets a burst of writes settle, re-packs, says what
+//! changed and how long the re-pack took, and publishes the new image; each connection
+//! switches to it between responses, so no response ever mixes two images. The watcher starts
+//! before the first pack, so an edit made while it runs is not lost. If a re-pack fails, the
+//! error is served as the engine's 503 diagnostic page until the folder is fixed.
+//!
+//! In this preview only (`--watch`), every HTML page gets a small script that listens on
+//! [`EVENTS_PATH`] (Server-Sent Events) and reloads the page when a new image is published.
 
+use std::collections::BTreeSet;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
@@ -34,7 +41,8 @@ pub struct ServeArgs {
     /// Address to listen on. The default keeps the preview on this machine.
     #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
     pub bind: IpAddr,
-    /// Re-pack and serve the new image whenever a file in the folder changes.
+    /// Re-pack and serve the new image whenever a file in the folder changes, and reload
+    /// the pages open in a browser (a script injected into HTML, in this preview only).
     #[arg(long)]
     pub watch: bool,
     /// No access log on stderr.
@@ -60,8 +68,19 @@ pub struct ServeArgs {
     pub https_port: u16,
 }
 
-/// How often `--watch` looks at the folder.
-const WATCH_INTERVAL: Duration = Duration::from_millis(300);
+/// After a change, `--watch` waits until the folder has been quiet this long...
+const SETTLE: Duration = Duration::from_millis(150);
+/// ...but no longer than this after the first change (a generator writing for minutes).
+const MAX_SETTLE: Duration = Duration::from_secs(2);
+/// Where the injected script listens for new images (Server-Sent Events). No site serves
+/// this path: it exists only in `bramble serve --watch`.
+pub const EVENTS_PATH: &str = "/__bramble/events";
+/// The script `--watch` puts before `</body>` of every HTML page: on the first event it notes
+/// the image's generation, on a later one with another generation it reloads the page
+/// (EventSource reconnects by itself when the server restarts).
+pub const LIVE_RELOAD_SCRIPT: &str = "<script>/* bramble serve --watch: reload after a \
+re-pack */(function(){var seen;new EventSource(\"/__bramble/events\").onmessage=function(e)\
+{if(seen===undefined){seen=e.data}else if(e.data!==seen){location.reload()}}})();</script>";
 /// How long a connection thread blocks in `read` before checking deadlines and the image.
 const READ_SLICE: Duration = Duration::from_millis(100);
 /// Most simultaneous connections; more are closed at once (a preview has one author).
@@ -112,10 +131,19 @@ impl Site {
 }
 
 /// Packs `dir` into an image, or the error text to show.
-fn pack(dir: &Path, skip_broken_links: bool, progress: bool) -> Result<(Vec<u8>, String), String> {
+fn pack(
+    dir: &Path,
+    skip_broken_links: bool,
+    live_reload: bool,
+    progress: bool,
+) -> Result<(Vec<u8>, String), String> {
     let mut opts = PackOptions::from_env().map_err(|e| e.to_string())?;
     opts.progress = progress;
     opts.skip_broken_links = skip_broken_links;
+    opts.effort = crate::pack::compress::Effort::Fast;
+    if live_reload {
+        opts.inject_html = Some(LIVE_RELOAD_SCRIPT.to_string());
+    }
     let output =
         pack_site(dir, &opts).map_err(|e| format!("packing {} failed: {e}", dir.display()))?;
     output.warn_left_out();
@@ -153,9 +181,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     if log::set_logger(&STDERR_LOG).is_ok() {
         log::set_max_level(log::LevelFilter::Info);
     }
+    // The watcher starts before the first pack: a change made while it runs (or between it
+    // and the serving line) is queued, not missed.
+    let watcher = if args.watch {
+        Some(start_watcher(&args.site_dir)?)
+    } else {
+        None
+    };
     let first = match pack(
         &args.site_dir,
         args.skip_broken_links,
+        args.watch,
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
     ) {
         Ok((image, summary)) => {
@@ -176,13 +212,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     println!("bramble serve: http://{address}/  (Ctrl-C stops)");
     std::io::stdout().flush()?;
 
-    if args.watch {
+    if let Some((watcher, events)) = watcher {
         let site = Arc::clone(&site);
         let dir = args.site_dir.clone();
         let skip_broken_links = args.skip_broken_links;
         std::thread::Builder::new()
             .name("watch".into())
-            .spawn(move || watch(&dir, skip_broken_links, &site))?;
+            .spawn(move || {
+                // Dropping the watcher would stop the notifications.
+                let _watcher = watcher;
+                watch(&dir, &events, skip_broken_links, &site);
+            })?;
     }
 
     let config = ServerConfig {
@@ -200,9 +240,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let active = Arc::clone(&active);
         std::thread::Builder::new()
             .name("https".into())
-            .spawn(move || accept(https, &site, config, &active, Some(tls)))?;
+            .spawn(move || accept(https, &site, config, &active, Some(tls), false))?;
     }
-    accept(listener, &site, config, &active, None);
+    accept(listener, &site, config, &active, None, args.watch);
     Ok(())
 }
 
@@ -243,6 +283,7 @@ fn accept(
     config: ServerConfig,
     active: &Arc<AtomicUsize>,
     tls: Option<Arc<bramble_tls::ServerConfig>>,
+    live_reload: bool,
 ) {
     for stream in listener.incoming() {
         let stream = match stream {
@@ -264,6 +305,7 @@ fn accept(
             .name("connection".into())
             .spawn(move || {
                 match tls {
+                    None if live_reload && asks_for_events(&stream) => serve_events(stream, &site),
                     None => {
                         serve_connection(stream, &site, config, &mut Connection::new(), &mut ())
                     }
@@ -283,56 +325,160 @@ fn accept(
     }
 }
 
-/// Polls the folder and re-packs when its fingerprint changes.
-fn watch(dir: &Path, skip_broken_links: bool, site: &Site) {
-    let mut seen = fingerprint(dir);
+/// Events from the OS about the folder.
+type FolderEvents = mpsc::Receiver<notify::Result<notify::Event>>;
+
+/// Asks the OS to report every change under `dir` (recursively).
+fn start_watcher(dir: &Path) -> anyhow::Result<(notify::RecommendedWatcher, FolderEvents)> {
+    use notify::Watcher;
+    let (send, events) = mpsc::channel();
+    let mut watcher = notify::recommended_watcher(move |event| {
+        let _ = send.send(event);
+    })
+    .context("cannot start the file watcher")?;
+    watcher
+        .watch(dir, notify::RecursiveMode::Recursive)
+        .with_context(|| format!("cannot watch {}", dir.display()))?;
+    Ok((watcher, events))
+}
+
+/// The paths an event names, relative to `dir` (access events name none: nothing changed).
+fn changed_paths(dir: &Path, event: &notify::Event, into: &mut BTreeSet<String>) {
+    if matches!(event.kind, notify::EventKind::Access(_)) {
+        return;
+    }
+    let canonical = dir.canonicalize().ok();
+    for path in &event.paths {
+        let relative = path
+            .strip_prefix(dir)
+            .ok()
+            .or_else(|| {
+                canonical
+                    .as_deref()
+                    .and_then(|root| path.strip_prefix(root).ok())
+            })
+            .unwrap_or(path);
+        into.insert(relative.display().to_string());
+    }
+}
+
+/// `a.html, css/site.css and 3 more`.
+fn describe(changed: &BTreeSet<String>) -> String {
+    const SHOWN: usize = 4;
+    let mut names: Vec<&str> = changed.iter().map(String::as_str).take(SHOWN).collect();
+    if names.is_empty() {
+        names.push("the folder");
+    }
+    let mut text = names.join(", ");
+    if changed.len() > SHOWN {
+        text.push_str(&format!(" and {} more", changed.len() - SHOWN));
+    }
+    text
+}
+
+/// Re-packs whenever the OS reports a change, once the folder has settled.
+fn watch(dir: &Path, events: &FolderEvents, skip_broken_links: bool, site: &Site) {
     loop {
-        std::thread::sleep(WATCH_INTERVAL);
-        let now = fingerprint(dir);
-        if now == seen {
+        let mut changed = BTreeSet::new();
+        match events.recv() {
+            Ok(Ok(event)) => changed_paths(dir, &event, &mut changed),
+            Ok(Err(error)) => eprintln!("watching {}: {error}", dir.display()),
+            Err(_) => return,
+        }
+        if changed.is_empty() {
             continue;
         }
         // Let a burst of writes (an editor save, a generator run) settle first.
-        std::thread::sleep(WATCH_INTERVAL);
-        seen = fingerprint(dir);
-        match pack(dir, skip_broken_links, false) {
+        let first = std::time::Instant::now();
+        while first.elapsed() < MAX_SETTLE {
+            match events.recv_timeout(SETTLE) {
+                Ok(Ok(event)) => changed_paths(dir, &event, &mut changed),
+                Ok(Err(_)) => {}
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        let started = std::time::Instant::now();
+        match pack(dir, skip_broken_links, true, false) {
             Ok((image, summary)) => {
-                eprintln!("re-packed: {summary}");
+                eprintln!(
+                    "re-packed {} after changes to {} in {:.2} s: {summary}",
+                    dir.display(),
+                    describe(&changed),
+                    started.elapsed().as_secs_f64()
+                );
                 site.publish(Published::Image(Arc::new(image)));
             }
             Err(error) => {
-                eprintln!("{error}");
+                eprintln!(
+                    "re-packing after changes to {} failed ({:.2} s): {error}",
+                    describe(&changed),
+                    started.elapsed().as_secs_f64()
+                );
                 site.publish(Published::Error(Arc::new(error)));
             }
         }
     }
 }
 
-/// A cheap summary of the folder: every path with its size and mtime, in a stable order.
-fn fingerprint(dir: &Path) -> Vec<(PathBuf, u64, Option<SystemTime>)> {
-    fn visit(dir: &Path, depth: usize, out: &mut Vec<(PathBuf, u64, Option<SystemTime>)>) {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let Ok(metadata) = std::fs::metadata(&path) else {
-                out.push((path, u64::MAX, None));
-                continue;
-            };
-            if metadata.is_dir() {
-                if depth < 32 {
-                    visit(&path, depth + 1, out);
-                }
-            } else {
-                out.push((path, metadata.len(), metadata.modified().ok()));
-            }
+/// Is the first request on `stream` a GET of [`EVENTS_PATH`]? Waits up to a second for its
+/// request line; anything else goes to the engine.
+fn asks_for_events(stream: &TcpStream) -> bool {
+    let wanted = format!("GET {EVENTS_PATH}");
+    let mut buffer = vec![0u8; wanted.len()];
+    let _ = stream.set_read_timeout(Some(READ_SLICE));
+    for _ in 0..10 {
+        match stream.peek(&mut buffer) {
+            Ok(0) => return false,
+            Ok(n) if n >= wanted.len() => return buffer == wanted.as_bytes(),
+            Ok(n) if !wanted.as_bytes().starts_with(&buffer[..n]) => return false,
+            Ok(_) => std::thread::sleep(Duration::from_millis(10)),
+            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return false,
         }
     }
-    let mut out = Vec::new();
-    visit(dir, 0, &mut out);
-    out.sort();
-    out
+    false
+}
+
+/// Serves the event stream: the current generation at once, then each new one, with a
+/// comment every 15 s so proxies keep the connection; ends when the browser goes.
+fn serve_events(mut stream: TcpStream, site: &Site) {
+    // The request head (a GET has no body): read up to its blank line.
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 8192 {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            Ok(_) => return,
+            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => return,
+        }
+    }
+    let start = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\n\
+                 Connection: keep-alive\r\n\r\nretry: 500\n\n";
+    if stream.write_all(start.as_bytes()).is_err() {
+        return;
+    }
+    let mut sent = None;
+    let mut quiet_since = std::time::Instant::now();
+    loop {
+        let generation = site.generation();
+        let message = if sent != Some(generation) {
+            sent = Some(generation);
+            Some(format!("data: {generation}\n\n"))
+        } else if quiet_since.elapsed() >= Duration::from_secs(15) {
+            Some(": still here\n\n".to_string())
+        } else {
+            None
+        };
+        if let Some(message) = message {
+            if stream.write_all(message.as_bytes()).is_err() || stream.flush().is_err() {
+                return;
+            }
+            quiet_since = std::time::Instant::now();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 /// Microseconds since the thread's clock origin, as the engine's `Instant`.

@@ -219,9 +219,19 @@ fn watch_repacks_after_an_edit() {
     let server = start(&site, &["--watch", "--quiet"]);
     let agent = agent();
     let url = format!("{}/index.html", server.base);
+    // In the preview, pages carry the live-reload script (at the end, when there is no
+    // </body>).
+    let with_script = |page: &[u8]| {
+        let mut page = page.to_vec();
+        page.extend_from_slice(bramble::serve::LIVE_RELOAD_SCRIPT.as_bytes());
+        page
+    };
+    let original = std::fs::read(site.join("index.html")).unwrap();
+    let served = fetch(&agent, &url, &[]).body;
     assert_eq!(
-        fetch(&agent, &url, &[]).body,
-        std::fs::read(site.join("index.html")).unwrap()
+        served,
+        with_script(&original),
+        "the page as written, with the script"
     );
 
     let edited = b"<!DOCTYPE html><p>edited while serving</p>\n";
@@ -229,7 +239,7 @@ fn watch_repacks_after_an_edit() {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let page = fetch(&agent, &url, &[]);
-        if page.body == edited {
+        if page.body == with_script(edited) {
             break;
         }
         assert!(Instant::now() < deadline, "edit not served within 60 s");
@@ -255,7 +265,8 @@ fn watch_serves_the_pack_error_until_the_folder_is_fixed() {
     loop {
         let page = fetch(&agent, &url, &[]);
         if page.status == 200 {
-            assert_eq!(page.body, b"<p>fixed</p>");
+            let expected = format!("<p>fixed</p>{}", bramble::serve::LIVE_RELOAD_SCRIPT);
+            assert_eq!(page.body, expected.as_bytes());
             break;
         }
         assert!(Instant::now() < deadline, "fix not served within 60 s");

@@ -52,6 +52,10 @@ pub struct CheckArgs {
     /// url()s it embeds, each at the size a browser with brotli receives.
     #[arg(long, value_name = "KIB", default_value_t = 1024)]
     pub page_budget: u64,
+    /// Pack a folder for speed, not size (see `bramble pack --fast`): for CI runs with a
+    /// cold compression cache.
+    #[arg(long)]
+    pub fast: bool,
     /// In QEMU, boot this kernel.img [default: the card's; for a folder or SITE.BIN, the
     /// kernel `bramble image` would use].
     #[arg(long, value_name = "FILE", conflicts_with = "hosted")]
@@ -567,6 +571,9 @@ fn prepare(args: &CheckArgs) -> anyhow::Result<Prepared> {
     if target.is_dir() {
         let mut options = crate::pack::PackOptions::from_env()?;
         options.skip_broken_links = true;
+        if args.fast {
+            options.effort = crate::pack::compress::Effort::Fast;
+        }
         let packed = crate::pack::pack_site(target, &options)
             .with_context(|| format!("packing {}", target.display()))?;
         let walked = crate::pack::walk::walk_with(
