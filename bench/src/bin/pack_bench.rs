@@ -2,7 +2,8 @@
 //! and what they produce, against single-threaded `gzip -9` over the same files.
 //!
 //! `cargo run --release -p bramble-bench --bin pack-bench -- SITE_DIR [--runs N]
-//! [--baseline OLD_BRAMBLE]`: each round runs, in turn, gzip -9 (one process over every
+//! [--baseline OLD_BRAMBLE]` (or `--sizes IMAGE...` for the size figures of images packed
+//! elsewhere): each round runs, in turn, gzip -9 (one process over every
 //! file the packer compresses, one thread), an older `bramble pack` if given (cold: an empty
 //! cache folder; warm: the same folder again), and this build's pack at its default effort and
 //! at `--fast` (cold, then warm). Rounds interleave the commands so a machine whose speed
@@ -106,6 +107,22 @@ fn this_pack(site: &Path, cache: &Path, effort: Effort) -> (f64, Vec<u8>) {
 
 fn main() {
     let mut args = std::env::args().skip(1);
+    // `--sizes IMAGE...`: the size figures of images made elsewhere (by `bramble pack` timed
+    // with /usr/bin/time, say), one line each.
+    if std::env::args().nth(1).as_deref() == Some("--sizes") {
+        for path in std::env::args().skip(2) {
+            let image = std::fs::read(&path).expect("read the image");
+            let sizes = sizes(&image);
+            println!(
+                "{path}: image {} bytes, brotli bodies {}, gzip bodies {}, a brotli client gets {}",
+                image.len(),
+                sizes.brotli,
+                sizes.gzip,
+                sizes.brotli_client
+            );
+        }
+        return;
+    }
     let mut site = None;
     let mut runs = 3usize;
     let mut baseline = None;
