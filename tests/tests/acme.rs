@@ -2,7 +2,7 @@
 //! TAP link inside a network namespace the test creates, with Debian's pebble as the CA,
 //! dnsmasq answering DNS for the test names, and an SNTP responder of this test giving the
 //! host's time (the kernel checks the CA's certificate against its clock). The card is made as
-//! an owner would: BRAMBLE.TXT with `https = on`, `acme = on`, `domain`, `acme_email`,
+//! an owner would: BRAMBLE.TXT with `https = only`, `acme = on`, `domain`, `acme_email`,
 //! `acme_directory`, and the test CA's roots put on by `--acme-ca` (the library calls
 //! `bramble image` makes). The guest orders with HTTP-01 (pebble fetches the answer from the
 //! guest's port 80), and then serves HTTPS that curl verifies against pebble's root.
@@ -264,7 +264,7 @@ impl Lab {
         let files = netns::write_site(&site);
         let settings = format!(
             "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\ndns = {HOST_ADDRESS}\n\
-             ntp = {HOST_ADDRESS}\nhttps = on\nacme = on\ndomain = bramble.test\n\
+             ntp = {HOST_ADDRESS}\nhttps = only\nacme = on\ndomain = bramble.test\n\
              acme_email = owner@bramble.test\nacme_directory = https://acme.test:14000/dir\n\
              certificate_store = ram\n"
         );
@@ -368,6 +368,25 @@ fn the_board_obtains_a_certificate_from_pebble_and_serves_https_curl_verifies() 
         1,
         "one order:\n{pebble}"
     );
+    // https = only: now that HTTPS runs, plain HTTP answers 308 to https.
+    let plain = lab.netns.output(
+        "curl",
+        &[
+            "--silent",
+            "--output",
+            "/dev/null",
+            "--write-out",
+            "%{http_code} %{redirect_url}",
+            "--max-time",
+            "20",
+            &format!("http://{GUEST}/"),
+        ],
+    );
+    let plain = String::from_utf8_lossy(&plain.stdout).to_string();
+    assert!(
+        plain.starts_with("308 https://"),
+        "plain HTTP after issuance: {plain}"
+    );
     // The status line shows ACME's state and the TLS heap's high-water mark (and the busy
     // time since boot: instructions with BRAMBLE_ACME_ICOUNT set).
     guest.send_line("status");
@@ -412,7 +431,7 @@ fn with_the_ca_down_the_board_says_why_serves_plain_http_and_retries_after_backi
         "{failed}"
     );
     let failed_at = Instant::now();
-    // Plain HTTP serves meanwhile.
+    // Plain HTTP serves meanwhile (https = only redirects only once HTTPS runs).
     let index = lab.netns.output(
         "curl",
         &[

@@ -123,6 +123,7 @@ pub fn prepare(settings: &Settings, arena: &mut Arena) -> Option<Acme> {
             names,
             ca_roots_pem: roots,
             https_port: settings.https_port,
+            redirect_plain_http: settings.https == HttpsMode::Only,
             backoff: bramble_acme::BackoffPolicy::DEFAULT,
             dns_servers,
             renew_after_seconds: None,

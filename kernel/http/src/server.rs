@@ -253,6 +253,12 @@ impl<'a> Server<'a> {
         }
     }
 
+    /// Starts (`Some(port)`) or stops answering plain HTTP with a 308 to https on `port`
+    /// (`https = only`), for when HTTPS starts after the server, as with ACME.
+    pub fn set_redirect_to_https_port(&mut self, port: Option<u16>) {
+        self.config.redirect_to_https_port = port;
+    }
+
     /// The addresses the diagnostic page shows.
     pub fn addresses(&self) -> &str {
         &self.addresses

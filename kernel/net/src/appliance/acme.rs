@@ -53,6 +53,9 @@ pub struct AcmeConfig<'a> {
     pub ca_roots_pem: &'a [u8],
     /// Port HTTPS is served on.
     pub https_port: u16,
+    /// `https = only`: once HTTPS runs with the certificate obtained, plain HTTP answers 308
+    /// to https (the HTTP-01 path excepted); until then it serves as usual.
+    pub redirect_plain_http: bool,
     /// How failures are spaced.
     pub backoff: BackoffPolicy,
     /// Name servers for a static address (DHCP gives its own).
@@ -570,6 +573,11 @@ impl<'a> AcmeAgent<'a> {
             appliance
                 .start_https(config, memory, self.config.https_port, now)
                 .map_err(|problem| format!("{problem}"))?;
+            if self.config.redirect_plain_http {
+                appliance
+                    .server
+                    .set_redirect_to_https_port(Some(self.config.https_port));
+            }
         }
         self.validity = Some((validity.not_before, validity.not_after));
         Ok(())
