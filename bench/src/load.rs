@@ -149,9 +149,10 @@ pub const MAX_S_TIME_CLIENTS: u32 = 10;
 /// Runs `min(concurrency, MAX_S_TIME_CLIENTS)` `openssl s_time -new` clients against
 /// `host:port` (`run.url` is `https://host:port/path`) for `run.duration`: each connects,
 /// makes a full TLS handshake (no session is resumed), fetches the path with HTTP/1.0 and
-/// closes, over and over. Keeps their reports in `report_file`; responses are the
-/// connections they completed, and there are no latency percentiles (left 0). A watchdog
-/// kills a client (by PID) that overruns by 30 s.
+/// closes, over and over. s_time stops at the first failed connection: that counts as a
+/// connect error, and the client starts again for the time left. Keeps their reports in
+/// `report_file`; responses are the connections completed, and there are no latency
+/// percentiles (left 0). Each s_time is killed (by PID) if it overruns by 30 s.
 pub fn run_s_time(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigures> {
     let rest = run
         .url
@@ -165,50 +166,78 @@ pub fn run_s_time(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigur
     };
     let path = if path.is_empty() { "/" } else { path };
     let clients = run.concurrency.clamp(1, MAX_S_TIME_CLIENTS);
-    let seconds = run.duration.as_secs().max(1);
     let started = Instant::now();
-    let mut children = Vec::new();
-    for _ in 0..clients {
-        let mut command = match run.namespace {
-            Some(namespace) => {
-                let mut command = Command::new("ip");
-                command.args(["netns", "exec", namespace, "openssl"]);
-                command
-            }
-            None => Command::new("openssl"),
-        };
-        command
-            .args([
-                "s_time", "-new", "-connect", &address, "-www", path, "-time",
-            ])
-            .arg(seconds.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        children.push(command.spawn().context("starting openssl s_time")?);
-    }
-    let deadline = started + run.duration + Duration::from_secs(30);
-    let mut report = String::new();
-    let mut figures = LoadFigures::default();
-    for mut child in children {
-        while child.try_wait()?.is_none() {
-            if Instant::now() > deadline {
-                let _ = child.kill();
+    let end = started + run.duration;
+    let client = || -> anyhow::Result<(String, u64, u64)> {
+        let mut report = String::new();
+        let (mut connections, mut failures) = (0, 0);
+        loop {
+            let left = end.saturating_duration_since(Instant::now()).as_secs();
+            if left == 0 {
                 break;
             }
+            let mut command = match run.namespace {
+                Some(namespace) => {
+                    let mut command = Command::new("ip");
+                    command.args(["netns", "exec", namespace, "openssl"]);
+                    command
+                }
+                None => Command::new("openssl"),
+            };
+            command
+                .args([
+                    "s_time", "-new", "-connect", &address, "-www", path, "-time",
+                ])
+                .arg(left.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let mut child = command.spawn().context("starting openssl s_time")?;
+            let deadline = Instant::now() + Duration::from_secs(left + 30);
+            while child.try_wait()?.is_none() {
+                if Instant::now() > deadline {
+                    let _ = child.kill();
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let output = child.wait_with_output()?;
+            let text = String::from_utf8_lossy(&output.stdout).into_owned()
+                + &String::from_utf8_lossy(&output.stderr);
+            report.push_str(&text);
+            report.push_str("\n----\n");
+            let outcome = parse_s_time(&text)
+                .with_context(|| format!("unexpected openssl s_time report:\n{text}"))?;
+            connections += outcome.connections;
+            if outcome.bytes_per_connection == Some(0) {
+                bail!("openssl s_time read no bytes per connection: the page did not come");
+            }
+            if !outcome.failed {
+                break;
+            }
+            failures += 1;
             std::thread::sleep(Duration::from_millis(100));
         }
-        let output = child.wait_with_output()?;
-        let text = String::from_utf8_lossy(&output.stdout).into_owned()
-            + &String::from_utf8_lossy(&output.stderr);
+        Ok((report, connections, failures))
+    };
+    let results: Vec<anyhow::Result<(String, u64, u64)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..clients).map(|_| scope.spawn(client)).collect();
+        handles
+            .into_iter()
+            .map(|handle| {
+                handle
+                    .join()
+                    .unwrap_or_else(|_| bail!("an s_time client panicked"))
+            })
+            .collect()
+    });
+    let mut figures = LoadFigures::default();
+    let mut report = String::new();
+    for result in results {
+        let (text, connections, failures) = result?;
         report.push_str(&text);
-        report.push_str("\n----\n");
-        let (connections, bytes) = parse_s_time(&text)
-            .with_context(|| format!("unexpected openssl s_time report:\n{text}"))?;
-        if bytes == 0 {
-            bail!("openssl s_time read no bytes per connection: the page did not come");
-        }
         figures.responses += connections;
+        figures.socket_errors.connect += failures;
     }
     std::fs::write(report_file, &report)
         .with_context(|| format!("writing {}", report_file.display()))?;
@@ -217,9 +246,21 @@ pub fn run_s_time(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigur
     Ok(figures)
 }
 
-/// From one `openssl s_time` report, the connections it completed and the bytes it read per
-/// connection (its line `N connections in T real seconds, B bytes read per connection`).
-pub fn parse_s_time(report: &str) -> anyhow::Result<(u64, u64)> {
+/// What one `openssl s_time` run reported.
+#[derive(Debug, PartialEq, Eq)]
+pub struct SessionTimes {
+    /// Connections completed.
+    pub connections: u64,
+    /// Bytes read per connection (`None` when the run ended with an error).
+    pub bytes_per_connection: Option<u64>,
+    /// The run stopped at a failed connection (`ERROR`).
+    pub failed: bool,
+}
+
+/// Reads one `openssl s_time` report: its line `N connections in T real seconds, B bytes
+/// read per connection`, or, when it stopped at a failed connection (`ERROR`), the
+/// connections it had completed (one `*` or `r` each on its progress line).
+pub fn parse_s_time(report: &str) -> anyhow::Result<SessionTimes> {
     for line in report.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
         if let [
@@ -234,10 +275,22 @@ pub fn parse_s_time(report: &str) -> anyhow::Result<(u64, u64)> {
             ..,
         ] = words.as_slice()
         {
-            return Ok((count.parse()?, bytes.parse()?));
+            return Ok(SessionTimes {
+                connections: count.parse()?,
+                bytes_per_connection: Some(bytes.parse()?),
+                failed: false,
+            });
         }
     }
-    bail!("no 'N connections in T real seconds' line")
+    let Some(error) = report.find("ERROR") else {
+        bail!("no 'N connections in T real seconds' line and no ERROR");
+    };
+    let progress = report[..error].rsplit('\n').next().unwrap_or("");
+    Ok(SessionTimes {
+        connections: progress.chars().filter(|c| matches!(c, '*' | 'r')).count() as u64,
+        bytes_per_connection: None,
+        failed: true,
+    })
 }
 
 /// Parses wrk's report as printed with `--latency`.
@@ -360,7 +413,23 @@ tttttttttt
 1077 connections in 0.58s; 1856.90 connections/user sec, bytes read 6754869
 1077 connections in 6 real seconds, 6271 bytes read per connection
 ";
-        assert_eq!(parse_s_time(report).unwrap(), (1077, 6271));
+        assert_eq!(
+            parse_s_time(report).unwrap(),
+            SessionTimes {
+                connections: 1077,
+                bytes_per_connection: Some(6271),
+                failed: false
+            }
+        );
+        let stopped = "Collecting connection statistics for 10 seconds\n****ERROR\n";
+        assert_eq!(
+            parse_s_time(stopped).unwrap(),
+            SessionTimes {
+                connections: 4,
+                bytes_per_connection: None,
+                failed: true
+            }
+        );
         assert!(parse_s_time("connect: Connection refused\n").is_err());
     }
 
