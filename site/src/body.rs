@@ -10,6 +10,9 @@ pub struct Body {
     pub offset: u32,
     /// Length in bytes.
     pub len: u32,
+    /// CRC-32 of the body's bytes (checked where the segment holding the body failed its
+    /// own check, so that its intact neighbours can still be served).
+    pub crc: u32,
 }
 
 impl Body {

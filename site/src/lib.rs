@@ -38,7 +38,7 @@ pub const VERSION: u32 = 2;
 /// Size of the fixed header in bytes.
 pub const HEADER_LEN: usize = 64;
 /// Size of one record of the file table in bytes.
-pub const ENTRY_LEN: usize = 96;
+pub const ENTRY_LEN: usize = 112;
 /// Alignment (bytes) of the file table, the segment table and the string region.
 pub const ALIGN: usize = 8;
 /// Alignment (bytes) of the body region and of every body: one SD card block, so that a body
@@ -83,7 +83,7 @@ pub(crate) mod header {
     pub const IMAGE_LEN: usize = 60;
 }
 
-/// Field offsets inside one 96-byte table record; see FORMAT.md.
+/// Field offsets inside one 112-byte table record; see FORMAT.md.
 pub(crate) mod entry {
     pub const PATH: usize = 0;
     pub const CONTENT_TYPE: usize = 8;
@@ -98,4 +98,9 @@ pub(crate) mod entry {
     pub const GZIP_ETAG: usize = 72;
     pub const BROTLI_BODY: usize = 80;
     pub const BROTLI_ETAG: usize = 88;
+    pub const IDENTITY_CRC: usize = 96;
+    pub const GZIP_CRC: usize = 100;
+    pub const BROTLI_CRC: usize = 104;
+    /// Bytes 108..112 are reserved and must be zero.
+    pub const RESERVED_END: usize = 108;
 }

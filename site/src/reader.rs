@@ -56,6 +56,11 @@ pub enum FormatError {
     /// The bytes between the index and the body region (padding to a block boundary) are not
     /// all zero.
     NonZeroPadding,
+    /// A body of the record at `index` does not match the CRC-32 its record gives.
+    BodyChecksumMismatch {
+        /// Index of the record in the file table.
+        index: usize,
+    },
     /// The file table, segment table, string region or body region lies outside the index or
     /// image, overlaps another region, is out of order or is misaligned.
     RegionOutOfBounds,
@@ -135,6 +140,9 @@ impl fmt::Display for FormatError {
                 "site image body segment {segment} checksum mismatch: stored {stored:#010x}, \
                  computed {computed:#010x}"
             ),
+            FormatError::BodyChecksumMismatch { index } => {
+                write!(f, "site image file #{index}: body checksum mismatch")
+            }
             FormatError::NonZeroPadding => {
                 f.write_str("site image padding before the bodies is not zero")
             }
@@ -460,19 +468,33 @@ impl<'a> SiteIndex<'a> {
         header_value(entry::LAST_MODIFIED_HTTP)?;
 
         let flags = read_u32(record, entry::FLAGS);
-        if flags & !(FLAG_GZIP | FLAG_BROTLI) != 0 || read_u32(record, entry::RESERVED) != 0 {
+        if flags & !(FLAG_GZIP | FLAG_BROTLI) != 0
+            || read_u32(record, entry::RESERVED) != 0
+            || read_u32(record, entry::RESERVED_END) != 0
+        {
             return Err(FormatError::BadFlags { index });
         }
         let variants = [
-            (true, entry::IDENTITY_BODY, entry::IDENTITY_ETAG),
-            (flags & FLAG_GZIP != 0, entry::GZIP_BODY, entry::GZIP_ETAG),
+            (
+                true,
+                entry::IDENTITY_BODY,
+                entry::IDENTITY_ETAG,
+                entry::IDENTITY_CRC,
+            ),
+            (
+                flags & FLAG_GZIP != 0,
+                entry::GZIP_BODY,
+                entry::GZIP_ETAG,
+                entry::GZIP_CRC,
+            ),
             (
                 flags & FLAG_BROTLI != 0,
                 entry::BROTLI_BODY,
                 entry::BROTLI_ETAG,
+                entry::BROTLI_CRC,
             ),
         ];
-        for (present, body, etag) in variants {
+        for (present, body, etag, crc) in variants {
             if present {
                 let range =
                     reference(record, body, self.bodies_len as usize).ok_or(out_of_bounds)?;
@@ -482,7 +504,7 @@ impl<'a> SiteIndex<'a> {
                 if !is_strong_etag(string(etag)?) {
                     return Err(FormatError::BadHeaderValue { index });
                 }
-            } else if record[body..etag + 8].iter().any(|&b| b != 0) {
+            } else if record[body..etag + 8].iter().any(|&b| b != 0) || read_u32(record, crc) != 0 {
                 return Err(FormatError::BadFlags { index });
             }
         }
@@ -653,14 +675,15 @@ impl<'a> SiteIndex<'a> {
         let flags = read_u32(record, entry::FLAGS);
         // Validation bounds the table by a u32 count.
         let file = u32::try_from(index).unwrap_or(u32::MAX);
-        let body = |field: usize| Body {
+        let body = |field: usize, crc: usize| Body {
             file,
             offset: read_u32(record, field),
             len: read_u32(record, field + 4),
+            crc: read_u32(record, crc),
         };
-        let variant = |present: bool, field: usize, etag: usize| {
+        let variant = |present: bool, field: usize, etag: usize, crc: usize| {
             present.then(|| Variant {
-                body: body(field),
+                body: body(field, crc),
                 etag: self.string(record, etag),
             })
         };
@@ -672,14 +695,20 @@ impl<'a> SiteIndex<'a> {
             last_modified: read_u64(record, entry::LAST_MODIFIED),
             last_modified_http: self.string(record, entry::LAST_MODIFIED_HTTP),
             identity: Variant {
-                body: body(entry::IDENTITY_BODY),
+                body: body(entry::IDENTITY_BODY, entry::IDENTITY_CRC),
                 etag: self.string(record, entry::IDENTITY_ETAG),
             },
-            gzip: variant(flags & FLAG_GZIP != 0, entry::GZIP_BODY, entry::GZIP_ETAG),
+            gzip: variant(
+                flags & FLAG_GZIP != 0,
+                entry::GZIP_BODY,
+                entry::GZIP_ETAG,
+                entry::GZIP_CRC,
+            ),
             brotli: variant(
                 flags & FLAG_BROTLI != 0,
                 entry::BROTLI_BODY,
                 entry::BROTLI_ETAG,
+                entry::BROTLI_CRC,
             ),
         }
     }
@@ -728,11 +757,24 @@ impl<'a> SiteImage<'a> {
                 });
             }
         }
-        Ok(SiteImage {
+        let image = SiteImage {
             bytes,
             index,
             bodies,
-        })
+        };
+        for file in index.files() {
+            for variant in [Some(file.identity), file.gzip, file.brotli]
+                .into_iter()
+                .flatten()
+            {
+                if crate::crc32(image.body(variant.body)) != variant.body.crc {
+                    return Err(FormatError::BodyChecksumMismatch {
+                        index: file.index as usize,
+                    });
+                }
+            }
+        }
+        Ok(image)
     }
 
     /// The validated index.

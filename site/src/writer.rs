@@ -205,30 +205,47 @@ fn put_reference(bytes: &mut [u8], offset: usize, (start, len): Reference) {
     put_u32(bytes, offset + 4, len);
 }
 
-/// The variants of a file as (body, ETag, flag bit, body field, ETag field), present ones only.
-fn variants(file: &FileSpec) -> impl Iterator<Item = (&VariantSpec, u32, usize, usize)> {
+/// Where one variant goes in a record: its flag bit and its body, ETag and CRC fields.
+struct VariantFields {
+    flag: u32,
+    body: usize,
+    etag: usize,
+    crc: usize,
+}
+
+/// The variants of a file with their record fields, present ones only.
+fn variants(file: &FileSpec) -> impl Iterator<Item = (&VariantSpec, VariantFields)> {
     [
         (
             Some(&file.identity),
-            0,
-            entry::IDENTITY_BODY,
-            entry::IDENTITY_ETAG,
+            VariantFields {
+                flag: 0,
+                body: entry::IDENTITY_BODY,
+                etag: entry::IDENTITY_ETAG,
+                crc: entry::IDENTITY_CRC,
+            },
         ),
         (
             file.gzip.as_ref(),
-            FLAG_GZIP,
-            entry::GZIP_BODY,
-            entry::GZIP_ETAG,
+            VariantFields {
+                flag: FLAG_GZIP,
+                body: entry::GZIP_BODY,
+                etag: entry::GZIP_ETAG,
+                crc: entry::GZIP_CRC,
+            },
         ),
         (
             file.brotli.as_ref(),
-            FLAG_BROTLI,
-            entry::BROTLI_BODY,
-            entry::BROTLI_ETAG,
+            VariantFields {
+                flag: FLAG_BROTLI,
+                body: entry::BROTLI_BODY,
+                etag: entry::BROTLI_ETAG,
+                crc: entry::BROTLI_CRC,
+            },
         ),
     ]
     .into_iter()
-    .filter_map(|(variant, flag, body, etag)| variant.map(|v| (v, flag, body, etag)))
+    .filter_map(|(variant, fields)| variant.map(|v| (v, fields)))
 }
 
 impl SiteImageWriter {
@@ -279,7 +296,7 @@ impl SiteImageWriter {
                 });
             }
         }
-        if variants(&file).any(|(v, ..)| !crate::reader::is_strong_etag(v.etag.as_bytes())) {
+        if variants(&file).any(|(v, _)| !crate::reader::is_strong_etag(v.etag.as_bytes())) {
             return Err(WriteError::InvalidEtag { path: file.path });
         }
         self.files.push(file);
@@ -309,7 +326,7 @@ impl SiteImageWriter {
         let file_bodies: Vec<Vec<Option<usize>>> = self
             .files
             .iter()
-            .map(|file| variants(file).map(|(v, ..)| bodies.id(&v.body)).collect())
+            .map(|file| variants(file).map(|(v, _)| bodies.id(&v.body)).collect())
             .collect();
         let mut cursor = Cursor { at: 0, segment_len };
         let unplaced = |bodies: &Bodies, ids: &[Option<usize>]| -> Vec<usize> {
@@ -377,8 +394,8 @@ impl SiteImageWriter {
             record[entry::LAST_MODIFIED..entry::LAST_MODIFIED + 8]
                 .copy_from_slice(&file.last_modified.to_le_bytes());
             let mut flags = 0;
-            for ((variant, flag, body_field, etag_field), id) in variants(file).zip(ids) {
-                flags |= flag;
+            for ((variant, fields), id) in variants(file).zip(ids) {
+                flags |= fields.flag;
                 let reference = match id {
                     Some(id) => (
                         bodies.distinct[*id].1.unwrap_or(0),
@@ -386,8 +403,9 @@ impl SiteImageWriter {
                     ),
                     None => (0, 0),
                 };
-                put_reference(record, body_field, reference);
-                put_reference(record, etag_field, strings.intern(&variant.etag)?);
+                put_reference(record, fields.body, reference);
+                put_reference(record, fields.etag, strings.intern(&variant.etag)?);
+                put_u32(record, fields.crc, crc32fast::hash(&variant.body));
             }
             put_u32(record, entry::FLAGS, flags);
         }

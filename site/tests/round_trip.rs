@@ -732,3 +732,42 @@ fn writer_refuses_bad_segment_lengths() {
         );
     }
 }
+
+#[test]
+fn every_body_carries_its_crc_and_a_whole_image_checks_it() {
+    let (specs, bytes) = segmented_image();
+    let image = SiteImage::new_checked(&bytes).unwrap();
+    for spec in &specs {
+        let file = image.get(&spec.path).unwrap();
+        assert_eq!(file.identity.body.crc, crc32(&spec.identity.body));
+        if let (Some(got), Some(want)) = (file.gzip, &spec.gzip) {
+            assert_eq!(got.body.crc, crc32(&want.body));
+        }
+    }
+    // A record whose identity CRC is wrong: the index still reads (its checksum resealed),
+    // a whole-image check names the file.
+    let mut bytes = bytes.clone();
+    let first = HEADER_LEN;
+    let crc_at = first + 96;
+    let value = get_u32(&bytes, crc_at) ^ 1;
+    put_u32(&mut bytes, crc_at, value);
+    rewrite_checksum(&mut bytes);
+    assert!(SiteIndex::new_checked(&bytes).is_ok());
+    assert_eq!(
+        SiteImage::new_checked(&bytes).unwrap_err(),
+        FormatError::BodyChecksumMismatch { index: 0 }
+    );
+    // The CRCs of absent variants, and the last reserved word, must be zero.
+    let mut rng = Rng(12);
+    let original = build(&[spec("/a.png", b"an image", &mut rng)]);
+    for field in [100, 104, 108] {
+        let mut bytes = original.clone();
+        put_u32(&mut bytes, HEADER_LEN + field, 7);
+        rewrite_checksum(&mut bytes);
+        let error = SiteIndex::new_checked(&bytes).unwrap_err();
+        assert!(
+            matches!(error, FormatError::BadFlags { .. }),
+            "field {field}: {error:?}"
+        );
+    }
+}
