@@ -1,4 +1,5 @@
-//! Read-only block storage (the SD card). Bramble never writes to its card.
+//! Read-only block storage (the SD card), read in place or in the background. Bramble never
+//! writes to its card.
 
 /// Size of one block in bytes. SD cards address 512-byte blocks (SDHC/SDXC always; SDSC
 /// cards are set to 512 with CMD16).
@@ -20,6 +21,8 @@ pub enum BlockError {
     BadBuffer,
     /// Something asked to write. Bramble never writes to its card, so no driver can.
     ReadOnly,
+    /// A background read is already in flight.
+    Busy,
 }
 
 impl core::fmt::Display for BlockError {
@@ -31,6 +34,7 @@ impl core::fmt::Display for BlockError {
             BlockError::OutOfRange => "read past the end of the card",
             BlockError::BadBuffer => "buffer is not a whole number of blocks",
             BlockError::ReadOnly => "writing is not allowed",
+            BlockError::Busy => "another read is in flight",
         })
     }
 }
@@ -44,4 +48,52 @@ pub trait BlockDevice {
 
     /// Reads `buffer.len() / BLOCK_SIZE` consecutive blocks starting at `first_block`.
     fn read_blocks(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError>;
+}
+
+/// A contiguous run of blocks: `blocks` blocks from `first_block` on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRun {
+    /// The first block.
+    pub first_block: u64,
+    /// How many blocks.
+    pub blocks: u32,
+}
+
+/// Most runs one background read may be made of (a piece of a file that crosses a few
+/// fragments of the filesystem).
+pub const MAX_RUNS_PER_READ: usize = 8;
+
+/// How a background read is doing.
+#[derive(Debug)]
+pub enum ReadPoll<'b> {
+    /// No read is in flight.
+    Idle,
+    /// The read is still going.
+    Busy,
+    /// The read ended: the buffer is handed back with how it went (after an error its
+    /// contents are unspecified).
+    Done(&'b mut [u8], Result<(), BlockError>),
+}
+
+/// A block device that reads in the background (by DMA on the Pi) while its caller goes on
+/// with other work: a read is started, then polled until it hands its buffer back.
+///
+/// The device holds the buffer for the whole read, so nothing else can touch memory that the
+/// hardware may still be writing. Nothing here blocks; a read that takes too long ends with
+/// [`BlockError::Timeout`] at a poll.
+pub trait BackgroundRead<'b>: BlockDevice {
+    /// Starts reading `runs`, one after the other, into consecutive parts of `buffer` (which
+    /// must hold at least all their blocks; the rest is left as it is). Refused, with the
+    /// buffer handed back, while another read is in flight ([`BlockError::Busy`]), for more
+    /// than [`MAX_RUNS_PER_READ`] runs or a buffer that is too short
+    /// ([`BlockError::BadBuffer`]), or for blocks past the end ([`BlockError::OutOfRange`]).
+    fn start_read(
+        &mut self,
+        runs: &[BlockRun],
+        buffer: &'b mut [u8],
+    ) -> Result<(), (BlockError, &'b mut [u8])>;
+
+    /// Moves the read on (a driver may have to start its next command) and says whether it
+    /// ended.
+    fn poll_read(&mut self) -> ReadPoll<'b>;
 }
