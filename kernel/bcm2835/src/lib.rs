@@ -15,6 +15,7 @@
 extern crate std;
 
 pub mod dma;
+pub mod dma_channel;
 pub mod dwc2;
 pub mod emmc;
 pub mod gpio;

@@ -39,6 +39,8 @@ pub const MAILBOX: usize = peripheral(0x7E00_B880);
 pub const POWER_MANAGEMENT: usize = peripheral(0x7E10_0000);
 /// Hardware random number generator (not in the datasheet; Linux's bcm2835-rng driver).
 pub const RNG: usize = peripheral(0x7E10_4000);
+/// DMA controller, channels 0 to 14 at 0x100 apart (ch. 4).
+pub const DMA: usize = peripheral(0x7E00_7000);
 /// GPIO (ch. 6).
 pub const GPIO: usize = peripheral(0x7E20_0000);
 /// PL011 UART0 (ch. 13).
@@ -64,6 +66,7 @@ mod tests {
             MAILBOX,
             POWER_MANAGEMENT,
             RNG,
+            DMA,
             GPIO,
             UART0,
             EMMC,
