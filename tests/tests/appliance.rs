@@ -118,7 +118,7 @@ fn boot_phases_are_reported_with_microsecond_stamps() {
     let card = card(dir.path());
     let mut guest = guest_with_network(&card, free_port());
     let phases = guest.expect_line("boot phases: ", BOOT_TIMEOUT);
-    let stamps: Vec<u64> = ["MMU", "SD", "site verified", "USB NIC", "address", "ready"]
+    let stamps: Vec<u64> = ["MMU", "SD", "table verified", "USB NIC", "address", "ready"]
         .iter()
         .map(|label| number_after(&phases, label))
         .collect();

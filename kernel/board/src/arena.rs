@@ -1,5 +1,6 @@
-//! Hands out the free RAM after the site image as typed, 'static allocations for the network
-//! pool. Nothing is ever freed: the pool is sized once, at boot, from what is left.
+//! Hands out the free RAM after the kernel as typed, 'static allocations: the site index, the
+//! network pool, the segment cache. Nothing is ever freed: each is sized once, at boot, from
+//! what is left.
 
 /// A bump allocator over one region of RAM.
 pub struct Arena {
@@ -50,6 +51,21 @@ impl Arena {
         self.memory = rest;
         chunk.fill(0);
         Some(chunk)
+    }
+
+    /// `len` bytes starting on a multiple of `align` (a power of two), as RAM left them: for
+    /// buffers that are filled before they are read (the card's DMA destinations), where
+    /// zeroing hundreds of megabytes would only cost boot time.
+    pub fn bytes(&mut self, len: usize, align: usize) -> Option<&'static mut [u8]> {
+        let start = self.memory.as_ptr() as usize;
+        let padding = start.checked_next_multiple_of(align)? - start;
+        let total = padding.checked_add(len)?;
+        if total > self.memory.len() {
+            return None;
+        }
+        let (chunk, rest) = core::mem::take(&mut self.memory).split_at_mut(total);
+        self.memory = rest;
+        Some(&mut chunk[padding..])
     }
 
     /// One value moved into the arena.

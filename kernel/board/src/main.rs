@@ -61,23 +61,41 @@ static DUE_NOW: AtomicU64 = AtomicU64::new(0);
 struct BootTimeline {
     mmu: u64,
     sd: u64,
-    site: u64,
+    /// The site's index read from the card and verified (bodies come later, on demand).
+    table: u64,
     usb: u64,
     address: u64,
+    /// Serving: the address is up and the loop runs.
+    ready: u64,
+    /// The first response started going out.
+    first_request: u64,
 }
 
 impl BootTimeline {
     fn print(&self) {
         log::info!(
-            "boot phases: MMU {} us, SD {} us, site verified {} us, USB NIC {} us, address {} us, \
-             ready {} us since reset",
+            "boot phases: MMU {} us, SD {} us, table verified {} us, USB NIC {} us, address {} \
+             us, ready {} us since reset{}",
             self.mmu,
             self.sd,
-            self.site,
+            self.table,
             self.usb,
             self.address,
-            TIMER.micros()
+            self.ready,
+            FirstRequest(self.first_request)
         );
+    }
+}
+
+/// The first-request stamp of the boot phases line, once there is one.
+struct FirstRequest(u64);
+
+impl core::fmt::Display for FirstRequest {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            0 => Ok(()),
+            at => write!(f, ", first request served {at} us"),
+        }
     }
 }
 
@@ -114,9 +132,10 @@ fn kernel_main() -> ! {
     // The USB core needs 100 ms to settle after its reset: let that pass while the card is
     // read.
     let usb_controller = network::power_up(&mut platform.dma, platform.mailbox_buffer);
-    let (card, free) = storage::load(emmc_clock, platform::free_memory(&platform.board));
+    let mut arena = arena::Arena::new(platform::free_memory(&platform.board));
+    let card = storage::load(emmc_clock, &mut arena, &mut platform.dma);
     timeline.sd = storage::card_ready_at();
-    timeline.site = TIMER.micros();
+    timeline.table = storage::index_verified_at();
     health::feed();
     log::set_max_level(match card.settings.log_level {
         bramble_settings::LogLevel::Error => log::LevelFilter::Error,
@@ -132,10 +151,13 @@ fn kernel_main() -> ! {
     let mut led = Led::new(card.settings.led, active_low);
     platform::apply_power_settings(platform.mailbox_buffer, &card.settings);
 
-    let mut arena = arena::Arena::new(free);
     let site_ok = card.site.is_ok();
+    let mut store = None;
     let site = match card.site {
-        Ok(site) => bramble_http::SiteSource::Ready(site),
+        Ok(site) => {
+            store = Some(site.store);
+            bramble_http::SiteSource::Store(site.index, site.store)
+        }
         Err(problem) => {
             log::error!("site: {problem}; the server will answer with a diagnostic page");
             let mut text = heapless::String::<200>::new();
@@ -157,6 +179,10 @@ fn kernel_main() -> ! {
         &mut arena,
         !platform::is_real_hardware(&platform.board),
     );
+    // The cache takes the RAM the connection pool left.
+    if let Some(store) = store {
+        storage::attach_cache(store, &mut arena);
+    }
     let nic_present = net.as_ref().is_some_and(|n| n.device().is_present());
     timeline.usb = if nic_present { TIMER.micros() } else { 0 };
     health::set_budget(health::RUNNING_BUDGET_MICROS);
@@ -180,6 +206,10 @@ fn kernel_main() -> ! {
         let usb_interrupts = dwc2::interrupts_taken();
         let mut deadline = commands.next_deadline();
         let mut serving = false;
+        // Card reads first: a segment that arrived lets its responses go on in this pass.
+        if let Some(store) = store {
+            store.poll(Instant::from_micros(TIMER.micros()));
+        }
         if let Some(appliance) = net.as_mut() {
             let now = Instant::from_micros(TIMER.micros());
             // No USB interrupt since the last poll: only a timer woke us, and the appliance
@@ -195,10 +225,15 @@ fn kernel_main() -> ! {
                 certificate_checked = true;
                 tls::check_certificate(unix);
             }
+            if timeline.first_request == 0 && appliance.server().counters().bytes_sent > 0 {
+                timeline.first_request = TIMER.micros();
+                timeline.print();
+            }
             if let Some([a, b, c, d]) = appliance.ipv4_address() {
                 serving = true;
                 if timeline.address == 0 {
                     timeline.address = TIMER.micros();
+                    timeline.ready = TIMER.micros();
                     log::info!(
                         "serving: http://{a}.{b}.{c}.{d}/ at {} us since reset",
                         timeline.address
@@ -214,8 +249,11 @@ fn kernel_main() -> ! {
             (true, true) => LedState::Serving,
         });
         deadline = earliest(deadline, led.poll(now));
+        if let Some(store) = store {
+            deadline = earliest(deadline, store.next_deadline().map(|at| at.as_micros()));
+        }
         if status_asked {
-            print_status(net.as_mut(), arena.remaining());
+            print_status(net.as_mut(), store, arena.remaining());
         }
         sleep_until(deadline, usb_interrupts);
     }
@@ -253,7 +291,11 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 
 /// One line for the operator and the benchmark harness: uptime, busy time (outside WFI),
 /// interrupts, resets, memory, and the server's counters.
-fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
+fn print_status(
+    net: Option<&mut network::Network>,
+    store: Option<&storage::Store>,
+    free_bytes: usize,
+) {
     let up = TIMER.micros();
     let idle = IDLE_MICROS.load(Ordering::Relaxed);
     let (resets, watchdog_resets) = health::reset_counts();
@@ -276,6 +318,29 @@ fn print_status(net: Option<&mut network::Network>, free_bytes: usize) {
         net.as_ref()
             .map_or(0, |appliance| appliance.counters().quiet_polls)
     );
+    if let Some(store) = store {
+        let cache = store.counters();
+        let lookups = cache.hits + cache.misses;
+        log::info!(
+            "status: cache KiB {}, segments {}, used {}, hits {}, misses {}, hit percent {}, \
+             card bytes {}, card segments {}, warmed {}, card kB/s {}, read errors {}, \
+             checksum failures {}, body failures {}, evictions {}",
+            cache.pages * cache.page_len / 1024,
+            cache.pages,
+            cache.pages_used,
+            cache.hits,
+            cache.misses,
+            (cache.hits * 100).checked_div(lookups).unwrap_or(0),
+            cache.bytes_read,
+            cache.segments_read,
+            cache.warmed,
+            cache.card_kilobytes_per_second(),
+            cache.read_errors,
+            cache.checksum_failures,
+            cache.body_failures,
+            cache.evictions
+        );
+    }
     if let Some(appliance) = net {
         let http = appliance.server().counters();
         let phy = appliance.phy_counters();

@@ -1,14 +1,20 @@
-//! The SD card at boot: initialise the EMMC controller, check the card's layout
-//! (`bramble_fat`: partition table, boot sector, each file's directory entry), read
-//! BRAMBLE.TXT and SITE.BIN from the FAT partition, and verify the site image. Nothing is
+//! The SD card: initialise the EMMC controller (4-bit, High Speed where the card has it) and a
+//! DMA channel for it, read BRAMBLE.TXT, find SITE.BIN's runs of blocks, read and verify only
+//! its index, and hand the card to the store that serves bodies from it on demand. Nothing is
 //! ever written to the card.
 
+use crate::arena::Arena;
 use crate::platform::{GPIO, micros};
-use bramble_bcm2835::emmc::{Emmc, EmmcError};
+use bramble_bcm2835::dma::DmaAllocator;
+use bramble_bcm2835::dma_channel::{ControlBlock, DmaChannel};
+use bramble_bcm2835::emmc::{DmaReadPoll, Emmc, EmmcError};
 use bramble_bcm2835::gpio::Function;
-use bramble_fat::{BootSector, CardCheckError, FatLayoutError};
-use bramble_hal::block::{BlockDevice, BlockError};
+use bramble_hal::block::{
+    BLOCK_SIZE, BackgroundRead, BlockDevice, BlockError, BlockRun, MAX_RUNS_PER_READ, ReadPoll,
+};
 use bramble_settings::Settings;
+use bramble_site::SiteIndex;
+use bramble_store::{CardStore, FatError, IndexError, Page};
 use core::cell::RefCell;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use embedded_sdmmc::{
@@ -16,9 +22,10 @@ use embedded_sdmmc::{
 };
 
 static CARD_READY_AT: AtomicU64 = AtomicU64::new(0);
-static SITE_BYTES: AtomicUsize = AtomicUsize::new(0);
+static INDEX_VERIFIED_AT: AtomicU64 = AtomicU64::new(0);
+static INDEX_BYTES: AtomicUsize = AtomicUsize::new(0);
+static CACHE_BYTES: AtomicUsize = AtomicUsize::new(0);
 static TLS_FILES: spin::Once<TlsFiles> = spin::Once::new();
-static ACME_CA: spin::Once<Result<&'static [u8], FileProblem>> = spin::Once::new();
 
 /// Largest certificate chain or key file read (a chain of four RSA-4096 certificates is
 /// about 9 KiB of PEM).
@@ -64,81 +71,292 @@ pub fn tls_files() -> Option<&'static TlsFiles> {
     TLS_FILES.get()
 }
 
-/// The `acme_ca_certificate` file read at boot (`None`: not named, ACME or HTTPS off, or the
-/// card could not be read).
-pub fn acme_ca_file() -> Option<&'static Result<&'static [u8], FileProblem>> {
-    ACME_CA.get()
-}
 
 /// When the SD card finished initialising, in microseconds since reset (0: it did not).
 pub fn card_ready_at() -> u64 {
     CARD_READY_AT.load(Ordering::Relaxed)
 }
 
-/// Bytes of RAM the loaded site image occupies.
+/// When the site index was read and verified, in microseconds since reset (0: it was not).
+pub fn index_verified_at() -> u64 {
+    INDEX_VERIFIED_AT.load(Ordering::Relaxed)
+}
+
+/// Bytes of RAM the site index and the segment cache occupy.
 pub fn site_bytes() -> usize {
-    SITE_BYTES.load(Ordering::Relaxed)
+    INDEX_BYTES.load(Ordering::Relaxed) + CACHE_BYTES.load(Ordering::Relaxed)
 }
 
 /// Name of the site image on the card (8.3, as the image tool writes it).
 pub const SITE_FILE: &str = "SITE.BIN";
 /// Largest BRAMBLE.TXT read (the template is about 3 KiB).
 const MAX_SETTINGS_BYTES: usize = 16 * 1024;
+/// The DMA channel the card reads use (free for the ARM on every Pi 1 firmware: the
+/// `brcm,dma-channel-mask` of 0x7f35 in Raspberry Pi's bcm2835-rpi.dtsi includes it).
+const CARD_DMA_CHANNEL: usize = 5;
+/// Blocks one DMA command moves in a read that waits for its data (the boot-time reads).
+const DMA_BLOCKS_PER_COMMAND: usize = 2048;
+/// RAM left out of the cache for anything allocated after it.
+const CACHE_RESERVE: usize = 4 << 20;
 
-/// Why the site could not be loaded; each names the problem for the serial console and the
+/// Why the site could not be served; each names the problem for the serial console and the
 /// diagnostic page.
 #[derive(Debug)]
 pub enum StorageError {
     /// The EMMC controller or the card failed to initialise.
     Card(EmmcError),
-    /// The card has no readable FAT partition, or a read failed.
-    Filesystem(embedded_sdmmc::Error<BlockError>),
-    /// The partition table, the boot sector or a file's directory entry is unusable
-    /// (checked before the FAT library sees it: some bad values crash it).
-    Layout(FatLayoutError),
-    /// Reading the first sectors for that check failed.
-    LayoutRead(BlockError),
     /// SITE.BIN is not on the card.
     SiteMissing,
-    /// SITE.BIN does not fit in the memory left for it.
-    SiteTooLarge {
-        /// Size of SITE.BIN.
-        size: usize,
-        /// Bytes available.
-        available: usize,
-    },
-    /// SITE.BIN failed verification.
-    SiteCorrupt(bramble_site::FormatError),
+    /// SITE.BIN could not be located on the card's FAT partition.
+    Filesystem(FatError),
+    /// SITE.BIN's index could not be read or failed verification.
+    Index(IndexError),
+    /// No RAM left for the store.
+    NoMemory,
 }
 
 impl core::fmt::Display for StorageError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             StorageError::Card(error) => write!(f, "SD card: {error:?} (is a card inserted?)"),
-            StorageError::Filesystem(error) => write!(f, "SD card filesystem: {error:?}"),
-            StorageError::Layout(error) => write!(f, "SD card layout: {error}"),
-            StorageError::LayoutRead(error) => {
-                write!(
-                    f,
-                    "SD card: reading the partition table or boot sector: {error:?}"
-                )
-            }
             StorageError::SiteMissing => write!(f, "{SITE_FILE} is not on the SD card"),
-            StorageError::SiteTooLarge { size, available } => {
-                write!(
-                    f,
-                    "{SITE_FILE} is {size} bytes but only {available} bytes of RAM are free"
-                )
+            StorageError::Filesystem(error) => write!(f, "{SITE_FILE}: {error}"),
+            StorageError::Index(IndexError::Format(error)) => {
+                write!(f, "{SITE_FILE} is corrupt: {error}")
             }
-            StorageError::SiteCorrupt(error) => write!(f, "{SITE_FILE} is corrupt: {error:?}"),
+            StorageError::Index(error) => write!(f, "{SITE_FILE}: {error}"),
+            StorageError::NoMemory => write!(f, "no RAM left for {SITE_FILE}'s index"),
         }
     }
 }
 
-/// embedded-sdmmc's view of the card: reads only.
-struct ReadOnlyCard<D: BlockDevice>(RefCell<D>);
+/// A read in flight in the background: the runs it is made of and the buffer it fills.
+struct Background {
+    runs: heapless::Vec<BlockRun, MAX_RUNS_PER_READ>,
+    /// The run being read.
+    next: usize,
+    /// Bytes of the buffer the earlier runs filled.
+    filled: usize,
+    buffer: &'static mut [u8],
+    /// A run that failed to start: reported at the next poll.
+    failed: Option<BlockError>,
+}
 
-impl<D: BlockDevice> embedded_sdmmc::BlockDevice for ReadOnlyCard<D> {
+/// The card as the store sees it: the EMMC controller and its DMA channel. Reads wait for
+/// their data ([`BlockDevice`], at boot) or run in the background ([`BackgroundRead`]).
+pub struct CardReader {
+    emmc: Emmc<fn() -> u64>,
+    /// The DMA channel; without one every read is programmed I/O.
+    dma: Option<DmaChannel>,
+    background: Option<Background>,
+}
+
+/// Whether `buffer` may be a DMA destination: whole cache lines, so that invalidating them
+/// cannot discard a neighbour's data.
+fn dma_capable(buffer: &[u8]) -> bool {
+    (buffer.as_ptr() as usize).is_multiple_of(32) && buffer.len().is_multiple_of(32)
+}
+
+impl CardReader {
+    /// Starts run `run` of the background read into the buffer after what earlier runs
+    /// filled.
+    fn start_run(&mut self) -> Result<(), BlockError> {
+        let Some(background) = self.background.as_mut() else {
+            return Ok(());
+        };
+        let Some(run) = background.runs.get(background.next).copied() else {
+            return Ok(());
+        };
+        let Some(dma) = self.dma.as_mut() else {
+            return Err(BlockError::Busy);
+        };
+        let bytes = run.blocks as usize * BLOCK_SIZE;
+        let destination = background
+            .buffer
+            .get_mut(background.filled..background.filled + bytes)
+            .ok_or(BlockError::BadBuffer)?;
+        let bus = bramble_bcm2835::bus_address(destination.as_mut_ptr() as usize);
+        // SAFETY: the destination is part of a buffer this reader holds (moved in by
+        // `start_read`) until `poll_read` hands it back, and its cache lines were cleaned and
+        // invalidated by `start_read`.
+        unsafe {
+            self.emmc
+                .start_dma_read(dma, run.first_block, run.blocks, bus)
+        }
+    }
+
+    /// A read that waits: by DMA when the buffer allows, otherwise by programmed I/O.
+    fn read_waiting(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
+        if self.background.is_some() {
+            return Err(BlockError::Busy);
+        }
+        let Some(dma) = self.dma.as_mut().filter(|_| dma_capable(buffer)) else {
+            return self.emmc.read_blocks(first_block, buffer);
+        };
+        let mut block = first_block;
+        for chunk in buffer.chunks_mut(DMA_BLOCKS_PER_COMMAND * BLOCK_SIZE) {
+            let blocks = (chunk.len() / BLOCK_SIZE) as u32;
+            let mut attempt = 0;
+            loop {
+                bramble_boot::cpu::clean_invalidate_dcache(chunk);
+                let bus = bramble_bcm2835::bus_address(chunk.as_mut_ptr() as usize);
+                // SAFETY: `chunk` is borrowed mutably for this whole loop, which does not end
+                // before the read does; its lines were just cleaned and invalidated.
+                let started = unsafe { self.emmc.start_dma_read(dma, block, blocks, bus) };
+                let result = started.and_then(|()| {
+                    loop {
+                        match self.emmc.poll_dma_read(dma) {
+                            DmaReadPoll::Busy => continue,
+                            DmaReadPoll::Idle => break Ok(()),
+                            DmaReadPoll::Done(result) => break result,
+                        }
+                    }
+                });
+                bramble_boot::cpu::invalidate_dcache(chunk);
+                match result {
+                    Ok(()) => break,
+                    Err(error @ (BlockError::BadBuffer | BlockError::OutOfRange)) => {
+                        return Err(error);
+                    }
+                    Err(error) if attempt == 2 => return Err(error),
+                    Err(error) => {
+                        log::warn!("sd: read of block {block} failed ({error:?}), retrying");
+                        attempt += 1;
+                    }
+                }
+            }
+            block += u64::from(blocks);
+        }
+        Ok(())
+    }
+}
+
+impl BlockDevice for CardReader {
+    fn block_count(&self) -> u64 {
+        self.emmc.block_count()
+    }
+
+    fn read_blocks(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
+        self.read_waiting(first_block, buffer)
+    }
+}
+
+impl BackgroundRead<'static> for CardReader {
+    fn start_read(
+        &mut self,
+        runs: &[BlockRun],
+        buffer: &'static mut [u8],
+    ) -> Result<(), (BlockError, &'static mut [u8])> {
+        if self.background.is_some() {
+            return Err((BlockError::Busy, buffer));
+        }
+        let total: u64 = runs
+            .iter()
+            .map(|run| u64::from(run.blocks) * BLOCK_SIZE as u64)
+            .sum();
+        let Ok(runs) = heapless::Vec::from_slice(runs) else {
+            return Err((BlockError::BadBuffer, buffer));
+        };
+        if total > buffer.len() as u64 || !dma_capable(buffer) {
+            return Err((BlockError::BadBuffer, buffer));
+        }
+        if self.dma.is_none() {
+            // No DMA channel: read now, waiting (the poll reports it done).
+            let mut failed = None;
+            let mut filled = 0;
+            for run in &runs {
+                let bytes = run.blocks as usize * BLOCK_SIZE;
+                if let Err(error) = self
+                    .emmc
+                    .read_blocks(run.first_block, &mut buffer[filled..filled + bytes])
+                {
+                    failed = Some(error);
+                    break;
+                }
+                filled += bytes;
+            }
+            self.background = Some(Background {
+                next: runs.len(),
+                runs,
+                filled,
+                buffer,
+                failed,
+            });
+            return Ok(());
+        }
+        bramble_boot::cpu::clean_invalidate_dcache(&mut buffer[..total as usize]);
+        self.background = Some(Background {
+            runs,
+            next: 0,
+            filled: 0,
+            buffer,
+            failed: None,
+        });
+        if let Err(error) = self.start_run()
+            && let Some(background) = self.background.as_mut()
+        {
+            background.failed = Some(error);
+        }
+        Ok(())
+    }
+
+    fn poll_read(&mut self) -> ReadPoll<'static> {
+        let Some(background) = self.background.as_mut() else {
+            return ReadPoll::Idle;
+        };
+        if let Some(error) = background.failed {
+            let background = self.background.take();
+            return match background {
+                Some(background) => ReadPoll::Done(background.buffer, Err(error)),
+                None => ReadPoll::Idle,
+            };
+        }
+        if background.next < background.runs.len() {
+            let result = match self.dma.as_mut() {
+                Some(dma) => match self.emmc.poll_dma_read(dma) {
+                    DmaReadPoll::Busy => return ReadPoll::Busy,
+                    DmaReadPoll::Idle => Ok(()),
+                    DmaReadPoll::Done(result) => result,
+                },
+                None => Ok(()),
+            };
+            let Some(background) = self.background.as_mut() else {
+                return ReadPoll::Idle;
+            };
+            match result {
+                Ok(()) => {
+                    let run = background.runs[background.next];
+                    background.filled += run.blocks as usize * BLOCK_SIZE;
+                    background.next += 1;
+                    if background.next < background.runs.len() {
+                        if let Err(error) = self.start_run()
+                            && let Some(background) = self.background.as_mut()
+                        {
+                            background.failed = Some(error);
+                        }
+                        return ReadPoll::Busy;
+                    }
+                }
+                Err(error) => background.failed = Some(error),
+            }
+        }
+        let Some(background) = self.background.take() else {
+            return ReadPoll::Idle;
+        };
+        let filled = background.filled.min(background.buffer.len());
+        bramble_boot::cpu::invalidate_dcache(&mut background.buffer[..filled]);
+        let result = match background.failed {
+            Some(error) => Err(error),
+            None => Ok(()),
+        };
+        ReadPoll::Done(background.buffer, result)
+    }
+}
+
+/// embedded-sdmmc's view of the card: reads only.
+struct ReadOnlyCard<'r>(RefCell<&'r mut CardReader>);
+
+impl embedded_sdmmc::BlockDevice for ReadOnlyCard<'_> {
     type Error = BlockError;
 
     fn read(&self, blocks: &mut [Block], start: BlockIdx) -> Result<(), BlockError> {
@@ -169,17 +387,33 @@ impl TimeSource for NoClock {
     }
 }
 
+/// The system timer as an instant, for the store's read timing.
+fn now() -> bramble_hal::Instant {
+    bramble_hal::Instant::from_micros(micros())
+}
+
+/// The store serving the site's bodies from the card.
+pub type Store = CardStore<'static, 'static, CardReader>;
+
+/// A site ready to serve: its verified index and the store for its bodies.
+pub struct Site {
+    /// The verified index.
+    pub index: SiteIndex<'static>,
+    /// The store (cache pages are given to it later, by [`attach_cache`]).
+    pub store: &'static Store,
+}
+
 /// What the card held.
 pub struct CardContents {
     /// The owner's settings (defaults where BRAMBLE.TXT is absent or a line is bad).
     pub settings: Settings,
-    /// The verified site image, or why there is none.
-    pub site: Result<bramble_site::SiteImage<'static>, StorageError>,
+    /// The site, or why there is none.
+    pub site: Result<Site, StorageError>,
 }
 
-/// Reads settings and site from the card into the start of `memory` (the free RAM after the
-/// kernel); returns what it found and the memory it did not use.
-pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> (CardContents, &'static mut [u8]) {
+/// Initialises the card, reads the settings, finds SITE.BIN and reads and verifies its index
+/// into `arena`. Bodies are not read: the store reads them when asked.
+pub fn load(emmc_clock_hz: u32, arena: &mut Arena, dma: &mut DmaAllocator) -> CardContents {
     let started = micros();
     for pin in 48..=53 {
         GPIO.set_function(pin, Function::Alt3);
@@ -188,56 +422,56 @@ pub fn load(emmc_clock_hz: u32, memory: &'static mut [u8]) -> (CardContents, &'s
     let card = match unsafe { Emmc::new(emmc_clock_hz, micros as fn() -> u64) } {
         Ok(card) => card,
         Err(error) => {
-            let contents = CardContents {
+            return CardContents {
                 settings: Settings::default(),
                 site: Err(StorageError::Card(error)),
             };
-            return (contents, memory);
         }
     };
     let info = card.card();
     CARD_READY_AT.store(micros(), Ordering::Relaxed);
+    let channel = match dma.allocate(ControlBlock::default()) {
+        // SAFETY: the channel is the card's alone (see CARD_DMA_CHANNEL) and the control
+        // block is in the DMA region.
+        Ok(block) => Some(unsafe { DmaChannel::new(CARD_DMA_CHANNEL, block) }),
+        Err(error) => {
+            log::warn!("sd: no DMA control block ({error:?}); reads by programmed I/O");
+            None
+        }
+    };
     log::info!(
-        "sd: {} card, {} MiB, ready after {} us",
+        "sd: {} card, {} MiB, {}-bit bus at {} MHz{}, reads by {}, ready after {} us",
         if info.high_capacity {
             "SDHC/SDXC"
         } else {
             "SDSC"
         },
         info.blocks / 2048,
+        info.bus_width,
+        info.clock_hz / 1_000_000,
+        if info.high_speed { " (High Speed)" } else { "" },
+        if channel.is_some() {
+            "DMA"
+        } else {
+            "programmed I/O"
+        },
         micros() - started
     );
-    let mut card = card;
-    let blocks = card.block_count();
-    let boot_sector =
-        match bramble_fat::check_card(blocks, |sector, buffer| card.read_blocks(sector, buffer)) {
-            Ok(volume) => volume.boot_sector,
-            Err(error) => {
-                let error = match error {
-                    CardCheckError::Read(error) => StorageError::LayoutRead(error),
-                    CardCheckError::Layout(error) => StorageError::Layout(error),
-                };
-                let contents = CardContents {
-                    settings: Settings::default(),
-                    site: Err(error),
-                };
-                return (contents, memory);
-            }
-        };
-    let volumes: CardVolumes =
-        VolumeManager::new_with_limits(ReadOnlyCard(RefCell::new(card)), NoClock, 0);
-    let mut settings = Settings::default();
-    let mut memory = Some(memory);
-    let site = read_files(&volumes, &boot_sector, &mut settings, &mut memory);
-    let rest = memory.unwrap_or(&mut []);
-    (CardContents { settings, site }, rest)
+    let mut reader = CardReader {
+        emmc: card,
+        dma: channel,
+        background: None,
+    };
+    let settings = read_files(&mut reader, arena);
+    let site = open_site(reader, arena);
+    CardContents { settings, site }
 }
 
-/// Reads one small file from the card's top folder into the front of `memory`.
+/// Reads one small file from the card's top folder into `arena`.
 fn read_small_file<D, T, const DIRS: usize, const FILES: usize, const VOLUMES: usize>(
     root: &embedded_sdmmc::Directory<'_, D, T, DIRS, FILES, VOLUMES>,
     name: &str,
-    memory: &mut Option<&'static mut [u8]>,
+    arena: &mut Arena,
 ) -> Result<&'static [u8], FileProblem>
 where
     D: embedded_sdmmc::BlockDevice,
@@ -253,15 +487,7 @@ where
         .ok()
         .filter(|&len| len <= MAX_TLS_FILE_BYTES)
         .ok_or(FileProblem::TooLarge(size))?;
-    let available = memory.as_ref().map_or(0, |memory| memory.len());
-    if len > available {
-        return Err(FileProblem::NoMemory);
-    }
-    let (bytes, rest) = memory
-        .take()
-        .ok_or(FileProblem::NoMemory)?
-        .split_at_mut(len);
-    *memory = Some(rest);
+    let bytes = arena.bytes(len, 1).ok_or(FileProblem::NoMemory)?;
     let mut filled = 0;
     while filled < len {
         match file.read(&mut bytes[filled..]) {
@@ -274,53 +500,24 @@ where
     Ok(&bytes[..filled])
 }
 
-/// The filesystem stack over the card: 2 directories, 2 files, 1 volume open at once.
-type CardVolumes = VolumeManager<ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>;
-/// An open folder of [`CardVolumes`].
-type CardDirectory<'a> =
-    embedded_sdmmc::Directory<'a, ReadOnlyCard<Emmc<fn() -> u64>>, NoClock, 2, 2, 1>;
-
-/// Checks the directory entry of `name` (read back raw from the card) before the file is
-/// opened: embedded-sdmmc panics on some first-cluster values. `NotFound` passes through.
-fn check_entry(
-    volumes: &CardVolumes,
-    root: &CardDirectory<'_>,
-    boot_sector: &BootSector,
-    name: &str,
-) -> Result<(), StorageError> {
-    let entry = root
-        .find_directory_entry(name)
-        .map_err(StorageError::Filesystem)?;
-    let mut block = [Block::new()];
-    volumes
-        .device(|card| embedded_sdmmc::BlockDevice::read(card, &mut block, entry.entry_block))
-        .map_err(|error| StorageError::Filesystem(embedded_sdmmc::Error::DeviceError(error)))?;
-    let raw = block[0]
-        .contents
-        .get(entry.entry_offset as usize..)
-        .unwrap_or(&[]);
-    boot_sector
-        .check_file_entry(raw)
-        .map_err(StorageError::Layout)
-}
-
-fn read_files(
-    volumes: &CardVolumes,
-    boot_sector: &BootSector,
-    settings: &mut Settings,
-    memory: &mut Option<&'static mut [u8]>,
-) -> Result<bramble_site::SiteImage<'static>, StorageError> {
-    let volume = volumes
-        .open_volume(VolumeIdx(0))
-        .map_err(StorageError::Filesystem)?;
-    let root = volume.open_root_dir().map_err(StorageError::Filesystem)?;
-
-    let settings_file = check_entry(volumes, &root, boot_sector, bramble_settings::FILE_NAME)
-        .and_then(|()| {
-            root.open_file_in_dir(bramble_settings::FILE_NAME, Mode::ReadOnly)
-                .map_err(StorageError::Filesystem)
-        });
-    match settings_file {
+/// Reads BRAMBLE.TXT (defaults where it is absent or a line is bad) and, with `https` on, the
+/// certificate chain and key it names, through embedded-sdmmc.
+fn read_files(reader: &mut CardReader, arena: &mut Arena) -> Settings {
+    let volumes: VolumeManager<ReadOnlyCard<'_>, NoClock, 2, 2, 1> =
+        VolumeManager::new_with_limits(ReadOnlyCard(RefCell::new(reader)), NoClock, 0);
+    let mut settings = Settings::default();
+    let volume = match volumes.open_volume(VolumeIdx(0)) {
+        Ok(volume) => volume,
+        Err(error) => {
+            log::warn!("settings: no readable FAT volume ({error:?}); using defaults");
+            return settings;
+        }
+    };
+    let Ok(root) = volume.open_root_dir() else {
+        log::warn!("settings: the root folder cannot be read; using defaults");
+        return settings;
+    };
+    match root.open_file_in_dir(bramble_settings::FILE_NAME, Mode::ReadOnly) {
         Ok(file) => {
             let mut text = [0u8; MAX_SETTINGS_BYTES];
             let mut length = 0;
@@ -337,7 +534,7 @@ fn read_files(
                     }
                 }
             }
-            *settings = Settings::parse_bytes(&text[..length], |error| {
+            settings = Settings::parse_bytes(&text[..length], |error| {
                 log::warn!("settings: {error}; using the default for that line")
             });
             log::info!(
@@ -346,79 +543,86 @@ fn read_files(
                 settings.hostname.as_str()
             );
         }
-        Err(StorageError::Filesystem(embedded_sdmmc::Error::NotFound)) => {
+        Err(embedded_sdmmc::Error::NotFound) => {
             log::info!(
                 "settings: no {} on the card, using defaults",
                 bramble_settings::FILE_NAME
             )
         }
-        Err(error) => log::warn!("settings: {error}; using defaults"),
+        Err(error) => log::warn!("settings: {error:?}; using defaults"),
     }
-
     if settings.https != bramble_settings::HttpsMode::Off {
-        let mut read = |name: &str| match check_entry(volumes, &root, boot_sector, name) {
-            Ok(()) | Err(StorageError::Filesystem(embedded_sdmmc::Error::NotFound)) => {
-                read_small_file(&root, name, memory)
-            }
-            Err(error) => {
-                log::warn!("tls: {name}: {error}");
-                Err(FileProblem::Unreadable)
-            }
-        };
-        if settings.acme {
-            // ACME brings its own certificate; only a private CA's roots come from the card.
-            if let Some(name) = &settings.acme_ca_certificate {
-                let roots = read(name.as_str());
-                ACME_CA.call_once(|| roots);
-            }
-        } else {
-            let certificate = read(settings.tls_certificate.as_str());
-            let key = read(settings.tls_key.as_str());
-            TLS_FILES.call_once(|| TlsFiles { certificate, key });
-        }
+        let mut read = |name: &str| read_small_file(&root, name, arena);
+        let certificate = read(settings.tls_certificate.as_str());
+        let key = read(settings.tls_key.as_str());
+        TLS_FILES.call_once(|| TlsFiles { certificate, key });
     }
+    settings
+}
 
-    let read_started = micros();
-    match check_entry(volumes, &root, boot_sector, SITE_FILE) {
-        Err(StorageError::Filesystem(embedded_sdmmc::Error::NotFound)) => {
-            return Err(StorageError::SiteMissing);
-        }
-        Err(error) => return Err(error),
-        Ok(()) => {}
-    }
-    let file = match root.open_file_in_dir(SITE_FILE, Mode::ReadOnly) {
-        Ok(file) => file,
-        Err(embedded_sdmmc::Error::NotFound) => return Err(StorageError::SiteMissing),
+/// Finds SITE.BIN, reads and verifies its index and builds the store over the card.
+fn open_site(mut reader: CardReader, arena: &mut Arena) -> Result<Site, StorageError> {
+    let started = micros();
+    let extents = match bramble_store::fat::locate(&mut reader, SITE_FILE) {
+        Ok(extents) => extents,
+        Err(FatError::NotFound) => return Err(StorageError::SiteMissing),
         Err(error) => return Err(StorageError::Filesystem(error)),
     };
-    let size = file.length() as usize;
-    let available = memory.as_ref().map_or(0, |memory| memory.len());
-    if size > available {
-        return Err(StorageError::SiteTooLarge { size, available });
-    }
-    let (image, rest) = memory.take().expect("checked above").split_at_mut(size);
-    *memory = Some(rest);
-    let mut filled = 0;
-    while filled < size {
-        match file.read(&mut image[filled..]) {
-            Ok(0) => break,
-            Ok(read) => filled += read,
-            Err(error) => return Err(StorageError::Filesystem(error)),
-        }
-    }
-    let read_micros = micros() - read_started;
-    let verify_started = micros();
-    SITE_BYTES.store(size, Ordering::Relaxed);
-    let image: &'static [u8] = image;
-    let site = bramble_site::SiteImage::new_checked(&image[..filled])
-        .map_err(StorageError::SiteCorrupt)?;
+    let located = micros();
+    let needed =
+        bramble_store::index_memory_len(&mut reader, &extents).map_err(StorageError::Index)?;
+    let memory = arena.bytes(needed, 32).ok_or(StorageError::NoMemory)?;
+    let (index, _) =
+        bramble_store::read_index(&mut reader, &extents, memory).map_err(StorageError::Index)?;
+    INDEX_BYTES.store(index.index_bytes(), Ordering::Relaxed);
+    INDEX_VERIFIED_AT.store(micros(), Ordering::Relaxed);
     log::info!(
-        "site: {} files, {} bytes, checksum {:#010x}, read in {} ms, verified in {} ms",
-        site.file_count(),
-        site.len(),
-        site.checksum(),
-        read_micros / 1000,
-        (micros() - verify_started) / 1000
+        "site: {} files, {} bytes, checksum {:#010x}; index of {} bytes read and verified in \
+         {} us ({} runs on the card, found in {} us); bodies on demand",
+        index.file_count(),
+        index.image_len(),
+        index.checksum(),
+        index.index_bytes(),
+        micros() - located,
+        extents.runs().len(),
+        located - started
     );
-    Ok(site)
+    let table = arena
+        .slice(Store::table_len(&index), || 0u32)
+        .ok_or(StorageError::NoMemory)?;
+    let store = arena
+        .value(CardStore::new(reader, index, extents, table).with_clock(now))
+        .ok_or(StorageError::NoMemory)?;
+    Ok(Site { index, store })
+}
+
+/// Gives the store every page of RAM left in `arena` (less a small reserve): the segment
+/// cache, sized once the connection pool has taken its share.
+pub fn attach_cache(store: &'static Store, arena: &mut Arena) {
+    let Some(index) = store.index() else {
+        return;
+    };
+    let page_len = index.segment_len() as usize;
+    let per_page = page_len + core::mem::size_of::<Page<'static>>();
+    let count = arena.remaining().saturating_sub(CACHE_RESERVE + 64) / per_page;
+    // No more pages than segments: a site smaller than RAM is cached whole.
+    let count = count.min(index.segment_count() as usize);
+    let Some(pages) = arena.slice(count, || Page::new(&mut [])) else {
+        return;
+    };
+    let Some(memory) = arena.bytes(count * page_len, 32) else {
+        return;
+    };
+    for (page, chunk) in pages.iter_mut().zip(memory.chunks_exact_mut(page_len)) {
+        page.memory = Some(chunk);
+    }
+    store.attach_pages(pages);
+    CACHE_BYTES.store(count * page_len, Ordering::Relaxed);
+    log::info!(
+        "store: cache of {} segments of {} KiB ({} KiB), {} KiB of RAM left",
+        count,
+        page_len / 1024,
+        count * page_len / 1024,
+        arena.remaining() / 1024
+    );
 }

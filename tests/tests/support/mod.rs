@@ -49,6 +49,15 @@ pub fn boot_site(site: &Path, settings: &str) -> ServedSite {
     boot_site_with(site, settings, None, false).0
 }
 
+/// Packs `site` as [`boot_site`] does (every Last-Modified = [`SOURCE_DATE_EPOCH`]).
+pub fn pack(site: &Path) -> bramble::pack::PackOutput {
+    let options = PackOptions {
+        source_date_epoch: Some(SOURCE_DATE_EPOCH),
+        ..PackOptions::default()
+    };
+    pack_site(site, &options).expect("pack the site")
+}
+
 /// Like [`boot_site`], with a certificate chain and key on the card (`tls`: the files'
 /// names on the card and their bytes) and the guest's port 443 forwarded too; returns the
 /// HTTPS host port as well. With `host_loopback`, the guest may reach the host's loopback
@@ -60,21 +69,33 @@ pub fn boot_site_with(
     tls: Option<bramble::image::TlsFiles>,
     host_loopback: bool,
 ) -> (ServedSite, Option<u16>) {
+    boot_image_with(pack(site).image, settings, tls, host_loopback)
+}
+
+/// Builds an SD card holding `site_image` as SITE.BIN and `settings` as BRAMBLE.TXT, boots
+/// raspi1ap with the NIC behind a hub and waits until the kernel says it is serving.
+pub fn boot_image(site_image: Vec<u8>, settings: &str) -> ServedSite {
+    boot_image_with(site_image, settings, None, false).0
+}
+
+/// [`boot_image`] with a certificate chain and key on the card and the host's loopback
+/// reachable, as [`boot_site_with`].
+pub fn boot_image_with(
+    site_image: Vec<u8>,
+    settings: &str,
+    tls: Option<bramble::image::TlsFiles>,
+    host_loopback: bool,
+) -> (ServedSite, Option<u16>) {
     assert!(
         !host_loopback || settings.contains("ntp = 10.0.2.2:"),
         "a guest that can reach the host must be given its time server's address"
     );
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
-    let options = PackOptions {
-        source_date_epoch: Some(SOURCE_DATE_EPOCH),
-        ..PackOptions::default()
-    };
-    let packed = pack_site(site, &options).expect("pack the site");
     let card = dir.path().join("card.img");
     let inputs = ImageInputs {
         kernel: std::fs::read(&kernel().raw).expect("kernel.img"),
-        site: packed.image,
+        site: site_image,
         settings: settings.to_string(),
         firmware: Vec::new(),
         size_mib: None,
@@ -105,6 +126,20 @@ pub fn boot_site_with(
         },
         https_port,
     )
+}
+
+/// Asks the kernel for its status and returns the `status: cache ...` line's numbers as
+/// (name, value) pairs, e.g. ("checksum failures", 1).
+pub fn cache_status(guest: &mut Guest) -> Vec<(String, u64)> {
+    guest.send_line("status");
+    let line = guest.expect_line("status: cache ", Duration::from_secs(20));
+    let text = line.split("status: cache ").nth(1).unwrap_or("");
+    text.split(", ")
+        .filter_map(|item| {
+            let (name, value) = item.rsplit_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect()
 }
 
 /// Every file under `root` as (URL path, bytes), sorted by URL.
