@@ -1,5 +1,6 @@
-//! The Bramble appliance as a Linux process: the same network loop and HTTP engine as the Pi
-//! kernel, over a TAP device, with optional fault injection and pcap capture.
+//! The Bramble appliance as a Linux process: the same network loop, HTTP engine and card store
+//! as the Pi kernel (SITE.BIN's bytes standing in for the card), over a TAP device, with
+//! optional fault injection and pcap capture.
 //!
 //! `unsafe` appears only in [`tap`] (the TUNSETIFF and SIOCGIFFLAGS ioctls) and in the
 //! `poll(2)` call of [`run`].
@@ -18,7 +19,8 @@ use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
     HttpsMemory, Ipv6Config, NetworkConfig,
 };
-use bramble_site::SiteImage;
+use bramble_site::SiteIndex;
+use bramble_store::{CardStore, FileExtents, MemoryCard, Page};
 use smoltcp::iface::SocketStorage;
 use std::fmt;
 use std::io::Write;
@@ -370,21 +372,28 @@ impl Clock for HostClock {
     }
 }
 
-/// Loads the site image; a missing or corrupt one becomes the 503 diagnostic page, as on
-/// the Pi.
-pub fn load_site(path: &std::path::Path) -> SiteSource<'static> {
+/// The card store the hosted build serves from: SITE.BIN's bytes as a card in RAM.
+pub type HostedStore = CardStore<'static, 'static, MemoryCard<'static, 'static>>;
+
+/// Most cache pages the hosted store takes (64 MiB of 64 KiB segments).
+const MAX_HOSTED_PAGES: usize = 1024;
+
+/// Loads the site image and serves it the way the Pi does: the index read and verified
+/// first, the bodies through the card store, over the file's bytes as a card in RAM. A missing
+/// or corrupt index becomes the 503 diagnostic page, as on the Pi.
+pub fn load_site(path: &std::path::Path) -> (SiteSource<'static>, Option<&'static HostedStore>) {
     let reason = match std::fs::read(path) {
         Ok(bytes) => {
             let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-            match SiteImage::new_checked(bytes) {
-                Ok(image) => {
+            match open_store(bytes) {
+                Ok((index, store)) => {
                     log::info!(
-                        "site: {} files, {} bytes, checksum {:08x}",
-                        image.file_count(),
-                        image.len(),
-                        image.checksum()
+                        "site: {} files, {} bytes, checksum {:08x}; bodies from the card store",
+                        index.file_count(),
+                        index.image_len(),
+                        index.checksum()
                     );
-                    return SiteSource::Ready(image);
+                    return (SiteSource::Store(index, store), Some(store));
                 }
                 Err(e) => format!("{}: {e}", path.display()),
             }
@@ -392,7 +401,42 @@ pub fn load_site(path: &std::path::Path) -> SiteSource<'static> {
         Err(e) => format!("{}: {e}", path.display()),
     };
     log::error!("site: {reason}; serving the diagnostic page");
-    SiteSource::Unavailable(Box::leak(reason.into_boxed_str()))
+    (
+        SiteSource::Unavailable(Box::leak(reason.into_boxed_str())),
+        None,
+    )
+}
+
+/// The index and a store over `bytes` (a bare SITE.BIN as a card).
+fn open_store(
+    bytes: &'static [u8],
+) -> Result<(SiteIndex<'static>, &'static HostedStore), bramble_store::IndexError> {
+    let len = u32::try_from(bytes.len()).map_err(|_| bramble_store::IndexError::Truncated {
+        file: u32::MAX,
+        image: u32::MAX,
+    })?;
+    let extents = FileExtents::contiguous(0, len);
+    let mut card = MemoryCard::new(bytes);
+    let needed = bramble_store::index_memory_len(&mut card, &extents)?;
+    let memory: &'static mut [u8] = Box::leak(vec![0u8; needed].into_boxed_slice());
+    let (index, _) = bramble_store::read_index(&mut card, &extents, memory)?;
+    let table: &'static mut [u32] =
+        Box::leak(vec![0u32; HostedStore::table_len(&index)].into_boxed_slice());
+    let store: &'static HostedStore =
+        Box::leak(Box::new(CardStore::new(card, index, extents, table)));
+    let segment_len = index.segment_len() as usize;
+    let pages = (index.segment_count() as usize).clamp(1, MAX_HOSTED_PAGES);
+    let page_memory: &'static mut [u8] =
+        Box::leak(vec![0u8; pages * segment_len].into_boxed_slice());
+    let slots: &'static mut [Page<'static>] = Box::leak(
+        page_memory
+            .chunks_exact_mut(segment_len)
+            .map(Page::new)
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    store.attach_pages(slots);
+    Ok((index, store))
 }
 
 /// Opens the TAP device and runs the appliance until the process is killed.
@@ -427,7 +471,7 @@ fn serve<D: EthernetDevice>(
     config: &HostedConfig,
 ) -> Result<(), HostedError> {
     let clock = HostClock::new();
-    let site = load_site(&config.site);
+    let (site, store) = load_site(&config.site);
     let https = prepare_https(config)?;
     let mut server = Server::new(
         site,
@@ -546,7 +590,14 @@ fn serve<D: EthernetDevice>(
     }
     loop {
         let now = clock.now();
+        if let Some(store) = store {
+            store.poll(now);
+        }
         let next = appliance.poll(now);
+        let next = match (next, store.and_then(|store| store.next_deadline())) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let wait = next
             .map(|t| t.micros_since(now))
             .unwrap_or(LINK_CHECK_MICROS)

@@ -245,7 +245,7 @@ impl Volume {
             FatKind::Fat16 => 2,
             FatKind::Fat32 => 4,
         };
-        let needed = u64::from(cluster_count + 2) * entry_bytes;
+        let needed = (u64::from(cluster_count) + 2) * entry_bytes;
         if u64::from(fat_size) * (BLOCK_SIZE as u64) < needed {
             return Err(bad);
         }
@@ -255,7 +255,8 @@ impl Volume {
         match kind {
             FatKind::Fat16 if root_entries == 0 => return Err(bad),
             FatKind::Fat32
-                if root_entries != 0 || !(2..cluster_count + 2).contains(&root_cluster) =>
+                if root_entries != 0
+                    || !(2..cluster_count.saturating_add(2)).contains(&root_cluster) =>
             {
                 return Err(bad);
             }

@@ -17,10 +17,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-#[cfg(test)]
+#[cfg(any(test, feature = "std"))]
 extern crate std;
 
 pub mod cache;
+#[cfg(feature = "std")]
+#[doc(hidden)]
+pub mod exercise;
 pub mod fat;
 mod memory;
 mod store;

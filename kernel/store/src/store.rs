@@ -464,9 +464,12 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                         self.enqueue(segment, true);
                         return BodyStatus::Pending;
                     }
-                    let body_start = (body.offset - segment_start) as usize;
-                    let intact = data
-                        .get(body_start..body_start.saturating_add(body.len as usize))
+                    // Only a body wholly inside this segment can be checked here.
+                    let intact = body
+                        .offset
+                        .checked_sub(segment_start)
+                        .map(|at| at as usize)
+                        .and_then(|at| data.get(at..at.checked_add(body.len as usize)?))
                         .is_some_and(|bytes| bramble_site::crc32(bytes) == body.crc);
                     if !intact {
                         self.counters.body_failures += 1;

@@ -474,3 +474,37 @@ fn the_whole_image_check_and_the_store_agree_on_every_segment() {
         );
     }
 }
+
+#[test]
+fn mutated_images_through_the_whole_card_path_never_panic() {
+    let original = site();
+    let mut rng = Rng(0xC0FFEE);
+    let (mut accepted, mut rejected) = (0, 0);
+    for round in 0..1500 {
+        let mut bytes = original.clone();
+        for _ in 0..=(rng.next() % 4) {
+            let at = if rng.next().is_multiple_of(2) {
+                // Header and table, where the offsets live.
+                (rng.next() as usize) % 2048
+            } else {
+                (rng.next() as usize) % bytes.len()
+            };
+            bytes[at] = rng.next() as u8;
+        }
+        if round % 7 == 0 {
+            let len = (rng.next() as usize) % bytes.len();
+            bytes.truncate(len);
+        }
+        bramble_store::exercise::exercise_site_bin(&bytes);
+        bramble_http::exercise::reseal_image(&mut bytes);
+        if bramble_store::exercise::exercise_site_bin(&bytes) {
+            accepted += 1;
+        } else {
+            rejected += 1;
+        }
+    }
+    assert!(
+        accepted > 50 && rejected > 50,
+        "{accepted} accepted, {rejected} rejected"
+    );
+}
