@@ -1,4 +1,5 @@
-//! Operator commands on the serial console: status, reboot, timer, fault and hang self-tests.
+//! Operator commands on the serial console: status, cache clear, reboot, timer, fault and hang
+//! self-tests.
 
 use crate::health::{self, ResetReason};
 use crate::platform::TIMER;
@@ -9,6 +10,8 @@ use core::sync::atomic::Ordering;
 pub enum Request {
     /// Print the status line.
     Status,
+    /// Empty the card store's cache (and stop its warm-up): the next requests read the card.
+    ClearCache,
 }
 
 /// Parses and runs console commands; owns the state of those that take time.
@@ -28,10 +31,12 @@ impl Commands {
         let mut words = line.split_ascii_whitespace();
         match (words.next(), words.next()) {
             (Some("help"), _) => log::info!(
-                "commands: status | reboot | sleep MS (timer interrupt check) | \
+                "commands: status | cache clear (empty the card cache, to measure the card) | \
+                 reboot | sleep MS (timer interrupt check) | \
                  crash undefined|data|prefetch|panic|hang (fault and watchdog checks)"
             ),
             (Some("status"), _) => return Some(Request::Status),
+            (Some("cache"), Some("clear")) => return Some(Request::ClearCache),
             (Some("reboot"), _) => {
                 log::info!("rebooting");
                 health::reset(ResetReason::Requested);

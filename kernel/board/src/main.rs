@@ -198,7 +198,16 @@ fn kernel_main() -> ! {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
         let mut status_asked = false;
-        lines.poll(|line| status_asked |= commands.run(line).is_some());
+        lines.poll(|line| match commands.run(line) {
+            Some(commands::Request::Status) => status_asked = true,
+            Some(commands::Request::ClearCache) => {
+                if let Some(store) = store {
+                    store.clear();
+                    log::info!("cache: cleared; warm-up off until the next boot");
+                }
+            }
+            None => {}
+        });
         let now = TIMER.micros();
         commands.poll(now);
         // Remember the USB interrupt count before polling: a completion that lands during
