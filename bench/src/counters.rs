@@ -249,6 +249,20 @@ fn linux_tcp_events(text: &str) -> BTreeMap<String, u64> {
     events
 }
 
+/// The numbers of Bramble's `status: cache ...` line (`name value` pairs separated by
+/// commas, e.g. `hits 12, misses 3, card kB/s 9812`), by name.
+pub fn parse_cache_status(line: &str) -> Option<BTreeMap<String, u64>> {
+    let text = line.split("status: cache ").nth(1)?;
+    Some(
+        text.split(", ")
+            .filter_map(|item| {
+                let (name, value) = item.trim().rsplit_once(' ')?;
+                Some((name.to_string(), value.parse().ok()?))
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +292,20 @@ mod tests {
             "status: https not started: tls_key KEY.PEM: gone",
         );
         assert!(none.events.is_empty());
+    }
+
+    #[test]
+    fn cache_status_numbers_by_name() {
+        let line = "[ 9.1] INFO  status: cache KiB 440000, segments 6875, used 12, hits 30, \
+                    misses 4, hit percent 88, card bytes 786432, card segments 12, warmed 0, \
+                    card kB/s 10182, read errors 0, checksum failures 0, body failures 0, \
+                    evictions 0";
+        let numbers = parse_cache_status(line).unwrap();
+        assert_eq!(numbers["hits"], 30);
+        assert_eq!(numbers["hit percent"], 88);
+        assert_eq!(numbers["card kB/s"], 10182);
+        assert_eq!(numbers["checksum failures"], 0);
+        assert!(parse_cache_status("status: up 5 us").is_none());
     }
 
     #[test]

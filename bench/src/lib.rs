@@ -56,11 +56,13 @@ pub struct BenchArgs {
     /// (revalidation of / with If-None-Match), tls-page (the page over HTTPS, keep-alive),
     /// tls-resumed (the page over HTTPS, a new connection per request, the session resumed),
     /// tls-full (the page over HTTPS, a new connection and a full handshake per request, by
-    /// openssl s_time). Systems without HTTPS skip the tls- targets.
+    /// openssl s_time), cold (Bramble only: an 8 MiB file read from the SD card with the cache
+    /// emptied first, three rounds, for the card's speed). Systems without HTTPS skip the tls-
+    /// targets.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "page,100k,304,tls-page,tls-resumed,tls-full"
+        default_value = "page,100k,304,tls-page,tls-resumed,tls-full,cold"
     )]
     pub targets: Vec<String>,
     /// Seconds of load (10 clients) per target in the `-icount shift=0` boot that counts
@@ -202,10 +204,10 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
         bail!("--levels needs positive numbers");
     }
     for target in &args.targets {
-        if !TARGETS.iter().any(|(name, _)| name == target) {
+        if !TARGETS.iter().any(|(name, _)| name == target) && target != report::COLD_TARGET.0 {
             bail!(
-                "unknown target '{target}' (use page, 100k, 304, tls-page, tls-resumed or \
-                 tls-full)"
+                "unknown target '{target}' (use page, 100k, 304, tls-page, tls-resumed, \
+                 tls-full or cold)"
             );
         }
     }
@@ -323,6 +325,28 @@ fn measure(
             std::thread::sleep(Duration::from_secs(2));
         }
     }
+    if let System::Bramble { .. } = system {
+        if let Some(line) = guest
+            .send_line("status")
+            .ok()
+            .and_then(|()| guest.wait_line("status: cache", Duration::from_secs(10)))
+        {
+            result.cache_after_loads = counters::parse_cache_status(&line).unwrap_or_default();
+        }
+        if args.targets.iter().any(|t| t == report::COLD_TARGET.0) {
+            result.cold = cold_body(&mut guest, port, &mut result.notes);
+            if let Some(cold) = &result.cold {
+                eprintln!(
+                    "bench: {}: cold {} bytes: {:.2} MB/s over HTTP, card {} MB/s",
+                    system.name(),
+                    cold.bytes,
+                    cold.http_megabytes_per_second().unwrap_or(0.0),
+                    cold.card_megabytes_per_second
+                        .map_or("-".to_string(), |v| format!("{v:.2}"))
+                );
+            }
+        }
+    }
     result.qemu_peak_rss_bytes = guest.peak_rss_bytes();
     drop(guest);
 
@@ -330,6 +354,59 @@ fn measure(
         cpu_cost(system, args, &validator, dir, &mut result)?;
     }
     Ok(result)
+}
+
+/// Rounds of the `cold` target.
+const COLD_ROUNDS: usize = 3;
+
+/// The `cold` target: empties Bramble's card cache on its console, reads the 8 MiB file once
+/// (checking every byte), and repeats; then takes the card's speed from the `status: cache`
+/// line (bytes read from the card over the time its reads were in flight, over all reads
+/// since boot, which the cold rounds dominate).
+fn cold_body(guest: &mut Guest, port: u16, notes: &mut Vec<String>) -> Option<report::ColdBody> {
+    let expected = systems::noise(systems::COLD_BYTES, 0x1357_9bdf);
+    let before = guest
+        .send_line("status")
+        .ok()
+        .and_then(|()| guest.wait_line("status: cache", Duration::from_secs(10)))
+        .and_then(|line| counters::parse_cache_status(&line))
+        .unwrap_or_default();
+    let mut cold = report::ColdBody {
+        path: systems::COLD_URL.into(),
+        bytes: expected.len() as u64,
+        ..Default::default()
+    };
+    for round in 0..COLD_ROUNDS {
+        guest.send_line("cache clear").ok()?;
+        guest.wait_line("cache: cleared", Duration::from_secs(10))?;
+        let started = Instant::now();
+        let response = probe::get(port, systems::COLD_URL, &[], Duration::from_secs(120));
+        let seconds = started.elapsed().as_secs_f64();
+        match response {
+            Some(r) if r.status == 200 && r.body == expected => cold.http_seconds.push(seconds),
+            Some(r) => {
+                notes.push(format!(
+                    "cold round {round}: status {} with {} bytes, not the file",
+                    r.status,
+                    r.body.len()
+                ));
+                return None;
+            }
+            None => {
+                notes.push(format!("cold round {round}: no answer within 120 s"));
+                return None;
+            }
+        }
+    }
+    let after = guest
+        .send_line("status")
+        .ok()
+        .and_then(|()| guest.wait_line("status: cache", Duration::from_secs(10)))
+        .and_then(|line| counters::parse_cache_status(&line))?;
+    let read = |map: &BTreeMap<String, u64>, name: &str| map.get(name).copied().unwrap_or(0);
+    cold.card_bytes = Some(read(&after, "card bytes").saturating_sub(read(&before, "card bytes")));
+    cold.card_megabytes_per_second = after.get("card kB/s").map(|kb| *kb as f64 / 1000.0);
+    Some(cold)
 }
 
 /// A request to load: path, extra headers, and whether it goes over HTTPS.

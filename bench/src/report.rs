@@ -78,6 +78,39 @@ pub struct SystemReport {
     /// URLs whose body came back byte for byte equal to the site's file, with its length.
     #[serde(default)]
     pub checked_bytes: BTreeMap<String, u64>,
+    /// The `cold` target: a large body read through the server from its card with the cache
+    /// emptied first (Bramble only).
+    #[serde(default)]
+    pub cold: Option<ColdBody>,
+    /// The card cache's counters after the load runs (Bramble's `status: cache` line).
+    #[serde(default)]
+    pub cache_after_loads: BTreeMap<String, u64>,
+}
+
+/// The `cold` target's result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ColdBody {
+    /// The file's URL.
+    pub path: String,
+    /// Its length.
+    pub bytes: u64,
+    /// Seconds each uncached GET took (start to last byte), one per round.
+    pub http_seconds: Vec<f64>,
+    /// The card's speed as the server measured it over every read of the rounds (bytes read
+    /// from the card over the time reads were in flight), in MB/s.
+    pub card_megabytes_per_second: Option<f64>,
+    /// Bytes the server read from the card over the rounds.
+    pub card_bytes: Option<u64>,
+}
+
+impl ColdBody {
+    /// The median round's transfer rate over HTTP, in MB/s.
+    pub fn http_megabytes_per_second(&self) -> Option<f64> {
+        let mut seconds = self.http_seconds.clone();
+        seconds.sort_by(f64::total_cmp);
+        let median = *seconds.get(seconds.len() / 2)?;
+        (median > 0.0).then(|| self.bytes as f64 / median / 1e6)
+    }
 }
 
 impl SystemReport {
@@ -211,6 +244,10 @@ pub fn is_tls_target(target: &str) -> bool {
     target.starts_with("tls-")
 }
 
+/// The target that is not a load run: an 8 MiB body read once per round with the server's
+/// card cache emptied first (`cache clear` on Bramble's console), for the card's speed.
+pub const COLD_TARGET: (&str, &str) = ("cold", "8 MiB file read from the card, cache emptied");
+
 fn number(value: Option<f64>, decimals: usize) -> String {
     value.map_or("-".into(), |v| format!("{v:.decimals$}"))
 }
@@ -271,6 +308,38 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             &|s| s.image_bytes.values().sum::<u64>().to_string(),
             pair(&image, false),
         );
+        if systems.iter().any(|s| s.cold.is_some()) {
+            row(
+                "cold 8 MiB body over HTTP, cache emptied (MB/s, median)".into(),
+                &|s| {
+                    number(
+                        s.cold.as_ref().and_then(|c| c.http_megabytes_per_second()),
+                        2,
+                    )
+                },
+                "-".into(),
+            );
+            row(
+                "card read speed, as the server measured it (MB/s)".into(),
+                &|s| number(s.cold.as_ref().and_then(|c| c.card_megabytes_per_second), 2),
+                "-".into(),
+            );
+        }
+        if systems.iter().any(|s| !s.cache_after_loads.is_empty()) {
+            row(
+                "card cache after the loads: hits / misses (hit %)".into(),
+                &|s| {
+                    let get = |name: &str| s.cache_after_loads.get(name).copied();
+                    match (get("hits"), get("misses"), get("hit percent")) {
+                        (Some(hits), Some(misses), Some(percent)) => {
+                            format!("{hits} / {misses} ({percent}%)")
+                        }
+                        _ => "-".into(),
+                    }
+                },
+                "-".into(),
+            );
+        }
     }
     for (target, _) in TARGETS {
         for &level in &report.levels {

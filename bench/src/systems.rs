@@ -16,6 +16,25 @@ use std::time::Duration;
 /// URL of the 100 KiB file.
 pub const FILE_100K_URL: &str = "/file-100k.bin";
 const FILE_100K_BYTES: usize = 100 * 1024;
+/// The `cold` target's file: on Bramble's card only (the Linux baseline serves from its
+/// initramfs, in RAM; there is no card to measure).
+pub const COLD_URL: &str = "/cold.bin";
+/// Its size: large enough that the card's speed, not one request's overhead, sets the time.
+pub const COLD_BYTES: usize = 8 * 1024 * 1024;
+
+/// `len` pseudo-random bytes (incompressible, the same on every run).
+pub fn noise(len: usize, seed: u32) -> Vec<u8> {
+    let mut state: u32 = seed | 1;
+    (0..len)
+        .map(|_| {
+            // xorshift32
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            (state >> 24) as u8
+        })
+        .collect()
+}
 
 /// The benchmark site: the baseline's 6,271-byte page and a 100 KiB file.
 pub struct Site {
@@ -32,16 +51,7 @@ pub struct Site {
 pub fn prepare_site(root: &Path, dir: &Path) -> anyhow::Result<Site> {
     let page = std::fs::read(root.join("bench/site/index.html"))
         .context("reading bench/site/index.html")?;
-    let mut state: u32 = 0x2545_f491;
-    let file_100k: Vec<u8> = (0..FILE_100K_BYTES)
-        .map(|_| {
-            // xorshift32
-            state ^= state << 13;
-            state ^= state >> 17;
-            state ^= state << 5;
-            (state >> 24) as u8
-        })
-        .collect();
+    let file_100k = noise(FILE_100K_BYTES, 0x2545_f491);
     if dir.exists() {
         std::fs::remove_dir_all(dir)?;
     }
@@ -98,8 +108,22 @@ impl System {
     /// Builds the kernel (cargo kernel), packs the site and writes the SD card image.
     pub fn bramble(site: &Site, work: &Path) -> anyhow::Result<System> {
         let kernel = bramble::kernel::build_kernel()?;
-        let packed = pack_site(&site.dir, &PackOptions::default())?;
         let dir = work.join("bramble");
+        // The shared site plus the `cold` target's file.
+        let site_dir = dir.join("site");
+        if site_dir.exists() {
+            std::fs::remove_dir_all(&site_dir)?;
+        }
+        std::fs::create_dir_all(&site_dir)?;
+        for entry in std::fs::read_dir(&site.dir)? {
+            let entry = entry?;
+            std::fs::copy(entry.path(), site_dir.join(entry.file_name()))?;
+        }
+        std::fs::write(
+            site_dir.join(COLD_URL.trim_start_matches('/')),
+            noise(COLD_BYTES, 0x1357_9bdf),
+        )?;
+        let packed = pack_site(&site_dir, &PackOptions::default())?;
         std::fs::create_dir_all(&dir)?;
         let kernel_bytes = std::fs::read(&kernel.raw)?;
         let mut sizes = BTreeMap::new();
