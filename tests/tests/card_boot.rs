@@ -48,6 +48,7 @@ fn boot_and_time(site: &Path) -> Booted {
             settings: "access_log = off\n".into(),
             firmware: Vec::new(),
             size_mib: None,
+            tls: None,
         },
         &card,
     )

@@ -108,6 +108,7 @@ fn card_with(site_image: Vec<u8>, size_mib: Option<u64>) -> Vec<u8> {
         settings: bramble_settings::TEMPLATE.to_string(),
         firmware: Vec::new(),
         size_mib,
+        tls: None,
     };
     build_image(&inputs, &path).unwrap();
     fs::read(&path).unwrap()

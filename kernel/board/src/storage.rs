@@ -1,7 +1,9 @@
 //! The SD card: initialise the EMMC controller (4-bit, High Speed where the card has it) and a
-//! DMA channel for it, read BRAMBLE.TXT, find SITE.BIN's runs of blocks, read and verify only
-//! its index, and hand the card to the store that serves bodies from it on demand. Nothing is
-//! ever written to the card.
+//! DMA channel for it, check the card's partition table and FAT boot sector (`bramble-fat`),
+//! read BRAMBLE.TXT (and the HTTPS files it names), find SITE.BIN's runs of blocks, read and
+//! verify only its index, and hand the card to the store that serves bodies from it on
+//! demand. Every file is found through the same checked FAT code (`bramble_store::fat`).
+//! Nothing is ever written to the card.
 
 use crate::arena::Arena;
 use crate::platform::{GPIO, micros};
@@ -14,12 +16,9 @@ use bramble_hal::block::{
 };
 use bramble_settings::Settings;
 use bramble_site::SiteIndex;
+use bramble_store::fat::{self, FileExtents};
 use bramble_store::{CardStore, FatError, IndexError, Page};
-use core::cell::RefCell;
 use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use embedded_sdmmc::{
-    Block, BlockCount, BlockIdx, Mode, TimeSource, Timestamp, VolumeIdx, VolumeManager,
-};
 
 static CARD_READY_AT: AtomicU64 = AtomicU64::new(0);
 static INDEX_VERIFIED_AT: AtomicU64 = AtomicU64::new(0);
@@ -71,7 +70,6 @@ pub fn tls_files() -> Option<&'static TlsFiles> {
     TLS_FILES.get()
 }
 
-
 /// When the SD card finished initialising, in microseconds since reset (0: it did not).
 pub fn card_ready_at() -> u64 {
     CARD_READY_AT.load(Ordering::Relaxed)
@@ -105,6 +103,8 @@ const CACHE_RESERVE: usize = 4 << 20;
 pub enum StorageError {
     /// The EMMC controller or the card failed to initialise.
     Card(EmmcError),
+    /// The card's partition table or FAT boot sector is unusable (or could not be read).
+    Layout(FatError),
     /// SITE.BIN is not on the card.
     SiteMissing,
     /// SITE.BIN could not be located on the card's FAT partition.
@@ -119,6 +119,7 @@ impl core::fmt::Display for StorageError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             StorageError::Card(error) => write!(f, "SD card: {error:?} (is a card inserted?)"),
+            StorageError::Layout(error) => write!(f, "SD card: {error}"),
             StorageError::SiteMissing => write!(f, "{SITE_FILE} is not on the SD card"),
             StorageError::Filesystem(error) => write!(f, "{SITE_FILE}: {error}"),
             StorageError::Index(IndexError::Format(error)) => {
@@ -353,40 +354,6 @@ impl BackgroundRead<'static> for CardReader {
     }
 }
 
-/// embedded-sdmmc's view of the card: reads only.
-struct ReadOnlyCard<'r>(RefCell<&'r mut CardReader>);
-
-impl embedded_sdmmc::BlockDevice for ReadOnlyCard<'_> {
-    type Error = BlockError;
-
-    fn read(&self, blocks: &mut [Block], start: BlockIdx) -> Result<(), BlockError> {
-        let mut device = self.0.borrow_mut();
-        for (offset, block) in blocks.iter_mut().enumerate() {
-            device.read_blocks(start.0 as u64 + offset as u64, &mut block.contents)?;
-        }
-        Ok(())
-    }
-
-    fn write(&self, _blocks: &[Block], _start: BlockIdx) -> Result<(), BlockError> {
-        Err(BlockError::ReadOnly)
-    }
-
-    fn num_blocks(&self) -> Result<BlockCount, BlockError> {
-        Ok(BlockCount(
-            self.0.borrow().block_count().min(u32::MAX as u64) as u32,
-        ))
-    }
-}
-
-/// Files never get timestamps from us (we never write), but the API asks for a clock.
-struct NoClock;
-
-impl TimeSource for NoClock {
-    fn get_timestamp(&self) -> Timestamp {
-        Timestamp::from_fat(0x21, 0) // 1980-01-01
-    }
-}
-
 /// The system timer as an instant, for the store's read timing.
 fn now() -> bramble_hal::Instant {
     bramble_hal::Instant::from_micros(micros())
@@ -462,97 +429,76 @@ pub fn load(emmc_clock_hz: u32, arena: &mut Arena, dma: &mut DmaAllocator) -> Ca
         dma: channel,
         background: None,
     };
-    let settings = read_files(&mut reader, arena);
+    // Before anything else reads the FAT: a card whose partition table or boot sector lies
+    // is refused here, with its problem named, instead of being walked.
+    let blocks = reader.block_count();
+    if let Err(error) =
+        bramble_fat::check_card(blocks, |block, buffer| reader.read_blocks(block, buffer))
+    {
+        let error = match error {
+            bramble_fat::CardCheckError::Read(error) => FatError::Read(error),
+            bramble_fat::CardCheckError::Layout(error) => FatError::Layout(error),
+        };
+        return CardContents {
+            settings: Settings::default(),
+            site: Err(StorageError::Layout(error)),
+        };
+    }
+    let settings = read_settings(&mut reader, arena);
     let site = open_site(reader, arena);
     CardContents { settings, site }
 }
 
-/// Reads one small file from the card's top folder into `arena`.
-fn read_small_file<D, T, const DIRS: usize, const FILES: usize, const VOLUMES: usize>(
-    root: &embedded_sdmmc::Directory<'_, D, T, DIRS, FILES, VOLUMES>,
+/// Reads one small file (at most `max` bytes) from the card's top folder into `arena`.
+fn read_small_file(
+    reader: &mut CardReader,
     name: &str,
+    max: usize,
     arena: &mut Arena,
-) -> Result<&'static [u8], FileProblem>
-where
-    D: embedded_sdmmc::BlockDevice,
-    T: TimeSource,
-{
-    let file = match root.open_file_in_dir(name, Mode::ReadOnly) {
-        Ok(file) => file,
-        Err(embedded_sdmmc::Error::NotFound) => return Err(FileProblem::Missing),
+) -> Result<&'static [u8], FileProblem> {
+    let extents = match fat::locate(reader, name) {
+        Ok(extents) => extents,
+        Err(FatError::NotFound) => return Err(FileProblem::Missing),
         Err(_) => return Err(FileProblem::Unreadable),
     };
-    let size = file.length();
+    let size = extents.len();
     let len = usize::try_from(size)
         .ok()
-        .filter(|&len| len <= MAX_TLS_FILE_BYTES)
+        .filter(|&len| len <= max)
         .ok_or(FileProblem::TooLarge(size))?;
-    let bytes = arena.bytes(len, 1).ok_or(FileProblem::NoMemory)?;
-    let mut filled = 0;
-    while filled < len {
-        match file.read(&mut bytes[filled..]) {
-            Ok(0) => break,
-            Ok(read) => filled += read,
-            Err(_) => return Err(FileProblem::Unreadable),
-        }
-    }
-    let bytes: &'static [u8] = bytes;
-    Ok(&bytes[..filled])
+    let buffer = arena
+        .bytes(len.next_multiple_of(BLOCK_SIZE), 32)
+        .ok_or(FileProblem::NoMemory)?;
+    fat::read_whole(reader, &extents, buffer).map_err(|_| FileProblem::Unreadable)
 }
 
 /// Reads BRAMBLE.TXT (defaults where it is absent or a line is bad) and, with `https` on, the
-/// certificate chain and key it names, through embedded-sdmmc.
-fn read_files(reader: &mut CardReader, arena: &mut Arena) -> Settings {
-    let volumes: VolumeManager<ReadOnlyCard<'_>, NoClock, 2, 2, 1> =
-        VolumeManager::new_with_limits(ReadOnlyCard(RefCell::new(reader)), NoClock, 0);
-    let mut settings = Settings::default();
-    let volume = match volumes.open_volume(VolumeIdx(0)) {
-        Ok(volume) => volume,
-        Err(error) => {
-            log::warn!("settings: no readable FAT volume ({error:?}); using defaults");
-            return settings;
-        }
-    };
-    let Ok(root) = volume.open_root_dir() else {
-        log::warn!("settings: the root folder cannot be read; using defaults");
-        return settings;
-    };
-    match root.open_file_in_dir(bramble_settings::FILE_NAME, Mode::ReadOnly) {
-        Ok(file) => {
-            let mut text = [0u8; MAX_SETTINGS_BYTES];
-            let mut length = 0;
-            while length < text.len() {
-                match file.read(&mut text[length..]) {
-                    Ok(0) => break,
-                    Ok(read) => length += read,
-                    Err(error) => {
-                        log::warn!(
-                            "settings: reading {}: {error:?}",
-                            bramble_settings::FILE_NAME
-                        );
-                        break;
-                    }
-                }
-            }
-            settings = Settings::parse_bytes(&text[..length], |error| {
+/// certificate chain and key it names.
+fn read_settings(reader: &mut CardReader, arena: &mut Arena) -> Settings {
+    let name = bramble_settings::FILE_NAME;
+    let settings = match read_small_file(reader, name, MAX_SETTINGS_BYTES, arena) {
+        Ok(text) => {
+            let settings = Settings::parse_bytes(text, |error| {
                 log::warn!("settings: {error}; using the default for that line")
             });
             log::info!(
                 "settings: {} bytes read; hostname {}",
-                length,
+                text.len(),
                 settings.hostname.as_str()
             );
+            settings
         }
-        Err(embedded_sdmmc::Error::NotFound) => {
-            log::info!(
-                "settings: no {} on the card, using defaults",
-                bramble_settings::FILE_NAME
-            )
+        Err(FileProblem::Missing) => {
+            log::info!("settings: no {name} on the card, using defaults");
+            Settings::default()
         }
-        Err(error) => log::warn!("settings: {error:?}; using defaults"),
-    }
+        Err(problem) => {
+            log::warn!("settings: {name}: {problem}; using defaults");
+            Settings::default()
+        }
+    };
     if settings.https != bramble_settings::HttpsMode::Off {
-        let mut read = |name: &str| read_small_file(&root, name, arena);
+        let mut read = |name: &str| read_small_file(reader, name, MAX_TLS_FILE_BYTES, arena);
         let certificate = read(settings.tls_certificate.as_str());
         let key = read(settings.tls_key.as_str());
         TLS_FILES.call_once(|| TlsFiles { certificate, key });
@@ -563,7 +509,7 @@ fn read_files(reader: &mut CardReader, arena: &mut Arena) -> Settings {
 /// Finds SITE.BIN, reads and verifies its index and builds the store over the card.
 fn open_site(mut reader: CardReader, arena: &mut Arena) -> Result<Site, StorageError> {
     let started = micros();
-    let extents = match bramble_store::fat::locate(&mut reader, SITE_FILE) {
+    let extents: FileExtents = match fat::locate(&mut reader, SITE_FILE) {
         Ok(extents) => extents,
         Err(FatError::NotFound) => return Err(StorageError::SiteMissing),
         Err(error) => return Err(StorageError::Filesystem(error)),

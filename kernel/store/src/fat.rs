@@ -1,12 +1,14 @@
-//! Where a file lies on a FAT16 or FAT32 card: the partition, the boot sector, the root folder
-//! entry and the cluster chain, turned once into a short list of contiguous runs of blocks, so
-//! that the file is then read by run (multi-block reads), never by walking the FAT again.
+//! Where a file lies on a FAT16 or FAT32 card: the partition and boot sector (checked by
+//! `bramble-fat`), the root folder entry and the cluster chain, turned once into a short list
+//! of contiguous runs of blocks, so that the file is then read by run (multi-block reads),
+//! never by walking the FAT again.
 //!
 //! Everything read from the card is untrusted: every field is checked, arithmetic is checked
 //! (in `u32`/`u64`, the same widths on the Pi and the host), and every loop is bounded by the
 //! sizes the boot sector declares. Layout from Microsoft's "FAT: General Overview of On-Disk
 //! Format" (version 1.03), the same document embedded-sdmmc follows.
 
+use bramble_fat::{BootSector, FatLayoutError, FatType, Partition};
 use bramble_hal::block::{BLOCK_SIZE, BlockDevice, BlockError, BlockRun, MAX_RUNS_PER_READ};
 
 /// Most runs a file may be split into (a freshly written card has one).
@@ -19,11 +21,8 @@ const FAT_WINDOW_BLOCKS: usize = 8;
 pub enum FatError {
     /// A read from the card failed.
     Read(BlockError),
-    /// Block 0 is not a master boot record with a FAT partition in it.
-    NoPartition,
-    /// The partition's boot sector is not a FAT16 or FAT32 one this reader understands
-    /// (FAT12, sectors other than 512 bytes, or inconsistent sizes).
-    BadBootSector,
+    /// The partition table or the FAT boot sector is not one the kernel reads.
+    Layout(FatLayoutError),
     /// No file of that name in the root folder.
     NotFound,
     /// The file's cluster chain is broken: it ends early, points outside the volume, or marks
@@ -43,8 +42,7 @@ impl core::fmt::Display for FatError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             FatError::Read(error) => write!(f, "card read failed: {error}"),
-            FatError::NoPartition => f.write_str("no FAT partition in the card's partition table"),
-            FatError::BadBootSector => f.write_str("the FAT boot sector is not FAT16 or FAT32"),
+            FatError::Layout(error) => write!(f, "{error}"),
             FatError::NotFound => f.write_str("not in the card's root folder"),
             FatError::BrokenChain => f.write_str("its FAT cluster chain is broken"),
             FatError::TooFragmented => write!(
@@ -156,17 +154,10 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     }
 }
 
-/// The FAT flavours this reader handles.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FatKind {
-    Fat16,
-    Fat32,
-}
-
-/// The geometry of a FAT volume, from its boot sector.
+/// The geometry of a FAT volume, from its checked boot sector.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Volume {
-    kind: FatKind,
+    kind: FatType,
     /// Card block of the first FAT.
     fat_start: u64,
     /// Length of one FAT in blocks.
@@ -181,97 +172,39 @@ struct Volume {
     root_blocks: (u64, u32),
     /// FAT32: first cluster of the root folder.
     root_cluster: u32,
+    /// The boot sector, for checking file entries.
+    boot: BootSector,
 }
 
 impl Volume {
-    /// Reads the partition table and the boot sector of the first FAT partition.
+    /// Reads and checks the partition table and the boot sector of the first partition.
     fn read<D: BlockDevice>(device: &mut D) -> Result<Self, FatError> {
         let mut block = [0u8; BLOCK_SIZE];
         device.read_blocks(0, &mut block)?;
-        if u16_at(&block, 510) != 0xAA55 {
-            return Err(FatError::NoPartition);
-        }
-        let start = (0..4)
-            .map(|i| 446 + 16 * i)
-            .find(|&entry| matches!(block[entry + 4], 0x04 | 0x06 | 0x0B | 0x0C | 0x0E))
-            .map(|entry| u32_at(&block, entry + 8))
-            .filter(|&lba| lba != 0)
-            .ok_or(FatError::NoPartition)?;
-        let start = u64::from(start);
+        let partition = Partition::first(&block, device.block_count()).map_err(FatError::Layout)?;
+        let start = u64::from(partition.first_sector);
         device.read_blocks(start, &mut block)?;
-        Self::parse(start, &block)
+        let boot = BootSector::new_checked(&block, partition.sectors).map_err(FatError::Layout)?;
+        Ok(Self::from_boot_sector(start, boot))
     }
 
-    /// Checks a boot sector at card block `start`.
-    fn parse(start: u64, boot: &[u8; BLOCK_SIZE]) -> Result<Self, FatError> {
-        let bad = FatError::BadBootSector;
-        let bytes_per_sector = u16_at(boot, 11);
-        let cluster_blocks = u32::from(boot[13]);
-        let reserved = u32::from(u16_at(boot, 14));
-        let fats = u32::from(boot[16]);
-        let root_entries = u32::from(u16_at(boot, 17));
-        let total = match u16_at(boot, 19) {
-            0 => u32_at(boot, 32),
-            small => u32::from(small),
-        };
-        let fat_size = match u16_at(boot, 22) {
-            0 => u32_at(boot, 36),
-            small => u32::from(small),
-        };
-        if u16_at(boot, 510) != 0xAA55
-            || usize::from(bytes_per_sector) != BLOCK_SIZE
-            || !cluster_blocks.is_power_of_two()
-            || cluster_blocks > 128
-            || reserved == 0
-            || fats == 0
-            || fat_size == 0
-        {
-            return Err(bad);
-        }
-        let root_dir_blocks = (root_entries * 32).div_ceil(BLOCK_SIZE as u32);
-        let first_data = fats
-            .checked_mul(fat_size)
-            .and_then(|n| n.checked_add(reserved))
-            .and_then(|n| n.checked_add(root_dir_blocks))
-            .ok_or(bad)?;
-        let cluster_count = total.checked_sub(first_data).ok_or(bad)? / cluster_blocks;
-        let kind = match cluster_count {
-            0..4085 => return Err(bad), // FAT12
-            4085..65525 => FatKind::Fat16,
-            _ => FatKind::Fat32,
-        };
-        // The FAT must have an entry for every cluster.
-        let entry_bytes = match kind {
-            FatKind::Fat16 => 2,
-            FatKind::Fat32 => 4,
-        };
-        let needed = (u64::from(cluster_count) + 2) * entry_bytes;
-        if u64::from(fat_size) * (BLOCK_SIZE as u64) < needed {
-            return Err(bad);
-        }
-        let fat_start = start + u64::from(reserved);
-        let root_start = fat_start + u64::from(fats) * u64::from(fat_size);
-        let root_cluster = u32_at(boot, 44);
-        match kind {
-            FatKind::Fat16 if root_entries == 0 => return Err(bad),
-            FatKind::Fat32
-                if root_entries != 0
-                    || !(2..cluster_count.saturating_add(2)).contains(&root_cluster) =>
-            {
-                return Err(bad);
-            }
-            _ => {}
-        }
-        Ok(Volume {
-            kind,
+    /// The geometry of the checked `boot` sector of a volume at card block `start` (its sums
+    /// stay inside the partition, which lies on the card: `bramble-fat` checked both).
+    fn from_boot_sector(start: u64, boot: BootSector) -> Self {
+        let fat_start = start + u64::from(boot.reserved_sectors());
+        let root_start = fat_start + u64::from(boot.fat_count()) * u64::from(boot.fat_sectors());
+        let root_dir_blocks = (u32::from(boot.root_entries()) * 32).div_ceil(BLOCK_SIZE as u32);
+        Volume {
+            kind: boot.fat_type(),
             fat_start,
-            fat_blocks: fat_size,
-            cluster_blocks,
-            data_start: start + u64::from(first_data),
-            cluster_count,
+            fat_blocks: boot.fat_sectors(),
+            cluster_blocks: u32::from(boot.sectors_per_cluster()),
+            data_start: start + u64::from(boot.first_data_sector()),
+            cluster_count: boot.clusters(),
             root_blocks: (root_start, root_dir_blocks),
-            root_cluster,
-        })
+            root_cluster: boot.root_cluster().unwrap_or(0),
+            boot,
+        }
     }
 
     /// Card block of cluster `cluster` (already checked to be a valid cluster number).
@@ -307,8 +240,8 @@ impl FatReader {
         cluster: u32,
     ) -> Result<Option<u32>, FatError> {
         let entry_bytes: u64 = match volume.kind {
-            FatKind::Fat16 => 2,
-            FatKind::Fat32 => 4,
+            FatType::Fat16 => 2,
+            FatType::Fat32 => 4,
         };
         let offset = u64::from(cluster) * entry_bytes;
         let fat_end = volume.fat_start + u64::from(volume.fat_blocks);
@@ -331,11 +264,11 @@ impl FatReader {
         };
         let at = within as usize * BLOCK_SIZE + (offset % BLOCK_SIZE as u64) as usize;
         let next = match volume.kind {
-            FatKind::Fat16 => match u16_at(&self.window, at) {
+            FatType::Fat16 => match u16_at(&self.window, at) {
                 0xFFF8..=0xFFFF => return Ok(None),
                 value => u32::from(value),
             },
-            FatKind::Fat32 => match u32_at(&self.window, at) & 0x0FFF_FFFF {
+            FatType::Fat32 => match u32_at(&self.window, at) & 0x0FFF_FFFF {
                 0x0FFF_FFF8..=0x0FFF_FFFF => return Ok(None),
                 value => value,
             },
@@ -366,7 +299,11 @@ fn short_name(name: &str) -> Option<[u8; 11]> {
 
 /// Looks at the 32-byte folder entries in `entries` for `name`: `Ok(Some((first cluster,
 /// size)))` when found, `Ok(None)` to keep looking, `Err(NotFound)` at the end marker.
-fn search(entries: &[u8], name: &[u8; 11], kind: FatKind) -> Result<Option<(u32, u32)>, FatError> {
+fn search(
+    entries: &[u8],
+    name: &[u8; 11],
+    volume: &Volume,
+) -> Result<Option<(u32, u32)>, FatError> {
     for entry in entries.chunks_exact(32) {
         match entry[0] {
             0x00 => return Err(FatError::NotFound),
@@ -378,9 +315,13 @@ fn search(entries: &[u8], name: &[u8; 11], kind: FatKind) -> Result<Option<(u32,
         if attributes & 0x0F == 0x0F || attributes & 0x18 != 0 || entry[..11] != name[..] {
             continue;
         }
-        let high = match kind {
-            FatKind::Fat16 => 0,
-            FatKind::Fat32 => u32::from(u16_at(entry, 20)),
+        volume
+            .boot
+            .check_file_entry(entry)
+            .map_err(FatError::Layout)?;
+        let high = match volume.kind {
+            FatType::Fat16 => 0,
+            FatType::Fat32 => u32::from(u16_at(entry, 20)),
         };
         let cluster = (high << 16) | u32::from(u16_at(entry, 26));
         return Ok(Some((cluster, u32_at(entry, 28))));
@@ -396,26 +337,26 @@ pub fn locate<D: BlockDevice>(device: &mut D, name: &str) -> Result<FileExtents,
     let mut fat = FatReader::new();
     let mut block = [0u8; BLOCK_SIZE];
     let found = match volume.kind {
-        FatKind::Fat16 => {
+        FatType::Fat16 => {
             let (start, blocks) = volume.root_blocks;
             let mut found = None;
             for i in 0..u64::from(blocks) {
                 device.read_blocks(start + i, &mut block)?;
-                if let Some(hit) = search(&block, &short, volume.kind)? {
+                if let Some(hit) = search(&block, &short, &volume)? {
                     found = Some(hit);
                     break;
                 }
             }
             found
         }
-        FatKind::Fat32 => {
+        FatType::Fat32 => {
             let mut cluster = volume.root_cluster;
             let mut found = None;
             // A folder chain longer than the volume has a loop in it.
             'clusters: for _ in 0..volume.cluster_count {
                 for i in 0..u64::from(volume.cluster_blocks) {
                     device.read_blocks(volume.cluster_block(cluster) + i, &mut block)?;
-                    if let Some(hit) = search(&block, &short, volume.kind)? {
+                    if let Some(hit) = search(&block, &short, &volume)? {
                         found = Some(hit);
                         break 'clusters;
                     }
@@ -430,6 +371,30 @@ pub fn locate<D: BlockDevice>(device: &mut D, name: &str) -> Result<FileExtents,
     };
     let (first_cluster, len) = found.ok_or(FatError::NotFound)?;
     chain(device, &volume, &mut fat, first_cluster, len)
+}
+
+/// Reads the whole file at `extents` into the start of `out` (which must hold the file's
+/// length rounded up to whole blocks), one multi-block read per run; returns the file's bytes.
+pub fn read_whole<'o, D: BlockDevice>(
+    device: &mut D,
+    extents: &FileExtents,
+    out: &'o mut [u8],
+) -> Result<&'o [u8], FatError> {
+    let len = extents.len() as usize;
+    let blocks_len = len.next_multiple_of(BLOCK_SIZE);
+    let buffer = out
+        .get_mut(..blocks_len)
+        .ok_or(FatError::Read(BlockError::BadBuffer))?;
+    let mut filled = 0usize;
+    for run in extents.runs() {
+        if filled >= blocks_len {
+            break;
+        }
+        let bytes = (run.blocks as usize * BLOCK_SIZE).min(blocks_len - filled);
+        device.read_blocks(run.card_block, &mut buffer[filled..filled + bytes])?;
+        filled += bytes;
+    }
+    Ok(&buffer[..len])
 }
 
 /// Follows the cluster chain of a file of `len` bytes from `first_cluster`.
@@ -589,45 +554,25 @@ mod tests {
     }
 
     #[test]
-    fn boot_sectors_are_checked_with_checked_arithmetic() {
-        // A 64 MiB FAT16 volume with 2 KiB clusters.
-        let good = boot_sector(131_072, 4, 128, false);
-        let volume = Volume::parse(2048, &good).unwrap();
-        assert_eq!(volume.kind, FatKind::Fat16);
+    fn geometry_from_checked_boot_sectors() {
+        // A 64 MiB FAT16 volume with 2 KiB clusters at block 2048.
+        let boot = BootSector::new_checked(&boot_sector(131_072, 4, 128, false), 131_072).unwrap();
+        let volume = Volume::from_boot_sector(2048, boot);
+        assert_eq!(volume.kind, FatType::Fat16);
         assert_eq!(volume.fat_start, 2048 + 32);
         assert_eq!(volume.root_blocks, (2048 + 32 + 256, 32));
         assert_eq!(volume.data_start, 2048 + 32 + 256 + 32);
+        assert_eq!(volume.cluster_blocks, 4);
         // A 1 GiB FAT32 volume with 4 KiB clusters.
-        let volume = Volume::parse(2048, &boot_sector(2_097_152, 8, 2048, true)).unwrap();
-        assert_eq!(volume.kind, FatKind::Fat32);
+        let boot =
+            BootSector::new_checked(&boot_sector(2_097_152, 8, 2048, true), 2_097_152).unwrap();
+        let volume = Volume::from_boot_sector(2048, boot);
+        assert_eq!(volume.kind, FatType::Fat32);
         assert_eq!(volume.root_cluster, 2);
-        let cases: [(usize, &[u8]); 8] = [
-            (11, &[0, 4]),                   // 1 KiB sectors
-            (13, &[3]),                      // cluster size not a power of two
-            (13, &[0]),                      // no cluster size
-            (14, &[0, 0]),                   // no reserved sectors
-            (16, &[0]),                      // no FAT
-            (22, &[1, 0]),                   // a FAT too small for the clusters
-            (32, &[0xFF, 0xFF, 0xFF, 0xFF]), // wrapping sizes: a FAT too small
-            (510, &[0, 0]),                  // no signature
-        ];
-        for (at, bytes) in cases {
-            let mut boot = good;
-            boot[at..at + bytes.len()].copy_from_slice(bytes);
-            assert_eq!(
-                Volume::parse(2048, &boot),
-                Err(FatError::BadBootSector),
-                "{at}"
-            );
-        }
-        // Reserved + FATs larger than the volume: no underflow.
-        let mut boot = good;
-        boot[32..36].copy_from_slice(&10u32.to_le_bytes());
-        assert_eq!(Volume::parse(2048, &boot), Err(FatError::BadBootSector));
-        // A FAT12-sized volume.
-        assert_eq!(
-            Volume::parse(2048, &boot_sector(4_000, 1, 32, false)),
-            Err(FatError::BadBootSector)
-        );
+        assert_eq!(volume.data_start, 2048 + 32 + 2 * 2048);
+        // What bramble-fat refuses never gets here: no cluster size, for one.
+        let mut bad = boot_sector(131_072, 4, 128, false);
+        bad[13] = 0;
+        assert!(BootSector::new_checked(&bad, 131_072).is_err());
     }
 }
