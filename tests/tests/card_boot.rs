@@ -80,7 +80,8 @@ fn boot_and_time(site: &Path) -> Booted {
     }
 }
 
-/// The status of `GET /` on 127.0.0.1:`port`, if it answers within half a second.
+/// The status of `GET /` on 127.0.0.1:`port`, if it answers within 100 ms (a connection made
+/// before the guest listens is given up soon, so the first 200 is timed to the poll interval).
 fn status_of_root(port: u16) -> Option<u16> {
     use std::io::{Read, Write};
     let address = std::net::SocketAddr::from(([127, 0, 0, 1], port));
@@ -115,26 +116,50 @@ fn a_90_mb_documentation_site_answers_as_soon_as_the_default_site() {
         docs.join("index.html").exists(),
         "{PYTHON_DOCS} is missing: apt-get install python3-doc (tools/setup.sh does)"
     );
-    let mut small = boot_and_time(&default_site_dir());
-    let small_stamp = first_request_stamp(&mut small.guest);
-    drop(small.guest);
-    let mut big = boot_and_time(docs);
-    let big_stamp = first_request_stamp(&mut big.guest);
+    // Three boots of each, interleaved, so that a burst of load on the host touches both;
+    // medians compared (one boot's first 200 varies by a few hundred ms with QEMU's port
+    // forward and the USB enumeration).
+    let mut small_times = Vec::new();
+    let mut big_times = Vec::new();
+    let mut big = None;
+    for round in 0..3 {
+        let mut small = boot_and_time(&default_site_dir());
+        let stamp = first_request_stamp(&mut small.guest);
+        eprintln!(
+            "round {round}: default site first 200 after {:?}\n  {stamp}",
+            small.first_200
+        );
+        small_times.push(small.first_200);
+        drop(small);
+        let mut docs = boot_and_time(docs);
+        let stamp = first_request_stamp(&mut docs.guest);
+        eprintln!(
+            "round {round}: documentation first 200 after {:?}\n  {stamp}",
+            docs.first_200
+        );
+        big_times.push(docs.first_200);
+        big = Some(docs);
+    }
+    small_times.sort();
+    big_times.sort();
+    let (small_median, big_median) = (small_times[1], big_times[1]);
     eprintln!(
-        "first 200: default site {:.2} s, documentation {:.2} s\n  default: {small_stamp}\n  \
-         docs: {big_stamp}",
-        small.first_200.as_secs_f64(),
-        big.first_200.as_secs_f64()
+        "first 200, median of three: default site {:.2} s, documentation {:.2} s",
+        small_median.as_secs_f64(),
+        big_median.as_secs_f64()
     );
     assert!(
-        big.first_200.as_secs_f64() <= 1.5 * small.first_200.as_secs_f64(),
-        "documentation site {:?} against the default site's {:?}",
-        big.first_200,
-        small.first_200
+        big_median.as_secs_f64() <= 1.5 * small_median.as_secs_f64(),
+        "documentation site {big_times:?} against the default site's {small_times:?}"
     );
+    let mut big = big.expect("three rounds");
 
     // Every file, byte for byte, twice: cold from the card, then from the cache.
-    let files = site_files(docs);
+    // The packer leaves dotfiles out (Sphinx's .buildinfo here).
+    let files: Vec<_> = site_files(docs)
+        .into_iter()
+        .filter(|(path, _)| !path.split('/').any(|part| part.starts_with('.')))
+        .collect();
     for pass in ["cold", "warm"] {
         let started = Instant::now();
         let mut bytes = 0u64;

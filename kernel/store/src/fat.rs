@@ -14,7 +14,13 @@ use bramble_hal::block::{BLOCK_SIZE, BlockDevice, BlockError, BlockRun, MAX_RUNS
 /// Most runs a file may be split into (a freshly written card has one).
 pub const MAX_RUNS: usize = 128;
 /// FAT blocks read at once while walking a cluster chain.
-const FAT_WINDOW_BLOCKS: usize = 8;
+/// FAT blocks read at once while walking a cluster chain (16 KiB: a 93 MB file on a card with
+/// 1 KiB clusters has a 366 KB chain, 23 reads).
+const FAT_WINDOW_BLOCKS: usize = 32;
+
+/// The FAT window's memory, aligned to a cache line so that a driver may fill it by DMA.
+#[repr(C, align(32))]
+struct Window([u8; FAT_WINDOW_BLOCKS * BLOCK_SIZE]);
 
 /// Why a file could not be located.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -219,7 +225,7 @@ impl Volume {
 
 /// Reads FAT entries through a window of a few blocks.
 struct FatReader {
-    window: [u8; FAT_WINDOW_BLOCKS * BLOCK_SIZE],
+    window: Window,
     /// Card block of the window's first block and how many blocks it holds, once filled.
     filled: Option<(u64, u64)>,
 }
@@ -227,7 +233,7 @@ struct FatReader {
 impl FatReader {
     fn new() -> Self {
         Self {
-            window: [0; FAT_WINDOW_BLOCKS * BLOCK_SIZE],
+            window: Window([0; FAT_WINDOW_BLOCKS * BLOCK_SIZE]),
             filled: None,
         }
     }
@@ -257,18 +263,18 @@ impl FatReader {
                 let count = (fat_end - block).min(FAT_WINDOW_BLOCKS as u64);
                 let bytes = count as usize * BLOCK_SIZE;
                 self.filled = None;
-                device.read_blocks(block, &mut self.window[..bytes])?;
+                device.read_blocks(block, &mut self.window.0[..bytes])?;
                 self.filled = Some((block, count));
                 0
             }
         };
         let at = within as usize * BLOCK_SIZE + (offset % BLOCK_SIZE as u64) as usize;
         let next = match volume.kind {
-            FatType::Fat16 => match u16_at(&self.window, at) {
+            FatType::Fat16 => match u16_at(&self.window.0, at) {
                 0xFFF8..=0xFFFF => return Ok(None),
                 value => u32::from(value),
             },
-            FatType::Fat32 => match u32_at(&self.window, at) & 0x0FFF_FFFF {
+            FatType::Fat32 => match u32_at(&self.window.0, at) & 0x0FFF_FFFF {
                 0x0FFF_FFF8..=0x0FFF_FFFF => return Ok(None),
                 value => value,
             },

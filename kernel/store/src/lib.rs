@@ -33,5 +33,5 @@ pub use fat::{FatError, FileExtents};
 pub use memory::MemoryCard;
 pub use store::{
     CardStore, IndexError, POLL_INTERVAL_MICROS, StoreCounters, WARM_UP_IDLE_MICROS,
-    index_memory_len, read_index,
+    WARM_UP_PACE_MICROS, index_memory_len, read_index,
 };

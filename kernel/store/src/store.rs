@@ -20,6 +20,10 @@ const AHEAD_QUEUE: usize = 8;
 pub const POLL_INTERVAL_MICROS: u64 = 500;
 /// Quiet time (no request looked anything up) before idle warm-up reads ahead.
 pub const WARM_UP_IDLE_MICROS: u64 = 200_000;
+/// Time between two warm-up reads: warm-up takes a fraction of the card and the CPU, never all
+/// of it (under QEMU a segment's DMA holds the emulator for several milliseconds; back to back
+/// they starved the network).
+pub const WARM_UP_PACE_MICROS: u64 = 25_000;
 /// Segments idle warm-up looks past per poll when looking for one not yet cached.
 const WARM_UP_SCAN: u32 = 256;
 
@@ -235,9 +239,11 @@ struct Inner<'m, 'b, D> {
     /// Whether idle warm-up runs, and the next segment it considers.
     warm_up: bool,
     warm_next: u32,
-    /// The time of the last poll, and of the last lookup by a request.
+    /// The time of the last poll, of the last lookup by a request and of the last warm-up
+    /// read's start.
     now: Instant,
     last_lookup: Instant,
+    last_warm_up: Instant,
     /// A clock read when reads start and end (their speed), if given; else poll times.
     clock: Option<fn() -> Instant>,
 }
@@ -276,6 +282,7 @@ impl<'m, 'b, D: BackgroundRead<'b>> CardStore<'m, 'b, D> {
                 warm_next: 0,
                 now: Instant::from_micros(0),
                 last_lookup: Instant::from_micros(0),
+                last_warm_up: Instant::from_micros(0),
                 clock: None,
             }),
         }
@@ -380,12 +387,9 @@ impl<'m, 'b, D: BackgroundRead<'b>> CardStore<'m, 'b, D> {
             return Some(inner.now);
         }
         if inner.warm_up_possible() {
-            return Some(
-                inner
-                    .last_lookup
-                    .add_micros(WARM_UP_IDLE_MICROS)
-                    .max(inner.now),
-            );
+            let quiet = inner.last_lookup.add_micros(WARM_UP_IDLE_MICROS);
+            let paced = inner.last_warm_up.add_micros(WARM_UP_PACE_MICROS);
+            return Some(quiet.max(paced).max(inner.now));
         }
         None
     }
@@ -640,7 +644,9 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                 }
                 continue;
             }
-            if now.micros_since(self.last_lookup) < WARM_UP_IDLE_MICROS || !self.warm_up_possible()
+            if now.micros_since(self.last_lookup) < WARM_UP_IDLE_MICROS
+                || now < self.last_warm_up.add_micros(WARM_UP_PACE_MICROS)
+                || !self.warm_up_possible()
             {
                 return;
             }
@@ -687,6 +693,9 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
             return;
         };
         let started = self.time(now);
+        if warm_up {
+            self.last_warm_up = now;
+        }
         match self.device.start_read(&plan, memory) {
             Ok(()) => {
                 self.cache.mark(segment, SegmentState::Reading);
