@@ -15,7 +15,6 @@
 //! [`MemoryCard`] over bytes in RAM for the host tests and the hosted build.
 #![no_std]
 #![forbid(unsafe_code)]
-#![warn(missing_docs)]
 
 #[cfg(any(test, feature = "std"))]
 extern crate std;
