@@ -315,12 +315,14 @@ fn print_status(
         + storage::site_bytes() / 1024;
     log::info!(
         "status: up {up} us, busy {} us, idle {idle} us, {} timer interrupts, {} watchdog ticks, \
-         resets {resets} (watchdog {watchdog_resets}), memory used {used_kib} KiB, free {} KiB, \
-         loop passes {}, slept {}, deadline already due {}, quiet receive wakes {}",
+         resets {resets} (watchdog {watchdog_resets}), memory used {used_kib} KiB, free {} KiB \
+         (card cache {} KiB of it), loop passes {}, slept {}, deadline already due {}, quiet \
+         receive wakes {}",
         up.saturating_sub(idle),
         ALARMS.load(Ordering::Relaxed),
         health::ticks(),
-        free_bytes / 1024,
+        (free_bytes + storage::cache_bytes()) / 1024,
+        storage::cache_bytes() / 1024,
         LOOPS.load(Ordering::Relaxed),
         SLEEPS.load(Ordering::Relaxed),
         DUE_NOW.load(Ordering::Relaxed),

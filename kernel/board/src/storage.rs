@@ -80,9 +80,15 @@ pub fn index_verified_at() -> u64 {
     INDEX_VERIFIED_AT.load(Ordering::Relaxed)
 }
 
-/// Bytes of RAM the site index and the segment cache occupy.
+/// Bytes of RAM the site index occupies (the segment cache, which takes the RAM nothing else
+/// wants, is reported on its own, as an OS reports its page cache apart from used memory).
 pub fn site_bytes() -> usize {
-    INDEX_BYTES.load(Ordering::Relaxed) + CACHE_BYTES.load(Ordering::Relaxed)
+    INDEX_BYTES.load(Ordering::Relaxed)
+}
+
+/// Bytes of RAM the segment cache occupies.
+pub fn cache_bytes() -> usize {
+    CACHE_BYTES.load(Ordering::Relaxed)
 }
 
 /// Name of the site image on the card (8.3, as the image tool writes it).
