@@ -294,8 +294,8 @@ fn a_site_of_many_megabytes_boots_at_once_and_serves_from_the_card() {
 }
 
 #[test]
-#[ignore = "packs and boots a 600 MB site (larger than the guest's 512 MiB of RAM): about \
-            10 minutes and 2.5 GB of disk; run it with --ignored"]
+#[ignore = "packs and boots a 629 MB site (larger than the guest's 512 MiB of RAM): about a \
+            minute, 1.7 GB of disk and 2 GB of RAM while it runs; run it with --ignored"]
 fn a_site_larger_than_the_guest_ram_boots_and_serves_from_the_card() {
     let cache = serve_generated_site(600, 1024 * 1024, 40);
     // The cache is smaller than the site: RAM could not hold it.
