@@ -34,7 +34,7 @@ pub use writer::{FileSpec, SiteImageWriter, VariantSpec, WriteError, http_date};
 /// The eight bytes every site image starts with.
 pub const MAGIC: [u8; 8] = *b"BRMSITE\0";
 /// The format version this crate reads and writes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// Size of the fixed header in bytes.
 pub const HEADER_LEN: usize = 64;
 /// Size of one record of the file table in bytes.

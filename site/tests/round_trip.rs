@@ -335,13 +335,23 @@ fn every_flipped_byte_is_rejected() {
 
 #[test]
 fn wrong_version_is_rejected_even_with_a_good_checksum() {
-    let mut bytes = small_image();
-    put_u32(&mut bytes, 8, 1);
-    rewrite_checksum(&mut bytes);
-    assert_eq!(
-        SiteImage::new_checked(&bytes).unwrap_err(),
-        FormatError::UnsupportedVersion { found: 1 }
-    );
+    // 1: the whole-image format; 2: records without each body's CRC-32 (96 bytes).
+    for old in [1, 2] {
+        let mut bytes = small_image();
+        put_u32(&mut bytes, 8, old);
+        rewrite_checksum(&mut bytes);
+        let error = SiteImage::new_checked(&bytes).unwrap_err();
+        assert_eq!(error, FormatError::UnsupportedVersion { found: old });
+        let index = &bytes[..get_u32(&bytes, 16) as usize];
+        assert_eq!(SiteIndex::new_checked(index).unwrap_err(), error);
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "site image format version {old}, this build reads version 3 \
+                 (pack the site again with this version's bramble)"
+            )
+        );
+    }
 }
 
 #[test]

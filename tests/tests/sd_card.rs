@@ -55,6 +55,16 @@ struct Card {
 
 /// A card with the small site; `corrupt_index` flips a bit in its file table.
 fn build_card(corrupt_index: bool) -> Card {
+    build_card_with(|site| {
+        if corrupt_index {
+            // One flipped bit in the first record: only the index checksum can notice.
+            site[bramble_site::HEADER_LEN + 50] ^= 0x40;
+        }
+    })
+}
+
+/// A card with the small site as `change` leaves its packed SITE.BIN.
+fn build_card_with(change: impl FnOnce(&mut Vec<u8>)) -> Card {
     let dir = tempfile::tempdir().unwrap();
     let site_dir = dir.path().join("site");
     make_site(&site_dir);
@@ -63,10 +73,7 @@ fn build_card(corrupt_index: bool) -> Card {
         .unwrap()
         .checksum();
     let mut site = packed.image;
-    if corrupt_index {
-        // One flipped bit in the first record: only the index checksum can notice.
-        site[bramble_site::HEADER_LEN + 50] ^= 0x40;
-    }
+    change(&mut site);
     let path = dir.path().join("card.img");
     let inputs = ImageInputs {
         kernel: std::fs::read(&kernel().raw).unwrap(),
@@ -151,6 +158,30 @@ fn corrupt_index_is_reported_without_crash_or_write() {
         before,
         "the kernel must never write to its card"
     );
+}
+
+#[test]
+fn an_image_of_the_previous_format_version_is_refused_with_how_to_fix_it() {
+    // A SITE.BIN packed by an older bramble (format 2), its index checksum still right.
+    let card = build_card_with(|site| {
+        site[8..12].copy_from_slice(&2u32.to_le_bytes());
+        let index_len = u32::from_le_bytes(site[16..20].try_into().unwrap()) as usize;
+        site[20..24].fill(0);
+        let sum = bramble_site::crc32(&site[..index_len]);
+        site[20..24].copy_from_slice(&sum.to_le_bytes());
+    });
+    let mut guest = boot_with(&card.path);
+    let error = guest.expect_line("site: ", BOOT_TIMEOUT);
+    assert!(
+        error.contains("ERROR")
+            && error.contains(&format!(
+                "SITE.BIN: site image format version 2, this build reads version {}",
+                bramble_site::VERSION
+            ))
+            && error.contains("pack the site again"),
+        "{error:?}"
+    );
+    guest.expect_line("ready:", Duration::from_secs(10));
 }
 
 #[test]

@@ -128,6 +128,10 @@ impl core::fmt::Display for StorageError {
             StorageError::Layout(error) => write!(f, "SD card: {error}"),
             StorageError::SiteMissing => write!(f, "{SITE_FILE} is not on the SD card"),
             StorageError::Filesystem(error) => write!(f, "{SITE_FILE}: {error}"),
+            // An image of another format version is not damaged: it says how to fix it.
+            StorageError::Index(IndexError::Format(
+                error @ bramble_site::FormatError::UnsupportedVersion { .. },
+            )) => write!(f, "{SITE_FILE}: {error}"),
             StorageError::Index(IndexError::Format(error)) => {
                 write!(f, "{SITE_FILE} is corrupt: {error}")
             }
