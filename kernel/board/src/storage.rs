@@ -25,6 +25,7 @@ static INDEX_VERIFIED_AT: AtomicU64 = AtomicU64::new(0);
 static INDEX_BYTES: AtomicUsize = AtomicUsize::new(0);
 static CACHE_BYTES: AtomicUsize = AtomicUsize::new(0);
 static TLS_FILES: spin::Once<TlsFiles> = spin::Once::new();
+static ACME_CA: spin::Once<Result<&'static [u8], FileProblem>> = spin::Once::new();
 
 /// Largest certificate chain or key file read (a chain of four RSA-4096 certificates is
 /// about 9 KiB of PEM).
@@ -68,6 +69,12 @@ impl core::fmt::Display for FileProblem {
 /// The HTTPS files read at boot (`None`: `https` is off, or the card could not be read).
 pub fn tls_files() -> Option<&'static TlsFiles> {
     TLS_FILES.get()
+}
+
+/// The `acme_ca_certificate` file read at boot (`None`: not named, ACME or HTTPS off, or the
+/// card could not be read).
+pub fn acme_ca_file() -> Option<&'static Result<&'static [u8], FileProblem>> {
+    ACME_CA.get()
 }
 
 /// When the SD card finished initialising, in microseconds since reset (0: it did not).
@@ -509,9 +516,17 @@ fn read_settings(reader: &mut CardReader, arena: &mut Arena) -> Settings {
     };
     if settings.https != bramble_settings::HttpsMode::Off {
         let mut read = |name: &str| read_small_file(reader, name, MAX_TLS_FILE_BYTES, arena);
-        let certificate = read(settings.tls_certificate.as_str());
-        let key = read(settings.tls_key.as_str());
-        TLS_FILES.call_once(|| TlsFiles { certificate, key });
+        if settings.acme {
+            // ACME brings its own certificate; only a private CA's roots come from the card.
+            if let Some(name) = &settings.acme_ca_certificate {
+                let roots = read(name.as_str());
+                ACME_CA.call_once(|| roots);
+            }
+        } else {
+            let certificate = read(settings.tls_certificate.as_str());
+            let key = read(settings.tls_key.as_str());
+            TLS_FILES.call_once(|| TlsFiles { certificate, key });
+        }
     }
     settings
 }
