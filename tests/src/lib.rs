@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: build the kernel once, boot QEMU guests whose
 //! serial output can be awaited line by line, and always stop them by PID.
 
+pub mod monitor;
+
 use bramble::kernel::KernelArtifacts;
 use bramble_qemu::QemuConfig;
 use std::io::{BufRead, BufReader, Write};

@@ -9,11 +9,10 @@ use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
 use bramble_http_response::{Parsed, parse_response};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use bramble_tests::monitor::Monitor;
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use netns::{Netns, NetnsGuest, TAP, build_card};
@@ -23,66 +22,6 @@ const OUTAGE: Duration = Duration::from_secs(5);
 /// How long serving may take to come back after the link returns (TCP retransmission
 /// back-off in QEMU's user network and in the guest, on a loaded machine).
 const RECOVERY_TIMEOUT: Duration = Duration::from_secs(90);
-
-const PROMPT: &str = "(qemu) ";
-
-/// The QEMU human monitor over its Unix socket.
-struct Monitor {
-    stream: UnixStream,
-}
-
-impl Monitor {
-    /// Connects to the monitor socket (QEMU creates it while starting) and reads the banner.
-    fn connect(path: &Path) -> Monitor {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let stream = loop {
-            match UnixStream::connect(path) {
-                Ok(stream) => break stream,
-                Err(error) if Instant::now() > deadline => {
-                    panic!(
-                        "cannot connect to the QEMU monitor at {}: {error}",
-                        path.display()
-                    )
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(100)),
-            }
-        };
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .unwrap();
-        let mut monitor = Monitor { stream };
-        monitor.read_to_prompt();
-        monitor
-    }
-
-    /// Reads until the next prompt; returns what came before it.
-    fn read_to_prompt(&mut self) -> String {
-        let mut text = Vec::new();
-        let mut byte = [0u8; 1];
-        while !text.ends_with(PROMPT.as_bytes()) {
-            let n = self
-                .stream
-                .read(&mut byte)
-                .expect("reading from the QEMU monitor");
-            assert!(n == 1, "the QEMU monitor closed its socket");
-            text.push(byte[0]);
-        }
-        String::from_utf8_lossy(&text[..text.len() - PROMPT.len()]).to_string()
-    }
-
-    /// Runs `command` and returns the monitor's reply (without the echoed command line).
-    fn run(&mut self, command: &str) -> String {
-        self.stream
-            .write_all(format!("{command}\n").as_bytes())
-            .expect("writing to the QEMU monitor");
-        let reply = self.read_to_prompt();
-        // The monitor echoes the line being edited (with cursor escapes) up to a newline.
-        reply
-            .split_once('\n')
-            .map(|(_, rest)| rest.trim().to_string())
-            .unwrap_or_default()
-    }
-}
 
 /// One GET with `Connection: close`; the whole response, or the error that ended it.
 fn get(port: u16, path: &str, timeout: Duration) -> std::io::Result<Vec<u8>> {

@@ -85,8 +85,10 @@ impl Control1 {
     const DATA_TIMEOUT: Field<Self> = Field::bits(19, 16);
     /// SRST_HC: reset the whole controller.
     const RESET_HOST: Field<Self> = Field::bit(24);
-    /// SRST_CMD and SRST_DATA: reset the command and data circuits.
-    const RESET_LINES: Field<Self> = Field::bits(26, 25);
+    /// SRST_CMD: reset the command circuit.
+    const RESET_COMMAND: Field<Self> = Field::bit(25);
+    /// SRST_DATA: reset the data circuit.
+    const RESET_DATA: Field<Self> = Field::bit(26);
 }
 
 /// INTERRUPT fields.
@@ -310,6 +312,11 @@ struct DmaRead {
 
 /// Longest wait for a command's response or for the data lines to be free, in microseconds.
 const COMMAND_MICROS: u64 = 500_000;
+/// The same for the commands of a background read and for stopping a failed one: at the
+/// transfer clock a card answers within 64 clocks (N_CR, SD spec 4.12.4), microseconds, so
+/// this is ample, and it bounds what a card that stopped answering (or a controller that no
+/// longer issues commands: QEMU's, once the card is ejected) costs the main loop.
+const TRANSFER_COMMAND_MICROS: u64 = 2_000;
 /// Fixed part of a data read's time limit, in microseconds; each block adds
 /// [`BLOCK_MICROS`] (generous: a card reading at 1 MB/s needs 500 us per block).
 const READ_MICROS: u64 = 250_000;
@@ -415,12 +422,19 @@ impl<C: Fn() -> u64> Emmc<C> {
 
     /// Sends one command and waits for its response; returns RESP0.
     fn command(&mut self, index: u32, argument: u32, response: Response) -> Result<u32, EmmcError> {
-        self.send(index, argument, command_word(index, response, 0))
+        self.send(
+            index,
+            argument,
+            command_word(index, response, 0),
+            COMMAND_MICROS,
+        )
     }
 
-    fn send(&mut self, index: u32, argument: u32, word: u32) -> Result<u32, EmmcError> {
+    /// Sends one command and waits up to `limit` microseconds for the command line to be
+    /// free, and as long again for the response.
+    fn send(&mut self, index: u32, argument: u32, word: u32, limit: u64) -> Result<u32, EmmcError> {
         let r = self.registers;
-        if !self.wait(COMMAND_MICROS, |e| {
+        if !self.wait(limit, |e| {
             !e.registers
                 .at(STATUS)
                 .read()
@@ -431,7 +445,7 @@ impl<C: Fn() -> u64> Emmc<C> {
         r.at(INTERRUPT).write(Interrupt::ALL.set());
         r.at(ARG1).write(Word::ALL.val(argument));
         r.at(CMDTM).write(Word::ALL.val(word));
-        let finished = self.wait(COMMAND_MICROS, |e| {
+        let finished = self.wait(limit, |e| {
             let status = e.registers.at(INTERRUPT).read();
             status.is_set(Interrupt::COMMAND_DONE) || status.is_set(Interrupt::ERRORS)
         });
@@ -451,17 +465,15 @@ impl<C: Fn() -> u64> Emmc<C> {
         Ok(r.register(RESP0).read())
     }
 
-    /// After a failed command or transfer: reset the command and data circuits.
+    /// After a failed command or transfer: reset the command circuit, then the data circuit,
+    /// one at a time as Linux's SDHCI driver does after a request error (QEMU's controller
+    /// model acts on only one of the two bits per write, and left the data lines busy: the
+    /// next read then waited out its whole time limit for them).
     fn recover_lines(&mut self) {
-        self.registers
-            .at(CONTROL1)
-            .modify(Control1::RESET_LINES.set());
-        self.wait(100_000, |e| {
-            !e.registers
-                .at(CONTROL1)
-                .read()
-                .is_set(Control1::RESET_LINES)
-        });
+        for reset in [Control1::RESET_COMMAND, Control1::RESET_DATA] {
+            self.registers.at(CONTROL1).modify(reset.set());
+            self.wait(100_000, |e| !e.registers.at(CONTROL1).read().is_set(reset));
+        }
         self.registers.at(INTERRUPT).write(Interrupt::ALL.set());
     }
 
@@ -469,7 +481,12 @@ impl<C: Fn() -> u64> Emmc<C> {
     /// sending (CMD12, STOP_TRANSMISSION; an error just means it had stopped already).
     fn abandon_read(&mut self) {
         self.recover_lines();
-        let _ = self.command(12, 0, Response::ShortBusy);
+        let _ = self.send(
+            12,
+            0,
+            command_word(12, Response::ShortBusy, 0),
+            TRANSFER_COMMAND_MICROS,
+        );
         self.recover_lines();
     }
 
@@ -498,7 +515,12 @@ impl<C: Fn() -> u64> Emmc<C> {
         if application {
             self.command(55, self.card.rca << 16, Response::Short)?;
         }
-        self.send(index, argument, command_word(index, Response::Short, 1))?;
+        self.send(
+            index,
+            argument,
+            command_word(index, Response::Short, 1),
+            COMMAND_MICROS,
+        )?;
         let ready = self.wait(COMMAND_MICROS, |e| {
             let status = e.registers.at(INTERRUPT).read();
             status.is_set(Interrupt::READ_READY) || status.is_set(Interrupt::ERRORS)
@@ -630,13 +652,21 @@ impl<C: Fn() -> u64> Emmc<C> {
     }
 
     /// Sends the read command for `blocks` blocks at `address` (CMD17 for one, CMD18 with
-    /// auto-CMD12 for more), once the data lines are free.
-    fn start_read_command(&mut self, address: u32, blocks: usize) -> Result<(), BlockError> {
-        if !self.wait(COMMAND_MICROS, |e| {
-            !e.registers.at(STATUS).read().is_set(Status::DATA_INHIBIT)
-        }) {
+    /// auto-CMD12 for more), once the data lines are free: waiting up to `limit`
+    /// microseconds for them (then resetting them once), and as long for the response. A
+    /// background read passes [`TRANSFER_COMMAND_MICROS`].
+    fn start_read_command(
+        &mut self,
+        address: u32,
+        blocks: usize,
+        limit: u64,
+    ) -> Result<(), BlockError> {
+        let lines_free = |e: &Self| !e.registers.at(STATUS).read().is_set(Status::DATA_INHIBIT);
+        if !self.wait(limit, lines_free) {
             self.recover_lines();
-            return Err(BlockError::Timeout);
+            if !lines_free(self) {
+                return Err(BlockError::Timeout);
+            }
         }
         self.registers.at(BLKSIZECNT).write(
             BlockSizeCount::SIZE.val(BLOCK_SIZE as u32) + BlockSizeCount::COUNT.val(blocks as u32),
@@ -646,6 +676,7 @@ impl<C: Fn() -> u64> Emmc<C> {
             index,
             address,
             command_word(index, Response::Short, blocks as u32),
+            limit,
         )?;
         Ok(())
     }
@@ -660,7 +691,7 @@ impl<C: Fn() -> u64> Emmc<C> {
         if self.dma_read.is_some() {
             return Err(BlockError::Busy);
         }
-        self.start_read_command(address, blocks)?;
+        self.start_read_command(address, blocks, COMMAND_MICROS)?;
         let r = self.registers;
         for block in buffer.chunks_exact_mut(BLOCK_SIZE) {
             let ready = self.wait(READ_MICROS, |e| {
@@ -717,7 +748,7 @@ impl<C: Fn() -> u64> Emmc<C> {
             return Err(BlockError::Busy);
         }
         let address = self.data_address(first_block, blocks as usize)?;
-        self.start_read_command(address, blocks as usize)?;
+        self.start_read_command(address, blocks as usize, TRANSFER_COMMAND_MICROS)?;
         // SAFETY: the caller guarantees the destination for the transfer's length; the source
         // is the EMMC data port, paced by its DREQ.
         unsafe {

@@ -335,7 +335,7 @@ fn print_status(
         log::info!(
             "status: cache KiB {}, segments {}, used {}, hits {}, misses {}, hit percent {}, \
              card bytes {}, card segments {}, warmed {}, card kB/s {}, read errors {}, \
-             checksum failures {}, body failures {}, evictions {}",
+             checksum failures {}, body failures {}, evictions {}, longest card call us {}",
             cache.pages * cache.page_len / 1024,
             cache.pages,
             cache.pages_used,
@@ -349,7 +349,8 @@ fn print_status(
             cache.read_errors,
             cache.checksum_failures,
             cache.body_failures,
-            cache.evictions
+            cache.evictions,
+            storage::longest_card_call_micros()
         );
     }
     if let Some(appliance) = net {

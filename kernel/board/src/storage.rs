@@ -24,6 +24,22 @@ static CARD_READY_AT: AtomicU64 = AtomicU64::new(0);
 static INDEX_VERIFIED_AT: AtomicU64 = AtomicU64::new(0);
 static INDEX_BYTES: AtomicUsize = AtomicUsize::new(0);
 static CACHE_BYTES: AtomicUsize = AtomicUsize::new(0);
+/// The longest a background read's start or poll kept the main loop, in microseconds.
+static LONGEST_CARD_CALL: AtomicU64 = AtomicU64::new(0);
+
+/// The longest the card kept the main loop in one call since boot (starting or polling a
+/// background read), in microseconds: what a slow or failing card costs every connection.
+pub fn longest_card_call_micros() -> u64 {
+    LONGEST_CARD_CALL.load(Ordering::Relaxed)
+}
+
+/// Runs `call` (a background read's start or poll) and keeps the longest time one took.
+fn timed<T>(call: impl FnOnce() -> T) -> T {
+    let started = micros();
+    let result = call();
+    LONGEST_CARD_CALL.fetch_max(micros().saturating_sub(started), Ordering::Relaxed);
+    result
+}
 static TLS_FILES: spin::Once<TlsFiles> = spin::Once::new();
 static ACME_CA: spin::Once<Result<&'static [u8], FileProblem>> = spin::Once::new();
 
@@ -265,6 +281,21 @@ impl BackgroundRead<'static> for CardReader {
         runs: &[BlockRun],
         buffer: &'static mut [u8],
     ) -> Result<(), (BlockError, &'static mut [u8])> {
+        timed(|| self.start_background(runs, buffer))
+    }
+
+    fn poll_read(&mut self) -> ReadPoll<'static> {
+        timed(|| self.poll_background())
+    }
+}
+
+impl CardReader {
+    /// [`BackgroundRead::start_read`], untimed.
+    fn start_background(
+        &mut self,
+        runs: &[BlockRun],
+        buffer: &'static mut [u8],
+    ) -> Result<(), (BlockError, &'static mut [u8])> {
         if self.background.is_some() {
             return Err((BlockError::Busy, buffer));
         }
@@ -318,7 +349,8 @@ impl BackgroundRead<'static> for CardReader {
         Ok(())
     }
 
-    fn poll_read(&mut self) -> ReadPoll<'static> {
+    /// [`BackgroundRead::poll_read`], untimed.
+    fn poll_background(&mut self) -> ReadPoll<'static> {
         let Some(background) = self.background.as_mut() else {
             return ReadPoll::Idle;
         };

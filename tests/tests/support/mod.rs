@@ -86,6 +86,22 @@ pub fn boot_image_with(
     tls: Option<bramble::image::TlsFiles>,
     host_loopback: bool,
 ) -> (ServedSite, Option<u16>) {
+    boot_card(site_image, settings, tls, host_loopback, None)
+}
+
+/// [`boot_image`] with the QEMU monitor on the Unix socket `monitor` (for
+/// [`bramble_tests::monitor::Monitor`]: pull the card, take the link down).
+pub fn boot_image_with_monitor(site_image: Vec<u8>, settings: &str, monitor: &Path) -> ServedSite {
+    boot_card(site_image, settings, None, false, Some(monitor)).0
+}
+
+fn boot_card(
+    site_image: Vec<u8>,
+    settings: &str,
+    tls: Option<bramble::image::TlsFiles>,
+    host_loopback: bool,
+    monitor: Option<&Path>,
+) -> (ServedSite, Option<u16>) {
     assert!(
         !host_loopback || settings.contains("ntp = 10.0.2.2:"),
         "a guest that can reach the host must be given its time server's address"
@@ -112,6 +128,7 @@ pub fn boot_image_with(
     });
     config.https_host_port = https_port;
     config.isolated = !host_loopback;
+    config.monitor_socket = monitor.map(Path::to_path_buf);
     let mut guest = Guest::start(&config);
     guest.expect_line("serving: http://", BOOT_TIMEOUT);
     eprintln!(
