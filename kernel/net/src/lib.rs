@@ -20,6 +20,7 @@ pub mod ndp;
 pub mod phy;
 pub mod slaac;
 pub mod sntp;
+pub mod stream;
 
 #[cfg(test)]
 mod test_support;

@@ -1,0 +1,157 @@
+//! The stream pool: Bramble's own passive-open TCP for its service ports, built so that a
+//! connection costs little while it waits and so that no client, however many connections
+//! it opens from however few addresses, can keep a polite client from being served.
+//!
+//! # Why not smoltcp's sockets
+//!
+//! smoltcp (which still does ARP, ICMP, DHCP and mDNS) gives every TCP socket its own receive
+//! and transmit buffers, finds the socket of a received segment by walking all of them, and
+//! walks all of them again on every poll to see which has something to send. That caps a
+//! pool at a few hundred connections (256 of 36 KiB each on the Pi) and makes every frame
+//! cost work proportional to the pool. Here a connection is a small control block ([`Tcb`],
+//! about 200 bytes); a segment finds its block through a hash table; only blocks with
+//! something to send are visited, in a ready queue; timers sit in a timer wheel and in lists
+//! ordered by their deadline, so a poll never walks the pool.
+//!
+//! # How a connection lives
+//!
+//! - **Handshake: no state.** A SYN is answered at once with a SYN-ACK whose sequence
+//!   number is a SYN cookie ([`cookie`]). The block is made only when the client's ACK
+//!   proves the cookie, so half-open connections cost nothing and a SYN flood from one
+//!   address costs one reply per SYN, nothing more.
+//! - **Admission and eviction.** When every block is taken, a new connection takes the block
+//!   of the least valuable one, which is reset: first one that is closing (all sent, waiting
+//!   for the peer's FIN), then the connection idle longest between requests (keep-alive, as
+//!   nginx reclaims them), then the oldest that has not completed a request header (silent
+//!   connections and slow headers). Connections waiting for an answer, or being answered,
+//!   are never evicted for a newcomer; if nothing can go, the newcomer is refused with a
+//!   reset. An optional cap per source address refuses more (off by default).
+//! - **Sessions are leased.** The per-connection protocol state that is large (an HTTP
+//!   exchange with its 8 KiB request buffer, later a TLS session) lives in a smaller pool of
+//!   sessions, leased to a connection while a request is received or answered and given
+//!   back when it is idle. A request that arrives while every session is busy is parked in a
+//!   small cell (acknowledged, so the client does not retransmit) and the connection queues
+//!   for a session, first come first served: when more clients wait than there are sessions,
+//!   each gets its turn, and a keep-alive connection gives its session back after every
+//!   answer.
+//! - **Transmit without buffers.** A session does not hand its response to a socket buffer:
+//!   the pool asks it for the bytes at any offset past the last acknowledged one
+//!   ([`Service::read_at`]), for a first transmission or a retransmission alike, and copies
+//!   them straight into the frame. For plain HTTP those bytes come from the response head
+//!   and the site image; a TLS session would keep its records in a buffer of its own.
+//! - **Deadlines follow progress.** A new connection must send its first byte within
+//!   [`PoolLimits::first_byte_micros`]; a request header must complete within
+//!   [`PoolLimits::header_micros`], extended by one second for every
+//!   [`PoolLimits::header_min_rate`] bytes received (in the manner of Apache's
+//!   mod_reqtimeout) up to [`PoolLimits::header_max_micros`]; a response must see the
+//!   client acknowledge something at least every [`PoolLimits::send_stall_micros`], however
+//!   large it is; an idle keep-alive connection is closed after
+//!   [`PoolLimits::idle_micros`], less when the pool is nearly full. Every decision is
+//!   counted in [`PoolCounters`].
+//!
+//! # TCP subset
+//!
+//! Passive open only (IPv4), MSS option (no window scaling, SACK or timestamps: windows stay
+//! below 64 KiB), in-order receive (out-of-order segments are acknowledged and dropped),
+//! RFC 6298 retransmission timer, RFC 5681 slow start and congestion avoidance with fast
+//! retransmit, zero-window probes, RFC 5961 challenge ACKs for in-window RST and SYN. After
+//! our FIN is acknowledged and the peer's FIN arrives, the block is freed at once (no
+//! TIME-WAIT: the client, which closes last or first, keeps that state, and every new
+//! connection's sequence numbers come from a fresh cookie).
+
+pub mod cookie;
+mod pool;
+pub mod wire;
+
+pub use pool::{
+    CELL_LEN, Cell, Lease, PoolConfig, PoolCounters, PoolLimits, PoolMemory, Source, StreamPool,
+    Tcb, Transmit,
+};
+
+use bramble_hal::Instant;
+
+/// Where a session is, as far as the pool needs to know (to choose deadlines, to give the
+/// session back, or to close).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionPhase {
+    /// Between requests: nothing buffered, nothing to send. The session may be given back.
+    Idle,
+    /// A request has begun (its first byte arrived at `since`) and is not complete yet;
+    /// `bytes` of it have been received.
+    Receiving {
+        /// When the request's first byte arrived.
+        since: Instant,
+        /// Bytes of it so far.
+        bytes: usize,
+    },
+    /// Answering: bytes to send or not yet acknowledged.
+    Sending,
+    /// Everything the session will ever send is ready (maybe already sent): close after it.
+    Closing,
+    /// Reset the connection now (a response that cannot be completed).
+    Abort,
+}
+
+/// How a connection ended, for the session's records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Both sides closed in order.
+    Closed,
+    /// Reset: by the peer, by a deadline, or evicted for another connection.
+    Reset,
+}
+
+/// A protocol served over the pool's connections: plain HTTP today, TLS around it later.
+/// The pool owns the TCP side and the connection's life; the service owns the bytes.
+///
+/// A session is leased to a connection with [`Service::open`], fed in order with
+/// [`Service::receive`], read from with [`Service::read_at`] (at offsets counted from the
+/// last acknowledged byte; the same offset may be read again for a retransmission and must
+/// give the same bytes), told of acknowledgments with [`Service::acknowledge`], and given back
+/// with [`Service::release`] when idle (the connection stays open; `release` returns a small
+/// value the next `open` on that connection receives) or [`Service::close`] when the
+/// connection ends.
+pub trait Service {
+    /// Per-connection protocol state, leased from the pool's session slots.
+    type Session;
+
+    /// Starts serving a connection on `local_port` with `session`. `carry` is what
+    /// [`Service::release`] returned when the connection last gave a session back (0 for a
+    /// new connection).
+    fn open(&mut self, session: &mut Self::Session, local_port: u16, carry: u32, now: Instant);
+
+    /// Offers the next received bytes; returns how many were taken (the rest is offered
+    /// again, or dropped and retransmitted by the peer).
+    fn receive(&mut self, session: &mut Self::Session, data: &[u8], now: Instant) -> usize;
+
+    /// Whether `parked`, the first bytes a connection sent while every session was busy,
+    /// make a request worth a session (for HTTP: a whole header section). Until then they
+    /// wait in their cell, costing no session, under the header deadline.
+    fn parked_ready(&self, parked: &[u8]) -> bool;
+
+    /// How many bytes [`Service::receive`] would take now (the window to offer).
+    fn receive_window(&self, session: &Self::Session) -> usize;
+
+    /// Bytes ready to send, counted from the last acknowledged byte (sent or not).
+    fn send_len(&self, session: &Self::Session) -> usize;
+
+    /// Copies the bytes at `offset` from the last acknowledged byte into `out`; returns how
+    /// many (all of `out` if `offset + out.len() <= send_len`).
+    fn read_at(&self, session: &Self::Session, offset: usize, out: &mut [u8]) -> usize;
+
+    /// The peer acknowledged the next `n` bytes (at most `send_len`).
+    fn acknowledge(&mut self, session: &mut Self::Session, n: usize, now: Instant);
+
+    /// Where the session is.
+    fn phase(&self, session: &Self::Session) -> SessionPhase;
+
+    /// The connection keeps going without a session for now; returns the value to give the
+    /// next [`Service::open`] on it. Only called in [`SessionPhase::Idle`].
+    fn release(&mut self, session: &mut Self::Session) -> u32;
+
+    /// The connection ended while it held `session`.
+    fn close(&mut self, session: &mut Self::Session, ending: Ending);
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,845 @@
+//! The stream pool against smoltcp's TCP as the client, over an in-memory wire with loss:
+//! handshakes by cookie, transfers with retransmission, parking and fair turns, eviction,
+//! SYN floods, deadlines, the per-source cap.
+
+use super::wire::{self, Outgoing, flags};
+use super::*;
+use bramble_hal::Instant;
+use smoltcp::iface::{Config, Interface, SocketHandle, SocketSet, SocketStorage};
+use smoltcp::phy::{self, DeviceCapabilities, Medium};
+use smoltcp::socket::tcp;
+use smoltcp::time::Instant as SmolInstant;
+use smoltcp::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
+    EthernetRepr, HardwareAddress, IpAddress, IpCidr, Ipv4Address,
+};
+use std::boxed::Box;
+use std::collections::VecDeque;
+use std::vec;
+use std::vec::Vec;
+
+const SERVER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const SERVER_IP: [u8; 4] = [10, 0, 0, 1];
+const CLIENT_IP: [u8; 4] = [10, 0, 0, 2];
+const PORT: u16 = 80;
+
+/// A test protocol: `GET n\n` is answered with `n` pattern bytes; `BYE n\n` the same, then
+/// the connection closes. `carry` counts requests over the connection's life.
+#[derive(Default)]
+pub struct TestSession {
+    open: bool,
+    received: Vec<u8>,
+    response: Vec<u8>,
+    acked: usize,
+    closing: bool,
+    requests: u32,
+    started: Option<Instant>,
+}
+
+#[derive(Default)]
+pub struct TestService {
+    opens: u32,
+    releases: u32,
+    closes: u32,
+    resets: u32,
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 31 % 251) as u8).collect()
+}
+
+impl TestSession {
+    fn parse(&mut self) {
+        if !self.response.is_empty() || self.closing {
+            return;
+        }
+        let Some(end) = self.received.iter().position(|&b| b == b'\n') else {
+            return;
+        };
+        let line: Vec<u8> = self.received.drain(..=end).collect();
+        let text = core::str::from_utf8(&line).unwrap_or("").trim();
+        let (verb, n) = text.split_once(' ').unwrap_or((text, "0"));
+        self.response = pattern(n.parse().unwrap_or(0));
+        self.acked = 0;
+        self.requests += 1;
+        self.started = None;
+        if verb == "BYE" {
+            self.closing = true;
+        }
+    }
+}
+
+impl Service for TestService {
+    type Session = TestSession;
+
+    fn open(&mut self, session: &mut TestSession, _port: u16, carry: u32, _now: Instant) {
+        assert!(!session.open, "a session leased twice");
+        *session = TestSession {
+            open: true,
+            requests: carry,
+            ..TestSession::default()
+        };
+        self.opens += 1;
+    }
+
+    fn receive(&mut self, session: &mut TestSession, data: &[u8], now: Instant) -> usize {
+        assert!(session.open);
+        let room = 4096 - session.received.len();
+        let n = data.len().min(room);
+        if n > 0 && session.received.is_empty() {
+            session.started = Some(now);
+        }
+        session.received.extend_from_slice(&data[..n]);
+        session.parse();
+        n
+    }
+
+    fn parked_ready(&self, parked: &[u8]) -> bool {
+        parked.contains(&b'\n')
+    }
+
+    fn receive_window(&self, session: &TestSession) -> usize {
+        4096 - session.received.len()
+    }
+
+    fn send_len(&self, session: &TestSession) -> usize {
+        session.response.len() - session.acked
+    }
+
+    fn read_at(&self, session: &TestSession, offset: usize, out: &mut [u8]) -> usize {
+        let start = session.acked + offset;
+        let n = out.len().min(session.response.len().saturating_sub(start));
+        out[..n].copy_from_slice(&session.response[start..start + n]);
+        n
+    }
+
+    fn acknowledge(&mut self, session: &mut TestSession, n: usize, _now: Instant) {
+        session.acked += n;
+        assert!(
+            session.acked <= session.response.len(),
+            "acknowledged past the end"
+        );
+        if session.acked == session.response.len() && !session.closing {
+            session.response.clear();
+            session.acked = 0;
+            session.parse();
+        }
+    }
+
+    fn phase(&self, session: &TestSession) -> SessionPhase {
+        if session.closing {
+            SessionPhase::Closing
+        } else if !session.response.is_empty() {
+            SessionPhase::Sending
+        } else if !session.received.is_empty() {
+            SessionPhase::Receiving {
+                since: session.started.unwrap_or(Instant(0)),
+                bytes: session.received.len(),
+            }
+        } else {
+            SessionPhase::Idle
+        }
+    }
+
+    fn release(&mut self, session: &mut TestSession) -> u32 {
+        self.releases += 1;
+        session.open = false;
+        session.requests
+    }
+
+    fn close(&mut self, session: &mut TestSession, ending: Ending) {
+        self.closes += 1;
+        if ending == Ending::Reset {
+            self.resets += 1;
+        }
+        session.open = false;
+    }
+}
+
+/// Frames queued each way.
+#[derive(Default)]
+struct Link {
+    to_client: VecDeque<Vec<u8>>,
+    to_server: VecDeque<Vec<u8>>,
+}
+
+struct ClientDevice<'l> {
+    link: &'l mut Link,
+}
+
+struct ClientRx(Vec<u8>);
+struct ClientTx<'l>(&'l mut Link);
+
+impl phy::RxToken for ClientRx {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.0)
+    }
+}
+
+impl phy::TxToken for ClientTx<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        let mut frame = vec![0u8; len];
+        let result = f(&mut frame);
+        self.0.to_server.push_back(frame);
+        result
+    }
+}
+
+impl phy::Device for ClientDevice<'_> {
+    type RxToken<'a>
+        = ClientRx
+    where
+        Self: 'a;
+    type TxToken<'a>
+        = ClientTx<'a>
+    where
+        Self: 'a;
+
+    fn receive(&mut self, _: SmolInstant) -> Option<(ClientRx, ClientTx<'_>)> {
+        let frame = self.link.to_client.pop_front()?;
+        Some((ClientRx(frame), ClientTx(self.link)))
+    }
+
+    fn transmit(&mut self, _: SmolInstant) -> Option<ClientTx<'_>> {
+        Some(ClientTx(self.link))
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut caps = DeviceCapabilities::default();
+        caps.medium = Medium::Ethernet;
+        caps.max_transmission_unit = 1514;
+        caps
+    }
+}
+
+struct ServerTx<'l> {
+    link: &'l mut Link,
+}
+
+impl Transmit for ServerTx<'_> {
+    fn can_transmit(&mut self) -> bool {
+        true
+    }
+
+    fn transmit<F: FnOnce(&mut [u8])>(&mut self, len: usize, fill: F) -> bool {
+        let mut frame = vec![0u8; len];
+        fill(&mut frame);
+        self.link.to_client.push_back(frame);
+        true
+    }
+}
+
+/// A server pool, a smoltcp client interface and the wire between them.
+struct Net {
+    pool: StreamPool<'static, TestService>,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    link: Link,
+    now: u64,
+    /// Drop every n-th frame each way (0: none).
+    drop_every: usize,
+    frames: usize,
+    /// Frames the server sent (after drops), for inspection.
+    server_log: Vec<Vec<u8>>,
+}
+
+fn leak<T>(v: Vec<T>) -> &'static mut [T] {
+    Box::leak(v.into_boxed_slice())
+}
+
+impl Net {
+    fn new(capacity: usize, sessions: usize, cells: usize, limits: PoolLimits) -> Net {
+        Net::with_config(
+            capacity,
+            sessions,
+            cells,
+            PoolConfig {
+                port: PORT,
+                limits,
+                max_per_source: 0,
+                seed: 42,
+            },
+        )
+    }
+
+    fn with_config(capacity: usize, sessions: usize, cells: usize, config: PoolConfig) -> Net {
+        let memory = PoolMemory {
+            tcbs: leak(vec![Tcb::EMPTY; capacity]),
+            buckets: leak(vec![0u32; capacity * 2]),
+            leases: leak(
+                (0..sessions)
+                    .map(|_| Lease::new(TestSession::default()))
+                    .collect(),
+            ),
+            cells: leak((0..cells).map(|_| Cell::new()).collect()),
+            sources: leak(vec![Source::EMPTY; capacity * 2]),
+        };
+        let mut pool = StreamPool::new(memory, TestService::default(), config);
+        pool.set_address(SERVER_MAC, Some(SERVER_IP), Instant(0));
+        let mut link = Link::default();
+        let mut device = ClientDevice { link: &mut link };
+        let mut iface_config = Config::new(HardwareAddress::Ethernet(EthernetAddress(CLIENT_MAC)));
+        iface_config.random_seed = 7;
+        let mut iface = Interface::new(iface_config, &mut device, SmolInstant::from_micros(0));
+        iface.update_ip_addrs(|addrs| {
+            addrs
+                .push(IpCidr::new(
+                    IpAddress::Ipv4(Ipv4Address::from_octets(CLIENT_IP)),
+                    24,
+                ))
+                .unwrap();
+        });
+        let storage: &'static mut [SocketStorage<'static>] =
+            leak((0..2100).map(|_| SocketStorage::EMPTY).collect());
+        Net {
+            pool,
+            iface,
+            sockets: SocketSet::new(storage),
+            link,
+            now: 1_000_000,
+            drop_every: 0,
+            frames: 0,
+            server_log: Vec::new(),
+        }
+    }
+
+    fn instant(&self) -> Instant {
+        Instant::from_micros(self.now)
+    }
+
+    fn socket(&mut self, rx: usize, tx: usize) -> SocketHandle {
+        let socket = tcp::Socket::new(
+            tcp::SocketBuffer::new(leak(vec![0u8; rx])),
+            tcp::SocketBuffer::new(leak(vec![0u8; tx])),
+        );
+        self.sockets.add(socket)
+    }
+
+    fn connect(&mut self, handle: SocketHandle, local_port: u16) {
+        let cx = self.iface.context();
+        self.sockets
+            .get_mut::<tcp::Socket>(handle)
+            .connect(
+                cx,
+                (IpAddress::Ipv4(Ipv4Address::from_octets(SERVER_IP)), PORT),
+                local_port,
+            )
+            .unwrap();
+    }
+
+    fn dropped(&mut self) -> bool {
+        self.frames += 1;
+        self.drop_every > 0 && self.frames.is_multiple_of(self.drop_every)
+    }
+
+    /// One millisecond of both sides.
+    fn step(&mut self) {
+        let smol = SmolInstant::from_micros(self.now as i64);
+        let mut device = ClientDevice {
+            link: &mut self.link,
+        };
+        self.iface.poll(smol, &mut device, &mut self.sockets);
+        while let Some(frame) = self.link.to_server.pop_front() {
+            if let Some(reply) = arp_reply(&frame) {
+                self.link.to_client.push_back(reply);
+                continue;
+            }
+            if self.dropped() {
+                continue;
+            }
+            assert!(
+                self.pool.wants(&frame),
+                "client sent a frame the pool does not want"
+            );
+            let now = self.instant();
+            self.pool.receive(&frame, now);
+        }
+        let now = self.instant();
+        let mut tx = ServerTx {
+            link: &mut self.link,
+        };
+        self.pool.poll(now, &mut tx);
+        let sent: Vec<Vec<u8>> = self.link.to_client.drain(..).collect();
+        for frame in sent {
+            if self.dropped() {
+                continue;
+            }
+            self.server_log.push(frame.clone());
+            self.link.to_client.push_back(frame);
+        }
+        let mut device = ClientDevice {
+            link: &mut self.link,
+        };
+        self.iface.poll(smol, &mut device, &mut self.sockets);
+        self.now += 1_000;
+    }
+
+    fn run_ms(&mut self, ms: u64) {
+        for _ in 0..ms {
+            self.step();
+        }
+    }
+
+    /// Steps until `done` or `limit_ms` pass; true if done.
+    fn run_until(&mut self, limit_ms: u64, mut done: impl FnMut(&mut Net) -> bool) -> bool {
+        for _ in 0..limit_ms {
+            if done(self) {
+                return true;
+            }
+            self.step();
+        }
+        done(self)
+    }
+
+    fn tcp(&mut self, handle: SocketHandle) -> &mut tcp::Socket<'static> {
+        self.sockets.get_mut::<tcp::Socket>(handle)
+    }
+
+    fn send(&mut self, handle: SocketHandle, bytes: &[u8]) {
+        let n = self.tcp(handle).send_slice(bytes).unwrap();
+        assert_eq!(n, bytes.len());
+    }
+
+    fn read_all(&mut self, handle: SocketHandle, into: &mut Vec<u8>) {
+        let socket = self.tcp(handle);
+        while socket.can_recv() {
+            socket
+                .recv(|data| {
+                    into.extend_from_slice(data);
+                    (data.len(), ())
+                })
+                .unwrap();
+        }
+    }
+
+    /// Reads `n` response bytes on `handle` within `limit_ms`.
+    fn read_exact(&mut self, handle: SocketHandle, n: usize, limit_ms: u64) -> Vec<u8> {
+        let mut got = Vec::new();
+        let ok = self.run_until(limit_ms, |net| {
+            net.read_all(handle, &mut got);
+            got.len() >= n
+        });
+        assert!(
+            ok,
+            "{} of {n} bytes within {limit_ms} ms; counters {}",
+            got.len(),
+            self.pool.counters()
+        );
+        got
+    }
+}
+
+fn arp_reply(frame: &[u8]) -> Option<Vec<u8>> {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != EthernetProtocol::Arp {
+        return None;
+    }
+    let arp = ArpRepr::parse(&ArpPacket::new_checked(eth.payload()).ok()?).ok()?;
+    let ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Request,
+        source_hardware_addr,
+        source_protocol_addr,
+        target_protocol_addr,
+        ..
+    } = arp
+    else {
+        return None;
+    };
+    if target_protocol_addr != Ipv4Address::from_octets(SERVER_IP) {
+        return None;
+    }
+    let reply = ArpRepr::EthernetIpv4 {
+        operation: ArpOperation::Reply,
+        source_hardware_addr: EthernetAddress(SERVER_MAC),
+        source_protocol_addr: target_protocol_addr,
+        target_hardware_addr: source_hardware_addr,
+        target_protocol_addr: source_protocol_addr,
+    };
+    let eth_repr = EthernetRepr {
+        src_addr: EthernetAddress(SERVER_MAC),
+        dst_addr: source_hardware_addr,
+        ethertype: EthernetProtocol::Arp,
+    };
+    let mut out = vec![0u8; eth_repr.buffer_len() + reply.buffer_len()];
+    let mut eth_out = EthernetFrame::new_unchecked(&mut out[..]);
+    eth_repr.emit(&mut eth_out);
+    reply.emit(&mut ArpPacket::new_unchecked(eth_out.payload_mut()));
+    Some(out)
+}
+
+fn limits() -> PoolLimits {
+    PoolLimits::DEFAULT
+}
+
+#[test]
+fn a_client_connects_by_cookie_and_is_served_twice_on_one_connection() {
+    let mut net = Net::new(8, 2, 8, limits());
+    let client = net.socket(8192, 8192);
+    net.connect(client, 40000);
+    assert!(net.run_until(100, |net| net.tcp(client).may_send()));
+    net.run_ms(1);
+    let counters = net.pool.counters();
+    assert_eq!(
+        (counters.syns, counters.accepted, counters.open),
+        (1, 1, 1),
+        "{counters}"
+    );
+    net.send(client, b"GET 3000\n");
+    assert_eq!(net.read_exact(client, 3000, 200), pattern(3000));
+    // Answered and acknowledged: the session went back to the pool.
+    net.run_ms(50);
+    assert_eq!(net.pool.counters().leased, 0);
+    net.send(client, b"GET 10\n");
+    assert_eq!(net.read_exact(client, 10, 200), pattern(10));
+    net.run_ms(50);
+    let service = net.pool.service();
+    assert_eq!((service.opens, service.releases), (2, 2));
+    // The client closes; the pool closes its side and forgets the connection.
+    net.tcp(client).close();
+    assert!(net.run_until(500, |net| net.pool.open() == 0));
+    assert!(net.run_until(500, |net| !net.tcp(client).is_open()
+        || net.tcp(client).state() == tcp::State::TimeWait));
+}
+
+#[test]
+fn a_large_answer_arrives_whole_through_loss_each_way() {
+    let mut net = Net::new(8, 2, 8, limits());
+    net.drop_every = 7;
+    let client = net.socket(16384, 1024);
+    net.connect(client, 40001);
+    assert!(net.run_until(5_000, |net| net.tcp(client).may_send()));
+    net.send(client, b"GET 300000\n");
+    let body = net.read_exact(client, 300_000, 120_000);
+    assert_eq!(body, pattern(300_000));
+    let counters = net.pool.counters();
+    assert!(
+        counters.retransmit_timeouts + counters.fast_retransmits > 0,
+        "{counters}"
+    );
+}
+
+#[test]
+fn a_connection_closed_by_the_session_ends_in_order() {
+    let mut net = Net::new(8, 2, 8, limits());
+    let client = net.socket(8192, 1024);
+    net.connect(client, 40002);
+    assert!(net.run_until(100, |net| net.tcp(client).may_send()));
+    net.send(client, b"BYE 5000\n");
+    assert_eq!(net.read_exact(client, 5000, 500), pattern(5000));
+    assert!(net.run_until(500, |net| !net.tcp(client).may_recv()));
+    net.tcp(client).close();
+    assert!(net.run_until(1000, |net| net.pool.open() == 0));
+    assert_eq!(net.pool.service().resets, 0);
+}
+
+#[test]
+fn more_clients_than_sessions_are_all_served_in_turn() {
+    let clients = 60;
+    let mut net = Net::new(100, 4, 100, limits());
+    let handles: Vec<_> = (0..clients)
+        .map(|k| {
+            let handle = net.socket(8192, 512);
+            net.connect(handle, 41000 + k as u16);
+            handle
+        })
+        .collect();
+    assert!(net.run_until(2_000, |net| handles.iter().all(|&h| net.tcp(h).may_send())));
+    for &handle in &handles {
+        net.send(handle, b"GET 4000\n");
+    }
+    let mut got = vec![Vec::new(); clients];
+    let all = net.run_until(20_000, |net| {
+        for (k, &handle) in handles.iter().enumerate() {
+            net.read_all(handle, &mut got[k]);
+        }
+        got.iter().all(|g| g.len() >= 4000)
+    });
+    assert!(all, "counters {}", net.pool.counters());
+    assert!(got.iter().all(|g| g == &pattern(4000)));
+    let counters = net.pool.counters();
+    assert!(counters.parked >= (clients - 4) as u64, "{counters}");
+    assert!(counters.peak_open >= clients as u32);
+}
+
+#[test]
+fn a_full_pool_evicts_idle_then_incomplete_connections_and_refuses_when_none_may_go() {
+    let mut net = Net::new(3, 3, 3, limits());
+    // Two idle keep-alive connections (served once) and a silent one.
+    let idle: Vec<_> = (0..2)
+        .map(|k| {
+            let handle = net.socket(8192, 512);
+            net.connect(handle, 42000 + k);
+            handle
+        })
+        .collect();
+    assert!(net.run_until(200, |net| idle.iter().all(|&h| net.tcp(h).may_send())));
+    for &handle in &idle {
+        net.send(handle, b"GET 10\n");
+        net.read_exact(handle, 10, 200);
+        net.run_ms(5);
+    }
+    let silent = net.socket(8192, 512);
+    net.connect(silent, 42010);
+    assert!(net.run_until(200, |net| net.tcp(silent).may_send()));
+    net.run_ms(10);
+    // A newcomer takes the block of the idle connection that has waited longest.
+    let newcomer = net.socket(8192, 512);
+    net.connect(newcomer, 42020);
+    assert!(net.run_until(200, |net| net.tcp(newcomer).may_send()));
+    net.send(newcomer, b"GET 10\n");
+    net.read_exact(newcomer, 10, 200);
+    // Its (delayed) ACK arrives and the connection goes idle.
+    net.run_ms(50);
+    assert_eq!(net.pool.counters().evicted_idle, 1);
+    assert!(
+        net.run_until(200, |net| !net.tcp(idle[0]).is_open()),
+        "oldest idle reset"
+    );
+    assert!(net.tcp(idle[1]).is_open());
+    // Next: the other idle one (idle ranks below incomplete).
+    let second = net.socket(8192, 512);
+    net.connect(second, 42021);
+    assert!(net.run_until(200, |net| net.tcp(second).may_send()));
+    net.run_ms(5);
+    assert_eq!(
+        net.pool.counters().evicted_idle,
+        2,
+        "{}",
+        net.pool.counters()
+    );
+    assert_eq!(
+        net.pool.class_counts(),
+        [2, 1, 0, 0, 0, 0],
+        "fresh 2, idle 1"
+    );
+    // The newcomer is idle now too, and the silent one incomplete: idle goes first again.
+    let third = net.socket(8192, 512);
+    net.connect(third, 42022);
+    assert!(net.run_until(200, |net| net.tcp(third).may_send()));
+    net.run_ms(5);
+    assert_eq!(
+        net.pool.counters().evicted_idle,
+        3,
+        "{}",
+        net.pool.counters()
+    );
+    assert!(net.tcp(silent).is_open());
+    // Now: silent, second (fresh), third (fresh). The oldest incomplete goes: silent.
+    let fourth = net.socket(8192, 512);
+    net.connect(fourth, 42023);
+    assert!(net.run_until(200, |net| net.tcp(fourth).may_send()));
+    net.run_ms(5);
+    assert_eq!(net.pool.counters().evicted_incomplete, 1);
+    assert!(net.run_until(200, |net| !net.tcp(silent).is_open()));
+    // Make every connection busy: each asks for an answer it never reads (tiny window).
+    for (handle, port) in [(second, 0), (third, 0), (fourth, 0)] {
+        let _ = port;
+        net.send(handle, b"GET 1000000\n");
+    }
+    net.run_ms(100);
+    let refused = net.socket(8192, 512);
+    net.connect(refused, 42030);
+    net.run_ms(200);
+    assert!(
+        net.pool.counters().refused_full >= 1,
+        "{}",
+        net.pool.counters()
+    );
+    assert!(!net.tcp(refused).is_open(), "refused with a reset");
+}
+
+/// A raw SYN from `port` of `ip`.
+fn syn_frame(ip: [u8; 4], port: u16, seq: u32) -> Vec<u8> {
+    let out = Outgoing {
+        dst_mac: SERVER_MAC,
+        src_mac: CLIENT_MAC,
+        src_ip: ip,
+        dst_ip: SERVER_IP,
+        src_port: port,
+        dst_port: PORT,
+        seq,
+        ack: 0,
+        flags: flags::SYN,
+        window: 65535,
+        mss: Some(1460),
+        ip_id: 1,
+    };
+    let mut frame = vec![0u8; out.headers_len()];
+    out.write(&mut frame, 0);
+    frame
+}
+
+#[test]
+fn a_syn_flood_from_the_clients_own_address_costs_no_connection() {
+    let mut net = Net::new(16, 2, 16, limits());
+    let now = net.instant();
+    for k in 0..20_000u32 {
+        let frame = syn_frame(
+            CLIENT_IP,
+            (k % 60000) as u16 + 1024,
+            k.wrapping_mul(2_654_435_761),
+        );
+        net.pool.receive(&frame, now);
+    }
+    let counters = net.pool.counters();
+    assert_eq!(counters.syns, 20_000);
+    assert_eq!(counters.open, 0);
+    assert!(counters.control_dropped > 0);
+    // The flood's SYN-ACKs go out (bounded), and a real client still gets in.
+    net.run_ms(5);
+    net.link.to_client.clear();
+    let client = net.socket(8192, 512);
+    net.connect(client, 50000);
+    assert!(net.run_until(3_000, |net| net.tcp(client).may_send()));
+    net.send(client, b"GET 100\n");
+    assert_eq!(net.read_exact(client, 100, 500), pattern(100));
+}
+
+#[test]
+fn an_ack_without_a_valid_cookie_gets_a_reset_and_no_connection() {
+    let mut net = Net::new(4, 1, 4, limits());
+    let out = Outgoing {
+        dst_mac: SERVER_MAC,
+        src_mac: CLIENT_MAC,
+        src_ip: CLIENT_IP,
+        dst_ip: SERVER_IP,
+        src_port: 5555,
+        dst_port: PORT,
+        seq: 1000,
+        ack: 0x1234_5678,
+        flags: flags::ACK,
+        window: 1000,
+        mss: None,
+        ip_id: 1,
+    };
+    let mut frame = vec![0u8; out.headers_len()];
+    out.write(&mut frame, 0);
+    let now = net.instant();
+    net.pool.receive(&frame, now);
+    assert_eq!(net.pool.counters().bad_cookies, 1);
+    assert_eq!(net.pool.open(), 0);
+    let mut tx = ServerTx {
+        link: &mut net.link,
+    };
+    net.pool.poll(now, &mut tx);
+    let reply = net.link.to_client.pop_front().expect("a reset");
+    let segment = wire::parse(&reply, CLIENT_MAC, CLIENT_IP).unwrap();
+    assert!(segment.has(flags::RST));
+    assert_eq!(segment.seq, 0x1234_5678);
+}
+
+#[test]
+fn silent_slow_idle_and_never_reading_clients_meet_their_deadlines() {
+    let mut net = Net::new(16, 4, 16, limits());
+    let silent = net.socket(8192, 512);
+    net.connect(silent, 43000);
+    let slow = net.socket(8192, 512);
+    net.connect(slow, 43001);
+    let idle = net.socket(8192, 512);
+    net.connect(idle, 43002);
+    // A reader that never reads: a small receive buffer fills and its window closes.
+    let sink = net.socket(2048, 512);
+    net.connect(sink, 43003);
+    assert!(net.run_until(200, |net| {
+        [silent, slow, idle, sink]
+            .iter()
+            .all(|&h| net.tcp(h).may_send())
+    }));
+    net.send(idle, b"GET 10\n");
+    net.read_exact(idle, 10, 200);
+    net.send(sink, b"GET 500000\n");
+    let start = net.now;
+    // The slow header: a byte every 5 s.
+    let header = b"GET 100 and more and more and more";
+    let mut sent = 0;
+    let mut fired = [None::<u64>; 4];
+    for _ in 0..45_000 {
+        if (net.now - start).is_multiple_of(5_000_000)
+            && sent < header.len()
+            && net.tcp(slow).may_send()
+        {
+            net.send(slow, &header[sent..sent + 1]);
+            sent += 1;
+        }
+        net.step();
+        for (k, &handle) in [silent, slow, idle, sink].iter().enumerate() {
+            let socket = net.tcp(handle);
+            let ended = !socket.may_recv() || !socket.is_open();
+            if ended && fired[k].is_none() {
+                fired[k] = Some((net.now - start) / 1_000_000);
+            }
+        }
+    }
+    let counters = net.pool.counters();
+    // Silent: closed at 10 s (first byte); idle: 15 s; slow header: reset at 20-40 s; the
+    // sink: 30 s without progress.
+    assert_eq!(counters.timeout_first_byte, 1, "{counters}");
+    assert_eq!(counters.timeout_idle, 1, "{counters}");
+    assert_eq!(counters.timeout_header, 1, "{counters}");
+    assert_eq!(counters.timeout_send, 1, "{counters}");
+    let seconds = fired.map(|f| f.expect("every slow client was cut off"));
+    assert!((9..=12).contains(&seconds[0]), "silent at {seconds:?}");
+    assert!(
+        (19..=42).contains(&seconds[1]),
+        "slow header at {seconds:?}"
+    );
+    assert!((14..=17).contains(&seconds[2]), "idle at {seconds:?}");
+    assert!(
+        (29..=35).contains(&seconds[3]),
+        "never reading at {seconds:?}"
+    );
+    assert_eq!(net.pool.open(), 0, "{}", net.pool.counters());
+}
+
+#[test]
+fn the_per_source_cap_refuses_beyond_it_and_counts() {
+    let mut net = Net::with_config(
+        16,
+        4,
+        16,
+        PoolConfig {
+            port: PORT,
+            limits: limits(),
+            max_per_source: 2,
+            seed: 3,
+        },
+    );
+    let handles: Vec<_> = (0..3)
+        .map(|k| {
+            let handle = net.socket(8192, 512);
+            net.connect(handle, 44000 + k);
+            handle
+        })
+        .collect();
+    net.run_ms(300);
+    let open = handles.iter().filter(|&&h| net.tcp(h).may_send()).count();
+    assert_eq!(open, 2);
+    assert_eq!(net.pool.counters().refused_source, 1);
+    // When one goes, there is room again.
+    net.tcp(handles[0]).abort();
+    net.run_ms(50);
+    let another = net.socket(8192, 512);
+    net.connect(another, 44010);
+    assert!(net.run_until(500, |net| net.tcp(another).may_send()));
+}
+
+#[test]
+fn the_idle_allowance_shrinks_as_the_pool_fills() {
+    let mut net = Net::new(10, 10, 10, limits());
+    let handles: Vec<_> = (0..9)
+        .map(|k| {
+            let handle = net.socket(1024, 512);
+            net.connect(handle, 45000 + k);
+            handle
+        })
+        .collect();
+    assert!(net.run_until(500, |net| handles.iter().all(|&h| net.tcp(h).may_send())));
+    for &handle in &handles {
+        net.send(handle, b"GET 1\n");
+    }
+    net.run_ms(100);
+    // 90% full: 15 s * 0.2 = 3 s.
+    let closed = net.run_until(5_000, |net| net.pool.counters().timeout_idle == 9);
+    assert!(closed, "{}", net.pool.counters());
+}

@@ -1,0 +1,499 @@
+//! The stream pool's view of the wire: a checked parse of an Ethernet II + IPv4 + TCP frame
+//! into a [`Segment`], the in-place writer of outgoing segments, and the Internet checksum.
+//!
+//! Received bytes are untrusted: every field is read through a length check, lengths come
+//! from the IPv4 total length (never from the frame, which may be padded), and both
+//! checksums are verified. Only what a passive-open server needs is understood: IPv4 without
+//! fragments, TCP with the MSS option (every other option is skipped by its length).
+
+/// Ethernet II header length.
+pub const ETHERNET_LEN: usize = 14;
+/// IPv4 header length of every segment we send (no options).
+pub const IPV4_LEN: usize = 20;
+/// TCP header length of every segment we send without options.
+pub const TCP_LEN: usize = 20;
+/// Bytes before the payload of every segment we send.
+pub const HEADERS_LEN: usize = ETHERNET_LEN + IPV4_LEN + TCP_LEN;
+/// Largest frame built or accepted (Ethernet II without FCS, 1500-byte MTU).
+pub const MAX_FRAME: usize = ETHERNET_LEN + 1500;
+/// Largest TCP payload per segment on a 1500-byte MTU.
+pub const MAX_MSS: u16 = 1460;
+
+/// TCP flag bits (RFC 9293 §3.1).
+pub mod flags {
+    /// No more data from the sender.
+    pub const FIN: u8 = 0x01;
+    /// Synchronize sequence numbers.
+    pub const SYN: u8 = 0x02;
+    /// Reset the connection.
+    pub const RST: u8 = 0x04;
+    /// Push function.
+    pub const PSH: u8 = 0x08;
+    /// The acknowledgment field is significant.
+    pub const ACK: u8 = 0x10;
+}
+
+/// One received TCP segment, after every check passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment<'a> {
+    /// Ethernet source: where replies go.
+    pub src_mac: [u8; 6],
+    /// IPv4 source address.
+    pub src_ip: [u8; 4],
+    /// TCP source port.
+    pub src_port: u16,
+    /// TCP destination port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number (meaningful with ACK).
+    pub ack: u32,
+    /// Flag bits ([`flags`]).
+    pub flags: u8,
+    /// Window (never scaled: the pool does not offer window scaling).
+    pub window: u16,
+    /// MSS option, if present.
+    pub mss: Option<u16>,
+    /// Payload bytes.
+    pub payload: &'a [u8],
+}
+
+impl Segment<'_> {
+    /// Whether all bits of `mask` are set.
+    pub fn has(&self, mask: u8) -> bool {
+        self.flags & mask == mask
+    }
+
+    /// Sequence space the segment occupies (payload, plus one each for SYN and FIN).
+    pub fn seq_len(&self) -> u32 {
+        self.payload.len() as u32
+            + u32::from(self.has(flags::SYN))
+            + u32::from(self.has(flags::FIN))
+    }
+}
+
+/// Why a frame was not taken as a segment for us.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// Too short, or a length field points past the end.
+    Truncated,
+    /// Not unicast to our MAC.
+    NotOurMac,
+    /// Not IPv4, or IPv4 with options we do not read, a fragment, or not TCP.
+    NotTcp,
+    /// Not addressed to our IPv4 address (or we have none).
+    NotOurAddress,
+    /// The source address is not a unicast host (broadcast, multicast, zero, loopback).
+    BadSource,
+    /// IPv4 header or TCP checksum wrong.
+    Checksum,
+    /// TCP header length out of range.
+    BadHeader,
+}
+
+fn be16(bytes: &[u8], at: usize) -> Option<u16> {
+    let b = bytes.get(at..at.checked_add(2)?)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
+}
+
+fn be32(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// A cheap look at `frame` without checksums: is it IPv4 TCP to one of `ports`? Used to
+/// decide which frames go to the pool rather than to smoltcp.
+pub fn is_tcp_to(frame: &[u8], ports: &[u16]) -> bool {
+    if frame.len() < ETHERNET_LEN + IPV4_LEN + TCP_LEN || frame[12..14] != [0x08, 0x00] {
+        return false;
+    }
+    let ip = &frame[ETHERNET_LEN..];
+    let header_len = usize::from(ip[0] & 0x0f) * 4;
+    if ip[0] >> 4 != 4 || ip[9] != 6 || header_len < IPV4_LEN {
+        return false;
+    }
+    match be16(ip, header_len + 2) {
+        Some(port) => ports.contains(&port),
+        None => false,
+    }
+}
+
+/// Parses `frame` as a TCP segment sent to `our_mac`/`our_ip`.
+pub fn parse<'a>(
+    frame: &'a [u8],
+    our_mac: [u8; 6],
+    our_ip: [u8; 4],
+) -> Result<Segment<'a>, Reject> {
+    if frame.len() < ETHERNET_LEN + IPV4_LEN {
+        return Err(Reject::Truncated);
+    }
+    if frame[0..6] != our_mac {
+        return Err(Reject::NotOurMac);
+    }
+    if frame[12..14] != [0x08, 0x00] {
+        return Err(Reject::NotTcp);
+    }
+    let ip = &frame[ETHERNET_LEN..];
+    let version = ip[0] >> 4;
+    let header_len = usize::from(ip[0] & 0x0f) * 4;
+    if version != 4 || header_len < IPV4_LEN || ip[9] != 6 {
+        return Err(Reject::NotTcp);
+    }
+    let total_len = usize::from(be16(ip, 2).ok_or(Reject::Truncated)?);
+    if total_len < header_len || total_len > ip.len() {
+        return Err(Reject::Truncated);
+    }
+    let ip = &ip[..total_len];
+    // Fragments (MF set or a non-zero offset) are not reassembled.
+    if be16(ip, 6).ok_or(Reject::Truncated)? & 0x3fff != 0 {
+        return Err(Reject::NotTcp);
+    }
+    let src_ip = [ip[12], ip[13], ip[14], ip[15]];
+    let dst_ip = [ip[16], ip[17], ip[18], ip[19]];
+    if dst_ip != our_ip {
+        return Err(Reject::NotOurAddress);
+    }
+    if src_ip[0] == 0 || src_ip[0] == 127 || src_ip[0] >= 224 || src_ip == [255; 4] {
+        return Err(Reject::BadSource);
+    }
+    if fold(sum(0, &ip[..header_len])) != 0xffff {
+        return Err(Reject::Checksum);
+    }
+    let tcp = &ip[header_len..];
+    if tcp.len() < TCP_LEN {
+        return Err(Reject::Truncated);
+    }
+    let data_offset = usize::from(tcp[12] >> 4) * 4;
+    if data_offset < TCP_LEN || data_offset > tcp.len() {
+        return Err(Reject::BadHeader);
+    }
+    let pseudo = pseudo_sum(src_ip, dst_ip, tcp.len());
+    if fold(sum(pseudo, tcp)) != 0xffff {
+        return Err(Reject::Checksum);
+    }
+    let flags = tcp[13];
+    let mss = if flags & flags::SYN != 0 {
+        read_mss(&tcp[TCP_LEN..data_offset])
+    } else {
+        None
+    };
+    Ok(Segment {
+        src_mac: [frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]],
+        src_ip,
+        src_port: u16::from_be_bytes([tcp[0], tcp[1]]),
+        dst_port: u16::from_be_bytes([tcp[2], tcp[3]]),
+        seq: be32(tcp, 4).ok_or(Reject::Truncated)?,
+        ack: be32(tcp, 8).ok_or(Reject::Truncated)?,
+        flags,
+        window: u16::from_be_bytes([tcp[14], tcp[15]]),
+        mss,
+        payload: &tcp[data_offset..],
+    })
+}
+
+/// The MSS option (kind 2, length 4) among `options`, if well formed.
+fn read_mss(options: &[u8]) -> Option<u16> {
+    let mut at = 0;
+    while at < options.len() {
+        match options[at] {
+            0 => return None,
+            1 => at += 1,
+            kind => {
+                let len = usize::from(*options.get(at + 1)?);
+                if len < 2 || at + len > options.len() {
+                    return None;
+                }
+                if kind == 2 && len == 4 {
+                    return be16(options, at + 2);
+                }
+                at += len;
+            }
+        }
+    }
+    None
+}
+
+/// The fields of a segment to send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// Ethernet destination.
+    pub dst_mac: [u8; 6],
+    /// Our MAC.
+    pub src_mac: [u8; 6],
+    /// Our IPv4 address.
+    pub src_ip: [u8; 4],
+    /// The peer's address.
+    pub dst_ip: [u8; 4],
+    /// Our port.
+    pub src_port: u16,
+    /// The peer's port.
+    pub dst_port: u16,
+    /// Sequence number.
+    pub seq: u32,
+    /// Acknowledgment number (sent with the ACK flag).
+    pub ack: u32,
+    /// Flag bits.
+    pub flags: u8,
+    /// Receive window offered.
+    pub window: u16,
+    /// MSS option to include (SYN-ACK only).
+    pub mss: Option<u16>,
+    /// IPv4 identification.
+    pub ip_id: u16,
+}
+
+impl Outgoing {
+    /// Bytes before the payload.
+    pub fn headers_len(&self) -> usize {
+        HEADERS_LEN + if self.mss.is_some() { 4 } else { 0 }
+    }
+
+    /// Fills in the headers of `frame`, whose payload (`frame[headers_len()..]`) is already in
+    /// place, given the payload's partial sum (from [`sum`] starting at 0, or
+    /// [`copy_and_sum`]), and both checksums.
+    pub fn write(&self, frame: &mut [u8], payload_sum: u32) {
+        let header_len = self.headers_len();
+        let payload_len = frame.len() - header_len;
+        let tcp_len = header_len - ETHERNET_LEN - IPV4_LEN + payload_len;
+        frame[0..6].copy_from_slice(&self.dst_mac);
+        frame[6..12].copy_from_slice(&self.src_mac);
+        frame[12..14].copy_from_slice(&[0x08, 0x00]);
+        let ip = &mut frame[ETHERNET_LEN..ETHERNET_LEN + IPV4_LEN];
+        ip[0] = 0x45;
+        ip[1] = 0;
+        ip[2..4].copy_from_slice(&((IPV4_LEN + tcp_len) as u16).to_be_bytes());
+        ip[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
+        // Don't Fragment: our segments fit the MTU.
+        ip[6..8].copy_from_slice(&[0x40, 0x00]);
+        ip[8] = 64;
+        ip[9] = 6;
+        ip[10..12].copy_from_slice(&[0, 0]);
+        ip[12..16].copy_from_slice(&self.src_ip);
+        ip[16..20].copy_from_slice(&self.dst_ip);
+        let ip_checksum = !fold(sum(0, ip));
+        ip[10..12].copy_from_slice(&ip_checksum.to_be_bytes());
+        let tcp = &mut frame[ETHERNET_LEN + IPV4_LEN..header_len];
+        tcp[0..2].copy_from_slice(&self.src_port.to_be_bytes());
+        tcp[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
+        tcp[4..8].copy_from_slice(&self.seq.to_be_bytes());
+        tcp[8..12].copy_from_slice(&self.ack.to_be_bytes());
+        tcp[12] = ((tcp.len() / 4) as u8) << 4;
+        tcp[13] = self.flags;
+        tcp[14..16].copy_from_slice(&self.window.to_be_bytes());
+        tcp[16..20].copy_from_slice(&[0, 0, 0, 0]);
+        if let Some(mss) = self.mss {
+            tcp[20..22].copy_from_slice(&[2, 4]);
+            tcp[22..24].copy_from_slice(&mss.to_be_bytes());
+        }
+        let mut total = pseudo_sum(self.src_ip, self.dst_ip, tcp_len);
+        total = sum(total, tcp);
+        // The payload starts at an even offset of the TCP segment (its header is a whole
+        // number of 32-bit words), so its sum adds in directly.
+        total = add_sums(total, payload_sum);
+        let checksum = !fold(total);
+        frame[ETHERNET_LEN + IPV4_LEN + 16..ETHERNET_LEN + IPV4_LEN + 18]
+            .copy_from_slice(&checksum.to_be_bytes());
+    }
+}
+
+/// The pseudo-header's contribution to a TCP checksum (RFC 9293 §3.1).
+fn pseudo_sum(src: [u8; 4], dst: [u8; 4], tcp_len: usize) -> u32 {
+    u32::from(u16::from_be_bytes([src[0], src[1]]))
+        + u32::from(u16::from_be_bytes([src[2], src[3]]))
+        + u32::from(u16::from_be_bytes([dst[0], dst[1]]))
+        + u32::from(u16::from_be_bytes([dst[2], dst[3]]))
+        + 6
+        + tcp_len as u32
+}
+
+/// Adds two partial sums with end-around carry.
+pub fn add_sums(a: u32, b: u32) -> u32 {
+    let (total, carry) = a.overflowing_add(b);
+    total + u32::from(carry)
+}
+
+/// Folds a partial sum to 16 bits (ones' complement, RFC 1071), not yet complemented.
+pub fn fold(mut total: u32) -> u16 {
+    while total > 0xffff {
+        total = (total & 0xffff) + (total >> 16);
+    }
+    total as u16
+}
+
+/// Adds the big-endian 16-bit words of `bytes` (a trailing odd byte padded with zero) to the
+/// partial sum `initial`. The result is a partial sum for [`fold`] or [`add_sums`].
+pub fn sum(initial: u32, bytes: &[u8]) -> u32 {
+    let mut total = u64::from(initial);
+    let mut words = bytes.chunks_exact(4);
+    for word in &mut words {
+        total += u64::from(u32::from_be_bytes([word[0], word[1], word[2], word[3]]));
+    }
+    let rest = words.remainder();
+    let mut tail = [0u8; 4];
+    tail[..rest.len()].copy_from_slice(rest);
+    total += u64::from(u32::from_be_bytes(tail));
+    // 32-bit words add up the same as their two 16-bit halves once folded.
+    let folded = (total & 0xffff_ffff) + (total >> 32);
+    let folded = (folded & 0xffff_ffff) + (folded >> 32);
+    fold32(folded as u32)
+}
+
+/// Folds a 32-bit sum of 32-bit words into a sum of 16-bit words.
+fn fold32(total: u32) -> u32 {
+    (total & 0xffff) + (total >> 16)
+}
+
+/// Copies `src` into `dst` (same length) and returns the partial sum of the bytes, as
+/// [`sum`] from 0 would: one pass over the data instead of two.
+pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u32 {
+    dst.copy_from_slice(src);
+    sum(0, dst)
+}
+
+/// `a < b` in sequence space (RFC 9293 §3.4, modulo 2^32).
+pub fn seq_lt(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// `a <= b` in sequence space.
+pub fn seq_le(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) <= 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    const OURS: [u8; 6] = [2, 0, 0, 0, 0, 1];
+    const THEIRS: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    fn outgoing(flags: u8, mss: Option<u16>) -> Outgoing {
+        Outgoing {
+            dst_mac: OURS,
+            src_mac: THEIRS,
+            src_ip: [10, 0, 0, 2],
+            dst_ip: [10, 0, 0, 1],
+            src_port: 40000,
+            dst_port: 80,
+            seq: 0xfffffff0,
+            ack: 7,
+            flags,
+            window: 5000,
+            mss,
+            ip_id: 9,
+        }
+    }
+
+    fn frame_with(payload: &[u8], out: &Outgoing) -> Vec<u8> {
+        let mut frame = vec![0u8; out.headers_len() + payload.len()];
+        let header = out.headers_len();
+        let payload_sum = copy_and_sum(&mut frame[header..], payload);
+        out.write(&mut frame, payload_sum);
+        frame
+    }
+
+    #[test]
+    fn a_written_segment_parses_back_with_valid_checksums() {
+        for payload in [&b""[..], b"x", b"GET / HTTP/1.1\r\n\r\n", &[0xff; 1460][..]] {
+            let out = outgoing(flags::ACK | flags::PSH, None);
+            let frame = frame_with(payload, &out);
+            let segment = parse(&frame, OURS, [10, 0, 0, 1]).expect("parses");
+            assert_eq!(segment.payload, payload);
+            assert_eq!(segment.seq, out.seq);
+            assert_eq!(segment.ack, 7);
+            assert_eq!(segment.src_port, 40000);
+            assert_eq!(segment.flags, flags::ACK | flags::PSH);
+            // smoltcp agrees about both checksums.
+            let ip = smoltcp::wire::Ipv4Packet::new_checked(&frame[ETHERNET_LEN..]).unwrap();
+            assert!(ip.verify_checksum());
+            let tcp = smoltcp::wire::TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(tcp.verify_checksum(&ip.src_addr().into(), &ip.dst_addr().into()));
+        }
+    }
+
+    #[test]
+    fn the_mss_option_is_written_and_read() {
+        let out = outgoing(flags::SYN | flags::ACK, Some(1460));
+        let frame = frame_with(b"", &out);
+        let segment = parse(&frame, OURS, [10, 0, 0, 1]).unwrap();
+        assert_eq!(segment.mss, Some(1460));
+        assert!(segment.has(flags::SYN));
+        assert_eq!(segment.seq_len(), 1);
+    }
+
+    #[test]
+    fn damaged_or_foreign_frames_are_rejected() {
+        let out = outgoing(flags::ACK, None);
+        let good = frame_with(b"hello", &out);
+        let ip = [10, 0, 0, 1];
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert_eq!(parse(&flipped, OURS, ip), Err(Reject::Checksum));
+        assert_eq!(parse(&good, THEIRS, ip), Err(Reject::NotOurMac));
+        assert_eq!(
+            parse(&good, OURS, [10, 0, 0, 9]),
+            Err(Reject::NotOurAddress)
+        );
+        for len in 0..good.len() - 5 {
+            assert!(parse(&good[..len], OURS, ip).is_err(), "cut at {len}");
+        }
+        // Ethernet padding after the IPv4 total length is ignored.
+        let mut padded = good.clone();
+        padded.extend_from_slice(&[0; 7]);
+        assert_eq!(parse(&padded, OURS, ip).unwrap().payload, b"hello");
+        // A fragment is not taken.
+        let mut fragment = good.clone();
+        fragment[ETHERNET_LEN + 6] |= 0x20;
+        assert_eq!(parse(&fragment, OURS, ip), Err(Reject::NotTcp));
+        // A data offset past the end.
+        let mut offset = good.clone();
+        offset[ETHERNET_LEN + IPV4_LEN + 12] = 0xf0;
+        assert!(parse(&offset, OURS, ip).is_err());
+        assert!(is_tcp_to(&good, &[80]));
+        assert!(!is_tcp_to(&good, &[443]));
+    }
+
+    /// RFC 1071 word by word, as plainly as it can be written.
+    fn naive(bytes: &[u8]) -> u16 {
+        let mut total: u32 = 0;
+        for pair in bytes.chunks(2) {
+            let word = u16::from_be_bytes([pair[0], *pair.get(1).unwrap_or(&0)]);
+            total += u32::from(word);
+            total = (total & 0xffff) + (total >> 16);
+        }
+        total as u16
+    }
+
+    #[test]
+    fn sums_agree_with_rfc_1071_for_every_length_and_alignment() {
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 3) as u8).collect();
+        for start in 0..4 {
+            for len in [0, 1, 2, 3, 4, 5, 63, 64, 65, 1459, 1460, 2999 - start] {
+                let bytes = &data[start..start + len];
+                let ours = fold(sum(0, bytes));
+                assert_eq!(ours, naive(bytes), "start {start} len {len}");
+                let mut copy = vec![0u8; len];
+                assert_eq!(fold(copy_and_sum(&mut copy, bytes)), naive(bytes));
+            }
+        }
+    }
+
+    #[test]
+    fn sequence_comparisons_wrap() {
+        assert!(seq_lt(0xffff_fff0, 5));
+        assert!(!seq_lt(5, 0xffff_fff0));
+        assert!(seq_le(5, 5));
+    }
+
+    #[test]
+    fn options_parser_survives_garbage() {
+        assert_eq!(read_mss(&[1, 1, 2, 4, 5, 180]), Some(1460));
+        assert_eq!(read_mss(&[3, 3, 7, 2, 4, 1, 0]), Some(256));
+        assert_eq!(read_mss(&[2]), None);
+        assert_eq!(read_mss(&[5, 0, 2, 4, 1, 1]), None);
+        assert_eq!(read_mss(&[5, 200]), None);
+        assert_eq!(read_mss(&[0, 2, 4, 1, 1]), None);
+    }
+}
