@@ -40,12 +40,10 @@ const NGINX_TLS_PORT: u16 = 8443;
 /// bramble-hosted's HTTPS pool, as the Pi's kernel sizes it (kernel/board's tls.rs,
 /// `MAX_HTTPS_CONNECTIONS`).
 const BRAMBLE_HTTPS_CONNECTIONS: &str = "64";
-/// bramble-hosted's pool and buffers as the Pi kernel configures them (kernel/board's
-/// network.rs: 4 KiB receive, 32 KiB transmit per connection, and a pool that reaches
-/// `MAX_CONNECTIONS` = 256 on a B+).
-const BRAMBLE_CONNECTIONS: &str = "256";
-const BRAMBLE_TCP_RX: &str = "4096";
-const BRAMBLE_TCP_TX: &str = "32768";
+/// bramble-hosted's pool as the Pi kernel configures it (kernel/board's network.rs,
+/// `FULL_POOL`): 16,384 connections, 512 sessions, a parking cell per connection.
+const BRAMBLE_CONNECTIONS: &str = "16384";
+const BRAMBLE_SESSIONS: &str = "512";
 /// How long a server may take to answer its first 200.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long a server may take to exit after SIGTERM before it gets SIGKILL.
@@ -295,11 +293,10 @@ impl ServerKind {
     fn description(&self) -> String {
         match self {
             ServerKind::Bramble { binary, .. } => format!(
-                "{} on TAP {TAP} as {BRAMBLE_ADDRESS}, static address, the Pi's pool and \
-                 buffers ({BRAMBLE_CONNECTIONS} connections, {BRAMBLE_TCP_RX} + \
-                 {BRAMBLE_TCP_TX} bytes each), access log and mDNS off; HTTPS on 443 \
-                 ({BRAMBLE_HTTPS_CONNECTIONS} connections, ECDSA P-256 certificate); one \
-                 process, one poll loop.",
+                "{} on TAP {TAP} as {BRAMBLE_ADDRESS}, static address, the Pi's pool \
+                 ({BRAMBLE_CONNECTIONS} connections, {BRAMBLE_SESSIONS} served at once), \
+                 access log and mDNS off; HTTPS on 443 ({BRAMBLE_HTTPS_CONNECTIONS} \
+                 connections, ECDSA P-256 certificate); one process, one poll loop.",
                 binary.display()
             ),
             ServerKind::Nginx => format!(
@@ -340,10 +337,8 @@ impl ServerKind {
                 "--no-access-log".into(),
                 "--connections".into(),
                 BRAMBLE_CONNECTIONS.into(),
-                "--tcp-rx".into(),
-                BRAMBLE_TCP_RX.into(),
-                "--tcp-tx".into(),
-                BRAMBLE_TCP_TX.into(),
+                "--sessions".into(),
+                BRAMBLE_SESSIONS.into(),
                 "--log-level".into(),
                 "warn".into(),
                 "--tls-cert".into(),

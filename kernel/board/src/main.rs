@@ -356,20 +356,20 @@ fn print_status(
     if let Some(appliance) = net {
         let http = appliance.server().counters();
         let phy = appliance.phy_counters();
+        let pool = appliance.pool_counters();
         log::info!(
             "status: http requests {}, bytes {}, open connections {}, accepted {}, timeouts {}, \
-             errors {}; frames rx {} tx {}, rx errors {}, tx dropped {}, syn deferred {}",
+             errors {}; frames rx {} tx {}, rx errors {}, tx dropped {}",
             http.requests,
             http.bytes_sent,
-            http.open_connections,
-            http.connections_accepted,
-            http.timeouts,
+            pool.open,
+            pool.accepted,
+            pool.timeouts(),
             http.errors(),
             phy.rx_frames,
             phy.tx_frames,
             phy.rx_errors,
-            phy.tx_dropped,
-            phy.syn_deferred
+            phy.tx_dropped
         );
         let counters = appliance.counters();
         log::info!(
@@ -379,6 +379,7 @@ fn print_status(
             counters.connections_opened - counters.ipv6_connections_opened,
             counters.ipv6_connections_opened
         );
+        log::info!("status: connections {pool}");
         tls::print_status(appliance);
         acme::print_status(appliance);
         let nic = appliance.device_mut();

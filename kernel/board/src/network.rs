@@ -11,17 +11,26 @@ use bramble_http::{Connection, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS, Ipv6Config,
-    MAX_CONNECTIONS, NetworkConfig,
+    NetworkConfig, PoolSizes,
 };
+use bramble_net::stream::{Cell, Lease, PoolLimits, PoolMemory, Source, Tcb};
 use bramble_settings::{AddressMode, HttpsMode, Settings, UsbProtocol};
 use bramble_usb::probe::{CdcPreference, ProbeOptions};
 use bramble_usb::recovery::ReprobingNic;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-/// Receive buffer per TCP connection: requests are small.
-const TCP_RX_LEN: usize = 4 * 1024;
-/// Transmit buffer per TCP connection: bigger means fewer round trips for large files.
-const TCP_TX_LEN: usize = 32 * 1024;
+/// The connection pool at full size: 16,384 connections open at once (160 bytes each),
+/// 512 served at once (an HTTP session of 10.5 KiB each), and a 520-byte cell for every
+/// connection to park its request in while it waits for a session: about 16 MiB. A smaller
+/// arena gets a proportionally smaller pool.
+const FULL_POOL: PoolSizes = PoolSizes {
+    connections: 16 * 1024,
+    sessions: 512,
+    cells: 16 * 1024,
+    sources: 0,
+};
+/// The smallest pool worth starting.
+const MIN_SESSIONS: usize = 4;
 /// Shortest RNDIS transfer under QEMU: just past its DWC2 model's 1,536-byte pacing limit.
 const RNDIS_EMULATOR_MIN_TRANSFER: usize = 1540;
 /// Share of the free RAM the connection pool may take.
@@ -185,23 +194,22 @@ pub fn start(
     } else {
         crate::tls::prepare(settings, crate::storage::tls_files(), arena)
     };
-    let per_connection = TCP_RX_LEN + TCP_TX_LEN + core::mem::size_of::<Connection>() + 64;
-    let pool = (arena.remaining() / POOL_SHARE_DIVISOR / per_connection).clamp(1, MAX_CONNECTIONS);
-    // Kept back from the HTTP pool: the HTTPS pool's sockets and the clock's two.
+    // Kept back from the pool's sockets: the HTTPS pool's, ACME's and the clock's two.
     let clock_sockets = if settings.ntp { CLOCK_SOCKETS } else { 0 };
     let reserved = https.as_ref().map_or(0, |https| https.sockets)
         + acme.as_ref().map_or(0, |acme| acme.sockets)
         + clock_sockets;
-    let sockets = arena.slice(pool + reserved + EXTRA_SOCKETS, || SocketStorage::EMPTY)?;
-    let connections = arena.slice(pool, Connection::new)?;
-    let buffers = arena.zeroed_bytes(pool * (TCP_RX_LEN + TCP_TX_LEN))?;
-    let memory = arena.value(ApplianceMemory::new(
-        sockets,
-        connections,
-        buffers,
-        TCP_RX_LEN,
-        TCP_TX_LEN,
-    ))?;
+    let per_address = settings.connections_per_address.map_or(0, u32::from);
+    let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
+    let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;
+    let pool = PoolMemory {
+        tcbs: arena.slice(sizes.connections, || Tcb::EMPTY)?,
+        buckets: arena.slice(sizes.buckets(), || 0u32)?,
+        leases: arena.slice(sizes.sessions, || Lease::new(Connection::new()))?,
+        cells: arena.slice(sizes.cells, Cell::new)?,
+        sources: arena.slice(sizes.sources, || Source::EMPTY)?,
+    };
+    let memory = arena.value(ApplianceMemory::new(sockets, pool))?;
     memory.reserved_sockets = reserved;
     let clock = if settings.ntp {
         Some(clock_config(settings, arena, seed_for_nonces(&nic))?)
@@ -241,6 +249,8 @@ pub fn start(
         http_port: settings.http_port,
         mdns: settings.mdns,
         random_seed: seed,
+        limits: PoolLimits::DEFAULT,
+        max_per_source: per_address,
     };
     let server = Server::new(
         site,
@@ -280,7 +290,10 @@ pub fn start(
                 }
             }
             log::info!(
-                "net: {pool} connections, port {}, {}",
+                "net: {} connections ({} served at once, {} KiB), port {}, {}",
+                sizes.connections,
+                sizes.sessions,
+                sizes.bytes() / 1024,
                 settings.http_port,
                 match address {
                     AddressConfig::Dhcp => "asking DHCP for an address",
@@ -294,4 +307,20 @@ pub fn start(
             None
         }
     }
+}
+
+/// [`FULL_POOL`], or a pool scaled down to fit `budget` bytes; with `per_address`, a count
+/// table for the per-address cap too.
+fn pool_sizes(budget: usize, per_address: bool) -> PoolSizes {
+    let mut sizes = FULL_POOL;
+    if per_address {
+        sizes.sources = 2 * sizes.connections;
+    }
+    while sizes.bytes() > budget && sizes.sessions > MIN_SESSIONS {
+        sizes.connections /= 2;
+        sizes.cells /= 2;
+        sizes.sessions /= 2;
+        sizes.sources /= 2;
+    }
+    sizes
 }

@@ -12,16 +12,17 @@ pub mod pcap;
 pub mod tap;
 
 use bramble_hal::{Clock, EthernetDevice, Instant, MacAddress};
-use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+use bramble_http::{Server, ServerConfig, SiteSource};
 use bramble_net::appliance::acme::{AcmeConfig, AcmeMemory};
 use bramble_net::appliance::secure::TlsConnection;
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
-    HttpsMemory, Ipv6Config, NetworkConfig,
+    HttpsMemory, Ipv6Config, NetworkConfig, PoolSizes,
 };
+use bramble_net::SocketStorage;
+use bramble_net::stream::PoolLimits;
 use bramble_site::SiteIndex;
 use bramble_store::{CardStore, FileExtents, MemoryCard, Page};
-use smoltcp::iface::SocketStorage;
 use std::fmt;
 use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -86,12 +87,14 @@ pub struct HostedConfig {
     pub pcap: Option<PathBuf>,
     /// Fault injection.
     pub faults: fault::FaultConfig,
-    /// TCP connections in the pool.
+    /// TCP connections open at once.
     pub connections: usize,
-    /// Receive buffer per connection.
-    pub tcp_rx_len: usize,
-    /// Transmit buffer per connection.
-    pub tcp_tx_len: usize,
+    /// Connections served at once (HTTP sessions).
+    pub sessions: usize,
+    /// Requests that may wait for a session at once (parking cells).
+    pub cells: usize,
+    /// Most connections from one address at once (0: no cap).
+    pub max_per_source: u32,
     /// Answer mDNS queries.
     pub mdns: bool,
     /// Write the access log.
@@ -244,10 +247,10 @@ fn https_memory(config: &HostedConfig) -> &'static mut HttpsMemory<'static> {
     Box::leak(Box::new(HttpsMemory {
         connections: Box::leak(connections.into_boxed_slice()),
         tcp_buffers: Box::leak(
-            vec![0u8; pool * (config.tcp_rx_len + config.tcp_tx_len)].into_boxed_slice(),
+            vec![0u8; pool * (HTTPS_RX_LEN + HTTPS_TX_LEN)].into_boxed_slice(),
         ),
-        tcp_rx_len: config.tcp_rx_len,
-        tcp_tx_len: config.tcp_tx_len,
+        tcp_rx_len: HTTPS_RX_LEN,
+        tcp_tx_len: HTTPS_TX_LEN,
     }))
 }
 
@@ -315,6 +318,10 @@ fn start_acme<D: EthernetDevice>(
         )
         .map_err(|problem| HostedError::Tls(format!("ACME: {problem}")))
 }
+
+/// Receive and transmit buffer bytes of each HTTPS socket (smoltcp's, under TLS).
+const HTTPS_RX_LEN: usize = 4096;
+const HTTPS_TX_LEN: usize = 16384;
 
 /// What HTTPS needs, made from the certificate files: the rustls configuration and the
 /// pool's memory (leaked: it lives as long as the process).
@@ -491,7 +498,18 @@ fn serve<D: EthernetDevice>(
             bramble_tls::clock::CLOCK.set(since_epoch.as_micros() as u64, clock.now().as_micros());
         }
     }
-    let pool = config.connections.max(1);
+    let connections = config.connections.max(1);
+    let memory = ApplianceMemory::leaked(PoolSizes {
+        connections,
+        sessions: config.sessions.max(1),
+        cells: config.cells,
+        sources: if config.max_per_source > 0 {
+            2 * connections
+        } else {
+            0
+        },
+    });
+    // Socket slots kept back: the HTTPS pool's and the clock's two.
     let https_sockets = https
         .as_ref()
         .map_or(0, |_| config.https_connections.max(1));
@@ -501,27 +519,12 @@ fn serve<D: EthernetDevice>(
     } else {
         0
     };
-    let sockets: &'static mut [SocketStorage<'static>] = Box::leak(
-        (0..pool + https_sockets + clock_sockets + acme_sockets + EXTRA_SOCKETS)
+    memory.sockets = Box::leak(
+        (0..https_sockets + clock_sockets + acme_sockets + EXTRA_SOCKETS)
             .map(|_| SocketStorage::EMPTY)
             .collect::<Vec<_>>()
             .into_boxed_slice(),
     );
-    let connections: &'static mut [Connection] = Box::leak(
-        (0..pool)
-            .map(|_| Connection::new())
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    );
-    let buffers: &'static mut [u8] =
-        Box::leak(vec![0u8; pool * (config.tcp_rx_len + config.tcp_tx_len)].into_boxed_slice());
-    let memory = Box::leak(Box::new(ApplianceMemory::new(
-        sockets,
-        connections,
-        buffers,
-        config.tcp_rx_len,
-        config.tcp_tx_len,
-    )));
     memory.reserved_sockets = https_sockets + clock_sockets + acme_sockets;
     let hostname: &'static str = Box::leak(config.hostname.clone().into_boxed_str());
     let address = match config.static_address {
@@ -561,6 +564,8 @@ fn serve<D: EthernetDevice>(
         http_port: 80,
         mdns: config.mdns,
         random_seed: seed,
+        limits: PoolLimits::DEFAULT,
+        max_per_source: config.max_per_source,
     };
     let mut appliance = Appliance::new(device, net_config, memory, server, clock.now())
         .map_err(HostedError::Net)?;

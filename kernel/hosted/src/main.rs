@@ -52,15 +52,21 @@ struct Args {
     /// Seed for fault injection, to repeat a run.
     #[arg(long, default_value_t = 1)]
     fault_seed: u64,
-    /// TCP connections in the pool.
-    #[arg(long, default_value_t = 16)]
+    /// TCP connections open at once (about 200 bytes each); when all are taken, a new one
+    /// takes the place of an idle or unfinished one.
+    #[arg(long, default_value_t = 1024)]
     connections: usize,
-    /// Receive buffer bytes per connection.
-    #[arg(long, default_value_t = 4096)]
-    tcp_rx: usize,
-    /// Transmit buffer bytes per connection.
-    #[arg(long, default_value_t = 16384)]
-    tcp_tx: usize,
+    /// Connections served at once (HTTP sessions, about 10.5 KiB each); the others' requests
+    /// wait their turn.
+    #[arg(long, default_value_t = 64)]
+    sessions: usize,
+    /// Requests that may wait for a session at once (512-byte cells) [default: one per
+    /// connection].
+    #[arg(long)]
+    cells: Option<usize>,
+    /// Most connections from one IPv4 address at once (0: no cap).
+    #[arg(long, default_value_t = 0)]
+    max_per_source: u32,
     /// Do not answer mDNS.
     #[arg(long)]
     no_mdns: bool,
@@ -184,8 +190,9 @@ fn main() -> ExitCode {
             seed: args.fault_seed,
         },
         connections: args.connections,
-        tcp_rx_len: args.tcp_rx,
-        tcp_tx_len: args.tcp_tx,
+        sessions: args.sessions,
+        cells: args.cells.unwrap_or(args.connections),
+        max_per_source: args.max_per_source,
         mdns: !args.no_mdns,
         access_log: !args.no_access_log,
         tls: args.tls_cert.zip(args.tls_key),

@@ -704,17 +704,17 @@ fn idle_guest_sleeps_instead_of_spinning() {
 }
 
 #[test]
-fn more_clients_than_sockets_are_all_served() {
+fn more_clients_than_sessions_are_all_served() {
     skip_unless_able!();
     let ns = Namespace::new();
     let (site, big) = test_site(&ns);
     let mut args = static_args();
-    args.extend(["--connections", "2"]);
+    args.extend(["--sessions", "2"]);
     let guest = ns.start_guest(&site, &args);
     assert!(ns.wait_for_ping(GUEST, 20));
-    // Twelve clients, two sockets: the extra connection requests are dropped (the clients
-    // send their SYN again) instead of refused, so every client is served in the end. Each
-    // client writes to its own file: a client blocked on a full pipe would hold its socket.
+    // Twelve clients, two sessions: the others' requests wait in their cells (acknowledged)
+    // and are answered in turn, so every client is served. Each client writes to its own
+    // file: a client blocked on a full pipe would hold its session.
     let outputs: Vec<PathBuf> = (0..12)
         .map(|i| ns.dir.join(format!("client{i}.bin")))
         .collect();

@@ -31,6 +31,27 @@ const LONGEST_REQUEST_LINE: usize = MAX_TARGET_LEN + 32;
 /// How much of a request target the access log keeps.
 const LOG_TARGET_LEN: usize = 160;
 
+/// What a connection is doing (see [`Connection::activity`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activity {
+    /// Between requests: nothing buffered, nothing to send.
+    Idle,
+    /// A request (or its body) is being received: its first byte came at `since`, `bytes`
+    /// of it are buffered.
+    Receiving {
+        /// When the request's first byte arrived.
+        since: Instant,
+        /// Bytes of it buffered so far.
+        bytes: usize,
+    },
+    /// A response is being sent (or awaits acknowledgment).
+    Responding,
+    /// No more requests are read: close once the response (if any) is through.
+    Closing,
+    /// A response cannot be completed: reset the connection.
+    Broken,
+}
+
 /// What the network loop should do with the socket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConnectionAction {
@@ -294,7 +315,7 @@ impl Connection {
         if self.open {
             self.close(server);
         }
-        *self = Self::new();
+        self.reset();
         self.open = true;
         self.opened_at = now;
         self.idle_since = now;
@@ -410,74 +431,237 @@ impl Connection {
 
     /// Writes response bytes (head, then body bytes from the site's body source) into `out`,
     /// the socket's free transmit space; returns how many were written. Pipelined requests
-    /// already buffered are answered as earlier responses complete.
+    /// already buffered are answered as earlier responses complete. (The same as
+    /// [`Connection::readable`] and [`Connection::read_at`] from offset 0, followed by
+    /// [`Connection::acknowledge`].)
     ///
     /// A body the source does not have yet holds the response back (nothing more is written
     /// until a later call finds it); one that cannot be had is never sent: a 500 replaces the
     /// response if its head has not gone out, otherwise the connection is reset.
     pub fn transmit(&mut self, server: &mut Server, out: &mut [u8], now: Instant) -> usize {
         let mut written = 0;
-        let site = server.site;
         while self.open && self.responding {
-            let head_done = self.sending.head_sent >= self.head.len();
-            let body_done = self.sending.body_next >= self.sending.body_end;
-            if head_done && body_done {
-                self.finish_response(server, now);
-                if !self.closing && self.skip == BodySkip::None {
-                    self.process(server, now);
-                }
-                continue;
-            }
-            if !self.sending.body_confirmed {
-                match self.read_body(&site, &mut []) {
-                    BodyStatus::Ready(_) => self.sending.body_confirmed = true,
-                    BodyStatus::Pending => break,
-                    BodyStatus::Failed => {
-                        self.fail_before_head(server, now);
-                        continue;
-                    }
-                }
-            }
-            let Some(space) = out.get_mut(written..).filter(|s| !s.is_empty()) else {
+            let space = &mut out[written..];
+            let n = self.readable(server, 0, space.len(), now);
+            if n == 0 {
                 break;
-            };
-            let n = if !head_done {
-                let chunk = &self.head[self.sending.head_sent..];
-                let n = chunk.len().min(space.len());
-                space[..n].copy_from_slice(&chunk[..n]);
-                self.sending.head_sent += n;
-                n
-            } else {
-                let left = (self.sending.body_end - self.sending.body_next) as usize;
-                let space_len = space.len().min(left);
-                match self.read_body(&site, &mut space[..space_len]) {
-                    BodyStatus::Ready(n) if n > 0 && n <= space_len => {
-                        // n <= left, which is a u32.
-                        self.sending.body_next += n as u32;
-                        n
-                    }
-                    BodyStatus::Pending => break,
-                    BodyStatus::Ready(_) | BodyStatus::Failed => {
-                        // The body cannot be completed and its head is out: reset, so the
-                        // client sees the truncation instead of a short file.
-                        server.counters.body_failures += 1;
-                        self.sending.body_end = self.sending.body_next;
-                        self.closing = true;
-                        self.broken = true;
-                        break;
-                    }
-                }
-            };
-            written += n;
-            self.log_bytes += n as u64;
+            }
+            let copied = self.read_at(server, 0, &mut space[..n]);
+            self.acknowledge(server, copied, now);
+            written += copied;
+            if copied < n {
+                break;
+            }
         }
-        server.counters.bytes_sent += written as u64;
         written
     }
 
-    /// Asks the site's body source for the bytes at the next offset of the body being sent
+    /// Bytes of the response being sent that are not yet acknowledged (see
+    /// [`Connection::acknowledge`]), whether the body source has them yet or not; 0 between
+    /// responses.
+    pub fn pending_len(&self) -> usize {
+        if !self.open || !self.responding || self.broken {
+            return 0;
+        }
+        (self.head.len() - self.sending.head_sent)
+            + (self.sending.body_end - self.sending.body_next) as usize
+    }
+
+    /// How many response bytes from `offset` past the last acknowledged one
+    /// [`Connection::read_at`] can copy now, in one piece, at most `max`: 0 while the body
+    /// source does not have the next bytes yet (it wakes the network loop when it does).
+    /// Before the first byte of a response goes out, the body is confirmed available; one
+    /// that cannot be had is replaced by a 500 page then, and later makes the connection
+    /// broken ([`Activity::Broken`]).
+    pub fn readable(&mut self, server: &mut Server, offset: usize, max: usize, now: Instant) -> usize {
+        if !self.open || !self.responding || self.broken || max == 0 {
+            return 0;
+        }
+        let site = server.site;
+        if !self.sending.body_confirmed {
+            let at = self.sending.body_next;
+            match self.read_body(&site, at, &mut []) {
+                BodyStatus::Ready(_) => self.sending.body_confirmed = true,
+                BodyStatus::Pending => return 0,
+                BodyStatus::Failed => self.fail_before_head(server, now),
+            }
+        }
+        let head_left = self.head.len() - self.sending.head_sent;
+        if offset < head_left {
+            let n = max.min(head_left - offset);
+            return n + self.readable_body(server, 0, max - n);
+        }
+        self.readable_body(server, offset - head_left, max)
+    }
+
+    /// The part of [`Connection::readable`] in the body: from `offset` past the next body
+    /// byte to send, at most `max`, not past the end of the source's piece (a cached
+    /// segment of the card) that holds it.
+    fn readable_body(&mut self, server: &mut Server, offset: usize, max: usize) -> usize {
+        let Some(body) = self.sending.body else {
+            return 0;
+        };
+        let Some(at) = u32::try_from(offset)
+            .ok()
+            .and_then(|offset| self.sending.body_next.checked_add(offset))
+            .filter(|&at| at < self.sending.body_end)
+        else {
+            return 0;
+        };
+        if max == 0 {
+            return 0;
+        }
+        let site = server.site;
+        let left = (self.sending.body_end - at) as usize;
+        let piece_left = match &site {
+            SiteSource::Store(index, _) => {
+                let segment = index.segment_len().max(1);
+                let position = u64::from(body.offset) + u64::from(at);
+                (u64::from(segment) - position % u64::from(segment)) as usize
+            }
+            _ => usize::MAX,
+        };
+        match self.read_body(&site, at, &mut []) {
+            BodyStatus::Ready(_) => max.min(left).min(piece_left),
+            BodyStatus::Pending => 0,
+            BodyStatus::Failed => {
+                // The body cannot be completed and its head is out (or will be: it was
+                // confirmed): reset, so the client sees the truncation.
+                server.counters.body_failures += 1;
+                self.closing = true;
+                self.broken = true;
+                0
+            }
+        }
+    }
+
+    /// Copies the response bytes at `offset` past the last acknowledged one into `out`;
+    /// returns how many (all of `out` after [`Connection::readable`] said that many). The
+    /// same offset gives the same bytes until they are acknowledged, so a network stack can
+    /// send and resend straight from here, without a transmit buffer of its own.
+    pub fn read_at(&mut self, server: &Server, offset: usize, out: &mut [u8]) -> usize {
+        if !self.open || !self.responding || self.broken {
+            return 0;
+        }
+        let head = &self.head[self.sending.head_sent..];
+        let mut written = 0;
+        if offset < head.len() {
+            let n = out.len().min(head.len() - offset);
+            out[..n].copy_from_slice(&head[offset..offset + n]);
+            written = n;
+        }
+        if written == out.len() {
+            return written;
+        }
+        let body_offset = offset + written - head.len();
+        let Some(at) = u32::try_from(body_offset)
+            .ok()
+            .and_then(|offset| self.sending.body_next.checked_add(offset))
+            .filter(|&at| at < self.sending.body_end)
+        else {
+            return written;
+        };
+        let left = (self.sending.body_end - at) as usize;
+        let site = server.site;
+        let space_len = (out.len() - written).min(left);
+        match self.read_body(&site, at, &mut out[written..written + space_len]) {
+            BodyStatus::Ready(n) if n <= space_len => written + n,
+            _ => written,
+        }
+    }
+
+    /// The client has the next `n` response bytes (at most [`Connection::pending_len`]):
+    /// they are counted as sent, and a response that is complete ends, which answers the
+    /// next pipelined request if one is buffered.
+    pub fn acknowledge(&mut self, server: &mut Server, n: usize, now: Instant) {
+        if !self.open || !self.responding {
+            return;
+        }
+        let head_left = self.head.len() - self.sending.head_sent;
+        let from_head = n.min(head_left);
+        self.sending.head_sent += from_head;
+        let body_left = (self.sending.body_end - self.sending.body_next) as usize;
+        let from_body = (n - from_head).min(body_left);
+        // from_body <= body_left, which is a u32.
+        self.sending.body_next += from_body as u32;
+        let counted = (from_head + from_body) as u64;
+        self.log_bytes += counted;
+        server.counters.bytes_sent += counted;
+        while self.responding
+            && !self.broken
+            && self.sending.head_sent >= self.head.len()
+            && self.sending.body_next >= self.sending.body_end
+        {
+            self.finish_response(server, now);
+            if !self.closing && self.skip == BodySkip::None {
+                self.process(server, now);
+            }
+        }
+    }
+
+    /// Takes over a connection that an earlier [`Connection::suspend`] let go (a network
+    /// loop that lends connection states only to connections with something to do):
+    /// like [`Connection::open`], but `requests_served` carries on, and no new connection is
+    /// counted as accepted.
+    pub fn resume(&mut self, server: &mut Server, now: Instant, requests_served: u32) {
+        self.open(server, now);
+        server.counters.connections_accepted -= 1;
+        self.requests_served = requests_served;
+    }
+
+    /// Lets go of a connection that stays open while it is idle (see
+    /// [`Connection::activity`]); returns the requests served so far, for
+    /// [`Connection::resume`]. The state is then free for another connection.
+    pub fn suspend(&mut self, server: &mut Server) -> u32 {
+        let served = self.requests_served;
+        if self.open {
+            server.counters.open_connections = server.counters.open_connections.saturating_sub(1);
+        }
+        self.reset();
+        served
+    }
+
+    /// Requests answered on this connection so far.
+    pub fn requests_served(&self) -> u32 {
+        self.requests_served
+    }
+
+    /// What the connection is doing, for a network loop that keeps its own deadlines
+    /// instead of asking [`Connection::action`].
+    pub fn activity(&self) -> Activity {
+        if !self.open {
+            return Activity::Idle;
+        }
+        if self.broken {
+            return Activity::Broken;
+        }
+        if self.closing {
+            return Activity::Closing;
+        }
+        if self.responding {
+            return Activity::Responding;
+        }
+        if !self.request.is_empty() || self.skip != BodySkip::None {
+            return Activity::Receiving {
+                since: self.request_started.unwrap_or(self.idle_since),
+                bytes: self.request.len(),
+            };
+        }
+        Activity::Idle
+    }
+
+    /// How many bytes [`Connection::receive`] takes now.
+    pub fn receive_window(&self) -> usize {
+        if self.skip != BodySkip::None || self.closing {
+            REQUEST_BUFFER_LEN
+        } else {
+            REQUEST_BUFFER_LEN - self.request.len()
+        }
+    }
+
+    /// Asks the site's body source for the bytes at `offset` of the body being sent
     /// (an empty `out` only asks whether they are there). No body: ready at once.
-    fn read_body(&mut self, site: &SiteSource<'_>, out: &mut [u8]) -> BodyStatus {
+    fn read_body(&mut self, site: &SiteSource<'_>, offset: u32, out: &mut [u8]) -> BodyStatus {
         let Some(body) = self.sending.body else {
             return BodyStatus::Ready(0);
         };
@@ -488,14 +672,14 @@ impl Connection {
         };
         let segment = body
             .offset
-            .checked_add(self.sending.body_next)
+            .checked_add(offset)
             .map(|at| at / index.segment_len());
         let lookup = segment != self.sending.last_segment;
         self.sending.last_segment = segment;
         source.read(
             BodyRequest {
                 body,
-                offset: self.sending.body_next,
+                offset,
                 lookup,
             },
             out,
@@ -617,7 +801,36 @@ impl Connection {
             server.counters.timeouts += 1;
         }
         server.counters.open_connections = server.counters.open_connections.saturating_sub(1);
-        *self = Self::new();
+        self.reset();
+    }
+
+    /// Back to the state of [`Connection::new`], field by field: the buffers are emptied,
+    /// not rewritten (a whole new value would move 10 KiB for every connection).
+    fn reset(&mut self) {
+        self.open = false;
+        self.request.clear();
+        self.head.clear();
+        self.sending = Sending::default();
+        self.responding = false;
+        self.closing = false;
+        self.broken = false;
+        self.skip = BodySkip::None;
+        self.chunked_budget = 0;
+        self.parse_pending = false;
+        self.opened_at = Instant(0);
+        self.request_started = None;
+        self.response_started = Instant(0);
+        self.response_len = 0;
+        self.idle_since = Instant(0);
+        self.requests_served = 0;
+        self.limits = Limits::DEFAULT;
+        self.timed_out.set(false);
+        self.close_asked.set(None);
+        self.log_method.clear();
+        self.log_target.clear();
+        self.log_status = 0;
+        self.log_bytes = 0;
+        self.log_started = Instant(0);
     }
 }
 

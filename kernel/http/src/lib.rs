@@ -73,7 +73,7 @@ mod response;
 mod server;
 
 pub use connection::{
-    Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN, RESPONSE_HEAD_LEN,
+    Activity, Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN, RESPONSE_HEAD_LEN,
 };
 pub use path::MAX_TARGET_LEN;
 pub use server::{

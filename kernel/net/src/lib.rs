@@ -1,8 +1,8 @@
 //! Bramble's network layer: the smoltcp device adapter, the appliance loop (DHCP with a
 //! link-local fallback, or static IPv4; IPv6 by SLAAC or static; ARP, neighbour discovery,
-//! ICMP and ICMPv6 echo; a pool of HTTP connections on port 80 over both families), IPv6
-//! address configuration ([`slaac`], over the checked views of [`ndp`]) and the mDNS
-//! responder.
+//! ICMP and ICMPv6 echo), the stream pool that serves HTTP on port 80 with its own TCP over
+//! both families ([`stream`]), IPv6 address configuration ([`slaac`], over the checked views
+//! of [`ndp`]) and the mDNS responder.
 //!
 //! This is the only crate that names smoltcp. It is portable `no_std` code: the Pi kernel
 //! runs it over its USB Ethernet drivers, `bramble-hosted` runs it over a Linux TAP device,
@@ -11,7 +11,7 @@
 #![forbid(unsafe_code)]
 
 extern crate alloc;
-#[cfg(test)]
+#[cfg(any(test, feature = "std"))]
 extern crate std;
 
 pub mod appliance;
@@ -27,7 +27,7 @@ mod test_support;
 
 pub use appliance::{
     AddressConfig, AddressList, Appliance, ApplianceCounters, ApplianceMemory, Ipv6Config,
-    NetError, NetworkConfig,
+    NetError, NetworkConfig, PoolSizes,
 };
 pub use phy::{EthernetPhy, PhyCounters};
 /// Socket slots for [`appliance::ApplianceMemory`], re-exported so callers need not name smoltcp.

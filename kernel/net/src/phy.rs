@@ -1,4 +1,5 @@
-//! The one adapter from [`bramble_hal::EthernetDevice`] to smoltcp's [`smoltcp::phy::Device`].
+//! The one adapter from [`bramble_hal::EthernetDevice`] to smoltcp's [`smoltcp::phy::Device`],
+//! and the stream pool's way out ([`crate::stream::Transmit`]).
 //!
 //! `EthernetDevice` hands a received frame to a closure and offers no way to look at the
 //! receive queue without taking the frame, while smoltcp wants a receive token before it
@@ -8,6 +9,10 @@
 //! somewhere to go. Transmission is in place: smoltcp writes straight into the driver's
 //! transmit buffer. When the driver refuses a frame, the frame is built in a scratch buffer
 //! and dropped, and the loss is counted: to TCP it is an ordinary lost packet.
+//!
+//! Frames for the stream pool's port are not shown to smoltcp: [`EthernetPhy::pull`] says
+//! which kind the held frame is, and the appliance hands the pool's frames over with
+//! [`EthernetPhy::take_held`].
 
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, LinkState};
@@ -46,6 +51,17 @@ pub enum Ipv6Filter {
     Pass,
 }
 
+/// What [`EthernetPhy::pull`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Held {
+    /// No frame: the device has none.
+    Nothing,
+    /// A frame for the stream pool (TCP to its port).
+    ForPool,
+    /// A frame for smoltcp (everything else).
+    ForStack,
+}
+
 /// An [`EthernetDevice`] seen by smoltcp as an Ethernet-medium [`phy::Device`].
 pub struct EthernetPhy<D: EthernetDevice> {
     device: D,
@@ -60,6 +76,10 @@ pub struct EthernetPhy<D: EthernetDevice> {
     syn_limits: [Option<(u16, usize)>; 2],
     /// See [`EthernetPhy::set_ipv6_filter`].
     ipv6_filter: Ipv6Filter,
+    /// TCP frames to this port go to the stream pool, not to smoltcp.
+    divert_port: Option<u16>,
+    /// The held frame is one for the pool.
+    held_for_pool: bool,
 }
 
 impl<D: EthernetDevice> EthernetPhy<D> {
@@ -76,6 +96,8 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             fault: None,
             syn_limits: [None; 2],
             ipv6_filter: Ipv6Filter::Pass,
+            divert_port: None,
+            held_for_pool: false,
         }
     }
 
@@ -139,6 +161,32 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         self.ipv6_filter = filter;
     }
 
+    /// Keeps TCP frames to `port` from smoltcp: they are for the stream pool, which gets
+    /// them through [`EthernetPhy::pull`] and [`EthernetPhy::take_held`].
+    pub fn divert_tcp_port(&mut self, port: Option<u16>) {
+        self.divert_port = port;
+    }
+
+    /// Takes the next frame from the device into the receive buffer, unless one is held
+    /// already, and says whose it is.
+    pub fn pull(&mut self) -> Held {
+        self.fill_receive_buffer();
+        match (self.held_frame, self.held_for_pool) {
+            (None, _) => Held::Nothing,
+            (Some(_), true) => Held::ForPool,
+            (Some(_), false) => Held::ForStack,
+        }
+    }
+
+    /// Hands the held frame to `f` and drops it (for the pool's frames; counted as
+    /// received).
+    pub fn take_held<R>(&mut self, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let len = self.held_frame.take()?;
+        self.held_for_pool = false;
+        self.counters.rx_frames += 1;
+        Some(f(&self.receive_buffer[..len]))
+    }
+
     /// Pulls one frame from the device into the receive buffer if none is held, skipping
     /// (a bounded number of) connection requests that are to be dropped.
     fn fill_receive_buffer(&mut self) {
@@ -172,6 +220,9 @@ impl<D: EthernetDevice> EthernetPhy<D> {
                         }
                         *allowed -= 1;
                     }
+                    self.held_for_pool = self.divert_port.is_some_and(|port| {
+                        crate::stream::wire::is_tcp_to(&self.receive_buffer[..len], &[port])
+                    });
                     self.held_frame = Some(len);
                     return;
                 }
@@ -185,6 +236,28 @@ impl<D: EthernetDevice> EthernetPhy<D> {
                     self.counters.rx_errors += 1;
                     return;
                 }
+            }
+        }
+    }
+}
+
+impl<D: EthernetDevice> crate::stream::Transmit for EthernetPhy<D> {
+    fn can_transmit(&mut self) -> bool {
+        self.device.can_transmit()
+    }
+
+    fn transmit<F: FnOnce(&mut [u8])>(&mut self, len: usize, fill: F) -> bool {
+        match self.device.transmit(len, fill) {
+            Ok(()) => {
+                self.counters.tx_frames += 1;
+                true
+            }
+            Err(error) => {
+                if error == DeviceError::Gone {
+                    self.fault = Some(error);
+                }
+                self.counters.tx_dropped += 1;
+                false
             }
         }
     }
@@ -324,6 +397,10 @@ impl<D: EthernetDevice> phy::Device for EthernetPhy<D> {
     ) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
         self.fill_receive_buffer();
         let len = self.held_frame?;
+        if self.held_for_pool {
+            // The pool's: the appliance takes it (see `pull`).
+            return None;
+        }
         if !self.device.can_transmit() {
             // Keep the frame until a reply could be sent.
             return None;
@@ -567,6 +644,37 @@ mod tests {
         phy.limit_connection_requests([None, None]);
         phy.device_mut().rx.push_back(Ok(tcp_frame(80, SYN)));
         assert!(phy.receive(now()).is_some());
+    }
+
+    #[test]
+    fn frames_for_the_pool_are_kept_from_smoltcp_and_handed_over() {
+        const SYN: u8 = 0x02;
+        const ACK: u8 = 0x10;
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        for frame in [
+            tcp_frame(8080, SYN), // another port: smoltcp's
+            tcp_frame(80, SYN),   // the pool's
+            tcp_frame(80, ACK),   // the pool's
+            tcp_frame(22, ACK),   // smoltcp's
+        ] {
+            device.rx.push_back(Ok(frame));
+        }
+        let mut phy = EthernetPhy::new(device);
+        phy.divert_tcp_port(Some(80));
+        let port = |f: &[u8]| u16::from_be_bytes([f[36], f[37]]);
+        let (rx, _tx) = phy.receive(now()).expect("smoltcp's frame");
+        assert_eq!(rx.consume(port), 8080);
+        // The next is the pool's: smoltcp sees nothing until it is taken.
+        assert!(phy.receive(now()).is_none());
+        assert_eq!(phy.pull(), Held::ForPool);
+        assert_eq!(phy.take_held(port), Some(80));
+        assert_eq!(phy.pull(), Held::ForPool);
+        assert_eq!(phy.take_held(|f| f[47]), Some(ACK));
+        assert_eq!(phy.pull(), Held::ForStack);
+        let (rx, _tx) = phy.receive(now()).expect("smoltcp's frame");
+        assert_eq!(rx.consume(port), 22);
+        assert_eq!(phy.pull(), Held::Nothing);
+        assert_eq!(phy.counters().rx_frames, 4);
     }
 
     #[test]

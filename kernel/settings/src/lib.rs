@@ -432,6 +432,9 @@ pub struct Settings {
     pub dns: heapless::Vec<Ipv4Addr, MAX_DNS_SERVERS>,
     /// `http_port`: the TCP port the web server listens on. Default 80.
     pub http_port: u16,
+    /// `connections_per_address`: most connections one IPv4 address may hold open at once
+    /// (`off`, the default: no cap; many visitors may share an address behind a NAT).
+    pub connections_per_address: Option<u16>,
     /// `mdns`: answer `<hostname>.local` queries. Default on.
     pub mdns: bool,
     /// `access_log`: print one line per request on the serial console. Default on.
@@ -507,6 +510,7 @@ impl Default for Settings {
             gateway: None,
             dns: heapless::Vec::new(),
             http_port: 80,
+            connections_per_address: None,
             mdns: true,
             access_log: true,
             log_level: LogLevel::Info,
@@ -545,6 +549,7 @@ enum Key {
     Gateway,
     Dns,
     HttpPort,
+    ConnectionsPerAddress,
     Mdns,
     AccessLog,
     LogLevel,
@@ -571,12 +576,13 @@ enum Key {
 }
 
 impl Key {
-    const ALL: [Key; 28] = [
+    const ALL: [Key; 29] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
         Key::Dns,
         Key::HttpPort,
+        Key::ConnectionsPerAddress,
         Key::Mdns,
         Key::AccessLog,
         Key::LogLevel,
@@ -609,6 +615,7 @@ impl Key {
             Key::Gateway => "gateway",
             Key::Dns => "dns",
             Key::HttpPort => "http_port",
+            Key::ConnectionsPerAddress => "connections_per_address",
             Key::Mdns => "mdns",
             Key::AccessLog => "access_log",
             Key::LogLevel => "log_level",
@@ -1013,6 +1020,13 @@ impl Settings {
                 self.dns = servers;
             }
             Key::HttpPort => self.http_port = parse_number(value, 1, u16::MAX)?,
+            Key::ConnectionsPerAddress => {
+                self.connections_per_address = if value.eq_ignore_ascii_case("off") {
+                    None
+                } else {
+                    Some(parse_number(value, 1, u16::MAX)?)
+                }
+            }
             Key::Mdns => self.mdns = parse_switch(value)?,
             Key::AccessLog => self.access_log = parse_switch(value)?,
             Key::LogLevel => self.log_level = parse_log_level(value)?,

@@ -39,6 +39,7 @@ fn template_mentions_every_setting() {
         "gateway",
         "dns",
         "http_port",
+        "connections_per_address",
         "mdns",
         "access_log",
         "log_level",
@@ -582,4 +583,15 @@ fn bad_acme_settings_are_named() {
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].problem, Problem::AcmeWithoutDomain);
     assert_eq!(errors[0].line, 1);
+}
+
+#[test]
+fn connections_per_address_is_off_or_a_count() {
+    assert_eq!(Settings::default().connections_per_address, None);
+    let parsed = Settings::parse("connections_per_address = 40\n").unwrap();
+    assert_eq!(parsed.connections_per_address, Some(40));
+    let parsed = Settings::parse("connections_per_address = OFF\n").unwrap();
+    assert_eq!(parsed.connections_per_address, None);
+    assert!(Settings::parse("connections_per_address = 0\n").is_err());
+    assert!(Settings::parse("connections_per_address = many\n").is_err());
 }

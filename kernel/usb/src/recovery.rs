@@ -616,25 +616,15 @@ mod tests {
 
     #[test]
     fn the_appliance_sees_a_lost_device_as_a_link_loss_and_asks_dhcp_again_after_the_reprobe() {
-        use bramble_http::{Connection, Server, ServerConfig, SiteSource};
-        use bramble_net::SocketStorage;
-        use bramble_net::appliance::{Appliance, ApplianceMemory, EXTRA_SOCKETS, NetworkConfig};
+        use bramble_http::{Server, ServerConfig, SiteSource};
+        use bramble_net::appliance::{Appliance, ApplianceMemory, NetworkConfig, PoolSizes};
 
-        let sockets = Box::leak(
-            (0..1 + EXTRA_SOCKETS)
-                .map(|_| SocketStorage::EMPTY)
-                .collect::<Vec<_>>()
-                .into_boxed_slice(),
-        );
-        let connections = Box::leak(Box::new([Connection::new()]));
-        let buffers = Box::leak(std::vec![0u8; 4096].into_boxed_slice());
-        let memory = Box::leak(Box::new(ApplianceMemory::new(
-            sockets,
-            connections,
-            buffers,
-            2048,
-            2048,
-        )));
+        let memory = ApplianceMemory::leaked(PoolSizes {
+            connections: 1,
+            sessions: 1,
+            cells: 1,
+            sources: 0,
+        });
         let server = Server::new(SiteSource::Unavailable("test"), ServerConfig::default());
 
         let (net, state) = UsbNetModel::new();

@@ -398,6 +398,8 @@ impl<'a> AcmeAgent<'a> {
                 Action::Publish(answer) => match answer.kind {
                     ChallengeKind::Http01 => {
                         if appliance
+                            .pool
+                            .service_mut()
                             .server
                             .add_acme_answer(&answer.token, &answer.key_authorization)
                         {
@@ -416,13 +418,13 @@ impl<'a> AcmeAgent<'a> {
                     self.save();
                 }
                 Action::Issued(issued) => {
-                    appliance.server.clear_acme_answers();
+                    appliance.pool.service_mut().server.clear_acme_answers();
                     self.run = None;
                     self.finish_issued(appliance, issued, now);
                     return;
                 }
                 Action::Failed(error, retry_after) => {
-                    appliance.server.clear_acme_answers();
+                    appliance.pool.service_mut().server.clear_acme_answers();
                     if let Some(transfer) = self.transfer.take() {
                         drop(transfer);
                     }

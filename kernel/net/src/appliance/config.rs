@@ -1,5 +1,8 @@
 //! What the appliance is told at start-up: host name, how it gets its IPv4 address, whether
-//! and how it speaks IPv6, the HTTP port, whether mDNS runs, and a random seed.
+//! and how it speaks IPv6, the HTTP port and its connection deadlines, whether mDNS runs, and
+//! a random seed.
+
+use crate::stream::PoolLimits;
 
 /// How the interface gets its IPv4 address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,9 +71,13 @@ pub struct NetworkConfig<'a> {
     pub http_port: u16,
     /// Whether to run the mDNS responder.
     pub mdns: bool,
-    /// Seed for TCP initial sequence numbers, DHCP transaction IDs and mDNS probe timing;
-    /// should differ between boots (the timer value at boot, mixed with the MAC, is enough).
+    /// Seed for the SYN-cookie key, DHCP transaction IDs and mDNS probe timing; should
+    /// differ between boots (the timer value at boot, mixed with the MAC, is enough).
     pub random_seed: u64,
+    /// Deadlines of the HTTP connections.
+    pub limits: PoolLimits,
+    /// Most HTTP connections from one IPv4 address at once (0: no cap).
+    pub max_per_source: u32,
 }
 
 impl<'a> NetworkConfig<'a> {
@@ -85,6 +92,8 @@ impl<'a> NetworkConfig<'a> {
             http_port: 80,
             mdns: true,
             random_seed,
+            limits: PoolLimits::DEFAULT,
+            max_per_source: 0,
         }
     }
 }

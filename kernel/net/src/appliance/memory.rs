@@ -1,15 +1,17 @@
-//! The memory the caller lends the appliance: socket slots, HTTP connection states, TCP
-//! buffers, and the small fixed buffers of the DHCP, mDNS and IPv6 neighbour discovery
-//! sockets.
+//! The memory the caller lends the appliance: the connection pool's parts (control blocks,
+//! hash table, HTTP sessions, parking cells), the smoltcp socket slots (DHCP, mDNS, IPv6
+//! neighbour discovery and the HTTPS pool's) and their small fixed buffers, and the HTTPS
+//! pool's memory.
 
 use super::pool::MAX_CONNECTIONS;
+use crate::stream::{Cell, Lease, PoolMemory, Source, Tcb};
 use bramble_http::Connection;
 use smoltcp::iface::SocketStorage;
 use smoltcp::socket::{raw, udp};
 use smoltcp::wire::DhcpOption;
 
-/// Sockets the appliance needs besides the TCP pool: DHCP, mDNS, and the raw ICMPv6 socket
-/// of IPv6 address configuration.
+/// smoltcp sockets the appliance needs besides the HTTPS pool's: DHCP, mDNS, and the raw
+/// ICMPv6 socket of IPv6 address configuration (plain HTTP goes to the stream pool).
 pub const EXTRA_SOCKETS: usize = 3;
 /// DHCP option 12: host name (RFC 2132 §3.14).
 const DHCP_OPTION_HOSTNAME: u8 = 12;
@@ -27,22 +29,43 @@ pub const ND_RX_BUFFER_LEN: usize = 3072;
 /// Bytes queued for the solicitations sent (80 bytes each at most).
 pub const ND_TX_BUFFER_LEN: usize = 512;
 
+/// How many of each part of the connection pool, and the RAM they take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PoolSizes {
+    /// Connections open at once (control blocks, about 200 bytes each).
+    pub connections: usize,
+    /// Connections served at once (HTTP sessions, about 10.5 KiB each).
+    pub sessions: usize,
+    /// Requests parked while every session is busy (512-byte cells).
+    pub cells: usize,
+    /// Slots of the per-source count table (0 without a per-source cap).
+    pub sources: usize,
+}
+
+impl PoolSizes {
+    /// Hash-table heads: the power of two at or above the connection count.
+    pub fn buckets(&self) -> usize {
+        self.connections.max(1).next_power_of_two()
+    }
+
+    /// Bytes the pool's parts take.
+    pub fn bytes(&self) -> usize {
+        self.connections * core::mem::size_of::<Tcb>()
+            + self.buckets() * core::mem::size_of::<u32>()
+            + self.sessions * core::mem::size_of::<Lease<Connection>>()
+            + self.cells * core::mem::size_of::<Cell>()
+            + self.sources * core::mem::size_of::<Source>()
+    }
+}
+
 /// Memory the caller lends the appliance for its whole life (the kernel gives static
-/// memory; the hosted build leaks a heap allocation). The TCP pool size is the smallest of
-/// `connections.len()`, `sockets.len() - EXTRA_SOCKETS` and the number of whole
-/// `tcp_rx_len + tcp_tx_len` chunks in `tcp_buffers`.
+/// memory; the hosted build leaks heap allocations).
 pub struct ApplianceMemory<'a> {
-    /// smoltcp socket slots.
+    /// smoltcp socket slots: [`EXTRA_SOCKETS`] plus [`ApplianceMemory::reserved_sockets`].
     pub sockets: &'a mut [SocketStorage<'a>],
-    /// One HTTP connection state per TCP socket.
-    pub connections: &'a mut [Connection],
-    /// Backing store for every TCP socket's receive and transmit buffers.
-    pub tcp_buffers: &'a mut [u8],
-    /// Receive buffer bytes per TCP socket (requests are small: 2-4 KiB is plenty).
-    pub tcp_rx_len: usize,
-    /// Transmit buffer bytes per TCP socket (responses are large: bigger is faster).
-    pub tcp_tx_len: usize,
-    /// Socket slots kept back from the HTTP pool for what starts later: the HTTPS pool
+    /// The connection pool's parts.
+    pub pool: PoolMemory<'a, Connection>,
+    /// Socket slots kept for what starts later: the HTTPS pool
     /// ([`Appliance::start_https`](super::Appliance::start_https)) and the clock's two
     /// ([`Appliance::start_clock`](super::Appliance::start_clock)). Default 0.
     pub reserved_sockets: usize,
@@ -76,19 +99,10 @@ pub(super) struct MdnsSocketMemory {
 
 impl<'a> ApplianceMemory<'a> {
     /// Bundles the caller's memory with the appliance's small fixed buffers.
-    pub fn new(
-        sockets: &'a mut [SocketStorage<'a>],
-        connections: &'a mut [Connection],
-        tcp_buffers: &'a mut [u8],
-        tcp_rx_len: usize,
-        tcp_tx_len: usize,
-    ) -> Self {
+    pub fn new(sockets: &'a mut [SocketStorage<'a>], pool: PoolMemory<'a, Connection>) -> Self {
         Self {
             sockets,
-            connections,
-            tcp_buffers,
-            tcp_rx_len,
-            tcp_tx_len,
+            pool,
             reserved_sockets: 0,
             dhcp: DhcpSocketMemory {
                 options: [DhcpOption {
@@ -112,23 +126,46 @@ impl<'a> ApplianceMemory<'a> {
         }
     }
 
-    /// How many TCP connections this memory holds.
-    pub fn pool_size(&self) -> usize {
-        let per_socket = self.tcp_rx_len + self.tcp_tx_len;
-        let by_buffers = if per_socket == 0 || self.tcp_rx_len == 0 || self.tcp_tx_len == 0 {
+    /// Memory for a pool of `sizes` from the heap, never freed (for the hosted build and
+    /// tests, which run one appliance for the life of the process).
+    #[cfg(any(test, feature = "std"))]
+    pub fn leaked(sizes: PoolSizes) -> &'static mut ApplianceMemory<'static> {
+        use std::boxed::Box;
+        use std::vec::Vec;
+        fn leak<T>(items: Vec<T>) -> &'static mut [T] {
+            Box::leak(items.into_boxed_slice())
+        }
+        let buckets = if sizes.connections == 0 {
             0
         } else {
-            self.tcp_buffers.len() / per_socket
+            sizes.buckets()
         };
-        by_buffers
-            .min(self.connections.len())
-            .min(
-                self.sockets
-                    .len()
-                    .saturating_sub(EXTRA_SOCKETS)
-                    .saturating_sub(self.reserved_sockets),
-            )
-            .min(MAX_CONNECTIONS)
+        let pool = PoolMemory {
+            tcbs: leak(std::vec![Tcb::EMPTY; sizes.connections]),
+            buckets: leak(std::vec![0u32; buckets]),
+            leases: leak(
+                (0..sizes.sessions)
+                    .map(|_| Lease::new(Connection::new()))
+                    .collect(),
+            ),
+            cells: leak((0..sizes.cells).map(|_| Cell::new()).collect()),
+            sources: leak(std::vec![Source::EMPTY; sizes.sources]),
+        };
+        let sockets = leak((0..EXTRA_SOCKETS).map(|_| SocketStorage::EMPTY).collect());
+        Box::leak(Box::new(ApplianceMemory::new(sockets, pool)))
+    }
+
+    /// How many TCP connections this memory holds at once (0 if it cannot serve even one:
+    /// no control block, session or hash bucket, or too few socket slots).
+    pub fn pool_size(&self) -> usize {
+        if self.pool.leases.is_empty()
+            || self.pool.buckets.is_empty()
+            || self.sockets.len() < EXTRA_SOCKETS
+        {
+            0
+        } else {
+            self.pool.tcbs.len()
+        }
     }
 }
 

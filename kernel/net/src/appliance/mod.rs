@@ -1,7 +1,8 @@
 //! The appliance loop: one smoltcp interface (IPv4 by DHCP with a link-local fallback, or
 //! static; IPv6 by SLAAC or static, with a link-local address; ARP, neighbour discovery, ICMP
-//! and ICMPv6 echo), a fixed pool of TCP sockets on port 80 each driving one HTTP connection
-//! over either family, and the mDNS responder.
+//! and ICMPv6 echo), the stream pool serving HTTP on port 80 over either family
+//! ([`crate::stream`]), the HTTPS pool of smoltcp sockets (`pool`, `secure`), and the mDNS
+//! responder.
 //!
 //! The caller owns time and sleeping: it calls [`Appliance::poll`] with the current instant
 //! whenever something may have happened (a frame arrived, an interrupt came), or
@@ -11,9 +12,11 @@
 //!
 //! Where the parts live: this file holds the loop itself ([`Appliance::new`],
 //! [`Appliance::poll`] and its wake-up time); `config` what the caller tells it, `memory` the
-//! memory it lends, `pool` the TCP sockets and their HTTP connections, `address` DHCP and the
-//! link-local fallback, `address6` IPv6 configuration ([`crate::slaac`]) over its raw ICMPv6
-//! socket, `mdns_socket` the responder's UDP socket, and `tests` the host tests.
+//! memory it lends, `address` DHCP and the link-local fallback, `address6` IPv6
+//! configuration ([`crate::slaac`]) over its raw ICMPv6 socket, `mdns_socket` the
+//! responder's UDP socket, `pool` and `secure` the HTTPS connections (smoltcp sockets each
+//! driving a TLS session), and `tests` the host tests. The plain HTTP connections are the
+//! stream pool's ([`crate::stream`]): frames for its port go to it, not to smoltcp.
 
 pub mod acme;
 mod address;
@@ -32,12 +35,14 @@ pub use clock::{ClockConfig, ClockStatus};
 pub use config::{AddressConfig, Ipv6Config, NetworkConfig};
 pub use memory::{
     ApplianceMemory, ClockMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, HttpsMemory,
-    MDNS_BUFFER_LEN, MDNS_PACKETS,
+    MDNS_BUFFER_LEN, MDNS_PACKETS, PoolSizes,
 };
 pub use pool::{CLOSE_LIMIT_MICROS, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS, PooledConnection};
 
 use crate::mdns::MdnsResponder;
-use crate::phy::{EthernetPhy, PhyCounters};
+use crate::phy::{EthernetPhy, Held, PhyCounters};
+use crate::stream::http::HttpService;
+use crate::stream::{PoolConfig, PoolCounters, PoolLimits, StreamPool};
 use address::AddressState;
 use address6::Ipv6State;
 use alloc::sync::Arc;
@@ -56,7 +61,13 @@ use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
 pub const TRANSMIT_BUSY_RECHECK_MICROS: u64 = 2_000;
 /// While the link is down, how often the loop wakes to look for it coming back.
 pub const LINK_DOWN_CHECK_MICROS: u64 = 1_000_000;
-/// Most egress-only passes at the end of a poll (each sends what the sockets have; the
+/// Most frames taken from the device in one poll (the rest wait for the next, so that a
+/// flood cannot keep the loop from sending).
+const FRAMES_PER_POLL: usize = 256;
+/// Received frames between two turns of the pool's transmissions within a poll (so that
+/// answers go out while requests keep arriving).
+const FRAMES_PER_SEND: usize = 16;
+/// Most egress-only passes at the end of a poll (each sends what the HTTPS sockets have; the
 /// device's transmit path usually fills long before).
 const EGRESS_ROUNDS: usize = 64;
 
@@ -64,8 +75,8 @@ const EGRESS_ROUNDS: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NetError {
-    /// The memory given holds no complete TCP socket (too few socket slots, connections or
-    /// buffer bytes for even one).
+    /// The memory given holds no connection (no control block, session or hash bucket, or
+    /// too few socket slots for DHCP and mDNS).
     NoSocketMemory,
     /// A static address's prefix length is over 32 (IPv4) or 128 (IPv6).
     BadPrefix,
@@ -123,18 +134,19 @@ impl core::fmt::Display for AddressList<'_> {
     }
 }
 
-/// Counts the appliance keeps.
+/// Counts the appliance keeps (the plain HTTP connections' in detail are the stream
+/// pool's: [`Appliance::pool_counters`]; the first five here count both pools).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ApplianceCounters {
-    /// TCP connections handed to the HTTP engine.
+    /// HTTPS connections handed to the HTTP engine.
     pub connections_opened: u64,
     /// Of those, the ones over IPv6.
     pub ipv6_connections_opened: u64,
-    /// Connections the engine asked to abort (reset).
+    /// HTTPS connections the engine asked to abort (reset).
     pub connections_aborted: u64,
-    /// Handshakes reset because the client never completed them.
+    /// HTTPS handshakes reset because the client never completed them.
     pub handshakes_abandoned: u64,
-    /// Connections reset because the client never finished closing.
+    /// HTTPS connections reset because the client never finished closing.
     pub closes_abandoned: u64,
     /// Times the link went down.
     pub link_losses: u64,
@@ -152,14 +164,15 @@ pub struct Appliance<'a, D: EthernetDevice> {
     sockets: SocketSet<'a>,
     /// Socket slots the caller gave (the set does not say).
     sockets_capacity: usize,
-    pool: ConnectionPool<'a>,
+    pool: StreamPool<'a, HttpService<'a>>,
     /// The HTTPS pool, once [`Appliance::start_https`] has run.
     https: Option<ConnectionPool<'a, TlsConnection<'a>>>,
     /// SNTP and DNS, once [`Appliance::start_clock`] has run.
     clock: Option<clock::ClockState<'a>>,
     /// The ACME agent, once [`Appliance::start_acme`] has run.
     acme: Option<acme::AcmeAgent<'a>>,
-    server: Server<'a>,
+    /// The IPv4 address the pool was last told.
+    pool_address: Option<[u8; 4]>,
     address: AddressState,
     /// IPv6 configuration (`None`: IPv6 is off).
     ipv6: Option<Ipv6State>,
@@ -225,26 +238,34 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 
         let ApplianceMemory {
             sockets: socket_storage,
-            connections,
-            tcp_buffers,
-            tcp_rx_len,
-            tcp_tx_len,
+            pool: pool_memory,
             reserved_sockets: _,
             dhcp: dhcp_memory,
             mdns: mdns_memory,
             neighbor_discovery: nd_memory,
         } = memory;
+        let sessions = pool_memory.leases.len();
         let sockets_capacity = socket_storage.len();
         let mut sockets = SocketSet::new(&mut socket_storage[..]);
-        let pool = ConnectionPool::new(
-            &mut sockets,
-            connections,
-            (),
-            tcp_buffers,
-            (*tcp_rx_len, *tcp_tx_len),
-            pool_size,
-            config.http_port,
+        let pool_memory = crate::stream::PoolMemory {
+            tcbs: &mut *pool_memory.tcbs,
+            buckets: &mut *pool_memory.buckets,
+            leases: &mut *pool_memory.leases,
+            cells: &mut *pool_memory.cells,
+            sources: &mut *pool_memory.sources,
+        };
+        let mut pool = StreamPool::new(
+            pool_memory,
+            HttpService::new(server),
+            PoolConfig {
+                port: config.http_port,
+                limits: config.limits,
+                max_per_source: config.max_per_source,
+                seed: config.random_seed,
+            },
         );
+        phy.divert_tcp_port(Some(config.http_port));
+        pool.set_address(mac.0, None, now);
         let address = AddressState::configure(&config, &mut iface, &mut sockets, dhcp_memory, now)?;
         let ipv6 = if config.ipv6.enabled {
             if config.ipv6.static_address.is_some_and(|(_, len)| len > 128) {
@@ -285,11 +306,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         };
 
         log::info!(
-            "net: {} HTTP connections on port {} ({} + {} bytes of buffer each), MAC {}",
+            "net: {} HTTP connections on port {} ({} served at once), MAC {}",
             pool_size,
             config.http_port,
-            tcp_rx_len,
-            tcp_tx_len,
+            sessions,
             mac
         );
         let link = phy.link_state();
@@ -305,7 +325,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             https: None,
             clock: None,
             acme: None,
-            server,
+            pool_address: None,
             address,
             ipv6,
             mac: mac.0,
@@ -327,20 +347,23 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// give it work.
     pub fn poll(&mut self, now: Instant) -> Option<Instant> {
         self.check_link(now);
-        // Two rounds: frames in and socket work, then the replies that work produced.
-        for _ in 0..2 {
-            self.poll_interface(now);
-            self.poll_sockets(now);
-        }
+        // Frames in: the stream pool's to it, the rest through smoltcp.
+        self.receive_frames(now);
+        // The smoltcp sockets' work (DHCP, HTTPS, mDNS), then what it produced goes out.
+        self.poll_sockets(now);
         let last_pass = self.poll_interface(now);
         // That pass may have received a DHCP ACK: apply it now, at the instant smoltcp
         // counts the lease from, not whenever the loop next happens to wake.
         self.poll_dhcp(now);
-        // It may also have taken in ACKs that freed send space. Skipped when the pass
-        // changed nothing (it walks every connection).
+        self.sync_pool_address(now);
+        // It may also have taken in ACKs that freed HTTPS send space (skipped when the pass
+        // changed nothing: it walks every HTTPS connection).
         if last_pass == PollResult::SocketStateChanged {
             self.send_into_freed_space(now);
         }
+        // The stream pool's deadlines and transmissions, after whatever arrived meanwhile.
+        self.receive_frames(now);
+        self.pool.poll(now, &mut self.phy);
         self.note_device_fault();
         self.show_addresses();
         self.stack_due = self.next_wake(now);
@@ -365,31 +388,59 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll(now)
     }
 
-    /// One pass of the interface: frames in (connection requests only as many as the pool
-    /// can take), timers, frames out.
+    /// One pass of the interface: frames in (HTTPS connection requests only as many as its
+    /// pool can take), timers, frames out.
     fn poll_interface(&mut self, now: Instant) -> PollResult {
         self.limit_connection_requests();
         self.iface.poll(smol(now), &mut self.phy, &mut self.sockets)
     }
 
-    /// The sockets' work after an interface pass: DHCP events, IPv6 configuration, HTTP
-    /// connections, mDNS.
+    /// The smoltcp sockets' work after an interface pass: DHCP events, IPv6 configuration,
+    /// HTTPS connections, mDNS.
     fn poll_sockets(&mut self, now: Instant) {
         self.poll_dhcp(now);
         self.poll_ipv6(now);
-        self.poll_pools(now);
+        self.sync_pool_address(now);
+        self.poll_https(now);
         self.poll_mdns(now);
         self.poll_clock(now);
         self.poll_acme(now);
     }
 
-    /// Moves every connection of both pools on.
-    fn poll_pools(&mut self, now: Instant) {
-        self.pool
-            .poll(&mut self.sockets, &mut self.server, &mut self.counters, now);
+    /// Moves every HTTPS connection on.
+    fn poll_https(&mut self, now: Instant) {
         if let Some(https) = &mut self.https {
-            https.poll(&mut self.sockets, &mut self.server, &mut self.counters, now);
+            let server = &mut self.pool.service_mut().server;
+            https.poll(&mut self.sockets, server, &mut self.counters, now);
         }
+    }
+
+    /// Lets the HTTPS connections fill the send space that the last pass's ACKs freed and
+    /// sends it now, without taking in more frames (those wake the loop anyway). Without
+    /// this the rest of an answer waited for the next wake-up (615 -> 1,302 req/s for a
+    /// 100 KiB file in the hosted benchmark, measured side by side, for the socket pool).
+    fn send_into_freed_space(&mut self, now: Instant) {
+        self.poll_https(now);
+        for _ in 0..EGRESS_ROUNDS {
+            if self
+                .iface
+                .poll_egress(smol(now), &mut self.phy, &mut self.sockets)
+                == PollResult::None
+            {
+                break;
+            }
+        }
+    }
+
+    /// Lets through only as many new HTTPS connection requests as there are listening
+    /// sockets: when that pool is full, SYNs are dropped (clients retry) rather than refused.
+    /// (The stream pool's are not limited: it answers each with a cookie.)
+    fn limit_connection_requests(&mut self) {
+        let https = self
+            .https
+            .as_ref()
+            .map(|pool| (pool.port(), pool.listening(&self.sockets)));
+        self.phy.limit_connection_requests([https, None]);
     }
 
     /// Starts serving HTTPS on `port` with `config`, in `memory` and the socket slots
@@ -444,20 +495,40 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.https.as_ref().map_or(0, |pool| pool.open_count())
     }
 
-    /// Lets the connections fill the send space that the last pass's ACKs freed and sends
-    /// it now, without taking in more frames (those wake the loop anyway). Without this the
-    /// rest of an answer waited for the next wake-up: 615 -> 1,302 req/s for a 100 KiB file
-    /// in the hosted benchmark, measured side by side.
-    fn send_into_freed_space(&mut self, now: Instant) {
-        self.poll_pools(now);
-        for _ in 0..EGRESS_ROUNDS {
-            if self
-                .iface
-                .poll_egress(smol(now), &mut self.phy, &mut self.sockets)
-                == PollResult::None
-            {
-                break;
+    /// Takes in what the device has received (at most [`FRAMES_PER_POLL`] frames): the
+    /// pool's frames go to the pool, the rest through smoltcp. Every [`FRAMES_PER_SEND`]
+    /// frames the pool sends what they asked for.
+    fn receive_frames(&mut self, now: Instant) {
+        for taken in 1..=FRAMES_PER_POLL {
+            match self.phy.pull() {
+                Held::Nothing => break,
+                Held::ForPool => {
+                    let pool = &mut self.pool;
+                    self.phy.take_held(|frame| pool.receive(frame, now));
+                }
+                Held::ForStack => {
+                    // smoltcp takes this frame and any others for it that follow.
+                    self.poll_interface(now);
+                    self.poll_sockets(now);
+                    if self.phy.pull() == Held::ForStack {
+                        // It could not take it (no transmit space for a reply): later.
+                        break;
+                    }
+                }
             }
+            if taken % FRAMES_PER_SEND == 0 {
+                self.pool.poll(now, &mut self.phy);
+            }
+        }
+    }
+
+    /// Tells the pool the interface's current address (after DHCP or the link-local
+    /// fallback changed it).
+    fn sync_pool_address(&mut self, now: Instant) {
+        let address = self.iface.ipv4_addr().map(|a| a.octets());
+        if address != self.pool_address {
+            self.pool_address = address;
+            self.pool.set_address(self.mac, address, now);
         }
     }
 
@@ -469,18 +540,6 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             log::error!("net: network device reports {fault:?}; it needs to be probed again");
             self.device_fault = Some(fault);
         }
-    }
-
-    /// Lets through only as many new connection requests as there are listening sockets:
-    /// when the pool is full, SYNs are dropped (clients retry) rather than refused.
-    fn limit_connection_requests(&mut self) {
-        let listening = self.pool.listening(&self.sockets);
-        let https = self
-            .https
-            .as_ref()
-            .map(|pool| (pool.port(), pool.listening(&self.sockets)));
-        self.phy
-            .limit_connection_requests([Some((self.pool.port(), listening)), https]);
     }
 
     fn next_wake(&mut self, now: Instant) -> Option<Instant> {
@@ -503,7 +562,18 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 }
             })
         };
-        next = earliest(next, self.pool.next_deadline(now));
+        // The pool is due now only when the device could not take what it has to send; the
+        // device's completion interrupt wakes the loop for that.
+        next = earliest(
+            next,
+            self.pool.next_deadline(now).map(|due| {
+                if due <= now {
+                    now.add_micros(TRANSMIT_BUSY_RECHECK_MICROS)
+                } else {
+                    due
+                }
+            }),
+        );
         if let Some(https) = &self.https {
             next = earliest(next, https.next_deadline(now));
         }
@@ -560,6 +630,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             self.iface
                 .set_hardware_addr(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
             self.mac = mac.0;
+            self.pool.set_address(mac.0, self.pool_address, Instant(0));
             log::warn!("net: the network device's MAC is now {mac}");
         }
     }
@@ -579,6 +650,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.iface
             .set_hardware_addr(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
         self.mac = mac.0;
+        self.pool.set_address(mac.0, self.pool_address, Instant(0));
         self.device_fault = None;
         self.link = LinkState::Down;
         // The next poll must be a full one, whatever wakes it.
@@ -634,8 +706,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         // Cut short if it does not fit; the log line below is whole either way.
         let _ = core::fmt::write(&mut text, format_args!("{}", self.addresses()));
         // A router or name server change alone moves the version, not the list.
-        if text.as_str() != self.server.addresses() {
-            self.server.set_addresses(&text);
+        if text.as_str() != self.server().addresses() {
+            self.pool.service_mut().server.set_addresses(&text);
             if !text.is_empty() {
                 log::info!("net: addresses {}", self.addresses());
             }
@@ -692,14 +764,24 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.mdns.as_ref().map(|(_, responder)| responder.name())
     }
 
-    /// Number of TCP sockets in the pool.
+    /// Most TCP connections open at once.
     pub fn pool_size(&self) -> usize {
-        self.pool.len()
+        self.pool.capacity()
     }
 
     /// Number of HTTP connections open now.
     pub fn open_connections(&self) -> usize {
-        self.pool.open_count()
+        self.pool.open()
+    }
+
+    /// The connection pool's counts: admissions, evictions, deadlines, segments.
+    pub fn pool_counters(&self) -> PoolCounters {
+        self.pool.counters()
+    }
+
+    /// The pool's deadlines.
+    pub fn pool_limits(&self) -> PoolLimits {
+        self.pool.limits()
     }
 
     /// The appliance's counts.
@@ -714,7 +796,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 
     /// The HTTP server (for its counters).
     pub fn server(&self) -> &Server<'a> {
-        &self.server
+        &self.pool.service().server
     }
 
     /// The network device.

@@ -1,6 +1,8 @@
-//! The connection pool: a fixed set of TCP sockets listening on one port, each driving one
-//! connection (plain HTTP, or HTTP inside TLS: see [`PooledConnection`]), with limits on how
-//! long a handshake or a close may hold a slot.
+//! The HTTPS connection pool: a fixed set of smoltcp TCP sockets listening on one port, each
+//! driving one connection (HTTP inside TLS, or plain HTTP: see [`PooledConnection`]), with
+//! limits on how long a handshake or a close may hold a slot. (Plain HTTP is served by the
+//! stream pool, [`crate::stream`]; TLS sessions keep their records in socket buffers, which
+//! this pool gives them.)
 
 use super::{ApplianceCounters, earliest};
 use bramble_hal::Instant;
@@ -172,11 +174,6 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
     /// The TCP port the pool listens on.
     pub(super) fn port(&self) -> u16 {
         self.port
-    }
-
-    /// Number of TCP sockets in the pool.
-    pub(super) fn len(&self) -> usize {
-        self.slots.len()
     }
 
     /// Number of HTTP connections open now.

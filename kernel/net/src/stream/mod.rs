@@ -60,6 +60,7 @@
 //! connection's sequence numbers come from a fresh cookie).
 
 pub mod cookie;
+pub mod http;
 mod pool;
 pub mod wire;
 
@@ -105,12 +106,17 @@ pub enum Ending {
 /// The pool owns the TCP side and the connection's life; the service owns the bytes.
 ///
 /// A session is leased to a connection with [`Service::open`], fed in order with
-/// [`Service::receive`], read from with [`Service::read_at`] (at offsets counted from the
-/// last acknowledged byte; the same offset may be read again for a retransmission and must
-/// give the same bytes), told of acknowledgments with [`Service::acknowledge`], and given back
-/// with [`Service::release`] when idle (the connection stays open; `release` returns a small
+/// [`Service::receive`], asked how much it can give at an offset with [`Service::readable`]
+/// and read from with [`Service::read_at`] (offsets count from the last acknowledged byte;
+/// the same offset may be read again for a retransmission and must give the same bytes),
+/// told of acknowledgments with [`Service::acknowledge`], and given back with
+/// [`Service::release`] when idle (the connection stays open; `release` returns a small
 /// value the next `open` on that connection receives) or [`Service::close`] when the
 /// connection ends.
+///
+/// A TLS session fits the same calls: it decrypts in `receive`, keeps its encrypted records
+/// in a buffer of its own from which `readable`/`read_at` serve and which `acknowledge`
+/// trims, and says [`SessionPhase::Closing`] after its close_notify.
 pub trait Service {
     /// Per-connection protocol state, leased from the pool's session slots.
     type Session;
@@ -132,12 +138,24 @@ pub trait Service {
     /// How many bytes [`Service::receive`] would take now (the window to offer).
     fn receive_window(&self, session: &Self::Session) -> usize;
 
-    /// Bytes ready to send, counted from the last acknowledged byte (sent or not).
+    /// Bytes to send, counted from the last acknowledged byte (sent or not; available now or
+    /// not: see [`Service::readable`]). The FIN goes after them.
     fn send_len(&self, session: &Self::Session) -> usize;
 
-    /// Copies the bytes at `offset` from the last acknowledged byte into `out`; returns how
-    /// many (all of `out` if `offset + out.len() <= send_len`).
-    fn read_at(&self, session: &Self::Session, offset: usize, out: &mut [u8]) -> usize;
+    /// How many bytes from `offset` (past the last acknowledged one) [`Service::read_at`]
+    /// can copy now, in one piece, at most `max`. 0 while they are not available yet: the
+    /// service makes sure the loop runs again when they are, and the pool asks again then.
+    fn readable(
+        &mut self,
+        session: &mut Self::Session,
+        offset: usize,
+        max: usize,
+        now: Instant,
+    ) -> usize;
+
+    /// Copies the bytes at `offset` from the last acknowledged byte into `out` (as many as
+    /// [`Service::readable`] just said); returns how many.
+    fn read_at(&self, session: &mut Self::Session, offset: usize, out: &mut [u8]) -> usize;
 
     /// The peer acknowledged the next `n` bytes (at most `send_len`).
     fn acknowledge(&mut self, session: &mut Self::Session, n: usize, now: Instant);

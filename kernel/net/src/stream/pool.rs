@@ -267,6 +267,7 @@ const PERSIST: u16 = 1 << 7;
 const SERVED: u16 = 1 << 8;
 const CELL_COMPLETE: u16 = 1 << 9;
 const RECOVERY: u16 = 1 << 10;
+const BLOCKED: u16 = 1 << 11;
 
 /// One connection's control block.
 #[derive(Clone, Copy, Debug)]
@@ -612,6 +613,9 @@ pub struct StreamPool<'a, S: Service> {
     free_cell: u32,
     lists: [List; CLASSES],
     ready: List,
+    /// Connections whose next bytes the service did not have yet (linked like `ready`):
+    /// they get a turn again at the next poll.
+    blocked: List,
     wheel: Wheel,
     control: heapless::Deque<Outgoing, CONTROL_QUEUE>,
     ip_id: u16,
@@ -694,6 +698,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             ip: None,
             lists: [List::EMPTY; CLASSES],
             ready: List::EMPTY,
+            blocked: List::EMPTY,
             wheel: Wheel {
                 slots: [List::EMPTY; WHEEL_SLOTS],
                 used: [0; WHEEL_SLOTS / 32],
@@ -707,6 +712,11 @@ impl<'a, S: Service> StreamPool<'a, S> {
 }
 
 impl<'a, S: Service> StreamPool<'a, S> {
+    /// The deadlines in force.
+    pub fn limits(&self) -> PoolLimits {
+        self.config.limits
+    }
+
     /// The TCP port served.
     pub fn port(&self) -> u16 {
         self.config.port
@@ -1480,6 +1490,11 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
     }
 
+    fn lease_phase(&self, i: u32) -> Option<SessionPhase> {
+        let lease = self.tcbs[i as usize].lease;
+        (lease != NONE).then(|| self.service.phase(&self.leases[lease as usize].session))
+    }
+
     fn send_len(&self, i: u32) -> usize {
         let lease = self.tcbs[i as usize].lease;
         if lease == NONE {
@@ -1502,6 +1517,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
     }
 
     fn make_ready(&mut self, i: u32) {
+        if self.tcbs[i as usize].has(BLOCKED) {
+            // It waits for its service's bytes: the next poll gives it a turn anyway.
+            return;
+        }
         if !self.tcbs[i as usize].has(READY) {
             self.tcbs[i as usize].flags |= READY;
             push_back(&mut self.ready, self.tcbs, i, Links::Ready);
@@ -1589,6 +1608,9 @@ impl<'a, S: Service> StreamPool<'a, S> {
         self.set_class(i, Class::None, Instant(0));
         if self.tcbs[idx].has(READY) {
             unlink(&mut self.ready, self.tcbs, i, Links::Ready);
+        }
+        if self.tcbs[idx].has(BLOCKED) {
+            unlink(&mut self.blocked, self.tcbs, i, Links::Ready);
         }
         self.wheel.remove(self.tcbs, i);
         // Out of the hash chain.
@@ -1852,6 +1874,13 @@ impl<'a, S: Service> StreamPool<'a, S> {
             self.control.clear();
             return;
         };
+        // Those that waited for their service's bytes try again.
+        while self.blocked.head != NONE {
+            let i = self.blocked.head;
+            unlink(&mut self.blocked, self.tcbs, i, Links::Ready);
+            self.tcbs[i as usize].flags &= !BLOCKED;
+            self.make_ready(i);
+        }
         // Each connection ready now gets one turn; those with more to send go to the back.
         let mut turns = self.ready.len;
         loop {
@@ -1879,7 +1908,15 @@ impl<'a, S: Service> StreamPool<'a, S> {
             unlink(&mut self.ready, self.tcbs, i, Links::Ready);
             self.tcbs[i as usize].flags &= !READY;
             self.send_turn(i, ip, now, tx);
-            if self.tcbs[i as usize].state != State::Free && self.wants_more(i) {
+            if self.tcbs[i as usize].state == State::Free {
+                continue;
+            }
+            if self.lease_phase(i) == Some(SessionPhase::Abort) {
+                // The service found it cannot complete what it was sending.
+                self.abort(i, Cause::Aborted);
+                continue;
+            }
+            if self.wants_more(i) {
                 self.make_ready(i);
             }
         }
@@ -1958,8 +1995,8 @@ impl<'a, S: Service> StreamPool<'a, S> {
             let unsent = send_len.saturating_sub(offset);
             let window = tcb.snd_wnd.min(tcb.cwnd);
             let room = window.saturating_sub(tcb.in_flight()) as usize;
-            let len = unsent.min(room).min(usize::from(tcb.mss));
-            if len == 0 {
+            let want = unsent.min(room).min(usize::from(tcb.mss));
+            if want == 0 {
                 if unsent > 0 && tcb.snd_wnd == 0 && tcb.snd_una == tcb.snd_max {
                     // Zero window with nothing in flight: probe later.
                     let rto = u64::from(tcb.rto);
@@ -1973,15 +2010,28 @@ impl<'a, S: Service> StreamPool<'a, S> {
             }
             // Sender-side silly window avoidance: no small segment while others fly, unless
             // it ends the data.
-            if len < usize::from(tcb.mss) && len < unsent && tcb.in_flight() > 0 {
+            if want < usize::from(tcb.mss) && want < unsent && tcb.in_flight() > 0 {
                 break;
             }
             let seq = tcb.snd_nxt;
+            let session = &mut self.leases[lease as usize].session;
+            let len = self.service.readable(session, offset, want, now);
+            if len == 0 {
+                // Not available yet (a body still on its way from the card): next poll.
+                if self.send_len(i) > self.tcbs[idx].data_sent() {
+                    self.tcbs[idx].flags |= BLOCKED;
+                    push_back(&mut self.blocked, self.tcbs, i, Links::Ready);
+                }
+                break;
+            }
+            // `readable` may have replaced the response (a 500 for a body that cannot be
+            // had): the length to send is the new one's.
+            let unsent = self.send_len(i).saturating_sub(offset);
             let last = len == unsent;
             let seg_flags = flags::ACK | if last { flags::PSH } else { 0 };
             let out = self.outgoing(i, ip, seq, seg_flags);
             let header = out.headers_len();
-            let session = &self.leases[lease as usize].session;
+            let session = &mut self.leases[lease as usize].session;
             let service = &self.service;
             let ok = tx.transmit(header + len, |frame| {
                 let payload = &mut frame[header..];

@@ -107,7 +107,17 @@ impl Service for TestService {
         session.response.len() - session.acked
     }
 
-    fn read_at(&self, session: &TestSession, offset: usize, out: &mut [u8]) -> usize {
+    fn readable(
+        &mut self,
+        session: &mut TestSession,
+        offset: usize,
+        max: usize,
+        _now: Instant,
+    ) -> usize {
+        max.min(self.send_len(session).saturating_sub(offset))
+    }
+
+    fn read_at(&self, session: &mut TestSession, offset: usize, out: &mut [u8]) -> usize {
         let start = session.acked + offset;
         let n = out.len().min(session.response.len().saturating_sub(start));
         out[..n].copy_from_slice(&session.response[start..start + n]);

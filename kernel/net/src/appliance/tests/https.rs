@@ -56,7 +56,7 @@ fn https_memory(pool: usize) -> &'static mut HttpsMemory<'static> {
 
 fn appliance_with_https(pool: usize) -> (Appliance<'static, WiredDevice>, Client) {
     let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
-    let memory = memory(2 + pool);
+    let memory = memory(2);
     memory.reserved_sockets = pool;
     let mut appliance =
         Appliance::new(guest, static_config(false), memory, server(), at(0)).unwrap();

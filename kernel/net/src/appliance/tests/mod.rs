@@ -1,7 +1,7 @@
 //! Host tests of the appliance over in-memory devices, by part: the poll loop's wake-ups and
 //! device changes (`poll`), addresses (`address`), the mDNS socket (`mdns`), HTTP over
-//! TCP through the pool (`pool`), and HTTPS through the TLS pool (`https`). This file holds
-//! the fixtures they share.
+//! TCP through the stream pool (`pool`), and HTTPS through the TLS pool (`https`). This file
+//! holds the fixtures they share.
 
 mod address;
 mod clock;
@@ -13,7 +13,7 @@ mod pool;
 
 use super::*;
 use crate::test_support::{MockDevice, WiredDevice, wired_pair};
-use bramble_http::{Connection, ServerConfig, SiteSource};
+use bramble_http::{ServerConfig, SiteSource};
 use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};
 use smoltcp::iface::SocketStorage;
 use smoltcp::phy::ChecksumCapabilities;
@@ -76,28 +76,25 @@ fn server() -> Server<'static> {
     Server::new(SiteSource::Ready(image), ServerConfig::default())
 }
 
-/// Leaked memory for `pool` connections of 2 KiB + 4 KiB.
+/// Leaked memory for `pool` connections, each with a session and a cell.
 fn memory(pool: usize) -> &'static mut ApplianceMemory<'static> {
-    let sockets = Box::leak(
-        (0..pool + EXTRA_SOCKETS)
-            .map(|_| SocketStorage::EMPTY)
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    );
-    let connections = Box::leak(
-        (0..pool)
-            .map(|_| Connection::new())
-            .collect::<Vec<_>>()
-            .into_boxed_slice(),
-    );
-    let buffers = Box::leak(std::vec![0u8; pool * 6144].into_boxed_slice());
-    Box::leak(Box::new(ApplianceMemory::new(
-        sockets,
-        connections,
-        buffers,
-        2048,
-        4096,
-    )))
+    memory_for(PoolSizes {
+        connections: pool,
+        sessions: pool,
+        cells: pool,
+        sources: 0,
+    })
+}
+
+/// Leaked memory for a pool of `sizes`, with as many socket slots to spare as there are
+/// connections (for an HTTPS pool: see [`ApplianceMemory::reserved_sockets`]).
+fn memory_for(sizes: PoolSizes) -> &'static mut ApplianceMemory<'static> {
+    let memory = ApplianceMemory::leaked(sizes);
+    let sockets = (0..EXTRA_SOCKETS + sizes.connections)
+        .map(|_| SocketStorage::EMPTY)
+        .collect::<Vec<_>>();
+    memory.sockets = Box::leak(sockets.into_boxed_slice());
+    memory
 }
 
 fn static_config(mdns: bool) -> NetworkConfig<'static> {
@@ -112,6 +109,8 @@ fn static_config(mdns: bool) -> NetworkConfig<'static> {
         http_port: 80,
         mdns,
         random_seed: 7,
+        limits: crate::stream::PoolLimits::DEFAULT,
+        max_per_source: 0,
     }
 }
 

@@ -1,5 +1,6 @@
-//! The connection pool: HTTP served to a real smoltcp client over a wired pair, pipelining,
-//! the handshake and close limits, resets, and a full pool deferring new clients.
+//! HTTP through the stream pool, with a real smoltcp client over a wired pair: pipelining,
+//! handshakes that never complete, deadlines with resets, closes that never complete, more
+//! clients than sessions, and a full pool making room.
 
 use super::*;
 
@@ -15,11 +16,14 @@ fn refuses_memory_without_room_for_a_connection() {
         at(0),
     );
     assert_eq!(result.err(), Some(NetError::NoSocketMemory));
-    let mut small = memory(4);
-    small.tcp_rx_len = 5000; // only two 9 KiB pairs fit in 24 KiB
-    small.tcp_tx_len = 4000;
-    assert_eq!(small.pool_size(), 2);
-    let _ = &mut small;
+    let no_sessions = memory_for(PoolSizes {
+        connections: 4,
+        sessions: 0,
+        cells: 4,
+        sources: 0,
+    });
+    assert_eq!(no_sessions.pool_size(), 0);
+    assert_eq!(memory(4).pool_size(), 4);
 }
 
 /// A plain smoltcp client on the other end of the wire.
@@ -136,7 +140,7 @@ fn serves_http_to_a_tcp_client_over_the_wire() {
         .find("HTTP/1.1 404")
         .expect("pipelined 404 after the 200");
     assert!(second > text.find(core::str::from_utf8(BODY).unwrap()).unwrap());
-    assert_eq!(appliance.counters().connections_opened, 1);
+    assert_eq!(appliance.pool_counters().accepted, 1);
     client.socket(handle).close();
     run_until(&mut appliance, &mut client, &mut clock, 2000, |_| false);
     assert_eq!(appliance.open_connections(), 0, "the slot is free again");
@@ -297,32 +301,31 @@ fn answers_many_pipelined_requests_in_order() {
 }
 
 #[test]
-fn an_unfinished_handshake_frees_its_slot_after_the_limit() {
+fn an_unfinished_handshake_holds_nothing() {
     let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
     let link = host.link.clone();
     let mut appliance =
         Appliance::new(guest, static_config(false), memory(1), server(), at(0)).unwrap();
     let mut client = Client::new(host);
     client.connect(40020);
-    // Run until the guest has answered the SYN, then cut the wire: the final ACK of
-    // the handshake never arrives.
+    // Run until the guest has answered the SYN (with a cookie), then cut the wire: the
+    // final ACK of the handshake never arrives.
     let mut clock = 0;
-    while appliance.pool.slots[0].since.is_none() {
+    while appliance.pool_counters().syns == 0 {
         assert!(clock < 1000, "no SYN arrived");
         client.poll(at(clock));
         appliance.poll(at(clock));
         clock += 1;
     }
     *link.borrow_mut() = LinkState::Down;
-    let wake = appliance
-        .poll(at(clock))
-        .expect("a deadline for the handshake");
-    assert!(wake <= at(clock).add_micros(HANDSHAKE_LIMIT_MICROS));
-    appliance.poll(at(clock).add_micros(HANDSHAKE_LIMIT_MICROS));
-    assert_eq!(appliance.counters().handshakes_abandoned, 1);
-    // The slot serves the next client.
+    appliance.poll(at(clock));
+    assert_eq!(
+        appliance.open_connections(),
+        0,
+        "a half-open connection costs nothing"
+    );
+    // The one connection the pool holds serves the next client at once.
     *link.borrow_mut() = LinkState::Up;
-    let mut clock = clock + HANDSHAKE_LIMIT_MICROS / 1000 + 1;
     let next = client.connect(40021);
     assert!(run_until(
         &mut appliance,
@@ -348,18 +351,19 @@ fn an_aborted_connection_sends_its_peer_a_reset() {
         1000,
         |c| c.socket(handle).may_send()
     ));
-    // Half a header, then silence: the engine aborts at its header deadline (10 s).
+    // Half a header, then silence: the pool resets it at its header deadline (20 s, plus
+    // nothing for 33 bytes).
     client
         .socket(handle)
         .send_slice(b"GET / HTTP/1.1\r\nHost: b\r\nX-Slow: ")
         .unwrap();
-    for _ in 0..40 {
+    for _ in 0..44 {
         clock += 500;
         client.poll(at(clock));
         appliance.poll(at(clock));
         client.poll(at(clock));
     }
-    assert_eq!(appliance.counters().connections_aborted, 1);
+    assert_eq!(appliance.pool_counters().timeout_header, 1);
     assert_eq!(
         client.socket(handle).state(),
         tcp::State::Closed,
@@ -387,83 +391,83 @@ fn a_client_that_vanishes_during_close_frees_its_slot() {
         .socket(handle)
         .send_slice(b"GET / HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
         .unwrap();
-    while !appliance.pool.slots[0].closing {
-        assert!(clock < 5000, "the guest never closed");
-        client.poll(at(clock));
-        appliance.poll(at(clock));
-        clock += 1;
-    }
-    // The client disappears: our FIN is never acknowledged.
+    // Our FIN arrives and is acknowledged; then the client disappears without its own.
+    let mut response = Vec::new();
+    assert!(run_until(
+        &mut appliance,
+        &mut client,
+        &mut clock,
+        5000,
+        |c| {
+            read_all(c, handle, &mut response);
+            !c.socket(handle).may_recv()
+        }
+    ));
+    run_until(&mut appliance, &mut client, &mut clock, 50, |_| false);
     *link.borrow_mut() = LinkState::Down;
-    for step in 0..=CLOSE_LIMIT_MICROS / 500_000 {
+    let limit = appliance.pool_limits().close_micros;
+    for step in 0..=limit / 500_000 + 1 {
         appliance.poll(at(clock).add_micros(step * 500_000));
     }
-    // Either the HTTP engine's close deadline (10 s) or the appliance's own close limit
-    // (30 s) ends it; the slot must be free either way.
-    let freed = appliance.counters().closes_abandoned + appliance.server().counters().timeouts;
-    assert!(freed >= 1, "neither deadline ended the stuck close");
+    assert_eq!(appliance.pool_counters().timeout_close, 1);
     assert_eq!(appliance.open_connections(), 0);
 }
 
 #[test]
-fn a_full_pool_defers_extra_clients_until_a_socket_is_free() {
+fn clients_beyond_the_sessions_wait_their_turn_and_a_full_pool_makes_room() {
     let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+    let memory = memory_for(PoolSizes {
+        connections: 3,
+        sessions: 1,
+        cells: 3,
+        sources: 0,
+    });
     let mut appliance =
-        Appliance::new(guest, static_config(false), memory(1), server(), at(0)).unwrap();
+        Appliance::new(guest, static_config(false), memory, server(), at(0)).unwrap();
     let mut client = Client::new(host);
-    let first = client.connect(40001);
+    let handles: Vec<_> = (0..3).map(|k| client.connect(40100 + k)).collect();
     let mut clock = 0;
     assert!(run_until(
         &mut appliance,
         &mut client,
         &mut clock,
         1000,
-        |c| c.socket(first).may_send()
+        |c| handles.iter().all(|&h| c.socket(h).may_send())
     ));
-    // The only socket is taken: the second client's SYN is dropped, not refused, so
-    // it keeps trying (no reset, the connection is still being opened).
-    let second = client.connect(40002);
-    run_until(&mut appliance, &mut client, &mut clock, 500, |_| false);
-    assert_eq!(client.socket(second).state(), tcp::State::SynSent);
-    assert!(appliance.phy_counters().syn_deferred >= 1);
-    // The first is served and closes; the second client's next SYN finds the socket.
-    client
-        .socket(first)
-        .send_slice(b"GET / HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut response = Vec::new();
-    assert!(run_until(
-        &mut appliance,
-        &mut client,
-        &mut clock,
-        5000,
-        |c| {
-            read_all(c, first, &mut response);
-            !c.socket(first).may_recv()
-        }
-    ));
-    assert!(response.starts_with(b"HTTP/1.1 200 OK"));
-    client.socket(first).close();
+    // Three requests at once, one session: each is answered in turn.
+    for &handle in &handles {
+        client
+            .socket(handle)
+            .send_slice(b"GET /big.bin HTTP/1.1\r\nHost: b\r\n\r\n")
+            .unwrap();
+    }
+    let body = big_body();
+    let mut responses = std::vec![Vec::new(); 3];
     assert!(run_until(
         &mut appliance,
         &mut client,
         &mut clock,
         10_000,
-        |c| c.socket(second).may_send()
+        |c| {
+            for (k, &handle) in handles.iter().enumerate() {
+                read_all(c, handle, &mut responses[k]);
+            }
+            responses.iter().all(|r| r.ends_with(&body))
+        }
     ));
-    client
-        .socket(second)
-        .send_slice(b"GET / HTTP/1.1\r\nHost: b\r\n\r\n")
-        .unwrap();
-    let mut response = Vec::new();
+    assert!(appliance.pool_counters().parked >= 2);
+    // The pool is full of idle keep-alive connections: a newcomer takes the place of the
+    // one idle longest, which is reset.
+    run_until(&mut appliance, &mut client, &mut clock, 100, |_| false);
+    let newcomer = client.connect(40200);
     assert!(run_until(
         &mut appliance,
         &mut client,
         &mut clock,
-        5000,
-        |c| {
-            read_all(c, second, &mut response);
-            response.windows(BODY.len()).any(|w| w == BODY)
-        }
+        1000,
+        |c| c.socket(newcomer).may_send()
     ));
+    run_until(&mut appliance, &mut client, &mut clock, 100, |_| false);
+    assert_eq!(appliance.pool_counters().evicted_idle, 1);
+    assert_eq!(appliance.open_connections(), 3);
 }

@@ -1,0 +1,84 @@
+//! Plain HTTP over the stream pool: the engine's [`Connection`] is the session, the
+//! engine's [`Server`] (the site, the configuration, the counters) the shared state.
+
+use super::{Ending, Service, SessionPhase};
+use bramble_hal::Instant;
+use bramble_http::{Activity, Connection, Server};
+
+/// The HTTP engine as a [`Service`].
+pub struct HttpService<'a> {
+    /// The site, the configuration and the counters.
+    pub server: Server<'a>,
+}
+
+impl<'a> HttpService<'a> {
+    /// Serves `server`'s site.
+    pub fn new(server: Server<'a>) -> Self {
+        Self { server }
+    }
+}
+
+impl Service for HttpService<'_> {
+    type Session = Connection;
+
+    fn open(&mut self, session: &mut Connection, _local_port: u16, carry: u32, now: Instant) {
+        // `carry` is one more than the requests served, so that 0 means a new connection.
+        match carry.checked_sub(1) {
+            None => session.open(&mut self.server, now),
+            Some(served) => session.resume(&mut self.server, now, served),
+        }
+    }
+
+    fn receive(&mut self, session: &mut Connection, data: &[u8], now: Instant) -> usize {
+        session.receive(&mut self.server, data, now)
+    }
+
+    fn parked_ready(&self, parked: &[u8]) -> bool {
+        // A whole header section (RFC 9112 §2.2 allows a bare LF as the line end).
+        parked.windows(4).any(|w| w == b"\r\n\r\n") || parked.windows(2).any(|w| w == b"\n\n")
+    }
+
+    fn receive_window(&self, session: &Connection) -> usize {
+        session.receive_window()
+    }
+
+    fn send_len(&self, session: &Connection) -> usize {
+        session.pending_len()
+    }
+
+    fn readable(
+        &mut self,
+        session: &mut Connection,
+        offset: usize,
+        max: usize,
+        now: Instant,
+    ) -> usize {
+        session.readable(&mut self.server, offset, max, now)
+    }
+
+    fn read_at(&self, session: &mut Connection, offset: usize, out: &mut [u8]) -> usize {
+        session.read_at(&self.server, offset, out)
+    }
+
+    fn acknowledge(&mut self, session: &mut Connection, n: usize, now: Instant) {
+        session.acknowledge(&mut self.server, n, now);
+    }
+
+    fn phase(&self, session: &Connection) -> SessionPhase {
+        match session.activity() {
+            Activity::Idle => SessionPhase::Idle,
+            Activity::Receiving { since, bytes } => SessionPhase::Receiving { since, bytes },
+            Activity::Responding => SessionPhase::Sending,
+            Activity::Closing => SessionPhase::Closing,
+            Activity::Broken => SessionPhase::Abort,
+        }
+    }
+
+    fn release(&mut self, session: &mut Connection) -> u32 {
+        session.suspend(&mut self.server).saturating_add(1)
+    }
+
+    fn close(&mut self, session: &mut Connection, _ending: Ending) {
+        session.close(&mut self.server);
+    }
+}
