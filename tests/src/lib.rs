@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: build the kernel once, boot QEMU guests whose
 //! serial output can be awaited line by line, and always stop them by PID.
 
+pub mod attack;
 pub mod hoard;
 pub mod monitor;
 

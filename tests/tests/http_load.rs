@@ -2,9 +2,10 @@
 //! clients all served, and slow clients (silent, half a header, never reading) cut off by the
 //! kernel's deadlines while everyone else is still served. One guest for all of it.
 //!
-//! The deadlines are the engine's defaults (`bramble_http::Limits::DEFAULT`: 10 s to the first
-//! byte, 10 s for a header, 15 s idle, 60 s per response); the checks wait for the kernel to act
-//! on them, with generous bounds, and never assert how fast anything was.
+//! The deadlines are the connection pool's defaults (`bramble_net::stream::PoolLimits::DEFAULT`:
+//! 10 s to the first byte, 20-40 s for a header, 15 s idle, 30 s without progress for a
+//! response); the checks wait for the kernel to act on them, with generous bounds, and never
+//! assert how fast anything was.
 
 mod support;
 
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 use support::{Client, access_log_since, boot_site, http_status, site_files, status_value};
 
 /// How long the kernel may take to act on a deadline before the test calls it a failure: the
-/// longest deadline (60 s per response) plus slack for a loaded machine.
+/// longest deadline (40 s for a header) plus slack for a loaded machine.
 const CUT_OFF_BOUND: Duration = Duration::from_secs(120);
 
 fn make_site(root: &Path) {

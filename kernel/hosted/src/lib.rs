@@ -28,6 +28,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Longest sleep between polls: link changes (the host taking the TAP down) raise no event
 /// on the descriptor, so they are noticed within this time.
@@ -448,6 +449,12 @@ fn open_store(
 
 /// Opens the TAP device and runs the appliance until the process is killed.
 pub fn run(config: &HostedConfig) -> Result<(), HostedError> {
+    run_until(config, &AtomicBool::new(false))
+}
+
+/// Opens the TAP device and runs the appliance until `stop` is set (noticed within
+/// [`LINK_CHECK_MICROS`]); for tests that run it on a thread of their own.
+pub fn run_until(config: &HostedConfig, stop: &AtomicBool) -> Result<(), HostedError> {
     let tap = tap::TapDevice::open(&config.tap, config.mac).map_err(HostedError::Tap)?;
     let fd = tap.raw_fd();
     log::info!("hosted: TAP {} open, MAC {}", config.tap, config.mac);
@@ -466,9 +473,9 @@ pub fn run(config: &HostedConfig) -> Result<(), HostedError> {
             let writer =
                 pcap::PcapWriter::new(std::io::BufWriter::new(file)).map_err(HostedError::Pcap)?;
             log::info!("hosted: capturing frames to {}", path.display());
-            serve(pcap::CapturingDevice::new(device, writer), fd, config)
+            serve(pcap::CapturingDevice::new(device, writer), fd, config, stop)
         }
-        None => serve(device, fd, config),
+        None => serve(device, fd, config, stop),
     }
 }
 
@@ -476,6 +483,7 @@ fn serve<D: EthernetDevice>(
     device: D,
     fd: RawFd,
     config: &HostedConfig,
+    stop: &AtomicBool,
 ) -> Result<(), HostedError> {
     let clock = HostClock::new();
     let (site, store) = load_site(&config.site);
@@ -593,7 +601,7 @@ fn serve<D: EthernetDevice>(
     if let Some(acme) = &config.acme {
         start_acme(&mut appliance, config, acme, clock.now())?;
     }
-    loop {
+    while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
         if let Some(store) = store {
             store.poll(now);
@@ -625,6 +633,7 @@ fn serve<D: EthernetDevice>(
             }
         }
     }
+    Ok(())
 }
 
 /// A `log` backend that writes `[seconds.micros] LEVEL target: message` lines to stderr.

@@ -14,7 +14,7 @@ const NONE: u32 = u32::MAX;
 pub const CELL_LEN: usize = 512;
 /// Replies sent without a control block (SYN-ACKs, resets, the last ACK of a close) that may
 /// wait for the device at once; more are dropped (the peer retries).
-const CONTROL_QUEUE: usize = 64;
+const CONTROL_QUEUE: usize = 256;
 /// Segments one connection sends per turn of the ready queue before the next one's turn.
 const BURST: u32 = 4;
 /// Resolution and span of the retransmission timer wheel.
@@ -488,14 +488,12 @@ impl List {
 enum Links {
     Class,
     Ready,
-    Wheel,
 }
 
 fn links(tcb: &mut Tcb, which: Links) -> (&mut u32, &mut u32) {
     match which {
         Links::Class => (&mut tcb.prev, &mut tcb.next),
         Links::Ready => (&mut tcb.ready_prev, &mut tcb.ready_next),
-        Links::Wheel => (&mut tcb.wheel_prev, &mut tcb.wheel_next),
     }
 }
 
@@ -535,9 +533,10 @@ fn unlink(list: &mut List, tcbs: &mut [Tcb], i: u32, which: Links) {
     list.len -= 1;
 }
 
-/// The retransmission timers: a wheel of 1 ms slots with a bitmap of the slots in use.
+/// The retransmission timers: a wheel of 1 ms slots (each the head of a list linked
+/// through the blocks) with a bitmap of the slots in use.
 struct Wheel {
-    slots: [List; WHEEL_SLOTS],
+    slots: [u32; WHEEL_SLOTS],
     used: [u32; WHEEL_SLOTS / 32],
     /// The last tick processed.
     cursor: u64,
@@ -553,20 +552,38 @@ impl Wheel {
             .max(self.cursor + 1)
             .min(self.cursor + WHEEL_SLOTS as u64 - 1);
         let slot = (tick % WHEEL_SLOTS as u64) as usize;
-        tcbs[i as usize].wheel_slot = slot as u16;
-        tcbs[i as usize].flags |= IN_WHEEL;
-        push_back(&mut self.slots[slot], tcbs, i, Links::Wheel);
+        let head = self.slots[slot];
+        let tcb = &mut tcbs[i as usize];
+        tcb.wheel_slot = slot as u16;
+        tcb.flags |= IN_WHEEL;
+        tcb.wheel_prev = NONE;
+        tcb.wheel_next = head;
+        if head != NONE {
+            tcbs[head as usize].wheel_prev = i;
+        }
+        self.slots[slot] = i;
         self.used[slot / 32] |= 1 << (slot % 32);
     }
 
     fn remove(&mut self, tcbs: &mut [Tcb], i: u32) {
-        if !tcbs[i as usize].has(IN_WHEEL) {
+        let tcb = &mut tcbs[i as usize];
+        if !tcb.has(IN_WHEEL) {
             return;
         }
-        let slot = usize::from(tcbs[i as usize].wheel_slot);
-        unlink(&mut self.slots[slot], tcbs, i, Links::Wheel);
-        tcbs[i as usize].flags &= !IN_WHEEL;
-        if self.slots[slot].len == 0 {
+        let slot = usize::from(tcb.wheel_slot);
+        let (prev, next) = (tcb.wheel_prev, tcb.wheel_next);
+        tcb.wheel_prev = NONE;
+        tcb.wheel_next = NONE;
+        tcb.flags &= !IN_WHEEL;
+        if prev == NONE {
+            self.slots[slot] = next;
+        } else {
+            tcbs[prev as usize].wheel_next = next;
+        }
+        if next != NONE {
+            tcbs[next as usize].wheel_prev = prev;
+        }
+        if self.slots[slot] == NONE {
             self.used[slot / 32] &= !(1 << (slot % 32));
         }
     }
@@ -594,6 +611,20 @@ impl Wheel {
     }
 }
 
+/// A reply sent without a control block, queued for the device.
+#[derive(Clone, Copy, Debug)]
+struct Control {
+    dst_mac: [u8; 6],
+    dst_ip: [u8; 4],
+    dst_port: u16,
+    seq: u32,
+    ack: u32,
+    flags: u8,
+    /// The MSS option (SYN-ACK only; 0: none).
+    mss: u16,
+    window: u16,
+}
+
 /// The stream pool: every connection of one TCP port. See the module documentation.
 pub struct StreamPool<'a, S: Service> {
     tcbs: &'a mut [Tcb],
@@ -617,7 +648,7 @@ pub struct StreamPool<'a, S: Service> {
     /// they get a turn again at the next poll.
     blocked: List,
     wheel: Wheel,
-    control: heapless::Deque<Outgoing, CONTROL_QUEUE>,
+    control: heapless::Deque<Control, CONTROL_QUEUE>,
     ip_id: u16,
     counters: PoolCounters,
 }
@@ -700,7 +731,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             ready: List::EMPTY,
             blocked: List::EMPTY,
             wheel: Wheel {
-                slots: [List::EMPTY; WHEEL_SLOTS],
+                slots: [NONE; WHEEL_SLOTS],
                 used: [0; WHEEL_SLOTS / 32],
                 cursor: 0,
             },
@@ -823,16 +854,16 @@ impl<'a, S: Service> StreamPool<'a, S> {
             }
             if segment.has(flags::SYN) {
                 if !segment.has(flags::ACK) && !segment.has(flags::FIN) {
-                    self.answer_syn(&segment, ip, now);
+                    self.answer_syn(&segment, now);
                 } else {
-                    self.reset_for(&segment, ip);
+                    self.reset_for(&segment);
                 }
                 return;
             }
             if !segment.has(flags::ACK) {
                 return;
             }
-            i = self.admit(&segment, ip, now);
+            i = self.admit(&segment, now);
             if i == NONE {
                 return;
             }
@@ -843,7 +874,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
     }
 
-    fn answer_syn(&mut self, segment: &Segment<'_>, ip: [u8; 4], now: Instant) {
+    fn answer_syn(&mut self, segment: &Segment<'_>, now: Instant) {
         let input = CookieInput {
             ip: segment.src_ip,
             port: segment.src_port,
@@ -854,25 +885,20 @@ impl<'a, S: Service> StreamPool<'a, S> {
             .cookies
             .make(&input, segment.mss, now.as_micros() / 1_000_000);
         self.counters.syns += 1;
-        let reply = Outgoing {
+        self.queue_control(Control {
             dst_mac: segment.src_mac,
-            src_mac: self.mac,
-            src_ip: ip,
             dst_ip: segment.src_ip,
-            src_port: segment.dst_port,
             dst_port: segment.src_port,
             seq: cookie,
             ack: segment.seq.wrapping_add(1),
             flags: flags::SYN | flags::ACK,
+            mss,
             window: CELL_LEN as u16,
-            mss: Some(mss),
-            ip_id: 0,
-        };
-        self.queue_control(reply);
+        });
     }
 
     /// RFC 9293 §3.10.7.1: a segment for no connection gets a reset (unless it is one).
-    fn reset_for(&mut self, segment: &Segment<'_>, ip: [u8; 4]) {
+    fn reset_for(&mut self, segment: &Segment<'_>) {
         let (seq, ack, reset_flags) = if segment.has(flags::ACK) {
             (segment.ack, 0, flags::RST)
         } else {
@@ -882,31 +908,26 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 flags::RST | flags::ACK,
             )
         };
-        let reply = Outgoing {
+        self.queue_control(Control {
             dst_mac: segment.src_mac,
-            src_mac: self.mac,
-            src_ip: ip,
             dst_ip: segment.src_ip,
-            src_port: segment.dst_port,
             dst_port: segment.src_port,
             seq,
             ack,
             flags: reset_flags,
+            mss: 0,
             window: 0,
-            mss: None,
-            ip_id: 0,
-        };
-        self.queue_control(reply);
+        });
     }
 
-    fn queue_control(&mut self, reply: Outgoing) {
+    fn queue_control(&mut self, reply: Control) {
         if self.control.push_back(reply).is_err() {
             self.counters.control_dropped += 1;
         }
     }
 
     /// An ACK for no connection: admit it if it carries our cookie.
-    fn admit(&mut self, segment: &Segment<'_>, ip: [u8; 4], now: Instant) -> u32 {
+    fn admit(&mut self, segment: &Segment<'_>, now: Instant) -> u32 {
         let input = CookieInput {
             ip: segment.src_ip,
             port: segment.src_port,
@@ -919,19 +940,19 @@ impl<'a, S: Service> StreamPool<'a, S> {
             .check(&input, cookie, now.as_micros() / 1_000_000)
         else {
             self.counters.bad_cookies += 1;
-            self.reset_for(segment, ip);
+            self.reset_for(segment);
             return NONE;
         };
         if self.config.max_per_source > 0
             && self.source_count(segment.src_ip) >= self.config.max_per_source
         {
             self.counters.refused_source += 1;
-            self.reset_for(segment, ip);
+            self.reset_for(segment);
             return NONE;
         }
         if self.free_tcb == NONE && !self.evict_for_newcomer() {
             self.counters.refused_full += 1;
-            self.reset_for(segment, ip);
+            self.reset_for(segment);
             return NONE;
         }
         let i = self.free_tcb;
@@ -1540,46 +1561,33 @@ impl<'a, S: Service> StreamPool<'a, S> {
             Cause::Aborted => &mut self.counters.aborted,
         };
         *counter += 1;
-        if let Some(ip) = self.ip {
-            let tcb = &self.tcbs[i as usize];
-            let reply = Outgoing {
-                dst_mac: tcb.remote_mac,
-                src_mac: self.mac,
-                src_ip: ip,
-                dst_ip: tcb.remote_ip,
-                src_port: self.config.port,
-                dst_port: tcb.remote_port,
-                seq: tcb.snd_nxt,
-                ack: tcb.rcv_nxt,
-                flags: flags::RST | flags::ACK,
-                window: 0,
-                mss: None,
-                ip_id: 0,
-            };
-            self.queue_control(reply);
-        }
+        let tcb = &self.tcbs[i as usize];
+        let reply = Control {
+            dst_mac: tcb.remote_mac,
+            dst_ip: tcb.remote_ip,
+            dst_port: tcb.remote_port,
+            seq: tcb.snd_nxt,
+            ack: tcb.rcv_nxt,
+            flags: flags::RST | flags::ACK,
+            mss: 0,
+            window: 0,
+        };
+        self.queue_control(reply);
         self.free(i, Ending::Reset);
     }
 
     /// Queues the ACK of the peer's FIN for a connection about to be freed.
     fn final_ack(&mut self, i: u32) {
-        let Some(ip) = self.ip else {
-            return;
-        };
         let tcb = &self.tcbs[i as usize];
-        let reply = Outgoing {
+        let reply = Control {
             dst_mac: tcb.remote_mac,
-            src_mac: self.mac,
-            src_ip: ip,
             dst_ip: tcb.remote_ip,
-            src_port: self.config.port,
             dst_port: tcb.remote_port,
             seq: tcb.snd_nxt,
             ack: tcb.rcv_nxt,
             flags: flags::ACK,
+            mss: 0,
             window: 0,
-            mss: None,
-            ip_id: 0,
         };
         self.queue_control(reply);
     }
@@ -1708,8 +1716,8 @@ impl<'a, S: Service> StreamPool<'a, S> {
             self.wheel.cursor = tick;
             steps += 1;
             let slot = (tick % WHEEL_SLOTS as u64) as usize;
-            while self.wheel.slots[slot].head != NONE {
-                let i = self.wheel.slots[slot].head;
+            while self.wheel.slots[slot] != NONE {
+                let i = self.wheel.slots[slot];
                 self.wheel.remove(self.tcbs, i);
                 if self.tcbs[i as usize].rto_at <= now {
                     self.on_rto(i, now);
@@ -1887,8 +1895,21 @@ impl<'a, S: Service> StreamPool<'a, S> {
             if !tx.can_transmit() {
                 return;
             }
-            if let Some(mut reply) = self.control.pop_front() {
-                reply.ip_id = self.next_ip_id();
+            if let Some(control) = self.control.pop_front() {
+                let reply = Outgoing {
+                    dst_mac: control.dst_mac,
+                    src_mac: self.mac,
+                    src_ip: ip,
+                    dst_ip: control.dst_ip,
+                    src_port: self.config.port,
+                    dst_port: control.dst_port,
+                    seq: control.seq,
+                    ack: control.ack,
+                    flags: control.flags,
+                    window: control.window,
+                    mss: (control.mss != 0).then_some(control.mss),
+                    ip_id: self.next_ip_id(),
+                };
                 let len = reply.headers_len();
                 if tx.transmit(len, |frame| reply.write(frame, 0)) {
                     self.counters.segments_out += 1;

@@ -1,0 +1,219 @@
+//! The attack suite (issue 12): against the QEMU guest on a TAP link and against
+//! bramble-hosted, each in a network namespace this test creates, five attacks one after the
+//! other: the mixed hoarding load, a SYN flood from one address (hping3), slowloris and slow
+//! read (slowhttptest), and 1,000 idle keep-alive connections. During each, a polite client
+//! asks for `/` on a fresh connection every 0.5 s; it must be answered at least 99% of the
+//! time within 3 s (a liveness bound, not a speed claim), and the server must serve
+//! normally afterwards. Every client, the attackers included, connects from the
+//! namespace's one address, as behind a NAT.
+//!
+//! Rates and counts are bounded: the flood is 2,000 SYNs per second (what the emulated USB
+//! link carries; the hosted run gets 20,000), slowhttptest opens 1,000 connections, every
+//! tool is killed by its PID when its measurement ends.
+
+mod netns;
+
+use bramble_hosted::HostedConfig;
+use bramble_hosted::fault::FaultConfig;
+use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use bramble_tests::attack::{self, Attack, AttackPlan, AttackReport};
+use bramble_tests::{BOOT_TIMEOUT, kernel};
+use netns::{Netns, NetnsGuest, build_card};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+const GUEST: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 2);
+const BIG: &str = "/big.bin";
+const BIG_LEN: usize = 5 * 1024 * 1024;
+
+/// The site: a small page for the polite client and the issue's 5 MB file.
+fn write_site(root: &Path) -> Vec<u8> {
+    std::fs::create_dir_all(root).unwrap();
+    let page = "<!doctype html><title>attacks</title><p>still here</p>\n"
+        .repeat(20)
+        .into_bytes();
+    std::fs::write(root.join("index.html"), &page).unwrap();
+    // Incompressible, so the identity body is what travels.
+    let big: Vec<u8> = (0..BIG_LEN as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+        .collect();
+    std::fs::write(root.join("big.bin"), big).unwrap();
+    page
+}
+
+/// A GET of `/` on a fresh connection from inside the namespace: the body, or why not.
+fn fetch_page(netns: &Netns) -> Result<Vec<u8>, String> {
+    attack::inside(netns.name(), || {
+        let target = SocketAddrV4::new(GUEST, 80);
+        let mut stream = TcpStream::connect_timeout(&target.into(), Duration::from_secs(10))
+            .map_err(|e| format!("connect: {e}"))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nHost: b\r\nConnection: close\r\n\r\n")
+            .map_err(|e| format!("send: {e}"))?;
+        let mut response = Vec::new();
+        stream
+            .read_to_end(&mut response)
+            .map_err(|e| format!("read: {e}"))?;
+        let split = response
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .ok_or("no header")?;
+        if !response.starts_with(b"HTTP/1.1 200") {
+            return Err(String::from_utf8_lossy(&response[..split]).to_string());
+        }
+        Ok(response[split + 4..].to_vec())
+    })
+}
+
+/// Runs every attack against the server at [`GUEST`] in `netns`; returns the reports.
+fn run_attacks(
+    netns: &Netns,
+    syn_rate: u32,
+    page: &[u8],
+    mut between: impl FnMut(),
+) -> Vec<AttackReport> {
+    let mut plan = AttackPlan::new(SocketAddrV4::new(GUEST, 80), BIG);
+    plan.netns = Some(netns.name().to_string());
+    plan.syn_rate = syn_rate;
+    let mut reports = Vec::new();
+    for attack in Attack::ALL {
+        let report = attack::inside(netns.name(), || attack::run(attack, &plan));
+        eprintln!("{}", report.summary());
+        for failure in &report.polite.failures {
+            eprintln!("  polite request failed: {failure}");
+        }
+        // Healthy afterwards: the page, whole, on a fresh connection.
+        std::thread::sleep(Duration::from_secs(1));
+        let after = fetch_page(netns);
+        assert!(
+            after.as_deref() == Ok(page),
+            "after {}: {:?}",
+            attack.name(),
+            after.map(|b| b.len())
+        );
+        between();
+        reports.push(report);
+    }
+    reports
+}
+
+fn check(reports: &[AttackReport], what: &str) {
+    let failed: Vec<String> = reports
+        .iter()
+        .filter(|r| r.polite.served * 100 < r.polite.attempts * 99)
+        .map(|r| format!("{} {:?}", r.summary(), r.polite.failures))
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "{what}: the polite client was not served 99% of the time within 3 s:\n{}",
+        failed.join("\n")
+    );
+}
+
+#[test]
+fn attacks_on_the_qemu_guest_leave_a_polite_client_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = write_site(&dir.path().join("site"));
+    let netns = Netns::create();
+    let card = dir.path().join("card.img");
+    build_card(
+        &dir.path().join("site"),
+        "address = 192.168.77.2/24\naccess_log = off\nmdns = off\n",
+        &card,
+    );
+    let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
+    config.sd_card = Some(card);
+    config.network = Some(Network::Tap {
+        interface: netns::TAP.to_string(),
+        topology: Topology::BehindHub,
+    });
+    let mut guest = NetnsGuest::start(&netns, &config);
+    guest.expect_line("serving: http://192.168.77.2/", BOOT_TIMEOUT);
+    assert_eq!(
+        fetch_page(&netns).as_deref(),
+        Ok(&page[..]),
+        "before the attacks"
+    );
+    let reports = run_attacks(&netns, 2_000, &page, || {
+        guest.send_line("status");
+    });
+    guest.send_line("status");
+    let status = guest.expect_line("status: connections", Duration::from_secs(20));
+    eprintln!("{status}");
+    guest.drain();
+    for line in &guest.transcript {
+        assert!(
+            !line.contains("panic") && !line.contains("watchdog reset") && !line.contains("FAULT"),
+            "the guest was not healthy: {line}"
+        );
+    }
+    check(&reports, "QEMU guest");
+}
+
+#[test]
+fn attacks_on_bramble_hosted_leave_a_polite_client_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = write_site(&dir.path().join("site"));
+    let packed = bramble::pack::pack_site(
+        &dir.path().join("site"),
+        &bramble::pack::PackOptions::default(),
+    )
+    .expect("pack the site");
+    let image = dir.path().join("SITE.BIN");
+    std::fs::write(&image, &packed.image).unwrap();
+    let netns = Netns::create();
+    let config = HostedConfig {
+        tap: netns::TAP.to_string(),
+        site: image,
+        static_address: Some((GUEST, 24)),
+        gateway: None,
+        hostname: "attacked".to_string(),
+        mac: bramble_hal::MacAddress([2, 0, 0, 0x62, 0x72, 0x09]),
+        pcap: None,
+        faults: FaultConfig {
+            drop_percent: 0,
+            corrupt_percent: 0,
+            seed: 1,
+        },
+        connections: 16 * 1024,
+        sessions: 512,
+        cells: 16 * 1024,
+        max_per_source: 0,
+        mdns: false,
+        access_log: false,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = {
+        let stop = Arc::clone(&stop);
+        attack::spawn_inside(netns.name(), move || {
+            bramble_hosted::run_until(&config, &stop).map_err(|e| e.to_string())
+        })
+    };
+    let mut ready = false;
+    for _ in 0..100 {
+        if fetch_page(&netns).as_deref() == Ok(&page[..]) {
+            ready = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(ready, "bramble-hosted did not serve");
+    let reports = run_attacks(&netns, 20_000, &page, || {});
+    assert!(
+        !server.is_finished(),
+        "bramble-hosted stopped during the attacks"
+    );
+    stop.store(true, Ordering::Relaxed);
+    server
+        .join()
+        .expect("server thread")
+        .expect("bramble-hosted ran without error");
+    check(&reports, "bramble-hosted");
+}
