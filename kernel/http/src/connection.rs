@@ -473,7 +473,13 @@ impl Connection {
     /// Before the first byte of a response goes out, the body is confirmed available; one
     /// that cannot be had is replaced by a 500 page then, and later makes the connection
     /// broken ([`Activity::Broken`]).
-    pub fn readable(&mut self, server: &mut Server, offset: usize, max: usize, now: Instant) -> usize {
+    pub fn readable(
+        &mut self,
+        server: &mut Server,
+        offset: usize,
+        max: usize,
+        now: Instant,
+    ) -> usize {
         if !self.open || !self.responding || self.broken || max == 0 {
             return 0;
         }

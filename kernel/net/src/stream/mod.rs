@@ -60,6 +60,8 @@
 //! connection's sequence numbers come from a fresh cookie).
 
 pub mod cookie;
+#[doc(hidden)]
+pub mod exercise;
 pub mod http;
 mod pool;
 pub mod wire;

@@ -785,9 +785,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
         counters
     }
 
-    /// Connections per class, for tests: fresh, idle, partial, waiting, busy, closing.
-    #[cfg(test)]
-    pub(crate) fn class_counts(&self) -> [u32; 6] {
+    /// Connections per class: fresh, idle, partial, waiting, busy, closing (for tests and
+    /// failure messages).
+    #[doc(hidden)]
+    pub fn class_counts(&self) -> [u32; 6] {
         core::array::from_fn(|k| self.lists[k + 1].len)
     }
 
@@ -1928,31 +1929,21 @@ impl<'a, S: Service> StreamPool<'a, S> {
             let i = self.ready.head;
             unlink(&mut self.ready, self.tcbs, i, Links::Ready);
             self.tcbs[i as usize].flags &= !READY;
-            self.send_turn(i, ip, now, tx);
+            let turn_over = self.send_turn(i, ip, now, tx);
             if self.tcbs[i as usize].state == State::Free {
                 continue;
             }
+            // More now (its turn ended, not its window), or the device filled up mid-turn.
+            let more = turn_over || (!tx.can_transmit() && self.wants_transmit(i));
             if self.lease_phase(i) == Some(SessionPhase::Abort) {
                 // The service found it cannot complete what it was sending.
                 self.abort(i, Cause::Aborted);
                 continue;
             }
-            if self.wants_more(i) {
+            if more || self.tcbs[i as usize].has(ACK_NOW) {
                 self.make_ready(i);
             }
         }
-    }
-
-    /// Whether connection `i` could send more data right now (window permitting).
-    fn wants_more(&self, i: u32) -> bool {
-        let tcb = &self.tcbs[i as usize];
-        if tcb.has(ACK_NOW) {
-            return true;
-        }
-        let unsent = self.send_len(i).saturating_sub(tcb.data_sent());
-        let window = tcb.snd_wnd.min(tcb.cwnd);
-        (unsent > 0 && tcb.in_flight() < window)
-            || (tcb.has(FIN_WANTED) && unsent == 0 && !tcb.has(FIN_SENT))
     }
 
     fn next_ip_id(&mut self) -> u16 {
@@ -1981,8 +1972,9 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
     }
 
-    /// One turn of connection `i`: up to [`BURST`] data segments, a FIN, or an ACK.
-    fn send_turn<T: Transmit>(&mut self, i: u32, ip: [u8; 4], now: Instant, tx: &mut T) {
+    /// One turn of connection `i`: up to [`BURST`] data segments, a FIN, or an ACK. Returns
+    /// whether it stopped only because its turn was over (it has more it may send now).
+    fn send_turn<T: Transmit>(&mut self, i: u32, ip: [u8; 4], now: Instant, tx: &mut T) -> bool {
         let idx = i as usize;
         if self.tcbs[idx].has(PERSIST) {
             // A window probe: an old sequence number makes the peer answer with its window.
@@ -2002,11 +1994,16 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 tcb.rto_at = now.add_micros(interval.min(u64::from(MAX_RTO_MICROS)));
                 self.wheel.insert(self.tcbs, i);
             }
-            return;
+            return false;
         }
         let mut sent = 0;
+        let mut turn_over = false;
         let lease = self.tcbs[idx].lease;
-        while sent < BURST {
+        loop {
+            if sent == BURST {
+                turn_over = true;
+                break;
+            }
             if !tx.can_transmit() {
                 break;
             }
@@ -2117,7 +2114,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
                     self.set_class(i, Class::Closing, now);
                 }
             }
-            return;
+            return false;
         }
         if self.tcbs[idx].has(ACK_NOW) && tx.can_transmit() {
             let seq = self.tcbs[idx].snd_nxt;
@@ -2127,6 +2124,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 self.tcbs[idx].flags &= !ACK_NOW;
             }
         }
+        turn_over
     }
 
     /// When the pool next needs to run if nothing arrives: the earliest retransmission or

@@ -853,3 +853,68 @@ fn the_idle_allowance_shrinks_as_the_pool_fills() {
     let closed = net.run_until(5_000, |net| net.pool.counters().timeout_idle == 9);
     assert!(closed, "{}", net.pool.counters());
 }
+
+/// A small site for the HTTP service: a page and a 20 KB file.
+fn http_site() -> &'static [u8] {
+    use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
+    let mut writer = SiteImageWriter::new();
+    for (path, body) in [
+        ("/index.html", b"<p>hello</p>".to_vec()),
+        (
+            "/big.bin",
+            (0..20_000u32).map(|i| (i % 251) as u8).collect(),
+        ),
+    ] {
+        writer
+            .add(FileSpec {
+                path: path.into(),
+                content_type: "text/html".into(),
+                cache_control: "no-cache".into(),
+                last_modified: 0,
+                last_modified_http: http_date(0),
+                identity: VariantSpec {
+                    body,
+                    etag: "\"e\"".into(),
+                },
+                gzip: None,
+                brotli: None,
+            })
+            .unwrap();
+    }
+    Box::leak(writer.finish().unwrap().into_boxed_slice())
+}
+
+#[test]
+fn random_scripts_keep_the_pool_sound() {
+    use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+    let image = bramble_site::SiteImage::new_checked(http_site()).unwrap();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for round in 0..300 {
+        let server = Server::new(SiteSource::Ready(image), ServerConfig::default());
+        let memory = PoolMemory {
+            tcbs: leak(vec![Tcb::EMPTY; 4]),
+            buckets: leak(vec![0u32; 4]),
+            leases: leak((0..2).map(|_| Lease::new(Connection::new())).collect()),
+            cells: leak((0..3).map(|_| Cell::new()).collect()),
+            sources: leak(vec![Source::EMPTY; 8]),
+        };
+        let config = PoolConfig {
+            port: 80,
+            limits: PoolLimits::DEFAULT,
+            max_per_source: if round % 3 == 0 { 2 } else { 0 },
+            seed: round,
+        };
+        let mut pool = StreamPool::new(memory, http::HttpService::new(server), config);
+        let script: Vec<u8> = (0..900)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                // Mostly handshakes, segments and time: the interesting ops.
+                let byte = (state >> 24) as u8;
+                if byte.is_multiple_of(5) { 1 } else { byte }
+            })
+            .collect();
+        exercise::run_script(&mut pool, &script);
+    }
+}
