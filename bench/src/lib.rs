@@ -18,6 +18,7 @@
 pub mod counters;
 pub mod guest;
 mod hosted;
+pub mod judge;
 pub mod load;
 pub mod plot;
 pub mod probe;
@@ -786,8 +787,29 @@ fn free_port() -> anyhow::Result<u16> {
         .port())
 }
 
-/// wrk keeps one descriptor per connection: lift the soft limit to the hard one.
-fn raise_open_file_limit() {
+/// Runs `f` on a thread that has entered the network namespace `name` (/run/netns/NAME), so
+/// that its sockets, and those of the threads it starts, live there.
+pub fn in_namespace<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+    let handle = std::fs::File::open(Path::new("/run/netns").join(name))
+        .with_context(|| format!("opening namespace {name}"))?;
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                rustix::thread::move_into_link_name_space(
+                    std::os::fd::AsFd::as_fd(&handle),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .with_context(|| format!("entering namespace {name}"))?;
+                Ok(f())
+            })
+            .join()
+            .unwrap_or_else(|_| bail!("the thread in namespace {name} panicked"))
+    })
+}
+
+/// wrk (and the judging client) keep one descriptor per connection: lift the soft limit to
+/// the hard one.
+pub fn raise_open_file_limit() {
     use rustix::process::{Resource, getrlimit, setrlimit};
     let mut limit = getrlimit(Resource::Nofile);
     if limit.current < limit.maximum {

@@ -188,6 +188,12 @@ fn attacks_on_bramble_hosted_leave_a_polite_client_served() {
         max_per_source: 0,
         mdns: false,
         access_log: false,
+        tls: None,
+        https_only: false,
+        hsts_seconds: None,
+        https_connections: 1,
+        ntp: Vec::new(),
+        console: false,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let server = {

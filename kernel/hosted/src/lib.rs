@@ -28,6 +28,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Longest sleep between polls: link changes (the host taking the TAP down) raise no event
@@ -112,6 +113,8 @@ pub struct HostedConfig {
     pub ntp: Vec<String>,
     /// Obtain the certificate by ACME.
     pub acme: Option<HostedAcme>,
+    /// Answer `status` typed on stdin with the Pi's status lines (on stdout).
+    pub console: bool,
 }
 
 /// Let's Encrypt's production directory, the default CA.
@@ -601,6 +604,18 @@ fn serve<D: EthernetDevice>(
     if let Some(acme) = &config.acme {
         start_acme(&mut appliance, config, acme, clock.now())?;
     }
+    let status_asked = Arc::new(AtomicBool::new(false));
+    if config.console {
+        let asked = Arc::clone(&status_asked);
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lines() {
+                let Ok(line) = line else { break };
+                if line.trim() == "status" {
+                    asked.store(true, Ordering::Relaxed);
+                }
+            }
+        });
+    }
     while !stop.load(Ordering::Relaxed) {
         let now = clock.now();
         if let Some(store) = store {
@@ -611,6 +626,9 @@ fn serve<D: EthernetDevice>(
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
+        if status_asked.swap(false, Ordering::Relaxed) {
+            print_status(&appliance);
+        }
         let wait = next
             .map(|t| t.micros_since(now))
             .unwrap_or(LINK_CHECK_MICROS)
@@ -634,6 +652,31 @@ fn serve<D: EthernetDevice>(
         }
     }
     Ok(())
+}
+
+/// The Pi's `status` lines for the HTTP server and the connection pool, on stdout.
+fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
+    let http = appliance.server().counters();
+    let phy = appliance.phy_counters();
+    let pool = appliance.pool_counters();
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(
+        out,
+        "status: http requests {}, bytes {}, open connections {}, accepted {}, timeouts {}, \
+         errors {}; frames rx {} tx {}, rx errors {}, tx dropped {}",
+        http.requests,
+        http.bytes_sent,
+        pool.open,
+        pool.accepted,
+        pool.timeouts(),
+        http.errors(),
+        phy.rx_frames,
+        phy.tx_frames,
+        phy.rx_errors,
+        phy.tx_dropped
+    );
+    let _ = writeln!(out, "status: connections {pool}");
+    let _ = out.flush();
 }
 
 /// A `log` backend that writes `[seconds.micros] LEVEL target: message` lines to stderr.

@@ -215,6 +215,7 @@ fn main() -> ExitCode {
             first_retry_seconds: args.acme_retry_seconds,
             renew_after_seconds: args.acme_renew_after,
         }),
+        console: true,
     };
     match bramble_hosted::run(&config) {
         Ok(()) => ExitCode::SUCCESS,
