@@ -1120,7 +1120,13 @@ impl<'a, S: Service> StreamPool<'a, S> {
     /// RFC 9293 §3.10.7.4 for a segment of a synchronized connection.
     fn process(&mut self, i: u32, segment: &Segment<'_>, now: Instant) {
         let idx = i as usize;
-        self.tcbs[idx].remote_mac = segment.src_mac;
+        // The peer's MAC is the one it was admitted with. No checksum covers the Ethernet
+        // header (a real NIC's FCS does): a frame damaged there must not send the rest of
+        // the connection astray. A different one is taken only once the connection is
+        // retransmitting (the old one no longer works: a router's failover, a new card).
+        if segment.src_mac != self.tcbs[idx].remote_mac && self.tcbs[idx].backoff >= 2 {
+            self.tcbs[idx].remote_mac = segment.src_mac;
+        }
         let rcv_nxt = self.tcbs[idx].rcv_nxt;
         let window = u32::from(self.tcbs[idx].rcv_wnd).max(1);
         let seg_len = segment.seq_len();

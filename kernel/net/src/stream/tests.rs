@@ -252,6 +252,8 @@ struct Net {
     frames: usize,
     /// Frames the server sent (after drops), for inspection.
     server_log: Vec<Vec<u8>>,
+    /// Damage the Ethernet source address of the next frame from the client with data.
+    mangle_mac: bool,
 }
 
 fn leak<T>(v: Vec<T>) -> &'static mut [T] {
@@ -311,6 +313,7 @@ impl Net {
             drop_every: 0,
             frames: 0,
             server_log: Vec::new(),
+            mangle_mac: false,
         }
     }
 
@@ -350,7 +353,11 @@ impl Net {
             link: &mut self.link,
         };
         self.iface.poll(smol, &mut device, &mut self.sockets);
-        while let Some(frame) = self.link.to_server.pop_front() {
+        while let Some(mut frame) = self.link.to_server.pop_front() {
+            if self.mangle_mac && frame.len() > 54 {
+                frame[8] ^= 0x89;
+                self.mangle_mac = false;
+            }
             if let Some(reply) = arp_reply(&frame) {
                 self.link.to_client.push_back(reply);
                 continue;
@@ -917,4 +924,23 @@ fn random_scripts_keep_the_pool_sound() {
             .collect();
         exercise::run_script(&mut pool, &script);
     }
+}
+
+#[test]
+fn a_frame_damaged_in_its_ethernet_header_does_not_send_the_connection_astray() {
+    // No checksum covers the MAC (a real NIC's FCS does): a frame that passes every check
+    // with a wrong source MAC must not redirect the answers.
+    let mut net = Net::new(8, 2, 8, limits());
+    let client = net.socket(65536, 1024);
+    net.connect(client, 40100);
+    assert!(net.run_until(100, |net| net.tcp(client).may_send()));
+    net.mangle_mac = true;
+    net.send(client, b"GET 50000\n");
+    assert_eq!(net.read_exact(client, 50_000, 2_000), pattern(50_000));
+    let astray = net
+        .server_log
+        .iter()
+        .filter(|frame| frame[0..6] != CLIENT_MAC)
+        .count();
+    assert_eq!(astray, 0, "frames sent to the damaged address");
 }
