@@ -64,4 +64,14 @@ pub trait BodySource {
     /// as are available in one piece, at most `out.len()`). Called with an empty `out` it only
     /// asks whether the bytes at the offset are available (and starts reading them if not).
     fn read(&self, request: BodyRequest, out: &mut [u8]) -> BodyStatus;
+
+    /// The verified bytes of `request.body` from `request.offset` on as they lie in RAM (as
+    /// many as are available in one piece), for a caller that copies them itself: the
+    /// network stack copies and checksums a frame's payload in one pass. `None` when the
+    /// source does not offer this, or the bytes are not there yet: [`BodySource::read`]
+    /// then says which, and copies.
+    fn peek(&self, request: BodyRequest) -> Option<&[u8]> {
+        let _ = request;
+        None
+    }
 }

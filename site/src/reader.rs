@@ -856,6 +856,14 @@ impl BodySource for SiteImage<'_> {
             None => BodyStatus::Failed,
         }
     }
+
+    fn peek(&self, request: BodyRequest) -> Option<&[u8]> {
+        let body = self.body(request.body);
+        if body.len() != request.body.len as usize {
+            return None;
+        }
+        body.get(request.offset as usize..)
+    }
 }
 
 #[cfg(test)]

@@ -483,10 +483,9 @@ impl Connection {
         if !self.open || !self.responding || self.broken || max == 0 {
             return 0;
         }
-        let site = server.site;
         if !self.sending.body_confirmed {
             let at = self.sending.body_next;
-            match self.read_body(&site, at, &mut []) {
+            match self.read_body(&server.site, at, &mut []) {
                 BodyStatus::Ready(_) => self.sending.body_confirmed = true,
                 BodyStatus::Pending => return 0,
                 BodyStatus::Failed => self.fail_before_head(server, now),
@@ -517,9 +516,8 @@ impl Connection {
         if max == 0 {
             return 0;
         }
-        let site = server.site;
         let left = (self.sending.body_end - at) as usize;
-        let piece_left = match &site {
+        let piece_left = match &server.site {
             SiteSource::Store(index, _) => {
                 let segment = index.segment_len().max(1);
                 let position = u64::from(body.offset) + u64::from(at);
@@ -527,7 +525,7 @@ impl Connection {
             }
             _ => usize::MAX,
         };
-        match self.read_body(&site, at, &mut []) {
+        match self.read_body(&server.site, at, &mut []) {
             BodyStatus::Ready(_) => max.min(left).min(piece_left),
             BodyStatus::Pending => 0,
             BodyStatus::Failed => {
@@ -546,6 +544,24 @@ impl Connection {
     /// same offset gives the same bytes until they are acknowledged, so a network stack can
     /// send and resend straight from here, without a transmit buffer of its own.
     pub fn read_at(&mut self, server: &Server, offset: usize, out: &mut [u8]) -> usize {
+        self.read_at_into(server, offset, out, |to, from| {
+            if let Some(from) = from {
+                to.copy_from_slice(from);
+            }
+        })
+    }
+
+    /// [`Connection::read_at`] with the copying left to `copy`, called for each piece in
+    /// order: `copy(to, Some(from))` to copy `from` into `to` (the same length), or
+    /// `copy(to, None)` when `to` already holds the piece (a body source that can only copy
+    /// itself). A network stack checksums as it copies this way.
+    pub fn read_at_into(
+        &mut self,
+        server: &Server,
+        offset: usize,
+        out: &mut [u8],
+        mut copy: impl FnMut(&mut [u8], Option<&[u8]>),
+    ) -> usize {
         if !self.open || !self.responding || self.broken {
             return 0;
         }
@@ -553,7 +569,7 @@ impl Connection {
         let mut written = 0;
         if offset < head.len() {
             let n = out.len().min(head.len() - offset);
-            out[..n].copy_from_slice(&head[offset..offset + n]);
+            copy(&mut out[..n], Some(&head[offset..offset + n]));
             written = n;
         }
         if written == out.len() {
@@ -568,12 +584,50 @@ impl Connection {
             return written;
         };
         let left = (self.sending.body_end - at) as usize;
-        let site = server.site;
         let space_len = (out.len() - written).min(left);
-        match self.read_body(&site, at, &mut out[written..written + space_len]) {
-            BodyStatus::Ready(n) if n <= space_len => written + n,
+        let space = &mut out[written..written + space_len];
+        if let Some(bytes) = self.peek_body(&server.site, at) {
+            let n = bytes.len().min(space_len);
+            copy(&mut space[..n], Some(&bytes[..n]));
+            return written + n;
+        }
+        match self.read_body(&server.site, at, space) {
+            BodyStatus::Ready(n) if n <= space_len => {
+                copy(&mut space[..n], None);
+                written + n
+            }
             _ => written,
         }
+    }
+
+    /// Where the response byte at `offset` past the last acknowledged one lies in memory, if
+    /// it is copied from memory (the head buffer, or a body source that offers
+    /// [`BodySource::peek`]): a network stack cuts its segments so that copies run word by
+    /// word.
+    pub fn byte_address(&self, server: &Server, offset: usize) -> Option<usize> {
+        if !self.open || !self.responding || self.broken {
+            return None;
+        }
+        let head = &self.head[self.sending.head_sent..];
+        if let Some(byte) = head.get(offset) {
+            return Some(core::ptr::from_ref(byte) as usize);
+        }
+        let body = self.sending.body?;
+        let at = u32::try_from(offset - head.len())
+            .ok()
+            .and_then(|offset| self.sending.body_next.checked_add(offset))
+            .filter(|&at| at < self.sending.body_end)?;
+        let source: &dyn BodySource = match &server.site {
+            SiteSource::Ready(image) => image,
+            SiteSource::Store(_, source) => *source,
+            SiteSource::Unavailable(_) => return None,
+        };
+        let bytes = source.peek(BodyRequest {
+            body,
+            offset: at,
+            lookup: false,
+        })?;
+        Some(bytes.as_ptr() as usize)
     }
 
     /// The client has the next `n` response bytes (at most [`Connection::pending_len`]):
@@ -679,7 +733,7 @@ impl Connection {
         let segment = body
             .offset
             .checked_add(offset)
-            .map(|at| at / index.segment_len());
+            .map(|at| segment_of(at, index.segment_len()));
         let lookup = segment != self.sending.last_segment;
         self.sending.last_segment = segment;
         source.read(
@@ -690,6 +744,29 @@ impl Connection {
             },
             out,
         )
+    }
+
+    /// The body source's own view of the bytes at `offset` of the body being sent, if it
+    /// offers one ([`BodySource::peek`]), counted as [`Connection::read_body`] counts.
+    fn peek_body<'s>(&mut self, site: &'s SiteSource<'_>, offset: u32) -> Option<&'s [u8]> {
+        let body = self.sending.body?;
+        let (index, source): (SiteIndex<'_>, &dyn BodySource) = match site {
+            SiteSource::Ready(image) => (image.index(), image),
+            SiteSource::Store(index, source) => (*index, *source),
+            SiteSource::Unavailable(_) => return None,
+        };
+        let segment = body
+            .offset
+            .checked_add(offset)
+            .map(|at| segment_of(at, index.segment_len()));
+        let lookup = segment != self.sending.last_segment;
+        let bytes = source.peek(BodyRequest {
+            body,
+            offset,
+            lookup,
+        })?;
+        self.sending.last_segment = segment;
+        Some(bytes)
     }
 
     /// The body of the queued response cannot be had and nothing of it was sent: answer 500
@@ -837,6 +914,16 @@ impl Connection {
         self.log_status = 0;
         self.log_bytes = 0;
         self.log_started = Instant(0);
+    }
+}
+
+/// The body segment that holds image offset `at` (a shift for the power-of-two segment
+/// lengths the packer uses: the Pi has no divider).
+fn segment_of(at: u32, segment_len: u32) -> u32 {
+    if segment_len.is_power_of_two() {
+        at >> segment_len.trailing_zeros()
+    } else {
+        at / segment_len.max(1)
     }
 }
 

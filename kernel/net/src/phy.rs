@@ -187,6 +187,73 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         Some(f(&self.receive_buffer[..len]))
     }
 
+    /// Takes the next frame from the device: one for the stream pool goes to `pool` where it
+    /// lies in the driver's buffer (no copy), anything else is copied into the receive
+    /// buffer and held for smoltcp. Says which (a frame already held is smoltcp's).
+    pub fn pull_into_pool(&mut self, pool: impl FnOnce(&[u8])) -> Held {
+        if self.held_frame.is_some() {
+            return if self.held_for_pool {
+                Held::ForPool
+            } else {
+                Held::ForStack
+            };
+        }
+        let Some(port) = self.divert_port else {
+            return self.pull();
+        };
+        let mut pool = Some(pool);
+        for _ in 0..MAX_SKIPPED_PER_CALL {
+            let buffer = &mut self.receive_buffer;
+            let result = self.device.receive(|frame| {
+                if crate::stream::wire::is_tcp_to(frame, &[port]) {
+                    if let Some(pool) = pool.take() {
+                        pool(frame);
+                    }
+                    Some(None)
+                } else if frame.len() > buffer.len() {
+                    None
+                } else {
+                    buffer[..frame.len()].copy_from_slice(frame);
+                    Some(Some(frame.len()))
+                }
+            });
+            match result {
+                Ok(Some(Some(None))) => {
+                    self.counters.rx_frames += 1;
+                    return Held::ForPool;
+                }
+                Ok(Some(Some(Some(len)))) => {
+                    // One for smoltcp: through the SYN limits like any other.
+                    let frame = &self.receive_buffer[..len];
+                    let limited = self.syn_limits.iter_mut().find(|limit| {
+                        limit.is_some_and(|(port, _)| is_connection_request(frame, port))
+                    });
+                    if let Some(Some((_, allowed))) = limited {
+                        if *allowed == 0 {
+                            self.counters.syn_deferred += 1;
+                            continue;
+                        }
+                        *allowed -= 1;
+                    }
+                    self.held_for_pool = false;
+                    self.held_frame = Some(len);
+                    return Held::ForStack;
+                }
+                Ok(Some(None)) => self.counters.rx_oversized += 1,
+                Ok(None) => return Held::Nothing,
+                Err(DeviceError::Gone) => {
+                    self.fault = Some(DeviceError::Gone);
+                    return Held::Nothing;
+                }
+                Err(_) => {
+                    self.counters.rx_errors += 1;
+                    return Held::Nothing;
+                }
+            }
+        }
+        Held::Nothing
+    }
+
     /// Pulls one frame from the device into the receive buffer if none is held, skipping
     /// (a bounded number of) connection requests that are to be dropped.
     fn fill_receive_buffer(&mut self) {
@@ -675,6 +742,22 @@ mod tests {
         assert_eq!(rx.consume(port), 22);
         assert_eq!(phy.pull(), Held::Nothing);
         assert_eq!(phy.counters().rx_frames, 4);
+        // The pool's frames can also be handed over where they lie.
+        for frame in [tcp_frame(80, ACK), tcp_frame(22, ACK)] {
+            phy.device_mut().rx.push_back(Ok(frame));
+        }
+        let mut seen = Vec::new();
+        assert_eq!(phy.pull_into_pool(|f| seen.push(port(f))), Held::ForPool);
+        assert_eq!(seen, vec![80]);
+        assert_eq!(phy.pull_into_pool(|f| seen.push(port(f))), Held::ForStack);
+        assert_eq!(
+            seen,
+            vec![80],
+            "smoltcp's frame is held, not handed to the pool"
+        );
+        let (rx, _tx) = phy.receive(now()).expect("smoltcp's frame");
+        assert_eq!(rx.consume(port), 22);
+        assert_eq!(phy.pull_into_pool(|_| {}), Held::Nothing);
     }
 
     #[test]

@@ -500,9 +500,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// frames the pool sends what they asked for.
     fn receive_frames(&mut self, now: Instant) {
         for taken in 1..=FRAMES_PER_POLL {
-            match self.phy.pull() {
+            let pool = &mut self.pool;
+            match self.phy.pull_into_pool(|frame| pool.receive(frame, now)) {
                 Held::Nothing => break,
                 Held::ForPool => {
+                    // Taken where it lay; one held from an earlier pull is taken now.
                     let pool = &mut self.pool;
                     self.phy.take_held(|frame| pool.receive(frame, now));
                 }

@@ -1,7 +1,7 @@
 //! Plain HTTP over the stream pool: the engine's [`Connection`] is the session, the
 //! engine's [`Server`] (the site, the configuration, the counters) the shared state.
 
-use super::{Ending, Service, SessionPhase};
+use super::{Ending, Service, SessionPhase, wire};
 use bramble_hal::Instant;
 use bramble_http::{Activity, Connection, Server};
 
@@ -58,6 +58,31 @@ impl Service for HttpService<'_> {
 
     fn read_at(&self, session: &mut Connection, offset: usize, out: &mut [u8]) -> usize {
         session.read_at(&self.server, offset, out)
+    }
+
+    fn source_address(&self, session: &Connection, offset: usize) -> Option<usize> {
+        session.byte_address(&self.server, offset)
+    }
+
+    fn read_summed(&self, session: &mut Connection, offset: usize, out: &mut [u8]) -> (usize, u32) {
+        // Head and body pieces in order; a piece that begins at an odd offset of the
+        // payload adds in turned round.
+        let mut total = 0u32;
+        let mut position = 0usize;
+        let n = session.read_at_into(&self.server, offset, out, |to, from| {
+            let piece = match from {
+                Some(from) => wire::copy_and_sum(to, from),
+                None => wire::sum(0, to),
+            };
+            let piece = if position % 2 == 1 {
+                wire::at_odd_offset(piece)
+            } else {
+                piece
+            };
+            total = wire::add_sums(total, piece);
+            position += to.len();
+        });
+        (n, total)
     }
 
     fn acknowledge(&mut self, session: &mut Connection, n: usize, now: Instant) {

@@ -159,6 +159,27 @@ pub trait Service {
     /// [`Service::readable`] just said); returns how many.
     fn read_at(&self, session: &mut Self::Session, offset: usize, out: &mut [u8]) -> usize;
 
+    /// Where the byte at `offset` lies in memory, if it is copied from memory: the pool
+    /// cuts segments so that source and frame words line up. `None` (the default) when it
+    /// is not known.
+    fn source_address(&self, session: &Self::Session, offset: usize) -> Option<usize> {
+        let _ = (session, offset);
+        None
+    }
+
+    /// [`Service::read_at`], also returning the Internet checksum's partial sum of the bytes
+    /// copied ([`wire::sum`] from 0 over them). A service that can give its bytes to the
+    /// copy itself saves a pass over them with [`wire::copy_and_sum`].
+    fn read_summed(
+        &self,
+        session: &mut Self::Session,
+        offset: usize,
+        out: &mut [u8],
+    ) -> (usize, u32) {
+        let n = self.read_at(session, offset, out);
+        (n, wire::sum(0, &out[..n]))
+    }
+
     /// The peer acknowledged the next `n` bytes (at most `send_len`).
     fn acknowledge(&mut self, session: &mut Self::Session, n: usize, now: Instant);
 

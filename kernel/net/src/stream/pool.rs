@@ -19,7 +19,9 @@ const CONTROL_QUEUE: usize = 256;
 const BURST: u32 = 4;
 /// Resolution and span of the retransmission timer wheel.
 const WHEEL_SLOTS: usize = 2048;
-const WHEEL_TICK_MICROS: u64 = 1_000;
+/// A tick is 2^10 µs (a shift, where 1,000 µs would cost a 64-bit division on the Pi).
+const WHEEL_TICK_SHIFT: u32 = 10;
+const WHEEL_TICK_MICROS: u64 = 1 << WHEEL_TICK_SHIFT;
 /// RFC 6298 §2: initial retransmission timeout (before any round-trip sample).
 const INITIAL_RTO_MICROS: u32 = 1_000_000;
 /// Lower bound of the retransmission timeout (Linux's; RFC 6298 suggests 1 s).
@@ -28,6 +30,8 @@ const MIN_RTO_MICROS: u32 = 200_000;
 const MAX_RTO_MICROS: u32 = 30_000_000;
 /// RFC 6928: initial congestion window in segments.
 const INITIAL_WINDOW_SEGMENTS: u32 = 10;
+/// Largest congestion window worth keeping: a peer's window without scaling is below it.
+const MAX_USEFUL_CWND: u32 = 65_535 + 1460;
 /// Largest window offered while a session holds the connection.
 const MAX_RECEIVE_WINDOW: usize = 8192;
 /// Most partially received headers looked at per poll for their deadline.
@@ -544,7 +548,7 @@ struct Wheel {
 
 impl Wheel {
     fn tick_of(at: Instant) -> u64 {
-        at.as_micros() / WHEEL_TICK_MICROS
+        at.as_micros() >> WHEEL_TICK_SHIFT
     }
 
     fn insert(&mut self, tcbs: &mut [Tcb], i: u32) {
@@ -650,6 +654,9 @@ pub struct StreamPool<'a, S: Service> {
     wheel: Wheel,
     control: heapless::Deque<Control, CONTROL_QUEUE>,
     ip_id: u16,
+    /// Where frame payloads begin, modulo 4, in the device's buffer (learned from the last
+    /// frame sent; the usual layout, a word-aligned frame, puts it at 2).
+    payload_alignment: usize,
     counters: PoolCounters,
 }
 
@@ -737,6 +744,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             },
             control: heapless::Deque::new(),
             ip_id: (config.seed >> 16) as u16,
+            payload_alignment: 2,
             counters: PoolCounters::default(),
         }
     }
@@ -1252,13 +1260,16 @@ impl<'a, S: Service> StreamPool<'a, S> {
                     // A partial ACK: the next hole is lost too; send it again.
                     tcb.snd_nxt = ack;
                 }
+            } else if tcb.cwnd >= MAX_USEFUL_CWND {
+                // No peer offers more without window scaling: nothing to grow (and no
+                // division per ACK on a CPU without a divider).
             } else if tcb.cwnd < tcb.ssthresh {
                 tcb.cwnd += acked.min(u32::from(tcb.mss));
             } else {
                 let mss = u32::from(tcb.mss);
                 tcb.cwnd += (mss * mss / tcb.cwnd.max(1)).max(1);
             }
-            tcb.cwnd = tcb.cwnd.min(1 << 20);
+            tcb.cwnd = tcb.cwnd.min(MAX_USEFUL_CWND);
             tcb.snd_una = ack;
             if seq_lt(tcb.snd_nxt, ack) {
                 tcb.snd_nxt = ack;
@@ -1662,6 +1673,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
 
     /// `full` while the pool is at most half full, shrinking linearly to `min` when full.
     fn shrunk(&self, full: u64, min: u64) -> u64 {
+        if self.counters.open as usize * 2 <= self.tcbs.len() {
+            // The common case, without the division.
+            return full;
+        }
         let pressure = self.pressure();
         if pressure <= 500 {
             return full;
@@ -2038,6 +2053,17 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 break;
             }
             let seq = tcb.snd_nxt;
+            // Cut the segment so that the next one's bytes line up with its frame's words
+            // (segments are multiples of 4 bytes, so after one cut they all do).
+            let want = if want < unsent && want > 8 {
+                let session = &self.leases[lease as usize].session;
+                match self.service.source_address(session, offset + want) {
+                    Some(address) => want - (address + 4 - self.payload_alignment) % 4,
+                    None => want,
+                }
+            } else {
+                want
+            };
             let session = &mut self.leases[lease as usize].session;
             let len = self.service.readable(session, offset, want, now);
             if len == 0 {
@@ -2057,12 +2083,14 @@ impl<'a, S: Service> StreamPool<'a, S> {
             let header = out.headers_len();
             let session = &mut self.leases[lease as usize].session;
             let service = &self.service;
+            let mut alignment = self.payload_alignment;
             let ok = tx.transmit(header + len, |frame| {
                 let payload = &mut frame[header..];
-                let _ = service.read_at(session, offset, payload);
-                let payload_sum = wire::sum(0, payload);
+                alignment = payload.as_ptr() as usize % 4;
+                let (_, payload_sum) = service.read_summed(session, offset, payload);
                 out.write(frame, payload_sum);
             });
+            self.payload_alignment = alignment;
             if !ok {
                 break;
             }

@@ -322,20 +322,55 @@ pub fn fold(mut total: u32) -> u16 {
 
 /// Adds the big-endian 16-bit words of `bytes` (a trailing odd byte padded with zero) to the
 /// partial sum `initial`. The result is a partial sum for [`fold`] or [`add_sums`].
+///
+/// The bulk is read as aligned 32-bit words (a checked cast: no unsafe code), whatever the
+/// slice's alignment: RFC 1071's sum of byte-rotated pairs is the byte swap of the sum, so
+/// the words are summed in the machine's order and the result turned round where needed.
+/// On the ARM1176 (strict alignment) that is about one instruction per byte fewer than
+/// byte-pair loads.
 pub fn sum(initial: u32, bytes: &[u8]) -> u32 {
-    let mut total = u64::from(initial);
-    let mut words = bytes.chunks_exact(4);
-    for word in &mut words {
-        total += u64::from(u32::from_be_bytes([word[0], word[1], word[2], word[3]]));
+    let split = bytes.as_ptr().align_offset(4).min(bytes.len());
+    let (head, rest) = bytes.split_at(split);
+    let (middle, tail) = rest.split_at(rest.len() / 4 * 4);
+    let Ok(words) = bytemuck::try_cast_slice::<u8, u32>(middle) else {
+        // Cannot happen (the split aligned it); the plain loop is always right.
+        return add_sums(initial, u32::from(pairs(bytes)));
+    };
+    let mut total: u64 = 0;
+    for &word in words {
+        total += u64::from(word);
     }
-    let rest = words.remainder();
-    let mut tail = [0u8; 4];
-    tail[..rest.len()].copy_from_slice(rest);
-    total += u64::from(u32::from_be_bytes(tail));
-    // 32-bit words add up the same as their two 16-bit halves once folded.
-    let folded = (total & 0xffff_ffff) + (total >> 32);
-    let folded = (folded & 0xffff_ffff) + (folded >> 32);
-    fold32(folded as u32)
+    // Fold 32-bit words to a 16-bit sum of the machine's halves.
+    let total = (total & 0xffff_ffff) + (total >> 32);
+    let total = (total & 0xffff_ffff) + (total >> 32);
+    let halves = fold(fold32(total as u32));
+    // Halves in the machine's order are big-endian pairs on a big-endian machine, swapped
+    // pairs on a little-endian one; pairs that begin at an odd offset are swapped too.
+    let swapped = cfg!(target_endian = "little") != (head.len() % 2 == 1);
+    let middle_sum = if swapped { halves.swap_bytes() } else { halves };
+    let odd = head.len() % 2 == 1;
+    let head_sum = pairs(head);
+    let tail_sum = if odd {
+        pairs(tail).swap_bytes()
+    } else {
+        pairs(tail)
+    };
+    let total = add_sums(initial, u32::from(head_sum));
+    let total = add_sums(total, u32::from(middle_sum));
+    add_sums(total, u32::from(tail_sum))
+}
+
+/// RFC 1071 over a few bytes, pairs from the first byte on, folded to 16 bits.
+fn pairs(bytes: &[u8]) -> u16 {
+    let mut total: u32 = 0;
+    let mut pairs = bytes.chunks_exact(2);
+    for pair in &mut pairs {
+        total += u32::from(u16::from_be_bytes([pair[0], pair[1]]));
+    }
+    if let [last] = pairs.remainder() {
+        total += u32::from(*last) << 8;
+    }
+    fold(total)
 }
 
 /// Folds a 32-bit sum of 32-bit words into a sum of 16-bit words.
@@ -343,11 +378,94 @@ fn fold32(total: u32) -> u32 {
     (total & 0xffff) + (total >> 16)
 }
 
-/// Copies `src` into `dst` (same length) and returns the partial sum of the bytes, as
-/// [`sum`] from 0 would: one pass over the data instead of two.
+/// Copies `src` into `dst` (at most the shorter length) and returns the partial sum of the
+/// bytes copied, as [`sum`] from 0 would: one pass over the data instead of two. Words are
+/// stored aligned to `dst`; when `src` is aligned otherwise, each word is put together from
+/// two aligned source words by shifts (little-endian machines; others copy, then sum).
 pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u32 {
-    dst.copy_from_slice(src);
-    sum(0, dst)
+    let len = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..len], &src[..len]);
+    if cfg!(target_endian = "big") || len < 16 {
+        dst.copy_from_slice(src);
+        return sum(0, dst);
+    }
+    let head = dst.as_ptr().align_offset(4).min(len);
+    dst[..head].copy_from_slice(&src[..head]);
+    let words = (len - head) / 4;
+    let (middle, tail) = dst[head..].split_at_mut(words * 4);
+    let source = &src[head..head + words * 4];
+    let Ok(out) = bytemuck::try_cast_slice_mut::<u8, u32>(middle) else {
+        // Cannot happen (the split aligned it).
+        dst.copy_from_slice(src);
+        return sum(0, dst);
+    };
+    let mut total: u64 = 0;
+    let lead = source.as_ptr().align_offset(4).min(source.len());
+    if lead == 0 {
+        let Ok(input) = bytemuck::try_cast_slice::<u8, u32>(source) else {
+            dst.copy_from_slice(src);
+            return sum(0, dst);
+        };
+        for (to, &word) in out.iter_mut().zip(input) {
+            *to = word;
+            total += u64::from(word);
+        }
+    } else {
+        // Output word i is source bytes 4i..4i+4: the last `lead` bytes of aligned word
+        // i-1 and the first 4-lead of aligned word i, where aligned word j starts at
+        // source byte lead + 4j. The first and last output words are put together from
+        // bytes (their outer aligned words are not in the slice).
+        let aligned_len = (source.len() - lead) / 4 * 4;
+        let Ok(input) = bytemuck::try_cast_slice::<u8, u32>(&source[lead..lead + aligned_len])
+        else {
+            dst.copy_from_slice(src);
+            return sum(0, dst);
+        };
+        let low = (8 * lead) as u32;
+        let high = 32 - low;
+        let word_at = |at: usize| {
+            u32::from_le_bytes([source[at], source[at + 1], source[at + 2], source[at + 3]])
+        };
+        let first = word_at(0);
+        out[0] = first;
+        total += u64::from(first);
+        if words >= 2 {
+            let last = word_at(4 * (words - 1));
+            out[words - 1] = last;
+            total += u64::from(last);
+            if let (Some((&first_word, rest)), Some(inner)) =
+                (input.split_first(), out.get_mut(1..words - 1))
+            {
+                let mut previous = first_word;
+                for (to, &next) in inner.iter_mut().zip(rest) {
+                    let word = (previous >> high) | (next << low);
+                    *to = word;
+                    total += u64::from(word);
+                    previous = next;
+                }
+            }
+        }
+    }
+    tail.copy_from_slice(&src[head + words * 4..]);
+    let total = (total & 0xffff_ffff) + (total >> 32);
+    let total = (total & 0xffff_ffff) + (total >> 32);
+    let halves = fold(fold32(total as u32));
+    // Little-endian halves are swapped pairs; pairs from an odd offset are swapped again.
+    let odd = head % 2 == 1;
+    let middle_sum = if odd { halves } else { halves.swap_bytes() };
+    let tail_sum = if odd {
+        pairs(tail).swap_bytes()
+    } else {
+        pairs(tail)
+    };
+    let total = add_sums(u32::from(pairs(&dst[..head])), u32::from(middle_sum));
+    add_sums(total, u32::from(tail_sum))
+}
+
+/// A partial sum of bytes that begin at an odd offset of the data summed, made fit to add
+/// to the sums of the bytes around it (RFC 1071: a rotation of the pairs swaps the bytes).
+pub fn at_odd_offset(partial: u32) -> u32 {
+    u32::from(fold(partial).swap_bytes())
 }
 
 /// `a < b` in sequence space (RFC 9293 §3.4, modulo 2^32).
@@ -478,6 +596,52 @@ mod tests {
                 assert_eq!(fold(copy_and_sum(&mut copy, bytes)), naive(bytes));
             }
         }
+    }
+
+    #[test]
+    fn word_sums_agree_with_pairs_at_every_offset_and_length() {
+        let data: Vec<u8> = (0..700u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
+            .collect();
+        for start in 0..8 {
+            for len in 0..200 {
+                let bytes = &data[start..start + len];
+                assert_eq!(fold(sum(0, bytes)), naive(bytes), "start {start} len {len}");
+                assert_eq!(
+                    fold(sum(0x1234, bytes)),
+                    fold(add_sums(0x1234, u32::from(naive(bytes)))),
+                    "start {start} len {len}, with an initial sum"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn copying_and_summing_agree_with_a_copy_and_a_sum_at_every_alignment() {
+        let data: Vec<u8> = (0..700u32)
+            .map(|i| (i.wrapping_mul(2_246_822_519) >> 9) as u8)
+            .collect();
+        let mut buffer = vec![0u8; 800];
+        for from in 0..4 {
+            for to in 0..4 {
+                for len in [0, 1, 3, 15, 16, 17, 19, 20, 63, 64, 65, 66, 67, 200, 601] {
+                    buffer.fill(0xee);
+                    let src = &data[from..from + len];
+                    let got = copy_and_sum(&mut buffer[to..to + len], src);
+                    assert_eq!(&buffer[to..to + len], src, "from {from} to {to} len {len}");
+                    assert_eq!(buffer[to + len], 0xee, "wrote past the end");
+                    if to > 0 {
+                        assert_eq!(buffer[to - 1], 0xee, "wrote before the start");
+                    }
+                    assert_eq!(fold(got), naive(src), "from {from} to {to} len {len}");
+                }
+            }
+        }
+        // A piece at an odd offset of the whole adds in turned round.
+        let whole = &data[..101];
+        let (a, b) = whole.split_at(51);
+        let pieces = add_sums(sum(0, a), at_odd_offset(sum(0, b)));
+        assert_eq!(fold(pieces), naive(whole));
     }
 
     #[test]
