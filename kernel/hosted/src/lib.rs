@@ -13,6 +13,7 @@ pub mod tap;
 
 use bramble_hal::{Clock, EthernetDevice, Instant, MacAddress};
 use bramble_http::{Server, ServerConfig, SiteSource};
+use bramble_net::SocketStorage;
 use bramble_net::appliance::acme::{AcmeConfig, AcmeMemory};
 use bramble_net::appliance::secure::TlsConnection;
 use bramble_net::appliance::{
