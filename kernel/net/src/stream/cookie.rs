@@ -62,8 +62,10 @@ pub fn siphash24(key: [u64; 2], data: &[u8]) -> u64 {
 /// Who a cookie is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CookieInput {
-    /// The client's address.
-    pub ip: [u8; 4],
+    /// The client's address (IPv4-mapped for IPv4).
+    pub ip: super::wire::Address,
+    /// Our address it was sent to (IPv4-mapped for IPv4).
+    pub local_ip: super::wire::Address,
     /// The client's port.
     pub port: u16,
     /// Our port.
@@ -87,12 +89,13 @@ impl Cookies {
     }
 
     fn hash(&self, input: &CookieInput, counter: u64) -> u32 {
-        let mut data = [0u8; 16];
-        data[0..4].copy_from_slice(&input.ip);
-        data[4..6].copy_from_slice(&input.port.to_be_bytes());
-        data[6..8].copy_from_slice(&input.local_port.to_be_bytes());
-        data[8..12].copy_from_slice(&input.client_isn.to_be_bytes());
-        data[12..16].copy_from_slice(&(counter as u32).to_be_bytes());
+        let mut data = [0u8; 44];
+        data[0..16].copy_from_slice(&input.ip);
+        data[16..32].copy_from_slice(&input.local_ip);
+        data[32..34].copy_from_slice(&input.port.to_be_bytes());
+        data[34..36].copy_from_slice(&input.local_port.to_be_bytes());
+        data[36..40].copy_from_slice(&input.client_isn.to_be_bytes());
+        data[40..44].copy_from_slice(&(counter as u32).to_be_bytes());
         (siphash24(self.key, &data) & 0x00ff_ffff) as u32
     }
 
@@ -153,7 +156,8 @@ mod tests {
 
     fn input() -> CookieInput {
         CookieInput {
-            ip: [192, 168, 77, 1],
+            ip: super::super::wire::v4_mapped([192, 168, 77, 1]),
+            local_ip: super::super::wire::v4_mapped([192, 168, 77, 2]),
             port: 51000,
             local_port: 80,
             client_isn: 0xdead_beef,

@@ -14,9 +14,13 @@ use bramble_hal::Instant;
 pub const SERVER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 /// The pool's IPv4 address in a script.
 pub const SERVER_IP: [u8; 4] = [10, 0, 0, 1];
+/// The pool's IPv6 address in a script.
+pub const SERVER_IP6: wire::Address = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const CLIENT_IP: [u8; 4] = [10, 0, 0, 2];
-/// Client ports a script uses (each a connection the script may open).
+const CLIENT_IP6: wire::Address = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+/// Client ports a script uses (each a connection the script may open): the even ones over
+/// IPv4, the odd ones over IPv6.
 const CLIENTS: usize = 8;
 
 /// What the script's client knows of one connection.
@@ -46,9 +50,22 @@ impl Transmit for Capture<'_> {
         fill(&mut frame[..len]);
         self.sent += 1;
         // Every frame the pool sends must parse as ours (checksums and all).
-        let segment = wire::parse(&frame[..len], CLIENT_MAC, CLIENT_IP)
+        let ours = [wire::v4_mapped(CLIENT_IP), CLIENT_IP6];
+        let segment = wire::parse(&frame[..len], CLIENT_MAC, &ours)
             .expect("the pool sent a frame that does not parse");
         let port = usize::from(segment.dst_port.wrapping_sub(40_000));
+        let family = if port % 2 == 0 {
+            wire::v4_mapped(CLIENT_IP)
+        } else {
+            CLIENT_IP6
+        };
+        assert_eq!(segment.dst_ip, family, "an answer to the wrong address");
+        assert!(
+            segment.payload.len() <= usize::from(wire::max_mss(&segment.dst_ip)),
+            "a segment of {} bytes to {:?}",
+            segment.payload.len(),
+            segment.dst_ip
+        );
         if let Some(client) = self.clients.get_mut(port) {
             if segment.has(flags::SYN | flags::ACK) {
                 client.server_next = Some(segment.seq.wrapping_add(1));
@@ -73,8 +90,16 @@ fn frame(
     let out = Outgoing {
         dst_mac: SERVER_MAC,
         src_mac: CLIENT_MAC,
-        src_ip: CLIENT_IP,
-        dst_ip: SERVER_IP,
+        src_ip: if client % 2 == 0 {
+            wire::v4_mapped(CLIENT_IP)
+        } else {
+            CLIENT_IP6
+        },
+        dst_ip: if client % 2 == 0 {
+            wire::v4_mapped(SERVER_IP)
+        } else {
+            SERVER_IP6
+        },
         src_port: 40_000 + client as u16,
         dst_port: 80,
         seq,
@@ -109,6 +134,7 @@ const FRAGMENTS: [&[u8]; 6] = [
 pub fn run_script<S: Service>(pool: &mut StreamPool<'_, S>, script: &[u8]) {
     let mut now = Instant::from_micros(1_000_000);
     pool.set_address(SERVER_MAC, Some(SERVER_IP), now);
+    pool.set_ipv6_addresses(&[SERVER_IP6], now);
     let mut clients = [Client::default(); CLIENTS];
     let mut busy = false;
     let mut i = 0;

@@ -3,7 +3,7 @@
 //! wheel, session leases and parking cells. See the module above for the design.
 
 use super::cookie::{CookieInput, Cookies, siphash24};
-use super::wire::{self, Outgoing, Segment, flags, seq_le, seq_lt};
+use super::wire::{self, Address, Outgoing, Segment, flags, seq_le, seq_lt};
 use super::{Ending, Service, SessionPhase};
 use bramble_hal::Instant;
 
@@ -15,6 +15,11 @@ pub const CELL_LEN: usize = 512;
 /// Replies sent without a control block (SYN-ACKs, resets, the last ACK of a close) that may
 /// wait for the device at once; more are dropped (the peer retries).
 const CONTROL_QUEUE: usize = 256;
+/// Addresses the pool answers on at once: one IPv4 and up to [`MAX_IPV6_ADDRESSES`] IPv6.
+const MAX_ADDRESSES: usize = 1 + MAX_IPV6_ADDRESSES;
+/// IPv6 addresses the pool answers on at once (link-local, a few global ones); more are
+/// ignored.
+pub const MAX_IPV6_ADDRESSES: usize = 7;
 /// Segments one connection sends per turn of the ready queue before the next one's turn.
 const BURST: u32 = 4;
 /// Resolution and span of the retransmission timer wheel.
@@ -93,8 +98,9 @@ pub struct PoolConfig {
     pub port: u16,
     /// Deadlines.
     pub limits: PoolLimits,
-    /// Most connections from one IPv4 address at once (0: no cap, the default). Beyond it
-    /// new connections from that address are refused with a reset.
+    /// Most connections from one source at once (0: no cap, the default): one IPv4 address,
+    /// or one IPv6 /64 (a host picks any address of its /64 at will). Beyond it new
+    /// connections from that source are refused with a reset.
     pub max_per_source: u32,
     /// Seed for the cookie key and the hash table (should differ between boots).
     pub seed: u64,
@@ -273,13 +279,34 @@ const CELL_COMPLETE: u16 = 1 << 9;
 const RECOVERY: u16 = 1 << 10;
 const BLOCKED: u16 = 1 << 11;
 
+/// The 16 bytes of `address` folded to 32 bits (for the hash tables; the keyed mixing is
+/// theirs).
+fn fold_address(address: &Address) -> u32 {
+    address.chunks_exact(4).fold(0, |acc, word| {
+        acc.rotate_left(5) ^ u32::from_be_bytes([word[0], word[1], word[2], word[3]])
+    })
+}
+
+/// What the per-source cap counts `address` as: an IPv4 address itself, an IPv6 address
+/// by its /64 (one host or one household's network: a host may use any address of it).
+pub fn source_key(address: &Address) -> Address {
+    let mut key = *address;
+    if wire::as_v4(address).is_none() {
+        key[8..].fill(0);
+    }
+    key
+}
+
 /// One connection's control block.
 #[derive(Clone, Copy, Debug)]
 pub struct Tcb {
     state: State,
     class: Class,
     flags: u16,
-    remote_ip: [u8; 4],
+    /// The peer's address (IPv4-mapped for IPv4).
+    remote_ip: Address,
+    /// Ours that it connected to (replies come from it).
+    local_ip: Address,
     remote_port: u16,
     remote_mac: [u8; 6],
     mss: u16,
@@ -335,7 +362,8 @@ impl Tcb {
         state: State::Free,
         class: Class::None,
         flags: 0,
-        remote_ip: [0; 4],
+        remote_ip: [0; 16],
+        local_ip: [0; 16],
         remote_port: 0,
         remote_mac: [0; 6],
         mss: 536,
@@ -446,14 +474,15 @@ impl<S> Lease<S> {
 /// A slot of the per-source count table.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Source {
-    ip: [u8; 4],
+    /// An IPv4-mapped address, or an IPv6 /64 (the rest zero): [`source_key`].
+    ip: Address,
     count: u32,
 }
 
 impl Source {
     /// An empty slot.
     pub const EMPTY: Source = Source {
-        ip: [0; 4],
+        ip: [0; 16],
         count: 0,
     };
 }
@@ -619,7 +648,9 @@ impl Wheel {
 #[derive(Clone, Copy, Debug)]
 struct Control {
     dst_mac: [u8; 6],
-    dst_ip: [u8; 4],
+    /// Ours it answers from.
+    src_ip: Address,
+    dst_ip: Address,
     dst_port: u16,
     seq: u32,
     ack: u32,
@@ -642,7 +673,10 @@ pub struct StreamPool<'a, S: Service> {
     cookies: Cookies,
     hash_key: u32,
     mac: [u8; 6],
+    /// Our IPv4 address, if any.
     ip: Option<[u8; 4]>,
+    /// Every address the pool answers on: the IPv4 one (mapped), then the IPv6 ones.
+    ours: heapless::Vec<Address, MAX_ADDRESSES>,
     free_tcb: u32,
     free_lease: u32,
     free_cell: u32,
@@ -734,6 +768,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             hash_key,
             mac: [0; 6],
             ip: None,
+            ours: heapless::Vec::new(),
             lists: [List::EMPTY; CLASSES],
             ready: List::EMPTY,
             blocked: List::EMPTY,
@@ -762,18 +797,70 @@ impl<'a, S: Service> StreamPool<'a, S> {
     }
 
     /// Sets our MAC and IPv4 address (`None` while there is none). Connections to another
-    /// address than the new one are reset.
+    /// IPv4 address than the new one are reset.
     pub fn set_address(&mut self, mac: [u8; 6], ip: Option<[u8; 4]>, now: Instant) {
         self.mac = mac;
         if ip != self.ip {
             self.ip = ip;
-            for i in 0..self.tcbs.len() as u32 {
-                if self.tcbs[i as usize].state != State::Free {
-                    self.free(i, Ending::Reset);
-                }
-            }
-            let _ = now;
+            let v6: heapless::Vec<Address, MAX_ADDRESSES> = self
+                .ours
+                .iter()
+                .filter(|address| wire::as_v4(address).is_none())
+                .copied()
+                .collect();
+            self.rebuild_ours(&v6);
+            self.reset_strays(now);
         }
+    }
+
+    /// Sets the IPv6 addresses the pool answers on (at most [`MAX_IPV6_ADDRESSES`]; IPv4
+    /// addresses among them are ignored). Connections to an IPv6 address no longer among
+    /// them are reset.
+    pub fn set_ipv6_addresses(&mut self, addresses: &[Address], now: Instant) {
+        let v6: heapless::Vec<Address, MAX_ADDRESSES> = addresses
+            .iter()
+            .filter(|address| wire::as_v4(address).is_none())
+            .take(MAX_IPV6_ADDRESSES)
+            .copied()
+            .collect();
+        let current = self
+            .ours
+            .iter()
+            .filter(|address| wire::as_v4(address).is_none());
+        if current.clone().count() == v6.len() && current.zip(&v6).all(|(a, b)| a == b) {
+            return;
+        }
+        self.rebuild_ours(&v6);
+        self.reset_strays(now);
+    }
+
+    /// `ours` from the IPv4 address and `v6`.
+    fn rebuild_ours(&mut self, v6: &[Address]) {
+        self.ours.clear();
+        if let Some(ip) = self.ip {
+            let _ = self.ours.push(wire::v4_mapped(ip));
+        }
+        for address in v6 {
+            if !self.ours.contains(address) {
+                let _ = self.ours.push(*address);
+            }
+        }
+    }
+
+    /// Resets the connections to an address that is no longer ours.
+    fn reset_strays(&mut self, now: Instant) {
+        for i in 0..self.tcbs.len() as u32 {
+            let tcb = &self.tcbs[i as usize];
+            if tcb.state != State::Free && !self.ours.contains(&tcb.local_ip) {
+                self.free(i, Ending::Reset);
+            }
+        }
+        let _ = now;
+    }
+
+    /// The addresses the pool answers on (the IPv4 one IPv4-mapped).
+    pub fn addresses(&self) -> &[Address] {
+        &self.ours
     }
 
     /// The service (for its counters and configuration).
@@ -815,26 +902,26 @@ impl<'a, S: Service> StreamPool<'a, S> {
         self.counters.open as usize
     }
 
-    /// Whether `frame` is for this pool (IPv4 TCP to its port): such frames should be given
+    /// Whether `frame` is for this pool (TCP to its port, either family): such frames should be given
     /// to [`StreamPool::receive`] rather than to the rest of the stack.
     pub fn wants(&self, frame: &[u8]) -> bool {
         wire::is_tcp_to(frame, &[self.config.port])
     }
 
-    fn bucket(&self, ip: [u8; 4], port: u16) -> usize {
-        let x = u32::from_be_bytes(ip) ^ self.hash_key;
+    fn bucket(&self, ip: &Address, port: u16) -> usize {
+        let x = fold_address(ip) ^ self.hash_key;
         let y = (x.wrapping_mul(0x9e37_79b1) ^ u32::from(port)).wrapping_mul(self.hash_key);
         ((y ^ (y >> 15)) & self.bucket_mask) as usize
     }
 
-    fn lookup(&self, ip: [u8; 4], port: u16) -> u32 {
+    fn lookup(&self, ip: &Address, port: u16) -> u32 {
         if self.buckets.is_empty() {
             return NONE;
         }
         let mut i = self.buckets[self.bucket(ip, port)];
         while i != NONE {
             let tcb = &self.tcbs[i as usize];
-            if tcb.remote_port == port && tcb.remote_ip == ip {
+            if tcb.remote_port == port && tcb.remote_ip == *ip {
                 return i;
             }
             i = tcb.hash_next;
@@ -844,10 +931,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
 
     /// Handles one received frame (one that [`StreamPool::wants`]).
     pub fn receive(&mut self, frame: &[u8], now: Instant) {
-        let Some(ip) = self.ip else {
+        if self.ours.is_empty() {
             return;
-        };
-        let segment = match wire::parse(frame, self.mac, ip) {
+        }
+        let segment = match wire::parse(frame, self.mac, &self.ours) {
             Ok(segment) if segment.dst_port == self.config.port => segment,
             Ok(_) => return,
             Err(_) => {
@@ -856,7 +943,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             }
         };
         self.counters.segments_in += 1;
-        let mut i = self.lookup(segment.src_ip, segment.src_port);
+        let mut i = self.lookup(&segment.src_ip, segment.src_port);
         if i == NONE {
             if segment.has(flags::RST) {
                 return;
@@ -886,6 +973,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
     fn answer_syn(&mut self, segment: &Segment<'_>, now: Instant) {
         let input = CookieInput {
             ip: segment.src_ip,
+            local_ip: segment.dst_ip,
             port: segment.src_port,
             local_port: segment.dst_port,
             client_isn: segment.seq,
@@ -893,9 +981,12 @@ impl<'a, S: Service> StreamPool<'a, S> {
         let (cookie, mss) = self
             .cookies
             .make(&input, segment.mss, now.as_micros() / 1_000_000);
+        // Over IPv6 the header is 20 bytes longer: no more than 1440 per segment.
+        let mss = mss.min(wire::max_mss(&segment.src_ip));
         self.counters.syns += 1;
         self.queue_control(Control {
             dst_mac: segment.src_mac,
+            src_ip: segment.dst_ip,
             dst_ip: segment.src_ip,
             dst_port: segment.src_port,
             seq: cookie,
@@ -919,6 +1010,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         };
         self.queue_control(Control {
             dst_mac: segment.src_mac,
+            src_ip: segment.dst_ip,
             dst_ip: segment.src_ip,
             dst_port: segment.src_port,
             seq,
@@ -939,6 +1031,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
     fn admit(&mut self, segment: &Segment<'_>, now: Instant) -> u32 {
         let input = CookieInput {
             ip: segment.src_ip,
+            local_ip: segment.dst_ip,
             port: segment.src_port,
             local_port: segment.dst_port,
             client_isn: segment.seq.wrapping_sub(1),
@@ -952,8 +1045,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
             self.reset_for(segment);
             return NONE;
         };
+        let mss = mss.min(wire::max_mss(&segment.src_ip));
+        let source = source_key(&segment.src_ip);
         if self.config.max_per_source > 0
-            && self.source_count(segment.src_ip) >= self.config.max_per_source
+            && self.source_count(&source) >= self.config.max_per_source
         {
             self.counters.refused_source += 1;
             self.reset_for(segment);
@@ -970,6 +1065,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         *tcb = Tcb::EMPTY;
         tcb.state = State::Established;
         tcb.remote_ip = segment.src_ip;
+        tcb.local_ip = segment.dst_ip;
         tcb.remote_port = segment.src_port;
         tcb.remote_mac = segment.src_mac;
         tcb.mss = mss;
@@ -984,12 +1080,12 @@ impl<'a, S: Service> StreamPool<'a, S> {
         tcb.cwnd = INITIAL_WINDOW_SEGMENTS * u32::from(mss);
         tcb.ssthresh = 65_535;
         tcb.since = now;
-        let bucket = self.bucket(segment.src_ip, segment.src_port);
+        let bucket = self.bucket(&segment.src_ip, segment.src_port);
         self.tcbs[i as usize].hash_next = self.buckets[bucket];
         self.buckets[bucket] = i;
         self.set_class(i, Class::Fresh, now);
         if self.config.max_per_source > 0 {
-            self.source_add(segment.src_ip, 1);
+            self.source_add(&source, 1);
         }
         self.counters.accepted += 1;
         self.counters.open += 1;
@@ -1052,34 +1148,37 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
     }
 
-    fn source_slot(&self, ip: [u8; 4]) -> Option<usize> {
+    fn source_home(&self, ip: &Address) -> usize {
+        (fold_address(ip).wrapping_mul(0x9e37_79b1) ^ self.hash_key) as usize % self.sources.len()
+    }
+
+    fn source_slot(&self, ip: &Address) -> Option<usize> {
         let len = self.sources.len();
         if len == 0 {
             return None;
         }
-        let start =
-            (u32::from_be_bytes(ip).wrapping_mul(0x9e37_79b1) ^ self.hash_key) as usize % len;
+        let start = self.source_home(ip);
         (0..len)
             .map(|k| (start + k) % len)
-            .find(|&slot| self.sources[slot].count == 0 || self.sources[slot].ip == ip)
+            .find(|&slot| self.sources[slot].count == 0 || self.sources[slot].ip == *ip)
     }
 
-    fn source_count(&self, ip: [u8; 4]) -> u32 {
+    fn source_count(&self, ip: &Address) -> u32 {
         self.source_slot(ip)
             .map_or(0, |slot| self.sources[slot].count)
     }
 
-    fn source_add(&mut self, ip: [u8; 4], delta: i32) {
+    fn source_add(&mut self, ip: &Address, delta: i32) {
         let Some(slot) = self.source_slot(ip) else {
             return;
         };
         let entry = &mut self.sources[slot];
         if delta > 0 {
-            entry.ip = ip;
+            entry.ip = *ip;
             entry.count += 1;
             return;
         }
-        if entry.count == 0 || entry.ip != ip {
+        if entry.count == 0 || entry.ip != *ip {
             return;
         }
         entry.count -= 1;
@@ -1089,10 +1188,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             let mut hole = slot;
             let mut k = (slot + 1) % len;
             while self.sources[k].count != 0 {
-                let ip = self.sources[k].ip;
-                let home = (u32::from_be_bytes(ip).wrapping_mul(0x9e37_79b1) ^ self.hash_key)
-                    as usize
-                    % len;
+                let home = self.source_home(&self.sources[k].ip);
                 let distance_home = (k + len - home) % len;
                 let distance_hole = (k + len - hole) % len;
                 if distance_home >= distance_hole {
@@ -1582,6 +1678,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         let tcb = &self.tcbs[i as usize];
         let reply = Control {
             dst_mac: tcb.remote_mac,
+            src_ip: tcb.local_ip,
             dst_ip: tcb.remote_ip,
             dst_port: tcb.remote_port,
             seq: tcb.snd_nxt,
@@ -1599,6 +1696,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         let tcb = &self.tcbs[i as usize];
         let reply = Control {
             dst_mac: tcb.remote_mac,
+            src_ip: tcb.local_ip,
             dst_ip: tcb.remote_ip,
             dst_port: tcb.remote_port,
             seq: tcb.snd_nxt,
@@ -1641,7 +1739,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         self.wheel.remove(self.tcbs, i);
         // Out of the hash chain.
         let (ip, port) = (self.tcbs[idx].remote_ip, self.tcbs[idx].remote_port);
-        let bucket = self.bucket(ip, port);
+        let bucket = self.bucket(&ip, port);
         let mut link = self.buckets[bucket];
         let mut prev = NONE;
         while link != NONE && link != i {
@@ -1657,7 +1755,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             }
         }
         if self.config.max_per_source > 0 {
-            self.source_add(ip, -1);
+            self.source_add(&source_key(&ip), -1);
         }
         self.tcbs[idx] = Tcb::EMPTY;
         self.tcbs[idx].next = self.free_tcb;
@@ -1900,10 +1998,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
     /// Gives each ready connection its turn, alternating with control replies (so that a
     /// flood of SYNs cannot hold up answers, nor answers hold up handshakes).
     fn transmit<T: Transmit>(&mut self, now: Instant, tx: &mut T) {
-        let Some(ip) = self.ip else {
+        if self.ours.is_empty() {
             self.control.clear();
             return;
-        };
+        }
         // Those that waited for their service's bytes try again.
         while self.blocked.head != NONE {
             let i = self.blocked.head;
@@ -1921,7 +2019,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 let reply = Outgoing {
                     dst_mac: control.dst_mac,
                     src_mac: self.mac,
-                    src_ip: ip,
+                    src_ip: control.src_ip,
                     dst_ip: control.dst_ip,
                     src_port: self.config.port,
                     dst_port: control.dst_port,
@@ -1950,7 +2048,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             let i = self.ready.head;
             unlink(&mut self.ready, self.tcbs, i, Links::Ready);
             self.tcbs[i as usize].flags &= !READY;
-            let turn_over = self.send_turn(i, ip, now, tx);
+            let turn_over = self.send_turn(i, now, tx);
             if self.tcbs[i as usize].state == State::Free {
                 continue;
             }
@@ -1972,7 +2070,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         self.ip_id
     }
 
-    fn outgoing(&mut self, i: u32, ip: [u8; 4], seq: u32, seg_flags: u8) -> Outgoing {
+    fn outgoing(&mut self, i: u32, seq: u32, seg_flags: u8) -> Outgoing {
         let window = self.receive_window(i);
         let ip_id = self.next_ip_id();
         let tcb = &mut self.tcbs[i as usize];
@@ -1980,7 +2078,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         Outgoing {
             dst_mac: tcb.remote_mac,
             src_mac: self.mac,
-            src_ip: ip,
+            src_ip: tcb.local_ip,
             dst_ip: tcb.remote_ip,
             src_port: self.config.port,
             dst_port: tcb.remote_port,
@@ -1995,13 +2093,13 @@ impl<'a, S: Service> StreamPool<'a, S> {
 
     /// One turn of connection `i`: up to [`BURST`] data segments, a FIN, or an ACK. Returns
     /// whether it stopped only because its turn was over (it has more it may send now).
-    fn send_turn<T: Transmit>(&mut self, i: u32, ip: [u8; 4], now: Instant, tx: &mut T) -> bool {
+    fn send_turn<T: Transmit>(&mut self, i: u32, now: Instant, tx: &mut T) -> bool {
         let idx = i as usize;
         if self.tcbs[idx].has(PERSIST) {
             // A window probe: an old sequence number makes the peer answer with its window.
             self.tcbs[idx].flags &= !PERSIST;
             let seq = self.tcbs[idx].snd_una.wrapping_sub(1);
-            let out = self.outgoing(i, ip, seq, flags::ACK);
+            let out = self.outgoing(i, seq, flags::ACK);
             if tx.transmit(out.headers_len(), |frame| out.write(frame, 0)) {
                 self.counters.segments_out += 1;
             }
@@ -2079,7 +2177,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             let unsent = self.send_len(i).saturating_sub(offset);
             let last = len == unsent;
             let seg_flags = flags::ACK | if last { flags::PSH } else { 0 };
-            let out = self.outgoing(i, ip, seq, seg_flags);
+            let out = self.outgoing(i, seq, seg_flags);
             let header = out.headers_len();
             let session = &mut self.leases[lease as usize].session;
             let service = &self.service;
@@ -2124,7 +2222,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             && !(tcb.has(FIN_SENT) && seq_lt(tcb.fin_seq, tcb.snd_nxt));
         if fin_pending && tx.can_transmit() {
             let seq = tcb.snd_nxt;
-            let out = self.outgoing(i, ip, seq, flags::FIN | flags::ACK);
+            let out = self.outgoing(i, seq, flags::FIN | flags::ACK);
             if tx.transmit(out.headers_len(), |frame| out.write(frame, 0)) {
                 self.counters.segments_out += 1;
                 let tcb = &mut self.tcbs[idx];
@@ -2152,7 +2250,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
         if self.tcbs[idx].has(ACK_NOW) && tx.can_transmit() {
             let seq = self.tcbs[idx].snd_nxt;
-            let out = self.outgoing(i, ip, seq, flags::ACK);
+            let out = self.outgoing(i, seq, flags::ACK);
             if tx.transmit(out.headers_len(), |frame| out.write(frame, 0)) {
                 self.counters.segments_out += 1;
                 self.tcbs[idx].flags &= !ACK_NOW;

@@ -1,6 +1,6 @@
 //! The stream pool against smoltcp's TCP as the client, over an in-memory wire with loss:
 //! handshakes by cookie, transfers with retransmission, parking and fair turns, eviction,
-//! SYN floods, deadlines, the per-source cap.
+//! SYN floods, deadlines, the per-source cap; over IPv4 and IPv6 alike.
 
 use super::wire::{self, Outgoing, flags};
 use super::*;
@@ -11,7 +11,7 @@ use smoltcp::socket::tcp;
 use smoltcp::time::Instant as SmolInstant;
 use smoltcp::wire::{
     ArpOperation, ArpPacket, ArpRepr, EthernetAddress, EthernetFrame, EthernetProtocol,
-    EthernetRepr, HardwareAddress, IpAddress, IpCidr, Ipv4Address,
+    EthernetRepr, HardwareAddress, IpAddress, IpCidr, IpListenEndpoint, Ipv4Address, Ipv6Address,
 };
 use std::boxed::Box;
 use std::collections::VecDeque;
@@ -22,6 +22,15 @@ const SERVER_MAC: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const CLIENT_MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const SERVER_IP: [u8; 4] = [10, 0, 0, 1];
 const CLIENT_IP: [u8; 4] = [10, 0, 0, 2];
+/// fd00::1, the server's IPv6 address (a unique local one).
+const SERVER_IP6: wire::Address = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+/// The client's IPv6 addresses: two in the server's /64 (fd00::2, fd00::3), one in another
+/// (fd00:0:0:1::2).
+const CLIENT_IP6: [wire::Address; 3] = [
+    [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+    [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3],
+    [0xfd, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2],
+];
 const PORT: u16 = 80;
 
 /// A test protocol: `GET n\n` is answered with `n` pattern bytes; `BYE n\n` the same, then
@@ -289,6 +298,7 @@ impl Net {
         };
         let mut pool = StreamPool::new(memory, TestService::default(), config);
         pool.set_address(SERVER_MAC, Some(SERVER_IP), Instant(0));
+        pool.set_ipv6_addresses(&[SERVER_IP6], Instant(0));
         let mut link = Link::default();
         let mut device = ClientDevice { link: &mut link };
         let mut iface_config = Config::new(HardwareAddress::Ethernet(EthernetAddress(CLIENT_MAC)));
@@ -301,6 +311,16 @@ impl Net {
                     24,
                 ))
                 .unwrap();
+            for (k, address) in CLIENT_IP6.iter().enumerate() {
+                // The last one's /64 is routed through the server (as its own router).
+                let prefix = if k == 2 { 48 } else { 64 };
+                addrs
+                    .push(IpCidr::new(
+                        IpAddress::Ipv6(Ipv6Address::from_octets(*address)),
+                        prefix,
+                    ))
+                    .unwrap();
+            }
         });
         let storage: &'static mut [SocketStorage<'static>] =
             leak((0..2100).map(|_| SocketStorage::EMPTY).collect());
@@ -341,6 +361,24 @@ impl Net {
             .unwrap();
     }
 
+    /// Connects `handle` to the server's IPv6 address from the client's address `from`
+    /// (an index into [`CLIENT_IP6`]).
+    fn connect6(&mut self, handle: SocketHandle, from: usize, local_port: u16) {
+        let cx = self.iface.context();
+        let local = IpListenEndpoint {
+            addr: Some(IpAddress::Ipv6(Ipv6Address::from_octets(CLIENT_IP6[from]))),
+            port: local_port,
+        };
+        self.sockets
+            .get_mut::<tcp::Socket>(handle)
+            .connect(
+                cx,
+                (IpAddress::Ipv6(Ipv6Address::from_octets(SERVER_IP6)), PORT),
+                local,
+            )
+            .unwrap();
+    }
+
     fn dropped(&mut self) -> bool {
         self.frames += 1;
         self.drop_every > 0 && self.frames.is_multiple_of(self.drop_every)
@@ -360,6 +398,14 @@ impl Net {
             }
             if let Some(reply) = arp_reply(&frame) {
                 self.link.to_client.push_back(reply);
+                continue;
+            }
+            if frame[12..14] == [0x86, 0xdd] && !self.pool.wants(&frame) {
+                // Neighbor Discovery is the stack's business, not the pool's: answered
+                // here; MLD reports and the like are dropped.
+                if let Some(reply) = neighbor_advert(&frame) {
+                    self.link.to_client.push_back(reply);
+                }
                 continue;
             }
             if self.dropped() {
@@ -482,6 +528,40 @@ fn arp_reply(frame: &[u8]) -> Option<Vec<u8>> {
     let mut eth_out = EthernetFrame::new_unchecked(&mut out[..]);
     eth_repr.emit(&mut eth_out);
     reply.emit(&mut ArpPacket::new_unchecked(eth_out.payload_mut()));
+    Some(out)
+}
+
+/// The server's Neighbor Advertisement (RFC 4861 §4.4) for a Neighbor Solicitation of
+/// [`SERVER_IP6`] in `frame`, built by hand (the pool has no neighbor discovery of its own:
+/// the appliance's smoltcp answers these).
+fn neighbor_advert(frame: &[u8]) -> Option<Vec<u8>> {
+    let icmp = frame.get(54..)?;
+    if frame[20] != 58 || icmp.first() != Some(&135) || icmp.get(8..24)? != SERVER_IP6 {
+        return None;
+    }
+    let client_mac: [u8; 6] = frame[6..12].try_into().ok()?;
+    let client_ip: [u8; 16] = frame[22..38].try_into().ok()?;
+    let mut message = vec![136u8, 0, 0, 0, 0x60, 0, 0, 0];
+    message.extend_from_slice(&SERVER_IP6);
+    // Target link-layer address option.
+    message.extend_from_slice(&[2, 1]);
+    message.extend_from_slice(&SERVER_MAC);
+    let mut pseudo = Vec::new();
+    pseudo.extend_from_slice(&SERVER_IP6);
+    pseudo.extend_from_slice(&client_ip);
+    pseudo.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    pseudo.extend_from_slice(&[0, 0, 0, 58]);
+    let checksum = !wire::fold(wire::sum(wire::sum(0, &pseudo), &message));
+    message[2..4].copy_from_slice(&checksum.to_be_bytes());
+    let mut out = Vec::new();
+    out.extend_from_slice(&client_mac);
+    out.extend_from_slice(&SERVER_MAC);
+    out.extend_from_slice(&[0x86, 0xdd, 0x60, 0, 0, 0]);
+    out.extend_from_slice(&(message.len() as u16).to_be_bytes());
+    out.extend_from_slice(&[58, 255]);
+    out.extend_from_slice(&SERVER_IP6);
+    out.extend_from_slice(&client_ip);
+    out.extend_from_slice(&message);
     Some(out)
 }
 
@@ -671,8 +751,8 @@ fn syn_frame(ip: [u8; 4], port: u16, seq: u32) -> Vec<u8> {
     let out = Outgoing {
         dst_mac: SERVER_MAC,
         src_mac: CLIENT_MAC,
-        src_ip: ip,
-        dst_ip: SERVER_IP,
+        src_ip: wire::v4_mapped(ip),
+        dst_ip: wire::v4_mapped(SERVER_IP),
         src_port: port,
         dst_port: PORT,
         seq,
@@ -719,8 +799,8 @@ fn an_ack_without_a_valid_cookie_gets_a_reset_and_no_connection() {
     let out = Outgoing {
         dst_mac: SERVER_MAC,
         src_mac: CLIENT_MAC,
-        src_ip: CLIENT_IP,
-        dst_ip: SERVER_IP,
+        src_ip: wire::v4_mapped(CLIENT_IP),
+        dst_ip: wire::v4_mapped(SERVER_IP),
         src_port: 5555,
         dst_port: PORT,
         seq: 1000,
@@ -741,7 +821,7 @@ fn an_ack_without_a_valid_cookie_gets_a_reset_and_no_connection() {
     };
     net.pool.poll(now, &mut tx);
     let reply = net.link.to_client.pop_front().expect("a reset");
-    let segment = wire::parse(&reply, CLIENT_MAC, CLIENT_IP).unwrap();
+    let segment = wire::parse(&reply, CLIENT_MAC, &[wire::v4_mapped(CLIENT_IP)]).unwrap();
     assert!(segment.has(flags::RST));
     assert_eq!(segment.seq, 0x1234_5678);
 }
@@ -943,4 +1023,153 @@ fn a_frame_damaged_in_its_ethernet_header_does_not_send_the_connection_astray() 
         .filter(|frame| frame[0..6] != CLIENT_MAC)
         .count();
     assert_eq!(astray, 0, "frames sent to the damaged address");
+}
+
+/// The server's frames to the client over IPv6: (TCP payload length, checksums right).
+fn ipv6_frames_sent(net: &Net) -> Vec<(usize, bool)> {
+    net.server_log
+        .iter()
+        .filter(|frame| frame[12..14] == [0x86, 0xdd] && frame[20] == 6)
+        .map(|frame| {
+            let ip = smoltcp::wire::Ipv6Packet::new_checked(&frame[14..]).unwrap();
+            let tcp = smoltcp::wire::TcpPacket::new_checked(ip.payload()).unwrap();
+            let valid = tcp.verify_checksum(&ip.src_addr().into(), &ip.dst_addr().into());
+            (tcp.payload().len(), valid)
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_over_ipv6_is_served_by_the_same_pool_beside_one_over_ipv4() {
+    let mut net = Net::new(8, 2, 8, limits());
+    let six = net.socket(65536, 1024);
+    net.connect6(six, 0, 40200);
+    let four = net.socket(65536, 1024);
+    net.connect(four, 40201);
+    // smoltcp's client asks for one neighbour per second: the second family waits a second.
+    assert!(net.run_until(2_000, |net| net.tcp(six).may_send()
+        && net.tcp(four).may_send()));
+    // The pool admits each when the handshake's last ACK arrives.
+    net.run_ms(5);
+    assert_eq!(net.pool.counters().accepted, 2, "{}", net.pool.counters());
+    net.send(six, b"GET 50000\n");
+    net.send(four, b"GET 30000\n");
+    assert_eq!(net.read_exact(six, 50_000, 2_000), pattern(50_000));
+    assert_eq!(net.read_exact(four, 30_000, 2_000), pattern(30_000));
+    // Twice on one connection, then a close.
+    net.send(six, b"BYE 3000\n");
+    assert_eq!(net.read_exact(six, 3_000, 1_000), pattern(3_000));
+    let sent = ipv6_frames_sent(&net);
+    assert!(sent.len() > 35, "{} IPv6 frames", sent.len());
+    assert!(
+        sent.iter().all(|&(_, valid)| valid),
+        "a bad IPv6 TCP checksum"
+    );
+    let largest = sent.iter().map(|&(len, _)| len).max().unwrap();
+    assert_eq!(largest, 1440, "segments fill, and fit, the IPv6 MSS");
+    assert!(net.run_until(500, |net| !net.tcp(six).may_recv()));
+    net.tcp(six).close();
+    assert!(net.run_until(1000, |net| net.pool.open() == 1));
+    assert_eq!(net.pool.service().resets, 0);
+}
+
+#[test]
+fn the_per_source_cap_counts_an_ipv6_64_as_one_source() {
+    let mut net = Net::with_config(
+        16,
+        4,
+        16,
+        PoolConfig {
+            port: PORT,
+            limits: limits(),
+            max_per_source: 2,
+            seed: 5,
+        },
+    );
+    // fd00::2 and fd00::3 are one /64: the third connection from it is refused, whichever
+    // address it comes from.
+    let handles: Vec<_> = [(0, 45000), (1, 45001), (0, 45002)]
+        .into_iter()
+        .map(|(from, port)| {
+            let handle = net.socket(8192, 512);
+            net.connect6(handle, from, port);
+            handle
+        })
+        .collect();
+    net.run_ms(300);
+    let open = handles.iter().filter(|&&h| net.tcp(h).may_send()).count();
+    assert_eq!(open, 2);
+    assert_eq!(net.pool.counters().refused_source, 1);
+    // Another /64, and IPv4, count apart.
+    let other = net.socket(8192, 512);
+    net.connect6(other, 2, 45003);
+    let four = net.socket(8192, 512);
+    net.connect(four, 45004);
+    assert!(net.run_until(2_000, |net| net.tcp(other).may_send()
+        && net.tcp(four).may_send()));
+    assert_eq!(net.pool.counters().refused_source, 1);
+    net.send(other, b"GET 2000\n");
+    assert_eq!(net.read_exact(other, 2_000, 1_000), pattern(2_000));
+}
+
+#[test]
+fn a_syn_flood_over_ipv6_costs_no_connection_either() {
+    let mut net = Net::new(16, 2, 16, limits());
+    let now = net.instant();
+    for k in 0..5_000u32 {
+        let out = Outgoing {
+            dst_mac: SERVER_MAC,
+            src_mac: CLIENT_MAC,
+            src_ip: CLIENT_IP6[0],
+            dst_ip: SERVER_IP6,
+            src_port: (k % 60000) as u16 + 1024,
+            dst_port: PORT,
+            seq: k.wrapping_mul(2_654_435_761),
+            ack: 0,
+            flags: flags::SYN,
+            window: 65535,
+            mss: Some(1460),
+            ip_id: 0,
+        };
+        let mut frame = vec![0u8; out.headers_len()];
+        out.write(&mut frame, 0);
+        net.pool.receive(&frame, now);
+    }
+    assert_eq!(net.pool.counters().syns, 5_000);
+    assert_eq!(net.pool.open(), 0);
+    // The SYN-ACKs offer the IPv6 MSS.
+    let mut tx = ServerTx {
+        link: &mut net.link,
+    };
+    net.pool.poll(now, &mut tx);
+    let reply = net.link.to_client.pop_front().expect("a SYN-ACK");
+    let segment = wire::parse(&reply, CLIENT_MAC, &[CLIENT_IP6[0]]).unwrap();
+    assert!(segment.has(flags::SYN | flags::ACK));
+    assert_eq!(segment.mss, Some(1440));
+    assert_eq!(segment.src_ip, SERVER_IP6);
+    net.link.to_client.clear();
+    let client = net.socket(8192, 512);
+    net.connect6(client, 1, 50001);
+    assert!(net.run_until(3_000, |net| net.tcp(client).may_send()));
+    net.send(client, b"GET 100\n");
+    assert_eq!(net.read_exact(client, 100, 500), pattern(100));
+}
+
+#[test]
+fn connections_to_an_ipv6_address_no_longer_ours_are_reset_and_others_kept() {
+    let mut net = Net::new(8, 2, 8, limits());
+    let six = net.socket(8192, 512);
+    net.connect6(six, 0, 46000);
+    let four = net.socket(8192, 512);
+    net.connect(four, 46001);
+    assert!(net.run_until(2_000, |net| net.tcp(six).may_send()
+        && net.tcp(four).may_send()));
+    // The pool admits each when the handshake's last ACK arrives.
+    net.run_ms(5);
+    let now = net.instant();
+    net.pool.set_ipv6_addresses(&[], now);
+    assert_eq!(net.pool.open(), 1, "the IPv4 connection stays");
+    assert_eq!(net.pool.addresses(), &[wire::v4_mapped(SERVER_IP)]);
+    net.send(four, b"GET 100\n");
+    assert_eq!(net.read_exact(four, 100, 500), pattern(100));
 }

@@ -1,23 +1,66 @@
-//! The stream pool's view of the wire: a checked parse of an Ethernet II + IPv4 + TCP frame
-//! into a [`Segment`], the in-place writer of outgoing segments, and the Internet checksum.
+//! The stream pool's view of the wire: a checked parse of an Ethernet II + IPv4 or IPv6 +
+//! TCP frame into a [`Segment`], the in-place writer of outgoing segments, and the Internet
+//! checksum.
 //!
 //! Received bytes are untrusted: every field is read through a length check, lengths come
-//! from the IPv4 total length (never from the frame, which may be padded), and both
-//! checksums are verified. Only what a passive-open server needs is understood: IPv4 without
-//! fragments, TCP with the MSS option (every other option is skipped by its length).
+//! from the IPv4 total length or the IPv6 payload length (never from the frame, which may be
+//! padded), and every checksum is verified. Only what a passive-open server needs is
+//! understood: IPv4 without fragments, IPv6 with TCP straight after the fixed header (no
+//! extension headers, as clients send TCP), TCP with the MSS option (every other option is
+//! skipped by its length).
+//!
+//! Addresses of both families are one type, [`Address`]: 16 bytes, an IPv4 address as its
+//! IPv4-mapped IPv6 address (RFC 4291 §2.5.5.2, `::ffff:a.b.c.d`), so that the pool keys,
+//! hashes and counts connections the same way whichever family they came over.
+
+/// An IPv6 address, or an IPv4 address mapped into IPv6 ([`v4_mapped`]).
+pub type Address = [u8; 16];
+
+/// `ip` as its IPv4-mapped IPv6 address.
+pub const fn v4_mapped(ip: [u8; 4]) -> Address {
+    [
+        0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ip[0], ip[1], ip[2], ip[3],
+    ]
+}
+
+/// The IPv4 address inside `address`, if it is IPv4-mapped.
+pub fn as_v4(address: &Address) -> Option<[u8; 4]> {
+    (address[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
+        .then(|| [address[12], address[13], address[14], address[15]])
+}
+
+/// Largest TCP payload per segment to `peer` on a 1500-byte MTU: 1460 over IPv4, 1440 over
+/// IPv6 (its header is 20 bytes longer).
+pub fn max_mss(peer: &Address) -> u16 {
+    if as_v4(peer).is_some() {
+        MAX_MSS
+    } else {
+        MAX_MSS_V6
+    }
+}
 
 /// Ethernet II header length.
 pub const ETHERNET_LEN: usize = 14;
 /// IPv4 header length of every segment we send (no options).
 pub const IPV4_LEN: usize = 20;
+/// IPv6 fixed header length (RFC 8200 §3).
+pub const IPV6_LEN: usize = 40;
 /// TCP header length of every segment we send without options.
 pub const TCP_LEN: usize = 20;
 /// Bytes before the payload of every segment we send.
 pub const HEADERS_LEN: usize = ETHERNET_LEN + IPV4_LEN + TCP_LEN;
 /// Largest frame built or accepted (Ethernet II without FCS, 1500-byte MTU).
 pub const MAX_FRAME: usize = ETHERNET_LEN + 1500;
-/// Largest TCP payload per segment on a 1500-byte MTU.
+/// Largest TCP payload per IPv4 segment on a 1500-byte MTU.
 pub const MAX_MSS: u16 = 1460;
+/// Largest TCP payload per IPv6 segment on a 1500-byte MTU.
+pub const MAX_MSS_V6: u16 = 1440;
+/// EtherType of IPv4.
+const ETHERTYPE_IPV4: [u8; 2] = [0x08, 0x00];
+/// EtherType of IPv6.
+const ETHERTYPE_IPV6: [u8; 2] = [0x86, 0xdd];
+/// IP protocol / IPv6 next header number of TCP.
+const TCP_PROTOCOL: u8 = 6;
 
 /// TCP flag bits (RFC 9293 §3.1).
 pub mod flags {
@@ -38,8 +81,10 @@ pub mod flags {
 pub struct Segment<'a> {
     /// Ethernet source: where replies go.
     pub src_mac: [u8; 6],
-    /// IPv4 source address.
-    pub src_ip: [u8; 4],
+    /// Source address (IPv4-mapped for IPv4).
+    pub src_ip: Address,
+    /// Destination address: one of ours (IPv4-mapped for IPv4).
+    pub dst_ip: Address,
     /// TCP source port.
     pub src_port: u16,
     /// TCP destination port.
@@ -79,11 +124,12 @@ pub enum Reject {
     Truncated,
     /// Not unicast to our MAC.
     NotOurMac,
-    /// Not IPv4, or IPv4 with options we do not read, a fragment, or not TCP.
+    /// Not IPv4 or IPv6, a fragment, an IPv6 extension header, or not TCP.
     NotTcp,
-    /// Not addressed to our IPv4 address (or we have none).
+    /// Not addressed to one of our addresses (or we have none).
     NotOurAddress,
-    /// The source address is not a unicast host (broadcast, multicast, zero, loopback).
+    /// The source address is not a unicast host (broadcast, multicast, zero, loopback, or
+    /// an IPv4-mapped address over IPv6).
     BadSource,
     /// IPv4 header or TCP checksum wrong.
     Checksum,
@@ -101,28 +147,38 @@ fn be32(bytes: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-/// A cheap look at `frame` without checksums: is it IPv4 TCP to one of `ports`? Used to
-/// decide which frames go to the pool rather than to smoltcp.
+/// A cheap look at `frame` without checksums: is it TCP over IPv4 or IPv6 to one of
+/// `ports`? Used to decide which frames go to the pool rather than to smoltcp.
 pub fn is_tcp_to(frame: &[u8], ports: &[u16]) -> bool {
-    if frame.len() < ETHERNET_LEN + IPV4_LEN + TCP_LEN || frame[12..14] != [0x08, 0x00] {
+    if frame.len() < ETHERNET_LEN + IPV4_LEN + TCP_LEN {
         return false;
     }
     let ip = &frame[ETHERNET_LEN..];
-    let header_len = usize::from(ip[0] & 0x0f) * 4;
-    if ip[0] >> 4 != 4 || ip[9] != 6 || header_len < IPV4_LEN {
-        return false;
-    }
-    match be16(ip, header_len + 2) {
-        Some(port) => ports.contains(&port),
-        None => false,
-    }
+    let port = match [frame[12], frame[13]] {
+        ETHERTYPE_IPV4 => {
+            let header_len = usize::from(ip[0] & 0x0f) * 4;
+            if ip[0] >> 4 != 4 || ip[9] != TCP_PROTOCOL || header_len < IPV4_LEN {
+                return false;
+            }
+            be16(ip, header_len + 2)
+        }
+        ETHERTYPE_IPV6 => {
+            if ip[0] >> 4 != 6 || ip[6] != TCP_PROTOCOL {
+                return false;
+            }
+            be16(ip, IPV6_LEN + 2)
+        }
+        _ => None,
+    };
+    port.is_some_and(|port| ports.contains(&port))
 }
 
-/// Parses `frame` as a TCP segment sent to `our_mac`/`our_ip`.
+/// Parses `frame` as a TCP segment sent to `our_mac` and one of `ours` (IPv4 addresses
+/// IPv4-mapped).
 pub fn parse<'a>(
     frame: &'a [u8],
     our_mac: [u8; 6],
-    our_ip: [u8; 4],
+    ours: &[Address],
 ) -> Result<Segment<'a>, Reject> {
     if frame.len() < ETHERNET_LEN + IPV4_LEN {
         return Err(Reject::Truncated);
@@ -130,36 +186,14 @@ pub fn parse<'a>(
     if frame[0..6] != our_mac {
         return Err(Reject::NotOurMac);
     }
-    if frame[12..14] != [0x08, 0x00] {
-        return Err(Reject::NotTcp);
-    }
-    let ip = &frame[ETHERNET_LEN..];
-    let version = ip[0] >> 4;
-    let header_len = usize::from(ip[0] & 0x0f) * 4;
-    if version != 4 || header_len < IPV4_LEN || ip[9] != 6 {
-        return Err(Reject::NotTcp);
-    }
-    let total_len = usize::from(be16(ip, 2).ok_or(Reject::Truncated)?);
-    if total_len < header_len || total_len > ip.len() {
-        return Err(Reject::Truncated);
-    }
-    let ip = &ip[..total_len];
-    // Fragments (MF set or a non-zero offset) are not reassembled.
-    if be16(ip, 6).ok_or(Reject::Truncated)? & 0x3fff != 0 {
-        return Err(Reject::NotTcp);
-    }
-    let src_ip = [ip[12], ip[13], ip[14], ip[15]];
-    let dst_ip = [ip[16], ip[17], ip[18], ip[19]];
-    if dst_ip != our_ip {
+    let (src_ip, dst_ip, tcp) = match [frame[12], frame[13]] {
+        ETHERTYPE_IPV4 => ipv4(&frame[ETHERNET_LEN..])?,
+        ETHERTYPE_IPV6 => ipv6(&frame[ETHERNET_LEN..])?,
+        _ => return Err(Reject::NotTcp),
+    };
+    if !ours.contains(&dst_ip) {
         return Err(Reject::NotOurAddress);
     }
-    if src_ip[0] == 0 || src_ip[0] == 127 || src_ip[0] >= 224 || src_ip == [255; 4] {
-        return Err(Reject::BadSource);
-    }
-    if fold(sum(0, &ip[..header_len])) != 0xffff {
-        return Err(Reject::Checksum);
-    }
-    let tcp = &ip[header_len..];
     if tcp.len() < TCP_LEN {
         return Err(Reject::Truncated);
     }
@@ -167,7 +201,7 @@ pub fn parse<'a>(
     if data_offset < TCP_LEN || data_offset > tcp.len() {
         return Err(Reject::BadHeader);
     }
-    let pseudo = pseudo_sum(src_ip, dst_ip, tcp.len());
+    let pseudo = pseudo_sum(&src_ip, &dst_ip, tcp.len());
     if fold(sum(pseudo, tcp)) != 0xffff {
         return Err(Reject::Checksum);
     }
@@ -180,6 +214,7 @@ pub fn parse<'a>(
     Ok(Segment {
         src_mac: [frame[6], frame[7], frame[8], frame[9], frame[10], frame[11]],
         src_ip,
+        dst_ip,
         src_port: u16::from_be_bytes([tcp[0], tcp[1]]),
         dst_port: u16::from_be_bytes([tcp[2], tcp[3]]),
         seq: be32(tcp, 4).ok_or(Reject::Truncated)?,
@@ -190,6 +225,66 @@ pub fn parse<'a>(
         payload: &tcp[data_offset..],
     })
 }
+
+/// The addresses and TCP bytes of an IPv4 packet (`ip`: from its header on).
+fn ipv4(ip: &[u8]) -> Result<(Address, Address, &[u8]), Reject> {
+    if ip.len() < IPV4_LEN {
+        return Err(Reject::Truncated);
+    }
+    let version = ip[0] >> 4;
+    let header_len = usize::from(ip[0] & 0x0f) * 4;
+    if version != 4 || header_len < IPV4_LEN || ip[9] != TCP_PROTOCOL {
+        return Err(Reject::NotTcp);
+    }
+    let total_len = usize::from(be16(ip, 2).ok_or(Reject::Truncated)?);
+    if total_len < header_len || total_len > ip.len() {
+        return Err(Reject::Truncated);
+    }
+    let ip = &ip[..total_len];
+    // Fragments (MF set or a non-zero offset) are not reassembled.
+    if be16(ip, 6).ok_or(Reject::Truncated)? & 0x3fff != 0 {
+        return Err(Reject::NotTcp);
+    }
+    let src = [ip[12], ip[13], ip[14], ip[15]];
+    let dst = [ip[16], ip[17], ip[18], ip[19]];
+    if src[0] == 0 || src[0] == 127 || src[0] >= 224 || src == [255; 4] {
+        return Err(Reject::BadSource);
+    }
+    if fold(sum(0, &ip[..header_len])) != 0xffff {
+        return Err(Reject::Checksum);
+    }
+    Ok((v4_mapped(src), v4_mapped(dst), &ip[header_len..]))
+}
+
+/// The addresses and TCP bytes of an IPv6 packet (`ip`: from its header on). TCP must be
+/// the next header of the fixed header: a packet with extension headers is not taken.
+fn ipv6(ip: &[u8]) -> Result<(Address, Address, &[u8]), Reject> {
+    if ip.len() < IPV6_LEN {
+        return Err(Reject::Truncated);
+    }
+    if ip[0] >> 4 != 6 || ip[6] != TCP_PROTOCOL {
+        return Err(Reject::NotTcp);
+    }
+    // A payload length of 0 would announce a jumbogram (RFC 2675): not on Ethernet.
+    let payload_len = usize::from(be16(ip, 4).ok_or(Reject::Truncated)?);
+    let end = IPV6_LEN.checked_add(payload_len).ok_or(Reject::Truncated)?;
+    if payload_len == 0 || end > ip.len() {
+        return Err(Reject::Truncated);
+    }
+    let mut src = [0u8; 16];
+    src.copy_from_slice(&ip[8..24]);
+    let mut dst = [0u8; 16];
+    dst.copy_from_slice(&ip[24..40]);
+    // Unicast hosts only: not unspecified, loopback, multicast, nor IPv4-mapped (RFC 4291
+    // §2.5.5.2: never on the wire).
+    if src == [0; 16] || src == LOOPBACK_V6 || src[0] == 0xff || as_v4(&src).is_some() {
+        return Err(Reject::BadSource);
+    }
+    Ok((src, dst, &ip[IPV6_LEN..end]))
+}
+
+/// `::1`.
+const LOOPBACK_V6: Address = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
 
 /// The MSS option (kind 2, length 4) among `options`, if well formed.
 fn read_mss(options: &[u8]) -> Option<u16> {
@@ -220,10 +315,10 @@ pub struct Outgoing {
     pub dst_mac: [u8; 6],
     /// Our MAC.
     pub src_mac: [u8; 6],
-    /// Our IPv4 address.
-    pub src_ip: [u8; 4],
-    /// The peer's address.
-    pub dst_ip: [u8; 4],
+    /// Our address (IPv4-mapped for IPv4: then the segment goes over IPv4).
+    pub src_ip: Address,
+    /// The peer's address, of the same family.
+    pub dst_ip: Address,
     /// Our port.
     pub src_port: u16,
     /// The peer's port.
@@ -238,41 +333,68 @@ pub struct Outgoing {
     pub window: u16,
     /// MSS option to include (SYN-ACK only).
     pub mss: Option<u16>,
-    /// IPv4 identification.
+    /// IPv4 identification (unused over IPv6).
     pub ip_id: u16,
 }
 
 impl Outgoing {
+    /// Whether this segment goes over IPv4.
+    fn is_v4(&self) -> bool {
+        as_v4(&self.dst_ip).is_some()
+    }
+
+    /// Bytes of the IP header.
+    fn ip_len(&self) -> usize {
+        if self.is_v4() { IPV4_LEN } else { IPV6_LEN }
+    }
+
     /// Bytes before the payload.
     pub fn headers_len(&self) -> usize {
-        HEADERS_LEN + if self.mss.is_some() { 4 } else { 0 }
+        ETHERNET_LEN + self.ip_len() + TCP_LEN + if self.mss.is_some() { 4 } else { 0 }
     }
 
     /// Fills in the headers of `frame`, whose payload (`frame[headers_len()..]`) is already in
     /// place, given the payload's partial sum (from [`sum`] starting at 0, or
-    /// [`copy_and_sum`]), and both checksums.
+    /// [`copy_and_sum`]), and the checksums.
     pub fn write(&self, frame: &mut [u8], payload_sum: u32) {
         let header_len = self.headers_len();
+        let ip_len = self.ip_len();
         let payload_len = frame.len() - header_len;
-        let tcp_len = header_len - ETHERNET_LEN - IPV4_LEN + payload_len;
+        let tcp_len = header_len - ETHERNET_LEN - ip_len + payload_len;
         frame[0..6].copy_from_slice(&self.dst_mac);
         frame[6..12].copy_from_slice(&self.src_mac);
-        frame[12..14].copy_from_slice(&[0x08, 0x00]);
-        let ip = &mut frame[ETHERNET_LEN..ETHERNET_LEN + IPV4_LEN];
-        ip[0] = 0x45;
-        ip[1] = 0;
-        ip[2..4].copy_from_slice(&((IPV4_LEN + tcp_len) as u16).to_be_bytes());
-        ip[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
-        // Don't Fragment: our segments fit the MTU.
-        ip[6..8].copy_from_slice(&[0x40, 0x00]);
-        ip[8] = 64;
-        ip[9] = 6;
-        ip[10..12].copy_from_slice(&[0, 0]);
-        ip[12..16].copy_from_slice(&self.src_ip);
-        ip[16..20].copy_from_slice(&self.dst_ip);
-        let ip_checksum = !fold(sum(0, ip));
-        ip[10..12].copy_from_slice(&ip_checksum.to_be_bytes());
-        let tcp = &mut frame[ETHERNET_LEN + IPV4_LEN..header_len];
+        match (as_v4(&self.src_ip), as_v4(&self.dst_ip)) {
+            (Some(src), Some(dst)) => {
+                frame[12..14].copy_from_slice(&ETHERTYPE_IPV4);
+                let ip = &mut frame[ETHERNET_LEN..ETHERNET_LEN + IPV4_LEN];
+                ip[0] = 0x45;
+                ip[1] = 0;
+                ip[2..4].copy_from_slice(&((IPV4_LEN + tcp_len) as u16).to_be_bytes());
+                ip[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
+                // Don't Fragment: our segments fit the MTU.
+                ip[6..8].copy_from_slice(&[0x40, 0x00]);
+                ip[8] = 64;
+                ip[9] = TCP_PROTOCOL;
+                ip[10..12].copy_from_slice(&[0, 0]);
+                ip[12..16].copy_from_slice(&src);
+                ip[16..20].copy_from_slice(&dst);
+                let ip_checksum = !fold(sum(0, ip));
+                ip[10..12].copy_from_slice(&ip_checksum.to_be_bytes());
+            }
+            _ => {
+                frame[12..14].copy_from_slice(&ETHERTYPE_IPV6);
+                let ip = &mut frame[ETHERNET_LEN..ETHERNET_LEN + IPV6_LEN];
+                // Version 6, traffic class 0, flow label 0.
+                ip[0..4].copy_from_slice(&[0x60, 0, 0, 0]);
+                ip[4..6].copy_from_slice(&(tcp_len as u16).to_be_bytes());
+                ip[6] = TCP_PROTOCOL;
+                ip[7] = 64;
+                ip[8..24].copy_from_slice(&self.src_ip);
+                ip[24..40].copy_from_slice(&self.dst_ip);
+            }
+        }
+        let tcp_at = ETHERNET_LEN + ip_len;
+        let tcp = &mut frame[tcp_at..header_len];
         tcp[0..2].copy_from_slice(&self.src_port.to_be_bytes());
         tcp[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
         tcp[4..8].copy_from_slice(&self.seq.to_be_bytes());
@@ -285,25 +407,32 @@ impl Outgoing {
             tcp[20..22].copy_from_slice(&[2, 4]);
             tcp[22..24].copy_from_slice(&mss.to_be_bytes());
         }
-        let mut total = pseudo_sum(self.src_ip, self.dst_ip, tcp_len);
+        let mut total = pseudo_sum(&self.src_ip, &self.dst_ip, tcp_len);
         total = sum(total, tcp);
         // The payload starts at an even offset of the TCP segment (its header is a whole
         // number of 32-bit words), so its sum adds in directly.
         total = add_sums(total, payload_sum);
         let checksum = !fold(total);
-        frame[ETHERNET_LEN + IPV4_LEN + 16..ETHERNET_LEN + IPV4_LEN + 18]
-            .copy_from_slice(&checksum.to_be_bytes());
+        frame[tcp_at + 16..tcp_at + 18].copy_from_slice(&checksum.to_be_bytes());
     }
 }
 
-/// The pseudo-header's contribution to a TCP checksum (RFC 9293 §3.1).
-fn pseudo_sum(src: [u8; 4], dst: [u8; 4], tcp_len: usize) -> u32 {
-    u32::from(u16::from_be_bytes([src[0], src[1]]))
-        + u32::from(u16::from_be_bytes([src[2], src[3]]))
-        + u32::from(u16::from_be_bytes([dst[0], dst[1]]))
-        + u32::from(u16::from_be_bytes([dst[2], dst[3]]))
-        + 6
-        + tcp_len as u32
+/// The pseudo-header's contribution to a TCP checksum: RFC 9293 §3.1 for IPv4-mapped
+/// addresses (the 4-byte addresses, protocol and TCP length), RFC 8200 §8.1 otherwise (the
+/// 16-byte addresses, the upper-layer length as 32 bits, next header).
+fn pseudo_sum(src: &Address, dst: &Address, tcp_len: usize) -> u32 {
+    let words = |bytes: &[u8]| -> u32 {
+        bytes
+            .chunks_exact(2)
+            .map(|pair| u32::from(u16::from_be_bytes([pair[0], pair[1]])))
+            .sum()
+    };
+    let len = tcp_len as u32;
+    let addresses = match (as_v4(src), as_v4(dst)) {
+        (Some(_), Some(_)) => words(&src[12..]) + words(&dst[12..]),
+        _ => words(src) + words(dst),
+    };
+    addresses + u32::from(TCP_PROTOCOL) + (len >> 16) + (len & 0xffff)
 }
 
 /// Adds two partial sums with end-around carry.
@@ -491,8 +620,8 @@ mod tests {
         Outgoing {
             dst_mac: OURS,
             src_mac: THEIRS,
-            src_ip: [10, 0, 0, 2],
-            dst_ip: [10, 0, 0, 1],
+            src_ip: v4_mapped([10, 0, 0, 2]),
+            dst_ip: v4_mapped([10, 0, 0, 1]),
             src_port: 40000,
             dst_port: 80,
             seq: 0xfffffff0,
@@ -517,7 +646,7 @@ mod tests {
         for payload in [&b""[..], b"x", b"GET / HTTP/1.1\r\n\r\n", &[0xff; 1460][..]] {
             let out = outgoing(flags::ACK | flags::PSH, None);
             let frame = frame_with(payload, &out);
-            let segment = parse(&frame, OURS, [10, 0, 0, 1]).expect("parses");
+            let segment = parse(&frame, OURS, &[v4_mapped([10, 0, 0, 1])]).expect("parses");
             assert_eq!(segment.payload, payload);
             assert_eq!(segment.seq, out.seq);
             assert_eq!(segment.ack, 7);
@@ -535,7 +664,7 @@ mod tests {
     fn the_mss_option_is_written_and_read() {
         let out = outgoing(flags::SYN | flags::ACK, Some(1460));
         let frame = frame_with(b"", &out);
-        let segment = parse(&frame, OURS, [10, 0, 0, 1]).unwrap();
+        let segment = parse(&frame, OURS, &[v4_mapped([10, 0, 0, 1])]).unwrap();
         assert_eq!(segment.mss, Some(1460));
         assert!(segment.has(flags::SYN));
         assert_eq!(segment.seq_len(), 1);
@@ -545,13 +674,13 @@ mod tests {
     fn damaged_or_foreign_frames_are_rejected() {
         let out = outgoing(flags::ACK, None);
         let good = frame_with(b"hello", &out);
-        let ip = [10, 0, 0, 1];
+        let ip = &[v4_mapped([10, 0, 0, 1])];
         let mut flipped = good.clone();
         *flipped.last_mut().unwrap() ^= 1;
         assert_eq!(parse(&flipped, OURS, ip), Err(Reject::Checksum));
         assert_eq!(parse(&good, THEIRS, ip), Err(Reject::NotOurMac));
         assert_eq!(
-            parse(&good, OURS, [10, 0, 0, 9]),
+            parse(&good, OURS, &[v4_mapped([10, 0, 0, 9])]),
             Err(Reject::NotOurAddress)
         );
         for len in 0..good.len() - 5 {
@@ -571,6 +700,100 @@ mod tests {
         assert!(parse(&offset, OURS, ip).is_err());
         assert!(is_tcp_to(&good, &[80]));
         assert!(!is_tcp_to(&good, &[443]));
+        // Our IPv6 address does not take an IPv4 segment.
+        assert_eq!(parse(&good, OURS, &[HERE6]), Err(Reject::NotOurAddress));
+    }
+
+    const HERE6: Address = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    const THERE6: Address = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x12, 0x34];
+
+    fn outgoing6(flags: u8, mss: Option<u16>) -> Outgoing {
+        Outgoing {
+            src_ip: THERE6,
+            dst_ip: HERE6,
+            ..outgoing(flags, mss)
+        }
+    }
+
+    #[test]
+    fn an_ipv6_segment_is_written_and_parses_back_with_a_valid_checksum() {
+        for payload in [&b""[..], b"x", b"GET / HTTP/1.1\r\n\r\n", &[0xa5; 1440][..]] {
+            let out = outgoing6(flags::ACK | flags::PSH, None);
+            let frame = frame_with(payload, &out);
+            assert_eq!(
+                frame.len(),
+                ETHERNET_LEN + IPV6_LEN + TCP_LEN + payload.len()
+            );
+            assert_eq!(frame[12..14], [0x86, 0xdd]);
+            let segment = parse(&frame, OURS, &[v4_mapped([10, 0, 0, 1]), HERE6]).unwrap();
+            assert_eq!(segment.payload, payload);
+            assert_eq!(segment.src_ip, THERE6);
+            assert_eq!(segment.dst_ip, HERE6);
+            assert_eq!(segment.seq, out.seq);
+            assert!(is_tcp_to(&frame, &[80]));
+            // smoltcp agrees about the checksum (RFC 8200 §8.1's pseudo-header).
+            let ip = smoltcp::wire::Ipv6Packet::new_checked(&frame[ETHERNET_LEN..]).unwrap();
+            assert_eq!(ip.hop_limit(), 64);
+            let tcp = smoltcp::wire::TcpPacket::new_checked(ip.payload()).unwrap();
+            assert!(tcp.verify_checksum(&ip.src_addr().into(), &ip.dst_addr().into()));
+            assert_eq!(tcp.payload(), payload);
+        }
+        let syn = frame_with(b"", &outgoing6(flags::SYN, Some(1440)));
+        assert_eq!(parse(&syn, OURS, &[HERE6]).unwrap().mss, Some(1440));
+        assert_eq!(max_mss(&HERE6), 1440);
+        assert_eq!(max_mss(&v4_mapped([10, 0, 0, 1])), 1460);
+    }
+
+    #[test]
+    fn damaged_or_foreign_ipv6_frames_are_rejected() {
+        let good = frame_with(b"hello", &outgoing6(flags::ACK, None));
+        let ours = &[HERE6];
+        assert!(parse(&good, OURS, ours).is_ok());
+        assert_eq!(parse(&good, OURS, &[THERE6]), Err(Reject::NotOurAddress));
+        let mut flipped = good.clone();
+        *flipped.last_mut().unwrap() ^= 1;
+        assert_eq!(parse(&flipped, OURS, ours), Err(Reject::Checksum));
+        // No checksum covers the IPv6 header: a damaged address fails the TCP checksum.
+        let mut moved = good.clone();
+        moved[ETHERNET_LEN + 8 + 15] ^= 1;
+        assert_eq!(parse(&moved, OURS, ours), Err(Reject::Checksum));
+        for len in 0..good.len() - 5 {
+            assert!(parse(&good[..len], OURS, ours).is_err(), "cut at {len}");
+        }
+        let mut padded = good.clone();
+        padded.extend_from_slice(&[0; 9]);
+        assert_eq!(parse(&padded, OURS, ours).unwrap().payload, b"hello");
+        // An extension header (hop-by-hop options) before TCP is not read.
+        let mut extension = good.clone();
+        extension[ETHERNET_LEN + 6] = 0;
+        assert_eq!(parse(&extension, OURS, ours), Err(Reject::NotTcp));
+        assert!(!is_tcp_to(&extension, &[80]));
+        // A jumbogram's zero payload length, and one past the end.
+        for len in [0u16, 21 + 5 + 1] {
+            let mut bad = good.clone();
+            bad[ETHERNET_LEN + 4..ETHERNET_LEN + 6].copy_from_slice(&len.to_be_bytes());
+            assert_eq!(parse(&bad, OURS, ours), Err(Reject::Truncated), "{len}");
+        }
+        // Sources that are no unicast host.
+        let mapped = v4_mapped([10, 0, 0, 2]);
+        let mut multicast = THERE6;
+        multicast[0] = 0xff;
+        let mut loopback = [0u8; 16];
+        loopback[15] = 1;
+        for source in [[0u8; 16], loopback, multicast, mapped] {
+            let frame = frame_with(
+                b"x",
+                &Outgoing {
+                    src_ip: source,
+                    ..outgoing6(flags::ACK, None)
+                },
+            );
+            assert_eq!(parse(&frame, OURS, ours), Err(Reject::BadSource));
+        }
+        // Version 4 in an IPv6 EtherType.
+        let mut version = good.clone();
+        version[ETHERNET_LEN] = 0x40;
+        assert_eq!(parse(&version, OURS, ours), Err(Reject::NotTcp));
     }
 
     /// RFC 1071 word by word, as plainly as it can be written.
