@@ -9,7 +9,7 @@
 //! measurement ends. Every run is bounded in time; traffic goes only to the target given.
 
 use crate::hoard::{Hoard, HoardPlan, Polite, PoliteReport};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -60,13 +60,14 @@ impl Attack {
 /// How to run the attacks against one server.
 #[derive(Clone, Debug)]
 pub struct AttackPlan {
-    /// The server.
-    pub target: SocketAddrV4,
+    /// The server (over IPv4 or IPv6; the SYN flood is IPv4 only: hping3 has no IPv6).
+    pub target: SocketAddr,
     /// A large file on it (the 5 MB file).
     pub big_path: String,
     /// What the polite client asks for.
     pub polite_path: String,
-    /// Polite requests per attack (one every 0.5 s; 99% of 40 allows no failure).
+    /// Polite requests per attack (one every 0.5 s; 99% of fewer than 100 allows no
+    /// failure).
     pub polite_count: u64,
     /// How long the attack runs before the polite client starts.
     pub ramp: Duration,
@@ -76,15 +77,15 @@ pub struct AttackPlan {
     pub slow_connections: u32,
     /// The network namespace the external tools run in (`None`: this one).
     pub netns: Option<String>,
-    /// The address the polite client and the hoards connect from.
+    /// The IPv4 address the polite client and the hoards connect from.
     pub source: Option<Ipv4Addr>,
 }
 
 impl AttackPlan {
     /// The defaults of the attack tests against `target`.
-    pub fn new(target: SocketAddrV4, big_path: &str) -> AttackPlan {
+    pub fn new(target: impl Into<SocketAddr>, big_path: &str) -> AttackPlan {
         AttackPlan {
-            target,
+            target: target.into(),
             big_path: big_path.to_string(),
             polite_path: "/".to_string(),
             polite_count: 40,
@@ -178,7 +179,7 @@ impl Drop for Tool {
 /// Runs `attack` per `plan` on the calling thread (which must be in the namespace, for the
 /// hoards and the polite client), and reports.
 pub fn run(attack: Attack, plan: &AttackPlan) -> AttackReport {
-    let target = SocketAddr::V4(plan.target);
+    let target = plan.target;
     let polite_duration = Duration::from_millis(500) * plan.polite_count as u32;
     // Long enough for the ramp, the polite requests and their last bound, plus slack.
     let tool_seconds = (plan.ramp + polite_duration + Duration::from_secs(10)).as_secs();
@@ -200,6 +201,7 @@ pub fn run(attack: Attack, plan: &AttackPlan) -> AttackReport {
             (report, stats.summary())
         }
         Attack::SynFlood => {
+            assert!(target.is_ipv4(), "hping3 floods over IPv4 only");
             let interval = 1_000_000 / plan.syn_rate.max(1);
             let count = u64::from(plan.syn_rate) * tool_seconds;
             let mut tool = Tool::start(

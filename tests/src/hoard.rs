@@ -223,14 +223,12 @@ pub fn start_connect(
     source: Option<Ipv4Addr>,
     rcvbuf: Option<i32>,
 ) -> std::io::Result<TcpStream> {
-    let SocketAddr::V4(target) = target else {
-        return Err(std::io::Error::new(
-            ErrorKind::Unsupported,
-            "IPv4 targets only",
-        ));
+    let family = match target {
+        SocketAddr::V4(_) => AddressFamily::INET,
+        SocketAddr::V6(_) => AddressFamily::INET6,
     };
     let fd: OwnedFd = rustix::net::socket_with(
-        AddressFamily::INET,
+        family,
         SocketType::STREAM,
         SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
         Some(ipproto::TCP),
@@ -239,10 +237,13 @@ pub fn start_connect(
         sockopt::set_socket_recv_buffer_size(&fd, bytes as usize)?;
     }
     sockopt::set_tcp_nodelay(&fd, true)?;
-    if let Some(source) = source {
+    // A source address is an IPv4 one: over IPv6 the kernel picks.
+    if let Some(source) = source
+        && target.is_ipv4()
+    {
         rustix::net::bind(&fd, &SocketAddrV4::new(source, 0))?;
     }
-    match rustix::net::connect(&fd, &SocketAddrV4::new(*target.ip(), target.port())) {
+    match rustix::net::connect(&fd, &target) {
         Ok(()) | Err(rustix::io::Errno::INPROGRESS) => {}
         Err(error) => return Err(error.into()),
     }

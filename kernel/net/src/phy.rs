@@ -202,10 +202,13 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             return self.pull();
         };
         let mut pool = Some(pool);
+        let filter = self.ipv6_filter;
         for _ in 0..MAX_SKIPPED_PER_CALL {
             let buffer = &mut self.receive_buffer;
             let result = self.device.receive(|frame| {
-                if crate::stream::wire::is_tcp_to(frame, &[port]) {
+                // IPv6 ones only as the filter lets through (those it stops are copied, to
+                // be counted and dropped below).
+                if crate::stream::wire::is_tcp_to(frame, &[port]) && ipv6_passes(frame, filter) {
                     if let Some(pool) = pool.take() {
                         pool(frame);
                     }
@@ -223,8 +226,13 @@ impl<D: EthernetDevice> EthernetPhy<D> {
                     return Held::ForPool;
                 }
                 Ok(Some(Some(Some(len)))) => {
-                    // One for smoltcp: through the SYN limits like any other.
+                    // One for smoltcp: through the IPv6 filter and the SYN limits like any
+                    // other.
                     let frame = &self.receive_buffer[..len];
+                    if !ipv6_passes(frame, self.ipv6_filter) {
+                        self.counters.ipv6_filtered += 1;
+                        continue;
+                    }
                     let limited = self.syn_limits.iter_mut().find(|limit| {
                         limit.is_some_and(|(port, _)| is_connection_request(frame, port))
                     });

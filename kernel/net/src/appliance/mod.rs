@@ -135,10 +135,12 @@ impl core::fmt::Display for AddressList<'_> {
 }
 
 /// Counts the appliance keeps (the plain HTTP connections' in detail are the stream
-/// pool's: [`Appliance::pool_counters`]; the first five here count both pools).
+/// pool's: [`Appliance::pool_counters`]; the first two here count both pools, the next
+/// three the HTTPS pool's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ApplianceCounters {
-    /// HTTPS connections handed to the HTTP engine.
+    /// Connections handed to the HTTP engine (as [`Appliance::counters`] reports them:
+    /// HTTPS connections and the stream pool's admissions).
     pub connections_opened: u64,
     /// Of those, the ones over IPv6.
     pub ipv6_connections_opened: u64,
@@ -524,14 +526,21 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         }
     }
 
-    /// Tells the pool the interface's current address (after DHCP or the link-local
-    /// fallback changed it).
+    /// Tells the pool the interface's current addresses: the IPv4 one (after DHCP or the
+    /// link-local fallback changed it) and the assigned IPv6 ones (preferred or deprecated,
+    /// never tentative), so that one pool with one set of admission rules serves both
+    /// families.
     fn sync_pool_address(&mut self, now: Instant) {
         let address = self.iface.ipv4_addr().map(|a| a.octets());
         if address != self.pool_address {
             self.pool_address = address;
             self.pool.set_address(self.mac, address, now);
         }
+        let mut ipv6 = heapless::Vec::<[u8; 16], { crate::stream::MAX_IPV6_ADDRESSES }>::new();
+        for entry in self.ipv6_addresses().iter().filter(|e| e.is_assigned()) {
+            let _ = ipv6.push(entry.address);
+        }
+        self.pool.set_ipv6_addresses(&ipv6, now);
     }
 
     /// Keeps the first "device gone" error the adapter saw, for [`Appliance::device_fault`].
@@ -786,9 +795,13 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.pool.limits()
     }
 
-    /// The appliance's counts.
+    /// The appliance's counts (connections opened: both pools').
     pub fn counters(&self) -> ApplianceCounters {
-        self.counters
+        let pool = self.pool.counters();
+        let mut counters = self.counters;
+        counters.connections_opened += pool.accepted;
+        counters.ipv6_connections_opened += pool.accepted_ipv6;
+        counters
     }
 
     /// The device adapter's counts.

@@ -54,7 +54,7 @@ impl Transmit for Capture<'_> {
         let segment = wire::parse(&frame[..len], CLIENT_MAC, &ours)
             .expect("the pool sent a frame that does not parse");
         let port = usize::from(segment.dst_port.wrapping_sub(40_000));
-        let family = if port % 2 == 0 {
+        let family = if port.is_multiple_of(2) {
             wire::v4_mapped(CLIENT_IP)
         } else {
             CLIENT_IP6
@@ -90,12 +90,12 @@ fn frame(
     let out = Outgoing {
         dst_mac: SERVER_MAC,
         src_mac: CLIENT_MAC,
-        src_ip: if client % 2 == 0 {
+        src_ip: if client.is_multiple_of(2) {
             wire::v4_mapped(CLIENT_IP)
         } else {
             CLIENT_IP6
         },
-        dst_ip: if client % 2 == 0 {
+        dst_ip: if client.is_multiple_of(2) {
             wire::v4_mapped(SERVER_IP)
         } else {
             SERVER_IP6

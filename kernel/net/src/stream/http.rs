@@ -21,12 +21,25 @@ impl<'a> HttpService<'a> {
 impl Service for HttpService<'_> {
     type Session = Connection;
 
-    fn open(&mut self, session: &mut Connection, _local_port: u16, carry: u32, now: Instant) {
+    fn open(
+        &mut self,
+        session: &mut Connection,
+        peer: &wire::Address,
+        _local_port: u16,
+        carry: u32,
+        now: Instant,
+    ) {
         // `carry` is one more than the requests served, so that 0 means a new connection.
         match carry.checked_sub(1) {
             None => session.open(&mut self.server, now),
             Some(served) => session.resume(&mut self.server, now, served),
         }
+        // The access log ends each line with the client's address (its family shows).
+        let address = match wire::as_v4(peer) {
+            Some(v4) => core::net::IpAddr::from(v4),
+            None => core::net::IpAddr::from(*peer),
+        };
+        session.set_peer(address);
     }
 
     fn receive(&mut self, session: &mut Connection, data: &[u8], now: Instant) -> usize {

@@ -67,8 +67,8 @@ mod pool;
 pub mod wire;
 
 pub use pool::{
-    CELL_LEN, Cell, Lease, PoolConfig, PoolCounters, PoolLimits, PoolMemory, Source, StreamPool,
-    Tcb, Transmit,
+    CELL_LEN, Cell, Lease, MAX_IPV6_ADDRESSES, PoolConfig, PoolCounters, PoolLimits, PoolMemory,
+    Source, StreamPool, Tcb, Transmit, source_key,
 };
 
 use bramble_hal::Instant;
@@ -123,10 +123,17 @@ pub trait Service {
     /// Per-connection protocol state, leased from the pool's session slots.
     type Session;
 
-    /// Starts serving a connection on `local_port` with `session`. `carry` is what
-    /// [`Service::release`] returned when the connection last gave a session back (0 for a
-    /// new connection).
-    fn open(&mut self, session: &mut Self::Session, local_port: u16, carry: u32, now: Instant);
+    /// Starts serving a connection from `peer` (IPv4-mapped for IPv4) on `local_port` with
+    /// `session`. `carry` is what [`Service::release`] returned when the connection last
+    /// gave a session back (0 for a new connection).
+    fn open(
+        &mut self,
+        session: &mut Self::Session,
+        peer: &wire::Address,
+        local_port: u16,
+        carry: u32,
+        now: Instant,
+    );
 
     /// Offers the next received bytes; returns how many were taken (the rest is offered
     /// again, or dropped and retransmitted by the peer).

@@ -113,6 +113,8 @@ pub struct PoolCounters {
     pub syns: u64,
     /// Connections admitted (the cookie came back).
     pub accepted: u64,
+    /// Of those, the ones over IPv6.
+    pub accepted_ipv6: u64,
     /// ACKs for no connection whose cookie was not ours (answered with a reset).
     pub bad_cookies: u64,
     /// New connections refused because every block held a connection worth keeping.
@@ -188,7 +190,7 @@ impl core::fmt::Display for PoolCounters {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(
             f,
-            "open {} (peak {}), leased {}, waiting {}, syn {}, accepted {}, bad cookies {}, \
+            "open {} (peak {}), leased {}, waiting {}, syn {}, accepted {} ({} IPv6), bad cookies {}, \
              refused full {} per-source {}, evicted closing {} idle {} incomplete {} \
              stalled {}, timeouts first-byte {} header {} idle {} send {} close {}, parked {}, \
              peer resets {}, aborted {}, retransmits {}+{} fast, segments in {} out {}, \
@@ -199,6 +201,7 @@ impl core::fmt::Display for PoolCounters {
             self.waiting,
             self.syns,
             self.accepted,
+            self.accepted_ipv6,
             self.bad_cookies,
             self.refused_full,
             self.refused_source,
@@ -1088,6 +1091,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             self.source_add(&source, 1);
         }
         self.counters.accepted += 1;
+        self.counters.accepted_ipv6 += u64::from(wire::as_v4(&segment.src_ip).is_none());
         self.counters.open += 1;
         self.counters.peak_open = self.counters.peak_open.max(self.counters.open);
         i
@@ -1490,8 +1494,9 @@ impl<'a, S: Service> StreamPool<'a, S> {
         self.counters.leased += 1;
         let carry = self.tcbs[idx].carry;
         let port = self.config.port;
+        let peer = self.tcbs[idx].remote_ip;
         let session = &mut self.leases[lease as usize].session;
-        self.service.open(session, port, carry, now);
+        self.service.open(session, &peer, port, carry, now);
         let cell = self.tcbs[idx].cell;
         if cell != NONE {
             let len = usize::from(self.cells[cell as usize].len);

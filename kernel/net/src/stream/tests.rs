@@ -82,7 +82,14 @@ impl TestSession {
 impl Service for TestService {
     type Session = TestSession;
 
-    fn open(&mut self, session: &mut TestSession, _port: u16, carry: u32, _now: Instant) {
+    fn open(
+        &mut self,
+        session: &mut TestSession,
+        _peer: &wire::Address,
+        _port: u16,
+        carry: u32,
+        _now: Instant,
+    ) {
         assert!(!session.open, "a session leased twice");
         *session = TestSession {
             open: true,
