@@ -228,6 +228,7 @@ fn attacks_on_bramble_hosted_leave_a_polite_client_served() {
         hsts_seconds: None,
         https_connections: 1,
         ntp: Vec::new(),
+        acme: None,
         console: false,
     };
     let stop = Arc::new(AtomicBool::new(false));

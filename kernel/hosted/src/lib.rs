@@ -251,9 +251,7 @@ fn https_memory(config: &HostedConfig) -> &'static mut HttpsMemory<'static> {
         .collect();
     Box::leak(Box::new(HttpsMemory {
         connections: Box::leak(connections.into_boxed_slice()),
-        tcp_buffers: Box::leak(
-            vec![0u8; pool * (HTTPS_RX_LEN + HTTPS_TX_LEN)].into_boxed_slice(),
-        ),
+        tcp_buffers: Box::leak(vec![0u8; pool * (HTTPS_RX_LEN + HTTPS_TX_LEN)].into_boxed_slice()),
         tcp_rx_len: HTTPS_RX_LEN,
         tcp_tx_len: HTTPS_TX_LEN,
     }))
