@@ -1151,7 +1151,9 @@ fn one_pool_serves_more_clients_of_both_families_than_it_has_sockets() {
     ns.add_ipv6();
     let (site, big) = test_site(&ns);
     let mut args = static_args();
-    args.extend(["--connections", "2"]);
+    // The stream pool's scarce part is the session (what a connection holds while it is
+    // being served); control blocks are cheap. Two sessions, then, for twelve clients.
+    args.extend(["--connections", "16", "--sessions", "2"]);
     let mut guest = ns.start_guest(&site, &args);
     ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
     let _radvd = Radvd::start(
@@ -1172,9 +1174,9 @@ fn one_pool_serves_more_clients_of_both_families_than_it_has_sockets() {
     let address = serving_in(&log, PREFIX_A);
     assert!(ns.wait_for_ping(GUEST, 20));
     assert!(ns.wait_for_ping6(&address.to_string(), 10));
-    // Twelve clients, six per family, two sockets between them: the connection requests
-    // beyond the pool are dropped alike (the clients send their SYN again), so all are
-    // served in the end, each writing to its own file.
+    // Twelve clients, six per family, two sessions between them: the requests beyond
+    // them wait their turn alike (parked in the pool's cells), so all are served in the
+    // end, each writing to its own file.
     let urls: Vec<String> = (0..12)
         .map(|i| match i % 2 {
             0 => format!("http://{GUEST}/big.bin"),
