@@ -20,7 +20,6 @@ use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
     HttpsMemory, Ipv6Config, NetworkConfig, PoolSizes,
 };
-use bramble_net::SocketStorage;
 use bramble_net::stream::PoolLimits;
 use bramble_site::SiteIndex;
 use bramble_store::{CardStore, FileExtents, MemoryCard, Page};

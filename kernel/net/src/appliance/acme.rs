@@ -577,6 +577,8 @@ impl<'a> AcmeAgent<'a> {
                 .map_err(|problem| format!("{problem}"))?;
             if self.config.redirect_plain_http {
                 appliance
+                    .pool
+                    .service_mut()
                     .server
                     .set_redirect_to_https_port(Some(self.config.https_port));
             }
