@@ -22,21 +22,26 @@ extern crate std;
 mod body;
 mod crc32;
 mod reader;
+pub mod rules;
+#[cfg(feature = "std")]
+pub mod rules_text;
 #[cfg(feature = "std")]
 mod writer;
 
 pub use body::{Body, BodyRequest, BodySource, BodyStatus};
 pub use crc32::{Crc32, crc32};
-pub use reader::{FileEntry, FormatError, Resolved, SiteImage, SiteIndex, Variant};
+pub use reader::{FileEntry, FormatError, Resolved, SiteFlags, SiteImage, SiteIndex, Variant};
+#[cfg(feature = "std")]
+pub use rules::{HeaderBlockSpec, HeaderEntrySpec, RedirectSpec};
 #[cfg(feature = "std")]
 pub use writer::{FileSpec, SiteImageWriter, VariantSpec, WriteError, http_date};
 
 /// The eight bytes every site image starts with.
 pub const MAGIC: [u8; 8] = *b"BRMSITE\0";
 /// The format version this crate reads and writes.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// Size of the fixed header in bytes.
-pub const HEADER_LEN: usize = 64;
+pub const HEADER_LEN: usize = 128;
 /// Size of one record of the file table in bytes.
 pub const ENTRY_LEN: usize = 112;
 /// Alignment (bytes) of the file table, the segment table and the string region.
@@ -81,6 +86,13 @@ pub(crate) mod header {
     pub const BODIES_LEN: usize = 52;
     pub const SEGMENT_LEN: usize = 56;
     pub const IMAGE_LEN: usize = 60;
+    pub const SITE_FLAGS: usize = 64;
+    pub const RESERVED: usize = 68;
+    pub const REDIRECTS: usize = 72;
+    pub const HEADERS: usize = 80;
+    /// The search section reference (88..96); bytes 96..128 are reserved. All zero in this
+    /// version.
+    pub const SEARCH: usize = 88;
 }
 
 /// Field offsets inside one 112-byte table record; see FORMAT.md.

@@ -5,6 +5,7 @@ use core::cmp::Ordering;
 use core::fmt;
 
 use crate::body::{Body, BodyRequest, BodySource, BodyStatus};
+use crate::rules::{HeaderRules, Redirects, SectionError};
 use crate::{
     ALIGN, BODY_ALIGN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC, MAX_SEGMENT_LEN,
     MIN_SEGMENT_LEN, VERSION, entry, header,
@@ -105,6 +106,22 @@ pub enum FormatError {
         /// Index of the record in the file table.
         index: usize,
     },
+    /// The site flags have unknown bits, or reserved header bytes are not zero.
+    BadSiteFlags,
+    /// A rules section (`"redirects"` or `"headers"`) lies outside the index, overlaps
+    /// another region, or is misaligned.
+    SectionOutOfBounds {
+        /// Which section.
+        section: &'static str,
+    },
+    /// A rules section is malformed: counts, lengths, or rule `index` (see
+    /// [`SectionError`](crate::rules::SectionError)).
+    BadSection {
+        /// Which section.
+        section: &'static str,
+        /// The rule or block at fault, if one is.
+        index: Option<usize>,
+    },
 }
 
 impl fmt::Display for FormatError {
@@ -172,6 +189,20 @@ impl fmt::Display for FormatError {
             FormatError::BadFlags { index } => {
                 write!(f, "site image file #{index}: bad flags or reserved bytes")
             }
+            FormatError::BadSiteFlags => {
+                f.write_str("site image header: unknown site flags or reserved bytes")
+            }
+            FormatError::SectionOutOfBounds { section } => {
+                write!(f, "site image {section} section out of bounds")
+            }
+            FormatError::BadSection {
+                section,
+                index: Some(index),
+            } => write!(f, "site image {section} section: rule #{index} is invalid"),
+            FormatError::BadSection {
+                section,
+                index: None,
+            } => write!(f, "site image {section} section is malformed"),
         }
     }
 }
@@ -206,6 +237,37 @@ pub struct SiteIndex<'a> {
     image_len: u32,
     /// Index of `/404.html`, if the site has one.
     not_found: Option<usize>,
+    /// Site-wide behaviour chosen at pack time.
+    flags: SiteFlags,
+    /// The compiled `_redirects` rules.
+    redirects: Redirects<'a>,
+    /// The compiled `_headers` blocks.
+    headers: HeaderRules<'a>,
+    /// Most `/` in the path of any `404.html` of the site (0: none), so that looking for the
+    /// nearest one up the tree tries at most this many folders.
+    not_found_depth: usize,
+}
+
+/// Site-wide behaviour chosen at pack time (the header's site flags).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteFlags(pub u32);
+
+impl SiteFlags {
+    /// `--clean-urls`: `/about.html` answers 308 to `/about` (and `/dir/index.html` to
+    /// `/dir/`) wherever the short form serves the same file.
+    pub const CLEAN_URLS: u32 = 1;
+    /// `--spa-fallback`: a miss with no rule and no nearer 404.html serves `/index.html`
+    /// with 200.
+    pub const SPA_FALLBACK: u32 = 2;
+    /// `--no-security-headers`: the engine's default security headers are not sent.
+    pub const NO_SECURITY_HEADERS: u32 = 4;
+    /// Every flag this version knows.
+    pub const ALL: u32 = Self::CLEAN_URLS | Self::SPA_FALLBACK | Self::NO_SECURITY_HEADERS;
+
+    /// Is `flag` set?
+    pub fn has(&self, flag: u32) -> bool {
+        self.0 & flag != 0
+    }
 }
 
 /// What a request path resolves to.
@@ -252,8 +314,16 @@ pub struct Variant<'a> {
     pub etag: &'a str,
 }
 
+/// Reads a little-endian `u16` at `offset`, or 0 if out of range (never after validation).
+pub(crate) fn read_u16(bytes: &[u8], offset: usize) -> u16 {
+    match bytes.get(offset..offset.wrapping_add(2)) {
+        Some(&[a, b]) => u16::from_le_bytes([a, b]),
+        _ => 0,
+    }
+}
+
 /// Reads a little-endian `u32` at `offset`, or 0 if out of range (never after validation).
-fn read_u32(bytes: &[u8], offset: usize) -> u32 {
+pub(crate) fn read_u32(bytes: &[u8], offset: usize) -> u32 {
     match bytes.get(offset..offset.wrapping_add(4)) {
         Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]),
         _ => 0,
@@ -267,7 +337,11 @@ fn read_u64(bytes: &[u8], offset: usize) -> u64 {
 
 /// Reads a `(u32 offset, u32 length)` reference at `field` and returns the range it names,
 /// if it lies inside a region of `region_len` bytes.
-fn reference(record: &[u8], field: usize, region_len: usize) -> Option<core::ops::Range<usize>> {
+pub(crate) fn reference(
+    record: &[u8],
+    field: usize,
+    region_len: usize,
+) -> Option<core::ops::Range<usize>> {
     let start = usize::try_from(read_u32(record, field)).ok()?;
     let len = usize::try_from(read_u32(record, field.wrapping_add(4))).ok()?;
     let end = start.checked_add(len)?;
@@ -426,8 +500,65 @@ impl<'a> SiteIndex<'a> {
             segment_len,
             image_len: header.image_len,
             not_found: None,
+            flags: SiteFlags(read_u32(bytes, header::SITE_FLAGS)),
+            redirects: Redirects::EMPTY,
+            headers: HeaderRules::EMPTY,
+            not_found_depth: 0,
+        };
+        if index.flags.0 & !SiteFlags::ALL != 0
+            || read_u32(bytes, header::RESERVED) != 0
+            || bytes[header::SEARCH..HEADER_LEN].iter().any(|&b| b != 0)
+        {
+            return Err(FormatError::BadSiteFlags);
+        }
+        // The rules sections follow the string region, in this order, each 8-aligned.
+        let mut not_before = strings_end;
+        let mut section = |field: usize, name: &'static str| -> Result<&'a [u8], FormatError> {
+            let offset = read_u32(bytes, field) as usize;
+            let len = read_u32(bytes, field + 4) as usize;
+            if offset == 0 && len == 0 {
+                return Ok(&[]);
+            }
+            let end = offset.checked_add(len);
+            match end {
+                Some(end)
+                    if offset >= not_before && offset.is_multiple_of(ALIGN) && end <= index_len =>
+                {
+                    not_before = end;
+                    Ok(&bytes[offset..end])
+                }
+                _ => Err(FormatError::SectionOutOfBounds { section: name }),
+            }
+        };
+        let redirects_bytes = section(header::REDIRECTS, "redirects")?;
+        let headers_bytes = section(header::HEADERS, "headers")?;
+        let strings = index.strings;
+        let section_error = |section: &'static str| {
+            move |error: SectionError| FormatError::BadSection {
+                section,
+                index: match error {
+                    SectionError::Malformed => None,
+                    SectionError::BadRule { index } => Some(index),
+                },
+            }
+        };
+        let redirects = if redirects_bytes.is_empty() {
+            Redirects::EMPTY
+        } else {
+            Redirects::new_checked(redirects_bytes, strings).map_err(section_error("redirects"))?
+        };
+        let headers = if headers_bytes.is_empty() {
+            HeaderRules::EMPTY
+        } else {
+            HeaderRules::new_checked(headers_bytes, strings).map_err(section_error("headers"))?
+        };
+        let index = SiteIndex {
+            redirects,
+            headers,
+            ..index
         };
         let mut previous_path: &[u8] = &[];
+        let mut not_found_depth = 0;
         for (index_in_table, record) in index.table.chunks_exact(ENTRY_LEN).enumerate() {
             let path = index.check_record(index_in_table, record)?;
             if index_in_table > 0 && path <= previous_path {
@@ -435,10 +566,15 @@ impl<'a> SiteIndex<'a> {
                     index: index_in_table,
                 });
             }
+            if path.ends_with(b"/404.html") {
+                let depth = path.iter().filter(|&&b| b == b'/').count();
+                not_found_depth = not_found_depth.max(depth);
+            }
             previous_path = path;
         }
         Ok(SiteIndex {
             not_found: index.find_index(crate::NOT_FOUND_PATH.as_bytes(), b""),
+            not_found_depth,
             ..index
         })
     }
@@ -600,6 +736,13 @@ impl<'a> SiteIndex<'a> {
         Resolved::NotFound
     }
 
+    /// The file at exactly `path` followed by `suffix` (`/about` and `.html`), without
+    /// building the joined path.
+    pub fn get_with_suffix(&self, path: &str, suffix: &str) -> Option<FileEntry<'a>> {
+        self.find_index(path.as_bytes(), suffix.as_bytes())
+            .map(|i| self.entry_at(i))
+    }
+
     /// The file at exactly `path` (no directory-index resolution), if any.
     pub fn get(&self, path: &str) -> Option<FileEntry<'a>> {
         self.find_index(path.as_bytes(), b"")
@@ -609,6 +752,46 @@ impl<'a> SiteIndex<'a> {
     /// The site's `/404.html`, if present, to serve with status 404 for misses.
     pub fn not_found_page(&self) -> Option<FileEntry<'a>> {
         self.not_found.map(|i| self.entry_at(i))
+    }
+
+    /// The nearest `404.html` up the tree from `path` (a normalised request path): for
+    /// `/a/b/c` the first of `/a/b/404.html`, `/a/404.html` and `/404.html` that exists.
+    /// Tries no folder deeper than the deepest 404.html of the site.
+    pub fn nearest_not_found_page(&self, path: &str) -> Option<FileEntry<'a>> {
+        if self.not_found_depth == 0 {
+            return None;
+        }
+        let bytes = path.as_bytes();
+        // The folder of the path: up to its last '/'.
+        let mut end = bytes.iter().rposition(|&b| b == b'/')?;
+        let mut depth = bytes[..end].iter().filter(|&&b| b == b'/').count() + 1;
+        loop {
+            if depth <= self.not_found_depth
+                && let Some(i) = self.find_index(&bytes[..end], b"/404.html")
+            {
+                return Some(self.entry_at(i));
+            }
+            if end == 0 {
+                return None;
+            }
+            end = bytes[..end].iter().rposition(|&b| b == b'/')?;
+            depth -= 1;
+        }
+    }
+
+    /// Site-wide behaviour chosen at pack time.
+    pub fn flags(&self) -> SiteFlags {
+        self.flags
+    }
+
+    /// The compiled `_redirects` rules (empty when the site has none).
+    pub fn redirects(&self) -> Redirects<'a> {
+        self.redirects
+    }
+
+    /// The compiled `_headers` blocks (empty when the site has none).
+    pub fn header_rules(&self) -> HeaderRules<'a> {
+        self.headers
     }
 
     /// All files, in path order.
@@ -924,7 +1107,7 @@ mod tests {
             FormatError::TooShort { len: 0 }
         );
         assert_eq!(
-            SiteImage::new_checked(&[0; 64]).unwrap_err(),
+            SiteImage::new_checked(&[0; HEADER_LEN]).unwrap_err(),
             FormatError::BadMagic
         );
     }

@@ -8,6 +8,8 @@ use std::vec::Vec;
 
 use bramble_hal::calendar::UtcDateTime;
 
+use crate::reader::SiteFlags;
+use crate::rules::{self, HeaderBlockSpec, PatternKind, RedirectSpec};
 use crate::{
     ALIGN, BODY_ALIGN, DEFAULT_SEGMENT_LEN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC,
     MAX_SEGMENT_LEN, MIN_SEGMENT_LEN, VERSION, entry, header,
@@ -71,6 +73,10 @@ pub enum WriteError {
     },
     /// The segment length asked for is not a power of two from 4 KiB to 1 MiB.
     BadSegmentLength(u32),
+    /// A redirect rule or header block the reader would refuse (see [`crate::rules`]).
+    InvalidRule(String),
+    /// More rules than a section may hold (see [`crate::rules`]).
+    TooManyRules(&'static str),
 }
 
 impl fmt::Display for WriteError {
@@ -88,6 +94,8 @@ impl fmt::Display for WriteError {
                     "site image would be {bytes} bytes, over the format's 4 GiB limit"
                 )
             }
+            WriteError::InvalidRule(problem) => write!(f, "invalid rule: {problem}"),
+            WriteError::TooManyRules(what) => write!(f, "too many {what}"),
             WriteError::BadSegmentLength(len) => write!(
                 f,
                 "segment length {len}: must be a power of two from {MIN_SEGMENT_LEN} to \
@@ -106,6 +114,12 @@ pub struct SiteImageWriter {
     files: Vec<FileSpec>,
     /// Length of the body segments (see FORMAT.md).
     segment_len: u32,
+    /// Site flags (see [`SiteFlags`]).
+    flags: SiteFlags,
+    /// `_redirects`, in file order.
+    redirects: Vec<RedirectSpec>,
+    /// `_headers`, in file order.
+    header_blocks: Vec<HeaderBlockSpec>,
 }
 
 impl Default for SiteImageWriter {
@@ -113,6 +127,9 @@ impl Default for SiteImageWriter {
         Self {
             files: Vec::new(),
             segment_len: DEFAULT_SEGMENT_LEN,
+            flags: SiteFlags::default(),
+            redirects: Vec::new(),
+            header_blocks: Vec::new(),
         }
     }
 }
@@ -263,9 +280,49 @@ impl SiteImageWriter {
             return Err(WriteError::BadSegmentLength(segment_len));
         }
         Ok(Self {
-            files: Vec::new(),
             segment_len,
+            ..Self::default()
         })
+    }
+
+    /// Sets the site flags (see [`SiteFlags`]; unknown bits are refused by the reader).
+    pub fn set_flags(&mut self, flags: SiteFlags) {
+        self.flags = SiteFlags(flags.0 & SiteFlags::ALL);
+    }
+
+    /// Sets the redirect rules, in `_redirects` order, after checking each as the reader will.
+    pub fn set_redirects(&mut self, rules: Vec<RedirectSpec>) -> Result<(), WriteError> {
+        let mut dynamic = 0;
+        for rule in &rules {
+            if crate::rules::check_redirect(rule).map_err(WriteError::InvalidRule)?
+                == PatternKind::Dynamic
+            {
+                dynamic += 1;
+            }
+        }
+        if rules.len() > rules::MAX_REDIRECTS {
+            return Err(WriteError::TooManyRules("redirect rules"));
+        }
+        if dynamic > rules::MAX_DYNAMIC_REDIRECTS {
+            return Err(WriteError::TooManyRules("dynamic redirect rules"));
+        }
+        self.redirects = rules;
+        Ok(())
+    }
+
+    /// Sets the header blocks, in `_headers` order, after checking each as the reader will.
+    pub fn set_header_blocks(&mut self, blocks: Vec<HeaderBlockSpec>) -> Result<(), WriteError> {
+        for block in &blocks {
+            crate::rules::check_block(block).map_err(WriteError::InvalidRule)?;
+        }
+        if blocks.len() > rules::MAX_HEADER_BLOCKS {
+            return Err(WriteError::TooManyRules("header blocks"));
+        }
+        if blocks.iter().map(|b| b.entries.len()).sum::<usize>() > rules::MAX_HEADER_ENTRIES {
+            return Err(WriteError::TooManyRules("header lines"));
+        }
+        self.header_blocks = blocks;
+        Ok(())
     }
 
     /// Number of files added.
@@ -409,6 +466,18 @@ impl SiteImageWriter {
             }
             put_u32(record, entry::FLAGS, flags);
         }
+        let redirects = rules::encode_redirects(&self.redirects, |s| strings.intern(s))?;
+        let headers = rules::encode_headers(&self.header_blocks, |s| strings.intern(s))?;
+        let headers = if self.header_blocks.is_empty() {
+            Vec::new()
+        } else {
+            headers
+        };
+        let redirects = if self.redirects.is_empty() {
+            Vec::new()
+        } else {
+            redirects
+        };
         strings
             .bytes
             .resize(strings.bytes.len().next_multiple_of(ALIGN), 0);
@@ -416,7 +485,9 @@ impl SiteImageWriter {
         let table_offset = HEADER_LEN;
         let segments_offset = table_offset + table.len();
         let strings_offset = (segments_offset + segment_count * 4).next_multiple_of(ALIGN);
-        let index_len = strings_offset + strings.bytes.len();
+        let redirects_offset = strings_offset + strings.bytes.len();
+        let headers_offset = (redirects_offset + redirects.len()).next_multiple_of(ALIGN);
+        let index_len = headers_offset + headers.len();
         let bodies_offset = index_len.next_multiple_of(BODY_ALIGN);
         let total = bodies_offset as u64 + bodies_len;
         if total > u64::from(u32::MAX) {
@@ -453,7 +524,18 @@ impl SiteImageWriter {
         image[table_offset..segments_offset].copy_from_slice(&table);
         image[segments_offset..segments_offset + segment_table.len()]
             .copy_from_slice(&segment_table);
-        image[strings_offset..index_len].copy_from_slice(&strings.bytes);
+        image[strings_offset..redirects_offset].copy_from_slice(&strings.bytes);
+        put_u32(&mut image, header::SITE_FLAGS, self.flags.0);
+        for (field, offset, section) in [
+            (header::REDIRECTS, redirects_offset, &redirects),
+            (header::HEADERS, headers_offset, &headers),
+        ] {
+            if !section.is_empty() {
+                put_u32(&mut image, field, offset as u32);
+                put_u32(&mut image, field + 4, to_u32(section.len())?);
+                image[offset..offset + section.len()].copy_from_slice(section);
+            }
+        }
         let mut hasher = crc32fast::Hasher::new();
         hasher.update(&image[..header::CHECKSUM]);
         hasher.update(&[0; 4]);

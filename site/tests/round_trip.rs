@@ -335,8 +335,9 @@ fn every_flipped_byte_is_rejected() {
 
 #[test]
 fn wrong_version_is_rejected_even_with_a_good_checksum() {
-    // 1: the whole-image format; 2: records without each body's CRC-32 (96 bytes).
-    for old in [1, 2] {
+    // 1: the whole-image format; 2: records without each body's CRC-32 (96 bytes); 3: a
+    // 64-byte header without the site flags and the rules, redirect and search sections.
+    for old in [1, 2, 3] {
         let mut bytes = small_image();
         put_u32(&mut bytes, 8, old);
         rewrite_checksum(&mut bytes);
@@ -347,7 +348,7 @@ fn wrong_version_is_rejected_even_with_a_good_checksum() {
         assert_eq!(
             error.to_string(),
             format!(
-                "site image format version {old}, this build reads version 3 \
+                "site image format version {old}, this build reads version 4 \
                  (pack the site again with this version's bramble)"
             )
         );

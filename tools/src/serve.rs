@@ -28,7 +28,7 @@ use bramble_net::appliance::PooledConnection;
 use bramble_net::appliance::secure::{TlsConnection, TlsShared};
 use bramble_site::SiteImage;
 
-use crate::pack::{PackOptions, pack_site};
+use crate::pack::{PackOptions, SiteOptions, pack_site};
 
 /// Arguments of `bramble serve`.
 #[derive(clap::Args, Debug)]
@@ -66,6 +66,9 @@ pub struct ServeArgs {
         requires = "tls_cert"
     )]
     pub https_port: u16,
+    /// How the site answers (the same options as `bramble pack`).
+    #[command(flatten)]
+    pub site: SiteOptions,
 }
 
 /// After a change, `--watch` waits until the folder has been quiet this long...
@@ -135,6 +138,7 @@ fn pack(
     dir: &Path,
     skip_broken_links: bool,
     live_reload: bool,
+    site: &SiteOptions,
     progress: bool,
 ) -> Result<(Vec<u8>, String), String> {
     let mut opts = PackOptions::from_env().map_err(|e| e.to_string())?;
@@ -144,6 +148,7 @@ fn pack(
     if live_reload {
         opts.inject_html = Some(LIVE_RELOAD_SCRIPT.to_string());
     }
+    opts.site = site.clone();
     let output =
         pack_site(dir, &opts).map_err(|e| format!("packing {} failed: {e}", dir.display()))?;
     output.warn_left_out();
@@ -192,6 +197,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         &args.site_dir,
         args.skip_broken_links,
         args.watch,
+        &args.site,
         std::io::IsTerminal::is_terminal(&std::io::stderr()),
     ) {
         Ok((image, summary)) => {
@@ -216,12 +222,13 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         let site = Arc::clone(&site);
         let dir = args.site_dir.clone();
         let skip_broken_links = args.skip_broken_links;
+        let options = args.site.clone();
         std::thread::Builder::new()
             .name("watch".into())
             .spawn(move || {
                 // Dropping the watcher would stop the notifications.
                 let _watcher = watcher;
-                watch(&dir, &events, skip_broken_links, &site);
+                watch(&dir, &events, skip_broken_links, &options, &site);
             })?;
     }
 
@@ -377,7 +384,13 @@ fn describe(changed: &BTreeSet<String>) -> String {
 }
 
 /// Re-packs whenever the OS reports a change, once the folder has settled.
-fn watch(dir: &Path, events: &FolderEvents, skip_broken_links: bool, site: &Site) {
+fn watch(
+    dir: &Path,
+    events: &FolderEvents,
+    skip_broken_links: bool,
+    options: &SiteOptions,
+    site: &Site,
+) {
     loop {
         let mut changed = BTreeSet::new();
         match events.recv() {
@@ -399,7 +412,7 @@ fn watch(dir: &Path, events: &FolderEvents, skip_broken_links: bool, site: &Site
             }
         }
         let started = std::time::Instant::now();
-        match pack(dir, skip_broken_links, true, false) {
+        match pack(dir, skip_broken_links, true, options, false) {
             Ok((image, summary)) => {
                 eprintln!(
                     "re-packed {} after changes to {} in {:.2} s: {summary}",

@@ -5,8 +5,9 @@
 use core::cell::Cell;
 
 use bramble_hal::Instant;
+use bramble_site::rules::CollectedHeaders;
 use bramble_site::{
-    Body, BodyRequest, BodySource, BodyStatus, FileEntry, Resolved, SiteIndex, Variant,
+    Body, BodyRequest, BodySource, BodyStatus, FileEntry, SiteFlags, SiteIndex, Variant,
 };
 
 use crate::chunked::{ChunkedProgress, ChunkedState, skip_chunked};
@@ -95,7 +96,7 @@ enum BodySkip {
 }
 
 /// What handling one request decided.
-struct Outcome {
+pub(crate) struct Outcome {
     /// Response status.
     status: u16,
     /// Close after this response.
@@ -107,8 +108,8 @@ struct Outcome {
 }
 
 /// The fields of a parsed request the engine acts on.
-struct RequestView<'r> {
-    method: &'r str,
+pub(crate) struct RequestView<'r> {
+    pub(crate) method: &'r str,
     target: &'r str,
     /// 0 for HTTP/1.0, 1 for HTTP/1.1.
     version: u8,
@@ -117,7 +118,7 @@ struct RequestView<'r> {
 
 impl<'r> RequestView<'r> {
     /// Values of every header line named `name`.
-    fn all(&self, name: &'static str) -> impl Iterator<Item = &'r [u8]> + '_ {
+    pub(crate) fn all(&self, name: &'static str) -> impl Iterator<Item = &'r [u8]> + '_ {
         self.headers
             .iter()
             .filter(move |h| h.name.eq_ignore_ascii_case(name))
@@ -125,7 +126,7 @@ impl<'r> RequestView<'r> {
     }
 
     /// The value of the first header line named `name`.
-    fn first(&self, name: &'static str) -> Option<&'r [u8]> {
+    pub(crate) fn first(&self, name: &'static str) -> Option<&'r [u8]> {
         self.all(name).next()
     }
 }
@@ -1155,8 +1156,14 @@ impl Connection {
 }
 
 /// Builds one response into the head buffer.
-struct Response<'h> {
+pub(crate) struct Response<'h, 's> {
     head: &'h mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
+    /// The site's `_headers` lines for this request's path.
+    pub(crate) custom: Option<&'s CollectedHeaders<'s>>,
+    /// Send the default security headers.
+    pub(crate) security_defaults: bool,
+    /// The connection is over HTTPS.
+    pub(crate) secure: bool,
     /// A HEAD request: headers only.
     is_head: bool,
     date: Option<u64>,
@@ -1169,7 +1176,7 @@ struct Response<'h> {
     hsts_seconds: Option<u32>,
 }
 
-impl<'h> Response<'h> {
+impl<'h, 's> Response<'h, 's> {
     fn new(
         head: &'h mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
         is_head: bool,
@@ -1180,6 +1187,9 @@ impl<'h> Response<'h> {
     ) -> Self {
         Self {
             head,
+            custom: None,
+            security_defaults: true,
+            secure: false,
             is_head,
             date,
             close,
@@ -1199,16 +1209,23 @@ impl<'h> Response<'h> {
         }
     }
 
-    /// Writes `head` (date and connection filled in) and an optional built-in `page` body.
-    fn finish(
+    /// Writes `head` (date, connection and the site's headers filled in) and an optional
+    /// built-in `page` body.
+    pub(crate) fn finish<'x>(
         &mut self,
-        mut head: Head<'_>,
+        mut head: Head<'x>,
         page: Option<&str>,
         body: Option<(Body, u32, u32)>,
-    ) -> Outcome {
+    ) -> Outcome
+    where
+        's: 'x,
+    {
         head.date = self.date;
         head.connection = self.connection_field();
         head.hsts_seconds = self.hsts_seconds;
+        head.custom = self.custom;
+        head.security_defaults = self.security_defaults;
+        head.secure = self.secure;
         self.head.clear();
         let mut fits = head.write(&mut ByteWriter(self.head)).is_ok();
         if let (true, false, Some(page)) = (fits, self.is_head, page) {
@@ -1226,9 +1243,13 @@ impl<'h> Response<'h> {
                 },
             };
         }
-        // Only a Location built from a very long path can overflow the buffer.
+        // Only a Location built from a very long path (or a site's very long headers) can
+        // overflow the buffer.
         self.close = true;
-        let status = if head.location.is_some() || head.https_location.is_some() {
+        let status = if head.location.is_some()
+            || head.https_location.is_some()
+            || head.location_url.is_some()
+        {
             414
         } else {
             500
@@ -1263,7 +1284,7 @@ impl<'h> Response<'h> {
     }
 
     /// A built-in HTML page for `status`.
-    fn page(
+    pub(crate) fn page(
         &mut self,
         status: u16,
         detail: &str,
@@ -1315,7 +1336,7 @@ fn host_without_port(host: &str) -> &str {
 }
 
 /// The part of a variant's body from `first` to `last_inclusive`, `None` when empty.
-fn body_range(body: Body, first: u64, last_inclusive: u64) -> Option<(Body, u32, u32)> {
+pub(crate) fn body_range(body: Body, first: u64, last_inclusive: u64) -> Option<(Body, u32, u32)> {
     if body.is_empty() {
         return None;
     }
@@ -1325,7 +1346,7 @@ fn body_range(body: Body, first: u64, last_inclusive: u64) -> Option<(Body, u32,
 }
 
 /// The variant to send for `coding`, and its Content-Encoding.
-fn select_variant<'a>(
+pub(crate) fn select_variant<'a>(
     entry: &FileEntry<'a>,
     coding: Coding,
 ) -> (Variant<'a>, Option<&'static str>) {
@@ -1449,6 +1470,7 @@ fn respond(
         view.version,
     );
     response.hsts_seconds = hsts_seconds;
+    response.secure = secure;
     if let Some(port) = server.config.redirect_to_https_port
         && !secure
         && !host.is_empty()
@@ -1493,6 +1515,7 @@ fn respond(
             return response.page(503, detail, false, None);
         }
     };
+    response.security_defaults = !image.flags().has(SiteFlags::NO_SECURITY_HEADERS);
     match view.method {
         "GET" | "HEAD" => {}
         "OPTIONS" => {
@@ -1519,20 +1542,25 @@ fn respond(
             return response.page(400, "Path escapes the site root.", false, None);
         }
         Err(PathError::TooLong) => return response.page(414, "", false, None),
-        Err(PathError::NotUtf8) => return not_found(&mut response, view, image),
+        Err(PathError::NotUtf8) => {
+            let custom = image.header_rules().collect("/");
+            response.custom = Some(&custom);
+            return crate::routing::not_found(&mut response, view, image, "/");
+        }
     }
-    match image.resolve(&normal) {
-        Resolved::File(entry) => serve_file(&mut response, view, entry),
-        Resolved::AddSlash => response.page(301, "", false, Some((&normal, query))),
-        Resolved::NotFound => not_found(&mut response, view, image),
-    }
+    let custom = image.header_rules().collect(&normal);
+    response.custom = Some(&custom);
+    crate::routing::route(&mut response, view, image, &normal, query)
 }
 
-/// 404: the site's own 404.html (negotiated like any file) or the built-in page.
-fn not_found(response: &mut Response<'_>, view: &RequestView<'_>, image: SiteIndex<'_>) -> Outcome {
-    let Some(entry) = image.not_found_page() else {
-        return response.page(404, "", false, None);
-    };
+/// `status` (404 or 410) with `entry`'s content (negotiated like any file): a site's
+/// 404.html, or the page a 404 or 410 rule names.
+pub(crate) fn serve_error_page(
+    response: &mut Response<'_, '_>,
+    view: &RequestView<'_>,
+    entry: FileEntry<'_>,
+    status: u16,
+) -> Outcome {
     let has_variants = entry.gzip.is_some() || entry.brotli.is_some();
     let coding = negotiate_coding(
         view.all("accept-encoding"),
@@ -1547,7 +1575,7 @@ fn not_found(response: &mut Response<'_>, view: &RequestView<'_>, image: SiteInd
         content_encoding: encoding,
         cache_control: Some("no-cache"),
         vary_encoding: has_variants,
-        ..Head::new(404)
+        ..Head::new(status)
     };
     let body = body_range(variant.body, 0, len.saturating_sub(1));
     response.finish(head, None, body)
@@ -1555,8 +1583,8 @@ fn not_found(response: &mut Response<'_>, view: &RequestView<'_>, image: SiteInd
 
 /// 200, 206, 304, 412 or 416 for a file, after content negotiation and the conditional
 /// request evaluation order of RFC 9110 §13.2.2.
-fn serve_file(
-    response: &mut Response<'_>,
+pub(crate) fn serve_file(
+    response: &mut Response<'_, '_>,
     view: &RequestView<'_>,
     entry: FileEntry<'_>,
 ) -> Outcome {

@@ -174,5 +174,134 @@ pub fn exercise_image(bytes: &[u8]) -> bool {
             run_script(&mut server, &script);
         }
     }
+    // Requests the site's rules answer: each redirect pattern with its splat and
+    // placeholders filled in, each header block's pattern likewise.
+    let index = image.index();
+    let redirects = index.redirects();
+    let headers = index.header_rules();
+    let patterns = (0..redirects.len().min(32))
+        .map(|i| redirects.rule(i).from)
+        .chain((0..headers.len().min(32)).map(|i| headers.pattern(i)));
+    for pattern in patterns {
+        let mut request = heapless::String::<1536>::new();
+        let _ = request.push_str("GET ");
+        for segment in pattern.split('/').skip(1) {
+            let _ = request.push('/');
+            let segment = if segment.starts_with(':') {
+                "v"
+            } else {
+                segment
+            };
+            let _ = request.push_str(&segment.replace_star());
+        }
+        if request.len() == 4 {
+            let _ = request.push('/');
+        }
+        if request.push_str(" HTTP/1.1\r\nHost: a\r\n\r\n").is_err() {
+            continue;
+        }
+        let mut script = heapless::Vec::<u8, 2048>::new();
+        for chunk in request.as_bytes().chunks(255) {
+            let _ = script.extend_from_slice(&[0, chunk.len() as u8]);
+            let _ = script.extend_from_slice(chunk);
+        }
+        let _ = script.extend_from_slice(&[1, 255, 1, 255]);
+        run_script(&mut server, &script);
+    }
     true
+}
+
+/// A pattern segment as request text: the splat taken as `x`; bytes a request line cannot
+/// hold (spaces, controls) percent-encoded.
+trait ReplaceStar {
+    fn replace_star(&self) -> heapless::String<1024>;
+}
+
+impl ReplaceStar for str {
+    fn replace_star(&self) -> heapless::String<1024> {
+        let mut out = heapless::String::new();
+        for &b in self.as_bytes() {
+            if b == b'*' {
+                let _ = out.push('x');
+            } else if b <= b' ' || b >= 0x7f || b == b'%' || b == b'?' || b == b'#' {
+                let _ = core::fmt::Write::write_fmt(&mut out, format_args!("%{b:02X}"));
+            } else {
+                let _ = out.push(char::from(b));
+            }
+        }
+        out
+    }
+}
+
+/// A `fmt::Write` that keeps nothing, for exercising writers.
+struct Discard;
+
+impl core::fmt::Write for Discard {
+    fn write_str(&mut self, _: &str) -> core::fmt::Result {
+        Ok(())
+    }
+}
+
+/// Feeds arbitrary bytes to the rule parsers and matchers of the site index: the first byte
+/// times 8 is the length of a redirect or header section that follows, then a little-endian
+/// `u16` the length of its strings, then the strings, then a request path. Accepted sections are matched against the path and against every
+/// rule's own pattern and target; patterns from the bytes are checked and matched too.
+/// Panics only if a matcher breaks an invariant (it must never panic on its own).
+pub fn exercise_rules(data: &[u8]) {
+    use bramble_site::rules::{
+        HeaderRules, Redirects, check_pattern, check_target, match_pattern, write_target,
+    };
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
+    let section_len = (usize::from(split) * 8).min(rest.len());
+    let (section, rest) = rest.split_at(section_len);
+    let (strings_len, rest) = match rest {
+        [low, high, rest @ ..] => (usize::from(u16::from_le_bytes([*low, *high])), rest),
+        _ => (0, rest),
+    };
+    let (strings, tail) = rest.split_at(strings_len.min(rest.len()));
+    let path = core::str::from_utf8(tail).unwrap_or("/");
+    let paths = [path, "/", "/a/b/c", "/a/", "/2024/x"];
+    if let Ok(redirects) = Redirects::new_checked(section, strings) {
+        for index in 0..redirects.len().min(64) {
+            let rule = redirects.rule(index);
+            for candidate in paths.iter().copied().chain([rule.from, rule.to]) {
+                for forced in [false, true] {
+                    if let Some(found) = redirects.find(candidate, forced) {
+                        let _ = write_target(
+                            &mut Discard,
+                            found.rule.to,
+                            found.rule.from,
+                            candidate,
+                            &found.captures,
+                        );
+                    }
+                }
+            }
+        }
+    }
+    if let Ok(headers) = HeaderRules::new_checked(section, strings) {
+        for candidate in paths
+            .iter()
+            .copied()
+            .chain((0..headers.len()).map(|i| headers.pattern(i)))
+        {
+            let collected = headers.collect(candidate);
+            let _ = collected.write(&mut Discard, candidate.len() % 2 == 0);
+            let _ = collected.mentions("cache-control");
+        }
+    }
+    // The pattern language on its own: text from the bytes as a pattern, target and path.
+    let text = core::str::from_utf8(strings).unwrap_or("/*");
+    let (pattern, target) = text.split_at(text.find(' ').unwrap_or(text.len()));
+    if check_pattern(pattern).is_ok() {
+        for candidate in paths {
+            if let Some(captures) = match_pattern(pattern, candidate)
+                && check_target(target.trim(), pattern, false).is_ok()
+            {
+                let _ = write_target(&mut Discard, target.trim(), pattern, candidate, &captures);
+            }
+        }
+    }
 }

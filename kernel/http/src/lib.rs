@@ -70,6 +70,7 @@ pub mod exercise;
 mod fields;
 mod path;
 mod response;
+mod routing;
 mod server;
 
 pub use connection::{

@@ -2,7 +2,17 @@
 
 use core::fmt::{self, Write};
 
+use bramble_site::rules::CollectedHeaders;
+
 use crate::path::write_encoded_path;
+
+/// The security headers sent unless the site was packed with `--no-security-headers` or its
+/// `_headers` sets or removes them: name and value.
+pub const SECURITY_HEADERS: [(&str, &str); 3] = [
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "strict-origin-when-cross-origin"),
+    ("X-Frame-Options", "SAMEORIGIN"),
+];
 
 /// The methods this server allows, for `Allow`.
 pub const ALLOW: &str = "GET, HEAD, OPTIONS";
@@ -14,8 +24,11 @@ pub fn reason(status: u16) -> &'static str {
         204 => "No Content",
         206 => "Partial Content",
         301 => "Moved Permanently",
-        308 => "Permanent Redirect",
+        302 => "Found",
+        303 => "See Other",
         304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
@@ -23,6 +36,7 @@ pub fn reason(status: u16) -> &'static str {
         412 => "Precondition Failed",
         413 => "Content Too Large",
         414 => "URI Too Long",
+        410 => "Gone",
         416 => "Range Not Satisfiable",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
@@ -95,6 +109,14 @@ pub struct Head<'r> {
     pub https_location: Option<(&'r str, u16, &'r str)>,
     /// Strict-Transport-Security max-age in seconds (HTTPS responses only, RFC 6797 §7.1).
     pub hsts_seconds: Option<u32>,
+    /// Location written as it is (already in URL form): a redirect rule's target.
+    pub location_url: Option<&'r str>,
+    /// Header lines from the site's `_headers` that apply to this response.
+    pub custom: Option<&'r CollectedHeaders<'r>>,
+    /// Send the default security headers ([`SECURITY_HEADERS`]) not set by `custom`.
+    pub security_defaults: bool,
+    /// The response travels over HTTPS (Strict-Transport-Security is sent only then).
+    pub secure: bool,
     /// Date, in Unix seconds, when the clock is known.
     pub date: Option<u64>,
     /// The Connection field.
@@ -119,6 +141,10 @@ impl<'r> Head<'r> {
             location: None,
             https_location: None,
             hsts_seconds: None,
+            location_url: None,
+            custom: None,
+            security_defaults: true,
+            secure: false,
             date: None,
             connection: ConnectionField::Omit,
         }
@@ -149,10 +175,16 @@ impl<'r> Head<'r> {
             }
             write!(out, "{target}\r\n")?;
         }
+        if let Some(url) = self.location_url {
+            write!(out, "Location: {url}\r\n")?;
+        }
         if self.allow {
             write!(out, "Allow: {ALLOW}\r\n")?;
         }
-        if let Some(content_type) = self.content_type {
+        let overridden = |name: &str| self.custom.is_some_and(|custom| custom.mentions(name));
+        if let Some(content_type) = self.content_type
+            && !overridden("content-type")
+        {
             write!(out, "Content-Type: {content_type}\r\n")?;
         }
         if let Some(encoding) = self.content_encoding {
@@ -179,16 +211,29 @@ impl<'r> Head<'r> {
         if let Some(last_modified) = self.last_modified {
             write!(out, "Last-Modified: {last_modified}\r\n")?;
         }
-        if let Some(cache_control) = self.cache_control {
+        if let Some(cache_control) = self.cache_control
+            && !overridden("cache-control")
+        {
             write!(out, "Cache-Control: {cache_control}\r\n")?;
         }
         if self.vary_encoding {
             out.write_str("Vary: Accept-Encoding\r\n")?;
         }
-        if let Some(seconds) = self.hsts_seconds {
+        if let Some(custom) = self.custom {
+            custom.write(out, self.secure)?;
+        }
+        if let Some(seconds) = self.hsts_seconds
+            && !overridden("strict-transport-security")
+        {
             write!(out, "Strict-Transport-Security: max-age={seconds}\r\n")?;
         }
-        out.write_str("X-Content-Type-Options: nosniff\r\n")?;
+        if self.security_defaults {
+            for (name, value) in SECURITY_HEADERS {
+                if !overridden(name) {
+                    write!(out, "{name}: {value}\r\n")?;
+                }
+            }
+        }
         match self.connection {
             ConnectionField::Omit => {}
             ConnectionField::KeepAlive => out.write_str("Connection: keep-alive\r\n")?,
@@ -274,7 +319,8 @@ mod tests {
              Accept-Ranges: bytes\r\nETag: \"e-br\"\r\n\
              Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT\r\nCache-Control: no-cache\r\n\
              Vary: Accept-Encoding\r\nX-Content-Type-Options: nosniff\r\n\
-             Connection: close\r\n\r\n"
+             Referrer-Policy: strict-origin-when-cross-origin\r\n\
+             X-Frame-Options: SAMEORIGIN\r\nConnection: close\r\n\r\n"
         );
     }
 

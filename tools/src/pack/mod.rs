@@ -13,12 +13,14 @@ pub mod mime;
 pub mod policy;
 pub mod walk;
 
+use bramble_site::rules_text as rules;
+
 use std::fmt;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
+use bramble_site::{FileSpec, SiteFlags, SiteImageWriter, VariantSpec, http_date};
 use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
@@ -52,6 +54,42 @@ pub struct PackOptions {
     /// Put this text before `</body>` of every HTML page (or at its end): `bramble serve
     /// --watch` puts its live-reload script there. Never in an image for a card.
     pub inject_html: Option<String>,
+    /// How the site answers: clean URLs, SPA fallback, security headers.
+    pub site: SiteOptions,
+}
+
+/// What the packed site does beyond serving its files (the flags `pack` and `serve` share).
+#[derive(Clone, Debug, Default, PartialEq, Eq, clap::Args)]
+pub struct SiteOptions {
+    /// Answer `/about.html` with 308 to `/about` (and `/dir/index.html` to `/dir/`) where the
+    /// short URL serves the same file. (`/about` serves about.html either way.)
+    #[arg(long)]
+    pub clean_urls: bool,
+    /// Serve /index.html with 200 for paths that match no file, rule or nested 404.html
+    /// (single-page apps).
+    #[arg(long)]
+    pub spa_fallback: bool,
+    /// Do not send the default security headers (X-Content-Type-Options: nosniff,
+    /// Referrer-Policy: strict-origin-when-cross-origin, X-Frame-Options: SAMEORIGIN).
+    #[arg(long)]
+    pub no_security_headers: bool,
+}
+
+impl SiteOptions {
+    /// The site-image flags these options ask for.
+    pub fn flags(&self) -> SiteFlags {
+        let mut flags = 0;
+        if self.clean_urls {
+            flags |= SiteFlags::CLEAN_URLS;
+        }
+        if self.spa_fallback {
+            flags |= SiteFlags::SPA_FALLBACK;
+        }
+        if self.no_security_headers {
+            flags |= SiteFlags::NO_SECURITY_HEADERS;
+        }
+        SiteFlags(flags)
+    }
 }
 
 impl Default for PackOptions {
@@ -66,6 +104,7 @@ impl Default for PackOptions {
             progress: false,
             effort: compress::Effort::Thorough,
             inject_html: None,
+            site: SiteOptions::default(),
         }
     }
 }
@@ -274,6 +313,9 @@ pub enum PackError {
     /// `SOURCE_DATE_EPOCH` is set but is not a number of seconds.
     #[error("SOURCE_DATE_EPOCH={0:?} is not a non-negative integer number of seconds")]
     BadSourceDateEpoch(String),
+    /// `_redirects` or `_headers` has a problem.
+    #[error("{0}")]
+    Rules(#[from] bramble_site::rules_text::RulesError),
     /// The image writer refused a file.
     #[error("cannot build the image: {0}")]
     Image(#[from] bramble_site::WriteError),
@@ -298,7 +340,7 @@ struct PackedFile {
 pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError> {
     let started = Instant::now();
     let walk::Walked {
-        files: sources,
+        files: mut sources,
         left_out,
     } = walk::walk_with(
         dir,
@@ -307,6 +349,40 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
             skip_broken_links: opts.skip_broken_links,
         },
     )?;
+    // The rule files configure the site; they are not served (as on Netlify and Cloudflare).
+    let rule_file = |name: &str| -> Result<Option<(PathBuf, String)>, PackError> {
+        let Some(at) = sources
+            .iter()
+            .position(|f| f.url_path == format!("/{name}"))
+        else {
+            return Ok(None);
+        };
+        let path = sources[at].fs_path.clone();
+        let text = std::fs::read_to_string(&path).map_err(|source| PackError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(Some((dir.join(name), text)))
+    };
+    let redirects_file = rule_file("_redirects")?;
+    let headers_file = rule_file("_headers")?;
+    sources.retain(|f| f.url_path != "/_redirects" && f.url_path != "/_headers");
+    let redirects = match &redirects_file {
+        Some((path, text)) => {
+            let parsed = rules::parse_redirects(text, path)?;
+            let paths: std::collections::HashSet<&str> =
+                sources.iter().map(|f| f.url_path.as_str()).collect();
+            rules::check_rewrite_targets(&parsed, text, path, |target| {
+                site_serves(&paths, target)
+            })?;
+            parsed
+        }
+        None => Vec::new(),
+    };
+    let header_blocks = match &headers_file {
+        Some((path, text)) => rules::parse_headers(text, path)?,
+        None => Vec::new(),
+    };
     if sources.is_empty() {
         return Err(PackError::EmptySite {
             dir: dir.to_path_buf(),
@@ -361,6 +437,9 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
         elapsed: Duration::ZERO,
     };
     let mut writer = SiteImageWriter::new();
+    writer.set_flags(opts.site.flags());
+    writer.set_redirects(redirects)?;
+    writer.set_header_blocks(header_blocks)?;
     for file in packed {
         summary.raw_bytes += file.spec.identity.body.len() as u64;
         if let Some(gzip) = &file.spec.gzip {
@@ -393,6 +472,17 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
         summary,
         left_out,
     })
+}
+
+/// Does a request for `path` (decoded, normalised) find a file, as the engine resolves it:
+/// `/dir/` its index.html, `/about` about.html when there is no such file or folder.
+fn site_serves(paths: &std::collections::HashSet<&str>, path: &str) -> bool {
+    if path.ends_with('/') {
+        return paths.contains(format!("{path}index.html").as_str());
+    }
+    paths.contains(path)
+        || paths.contains(format!("{path}/index.html").as_str())
+        || paths.contains(format!("{path}.html").as_str())
 }
 
 /// Reads, hashes and compresses one file.
@@ -498,6 +588,9 @@ pub struct PackArgs {
     /// Compression cache folder [default: $XDG_CACHE_HOME/bramble/pack or ~/.cache/bramble/pack].
     #[arg(long, value_name = "DIR", conflicts_with = "no_cache")]
     pub cache_dir: Option<PathBuf>,
+    /// How the site answers.
+    #[command(flatten)]
+    pub site: SiteOptions,
 }
 
 /// Writes `bytes` to `path` through a temporary file beside it, so a failed or interrupted
@@ -544,6 +637,7 @@ pub fn run(args: PackArgs) -> anyhow::Result<()> {
     if args.fast {
         opts.effort = compress::Effort::Fast;
     }
+    opts.site = args.site.clone();
     if args.no_cache {
         opts.cache_dir = None;
     } else if let Some(dir) = args.cache_dir {

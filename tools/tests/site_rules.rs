@@ -1,0 +1,272 @@
+//! `_redirects`, `_headers`, clean URLs and nested 404 pages through the real binary: `bramble
+//! pack` and `bramble serve` report a malformed rule with file, line and column, and `serve`
+//! answers with the same engine as the Pi. Servers are stopped by PID.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Kills the server (by its PID) however the test ends.
+struct ServerProcess {
+    child: Child,
+    base: String,
+}
+
+impl Drop for ServerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(dir: &Path, extra: &[&str]) -> ServerProcess {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bramble"))
+        .arg("serve")
+        .arg(dir)
+        .args(["--port", "0", "--bind", "127.0.0.1", "--quiet"])
+        .args(extra)
+        .env("XDG_CACHE_HOME", dir.join("..").join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run bramble serve");
+    let stdout = child.stdout.take().unwrap();
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(at) = line.find("http://") {
+                let url = line[at..].split_whitespace().next().unwrap();
+                let _ = send.send(url.trim_end_matches('/').to_string());
+            }
+        }
+    });
+    let base = receive
+        .recv_timeout(Duration::from_secs(120))
+        .expect("bramble serve printed its address");
+    ServerProcess { child, base }
+}
+
+struct Fetched {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Fetched {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+fn fetch(url: &str) -> Fetched {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_redirects(0)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut response = agent.get(url).call().expect("HTTP exchange");
+    Fetched {
+        status: response.status().as_u16(),
+        headers: response
+            .headers()
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or("").to_string()))
+            .collect(),
+        body: response.body_mut().read_to_string().unwrap_or_default(),
+    }
+}
+
+fn write(dir: &Path, path: &str, text: &str) {
+    let path = dir.join(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn good_site(dir: &Path) {
+    write(dir, "index.html", "<p>home</p>");
+    write(dir, "about.html", "<p>about</p>");
+    write(dir, "404.html", "<p>site 404</p>");
+    write(dir, "docs/index.html", "<p>docs</p>");
+    write(dir, "docs/404.html", "<p>docs 404</p>");
+    write(dir, "app/index.html", "<p>app</p>");
+    write(
+        dir,
+        "_redirects",
+        "# moved\n/old /about 301\n/blog/* /posts/:splat 302\n/app/* /app/index.html 200\n\
+         /about.html /elsewhere 301!\n",
+    );
+    write(
+        dir,
+        "_headers",
+        "/*\n  X-Robots-Tag: noindex\n/docs/*\n  Content-Security-Policy: default-src 'self'\n  \
+         Access-Control-Allow-Origin: *\n  ! X-Frame-Options\n",
+    );
+}
+
+fn pack(dir: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_bramble"))
+        .arg("pack")
+        .arg(dir)
+        .arg("-o")
+        .arg(out)
+        .args(["--no-cache"])
+        .args(extra)
+        .output()
+        .expect("run bramble pack")
+}
+
+#[test]
+fn serve_follows_the_rules() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("site");
+    good_site(&dir);
+    let server = start(&dir, &["--clean-urls"]);
+    let url = |path: &str| format!("{}{path}", server.base);
+
+    let r = fetch(&url("/old?ref=1"));
+    assert_eq!(
+        (r.status, r.header("location")),
+        (301, Some("/about?ref=1"))
+    );
+    let r = fetch(&url("/blog/2024/post"));
+    assert_eq!(
+        (r.status, r.header("location")),
+        (302, Some("/posts/2024/post"))
+    );
+    let r = fetch(&url("/app/deep/link"));
+    assert_eq!((r.status, r.body.as_str()), (200, "<p>app</p>"));
+    let r = fetch(&url("/about"));
+    assert_eq!((r.status, r.body.as_str()), (200, "<p>about</p>"));
+    let r = fetch(&url("/about.html"));
+    assert_eq!(
+        (r.status, r.header("location")),
+        (301, Some("/elsewhere")),
+        "a forced rule comes before the clean-URL redirect"
+    );
+    let r = fetch(&url("/docs/index.html"));
+    assert_eq!((r.status, r.header("location")), (308, Some("/docs/")));
+    let r = fetch(&url("/docs/missing"));
+    assert_eq!((r.status, r.body.as_str()), (404, "<p>docs 404</p>"));
+    assert_eq!(
+        r.header("content-security-policy"),
+        Some("default-src 'self'")
+    );
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(r.header("x-frame-options"), None);
+    assert_eq!(r.header("x-robots-tag"), Some("noindex"));
+    let r = fetch(&url("/missing"));
+    assert_eq!((r.status, r.body.as_str()), (404, "<p>site 404</p>"));
+    assert_eq!(r.header("x-frame-options"), Some("SAMEORIGIN"));
+    assert_eq!(
+        r.header("referrer-policy"),
+        Some("strict-origin-when-cross-origin")
+    );
+    assert_eq!(
+        fetch(&url("/_redirects")).status,
+        404,
+        "rule files are not served"
+    );
+    assert_eq!(fetch(&url("/_headers")).status, 404);
+}
+
+#[test]
+fn malformed_rules_are_errors_with_file_line_and_column() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("site");
+    good_site(&dir);
+    write(&dir, "_redirects", "/ok /fine\n\n/bad /target 299\n");
+    let out = temp.path().join("site.bin");
+    let packed = pack(&dir, &out, &[]);
+    assert!(!packed.status.success());
+    let stderr = String::from_utf8_lossy(&packed.stderr);
+    let expected = format!("{}:3:14: status \"299\"", dir.join("_redirects").display());
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert!(!out.exists());
+
+    // `serve` reports the same error the same way.
+    let served = Command::new(env!("CARGO_BIN_EXE_bramble"))
+        .arg("serve")
+        .arg(&dir)
+        .args(["--port", "0", "--bind", "127.0.0.1"])
+        .env("XDG_CACHE_HOME", temp.path().join("cache"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run bramble serve");
+    assert!(!served.status.success());
+    let stderr = String::from_utf8_lossy(&served.stderr);
+    assert!(stderr.contains(&expected), "{stderr}");
+
+    write(&dir, "_redirects", "/ok /fine\n");
+    write(&dir, "_headers", "/a\n  Transfer-Encoding: chunked\n");
+    let packed = pack(&dir, &out, &[]);
+    assert!(!packed.status.success());
+    let stderr = String::from_utf8_lossy(&packed.stderr);
+    let expected = format!(
+        "{}:2:3: this header is set by the server",
+        dir.join("_headers").display()
+    );
+    assert!(stderr.contains(&expected), "{stderr}");
+
+    write(&dir, "_headers", "/a\n  X-A: b\n");
+    write(&dir, "_redirects", "/x /nowhere.html 200\n");
+    let packed = pack(&dir, &out, &[]);
+    let stderr = String::from_utf8_lossy(&packed.stderr);
+    assert!(
+        stderr.contains(":1:4: /nowhere.html is not a file of this site"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn help_lists_the_site_options() {
+    for command in ["pack", "serve"] {
+        let help = Command::new(env!("CARGO_BIN_EXE_bramble"))
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&help.stdout);
+        for flag in ["--clean-urls", "--spa-fallback", "--no-security-headers"] {
+            assert!(
+                text.contains(flag),
+                "{command} --help lacks {flag}:\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn pack_flags_reach_the_image() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("site");
+    good_site(&dir);
+    let out = temp.path().join("site.bin");
+    let packed = pack(
+        &dir,
+        &out,
+        &["--clean-urls", "--spa-fallback", "--no-security-headers"],
+    );
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let image = bramble_site::SiteImage::new_checked(&bytes).unwrap();
+    let flags = image.index().flags();
+    for flag in [
+        bramble_site::SiteFlags::CLEAN_URLS,
+        bramble_site::SiteFlags::SPA_FALLBACK,
+        bramble_site::SiteFlags::NO_SECURITY_HEADERS,
+    ] {
+        assert!(flags.has(flag));
+    }
+    assert_eq!(image.index().redirects().len(), 4);
+    assert_eq!(image.index().header_rules().len(), 2);
+    assert!(image.get("/_redirects").is_none());
+}
