@@ -25,6 +25,7 @@ mod reader;
 pub mod rules;
 #[cfg(feature = "std")]
 pub mod rules_text;
+pub mod search;
 #[cfg(feature = "std")]
 mod writer;
 
@@ -34,7 +35,10 @@ pub use reader::{FileEntry, FormatError, Resolved, SiteFlags, SiteImage, SiteInd
 #[cfg(feature = "std")]
 pub use rules::{HeaderBlockSpec, HeaderEntrySpec, RedirectSpec};
 #[cfg(feature = "std")]
-pub use writer::{FileSpec, SiteImageWriter, VariantSpec, WriteError, http_date};
+pub use writer::{
+    FileSpec, SEARCH_POSTINGS_PATH, SEARCH_TEXT_PATH, SiteImageWriter, VariantSpec, WriteError,
+    http_date,
+};
 
 /// The eight bytes every site image starts with.
 pub const MAGIC: [u8; 8] = *b"BRMSITE\0";
@@ -64,6 +68,9 @@ pub const MAX_SEGMENT_LEN: u32 = 1024 * 1024;
 pub(crate) const FLAG_GZIP: u32 = 1;
 /// Entry flag: the record has a brotli variant.
 pub(crate) const FLAG_BROTLI: u32 = 2;
+/// Entry flag: the record is internal to the server (the search index's postings and text),
+/// never served at its path.
+pub(crate) const FLAG_INTERNAL: u32 = 4;
 
 /// The path of the page served for misses, when the site has one.
 pub const NOT_FOUND_PATH: &str = "/404.html";
@@ -90,9 +97,9 @@ pub(crate) mod header {
     pub const RESERVED: usize = 68;
     pub const REDIRECTS: usize = 72;
     pub const HEADERS: usize = 80;
-    /// The search section reference (88..96); bytes 96..128 are reserved. All zero in this
-    /// version.
     pub const SEARCH: usize = 88;
+    /// Bytes 96..128 are reserved and must be zero.
+    pub const RESERVED_TAIL: usize = 96;
 }
 
 /// Field offsets inside one 112-byte table record; see FORMAT.md.

@@ -6,9 +6,10 @@ use core::fmt;
 
 use crate::body::{Body, BodyRequest, BodySource, BodyStatus};
 use crate::rules::{HeaderRules, Redirects, SectionError};
+use crate::search::{SearchError, SearchIndex};
 use crate::{
-    ALIGN, BODY_ALIGN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC, MAX_SEGMENT_LEN,
-    MIN_SEGMENT_LEN, VERSION, entry, header,
+    ALIGN, BODY_ALIGN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, FLAG_INTERNAL, HEADER_LEN, MAGIC,
+    MAX_SEGMENT_LEN, MIN_SEGMENT_LEN, VERSION, entry, header,
 };
 
 /// Every way a byte string can fail to be a valid site image (or index).
@@ -243,6 +244,8 @@ pub struct SiteIndex<'a> {
     redirects: Redirects<'a>,
     /// The compiled `_headers` blocks.
     headers: HeaderRules<'a>,
+    /// The search index, when the site was packed with `--search`.
+    search: Option<SearchIndex<'a>>,
     /// Most `/` in the path of any `404.html` of the site (0: none), so that looking for the
     /// nearest one up the tree tries at most this many folders.
     not_found_depth: usize,
@@ -503,11 +506,14 @@ impl<'a> SiteIndex<'a> {
             flags: SiteFlags(read_u32(bytes, header::SITE_FLAGS)),
             redirects: Redirects::EMPTY,
             headers: HeaderRules::EMPTY,
+            search: None,
             not_found_depth: 0,
         };
         if index.flags.0 & !SiteFlags::ALL != 0
             || read_u32(bytes, header::RESERVED) != 0
-            || bytes[header::SEARCH..HEADER_LEN].iter().any(|&b| b != 0)
+            || bytes[header::RESERVED_TAIL..HEADER_LEN]
+                .iter()
+                .any(|&b| b != 0)
         {
             return Err(FormatError::BadSiteFlags);
         }
@@ -532,6 +538,7 @@ impl<'a> SiteIndex<'a> {
         };
         let redirects_bytes = section(header::REDIRECTS, "redirects")?;
         let headers_bytes = section(header::HEADERS, "headers")?;
+        let search_bytes = section(header::SEARCH, "search")?;
         let strings = index.strings;
         let section_error = |section: &'static str| {
             move |error: SectionError| FormatError::BadSection {
@@ -557,6 +564,7 @@ impl<'a> SiteIndex<'a> {
             headers,
             ..index
         };
+        // The file records are checked before the search section, which names them.
         let mut previous_path: &[u8] = &[];
         let mut not_found_depth = 0;
         for (index_in_table, record) in index.table.chunks_exact(ENTRY_LEN).enumerate() {
@@ -572,9 +580,36 @@ impl<'a> SiteIndex<'a> {
             }
             previous_path = path;
         }
+        let search = if search_bytes.is_empty() {
+            None
+        } else {
+            let internal_body = |file: u32| {
+                let entry = index.entry(usize::try_from(file).ok()?)?;
+                let flags = read_u32(index.record(entry.index as usize), entry::FLAGS);
+                (flags & FLAG_INTERNAL != 0).then_some(entry.identity.body)
+            };
+            let page = |file: u32| {
+                usize::try_from(file).is_ok_and(|i| {
+                    i < index.file_count
+                        && read_u32(index.record(i), entry::FLAGS) & FLAG_INTERNAL == 0
+                })
+            };
+            let search = SearchIndex::new_checked(search_bytes, strings, internal_body, page)
+                .map_err(|error| FormatError::BadSection {
+                    section: "search",
+                    index: match error {
+                        SearchError::Malformed => None,
+                        SearchError::BadDocument { index }
+                        | SearchError::BadTerm { index }
+                        | SearchError::BadPiece { index } => Some(index),
+                    },
+                })?;
+            Some(search)
+        };
         Ok(SiteIndex {
             not_found: index.find_index(crate::NOT_FOUND_PATH.as_bytes(), b""),
             not_found_depth,
+            search,
             ..index
         })
     }
@@ -604,7 +639,7 @@ impl<'a> SiteIndex<'a> {
         header_value(entry::LAST_MODIFIED_HTTP)?;
 
         let flags = read_u32(record, entry::FLAGS);
-        if flags & !(FLAG_GZIP | FLAG_BROTLI) != 0
+        if flags & !(FLAG_GZIP | FLAG_BROTLI | FLAG_INTERNAL) != 0
             || read_u32(record, entry::RESERVED) != 0
             || read_u32(record, entry::RESERVED_END) != 0
         {
@@ -794,10 +829,23 @@ impl<'a> SiteIndex<'a> {
         self.headers
     }
 
-    /// All files, in path order.
+    /// The search index, when the site was packed with `--search`.
+    pub fn search(&self) -> Option<SearchIndex<'a>> {
+        self.search
+    }
+
+    /// All files served at their paths, in path order (internal ones, such as the search
+    /// index's bodies, left out).
     pub fn files(&self) -> impl Iterator<Item = FileEntry<'a>> + 'a {
         let index = *self;
-        (0..self.file_count).map(move |i| index.entry_at(i))
+        (0..self.file_count)
+            .filter(move |&i| !index.is_internal(i))
+            .map(move |i| index.entry_at(i))
+    }
+
+    /// Is record `index` internal (never served at its path)?
+    fn is_internal(&self, index: usize) -> bool {
+        read_u32(self.record(index), entry::FLAGS) & FLAG_INTERNAL != 0
     }
 
     /// The file at position `index` of the path-sorted table, if `index < file_count()`.
@@ -813,7 +861,8 @@ impl<'a> SiteIndex<'a> {
         }
     }
 
-    /// Binary search for the record whose path equals `first ++ second`.
+    /// Binary search for the record whose path equals `first ++ second` (internal records
+    /// are never found).
     fn find_index(&self, first: &[u8], second: &[u8]) -> Option<usize> {
         let (mut low, mut high) = (0, self.file_count);
         while low < high {
@@ -821,7 +870,7 @@ impl<'a> SiteIndex<'a> {
             match compare_concat(self.path_bytes(middle), first, second) {
                 Ordering::Less => low = middle + 1,
                 Ordering::Greater => high = middle,
-                Ordering::Equal => return Some(middle),
+                Ordering::Equal => return (!self.is_internal(middle)).then_some(middle),
             }
         }
         None

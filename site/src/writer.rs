@@ -10,6 +10,7 @@ use bramble_hal::calendar::UtcDateTime;
 
 use crate::reader::SiteFlags;
 use crate::rules::{self, HeaderBlockSpec, PatternKind, RedirectSpec};
+use crate::search::build::BuiltSearch;
 use crate::{
     ALIGN, BODY_ALIGN, DEFAULT_SEGMENT_LEN, ENTRY_LEN, FLAG_BROTLI, FLAG_GZIP, HEADER_LEN, MAGIC,
     MAX_SEGMENT_LEN, MIN_SEGMENT_LEN, VERSION, entry, header,
@@ -120,7 +121,14 @@ pub struct SiteImageWriter {
     redirects: Vec<RedirectSpec>,
     /// `_headers`, in file order.
     header_blocks: Vec<HeaderBlockSpec>,
+    /// The search index, with `--search`.
+    search: Option<BuiltSearch>,
 }
+
+/// Where the search index's postings are kept (an internal file, never served).
+pub const SEARCH_POSTINGS_PATH: &str = "/.bramble/search/postings";
+/// Where the search index's page text is kept (an internal file, never served).
+pub const SEARCH_TEXT_PATH: &str = "/.bramble/search/text";
 
 impl Default for SiteImageWriter {
     fn default() -> Self {
@@ -130,6 +138,7 @@ impl Default for SiteImageWriter {
             flags: SiteFlags::default(),
             redirects: Vec::new(),
             header_blocks: Vec::new(),
+            search: None,
         }
     }
 }
@@ -310,6 +319,18 @@ impl SiteImageWriter {
         Ok(())
     }
 
+    /// Sets the search index (see [`crate::search::build`]); its pages must be files added.
+    pub fn set_search(&mut self, search: BuiltSearch) -> Result<(), WriteError> {
+        if search.docs.len() > crate::search::MAX_DOCS {
+            return Err(WriteError::TooManyRules("pages in the search index"));
+        }
+        if search.pieces.len() > crate::search::MAX_PIECES {
+            return Err(WriteError::TooManyRules("search template pieces"));
+        }
+        self.search = Some(search);
+        Ok(())
+    }
+
     /// Sets the header blocks, in `_headers` order, after checking each as the reader will.
     pub fn set_header_blocks(&mut self, blocks: Vec<HeaderBlockSpec>) -> Result<(), WriteError> {
         for block in &blocks {
@@ -368,6 +389,26 @@ impl SiteImageWriter {
     /// across a segment boundary when they fit in one (so one segment read brings a page with
     /// all its encodings, and its neighbours), then the large files.
     pub fn finish(mut self) -> Result<Vec<u8>, WriteError> {
+        if let Some(search) = &self.search {
+            for (path, body) in [
+                (SEARCH_POSTINGS_PATH, &search.postings),
+                (SEARCH_TEXT_PATH, &search.text),
+            ] {
+                self.files.push(FileSpec {
+                    path: path.into(),
+                    content_type: "application/octet-stream".into(),
+                    cache_control: "no-store".into(),
+                    last_modified: 0,
+                    last_modified_http: http_date(0),
+                    identity: VariantSpec {
+                        body: body.clone(),
+                        etag: std::format!("\"{:08x}\"", crc32fast::hash(body)),
+                    },
+                    gzip: None,
+                    brotli: None,
+                });
+            }
+        }
         self.files.sort_by(|a, b| a.path.cmp(&b.path));
         if let Some(pair) = self
             .files
@@ -464,6 +505,11 @@ impl SiteImageWriter {
                 put_reference(record, fields.etag, strings.intern(&variant.etag)?);
                 put_u32(record, fields.crc, crc32fast::hash(&variant.body));
             }
+            if self.search.is_some()
+                && (file.path == SEARCH_POSTINGS_PATH || file.path == SEARCH_TEXT_PATH)
+            {
+                flags |= crate::FLAG_INTERNAL;
+            }
             put_u32(record, entry::FLAGS, flags);
         }
         let redirects = rules::encode_redirects(&self.redirects, |s| strings.intern(s))?;
@@ -478,6 +524,28 @@ impl SiteImageWriter {
         } else {
             redirects
         };
+        let search = match &self.search {
+            Some(search) => {
+                let position = |path: &str| {
+                    self.files
+                        .binary_search_by(|file| file.path.as_str().cmp(path))
+                        .map(|i| i as u32)
+                        .map_err(|_| {
+                            WriteError::InvalidRule(std::format!(
+                                "search page {path} is not a file of the site"
+                            ))
+                        })
+                };
+                encode_search(
+                    search,
+                    position(SEARCH_POSTINGS_PATH)?,
+                    position(SEARCH_TEXT_PATH)?,
+                    |path| position(path),
+                    |s| strings.intern(s),
+                )?
+            }
+            None => Vec::new(),
+        };
         strings
             .bytes
             .resize(strings.bytes.len().next_multiple_of(ALIGN), 0);
@@ -487,7 +555,8 @@ impl SiteImageWriter {
         let strings_offset = (segments_offset + segment_count * 4).next_multiple_of(ALIGN);
         let redirects_offset = strings_offset + strings.bytes.len();
         let headers_offset = (redirects_offset + redirects.len()).next_multiple_of(ALIGN);
-        let index_len = headers_offset + headers.len();
+        let search_offset = (headers_offset + headers.len()).next_multiple_of(ALIGN);
+        let index_len = search_offset + search.len();
         let bodies_offset = index_len.next_multiple_of(BODY_ALIGN);
         let total = bodies_offset as u64 + bodies_len;
         if total > u64::from(u32::MAX) {
@@ -529,6 +598,7 @@ impl SiteImageWriter {
         for (field, offset, section) in [
             (header::REDIRECTS, redirects_offset, &redirects),
             (header::HEADERS, headers_offset, &headers),
+            (header::SEARCH, search_offset, &search),
         ] {
             if !section.is_empty() {
                 put_u32(&mut image, field, offset as u32);
@@ -543,6 +613,51 @@ impl SiteImageWriter {
         put_u32(&mut image, header::CHECKSUM, hasher.finalize());
         Ok(image)
     }
+}
+
+/// Encodes the search section (layout in FORMAT.md).
+fn encode_search<'s>(
+    search: &'s BuiltSearch,
+    postings_file: u32,
+    text_file: u32,
+    position: impl Fn(&str) -> Result<u32, WriteError>,
+    mut intern: impl FnMut(&'s str) -> Result<Reference, WriteError>,
+) -> Result<Vec<u8>, WriteError> {
+    use crate::search::SEARCH_ENGLISH;
+    let mut out = Vec::new();
+    let push = |out: &mut Vec<u8>, value: u32| out.extend_from_slice(&value.to_le_bytes());
+    push(&mut out, to_u32(search.docs.len())?);
+    push(&mut out, to_u32(search.terms.len())?);
+    push(&mut out, if search.english { SEARCH_ENGLISH } else { 0 });
+    push(&mut out, postings_file);
+    push(&mut out, text_file);
+    push(&mut out, to_u32(search.pieces.len())?);
+    push(&mut out, 0);
+    push(&mut out, 0);
+    for (path, title, text_offset, text_len) in &search.docs {
+        push(&mut out, position(path)?);
+        let (offset, len) = intern(title)?;
+        push(&mut out, offset);
+        push(&mut out, len);
+        push(&mut out, *text_offset);
+        push(&mut out, *text_len);
+        push(&mut out, 0);
+    }
+    for (term, offset, df) in &search.terms {
+        let (at, len) = intern(term)?;
+        push(&mut out, at);
+        push(&mut out, len);
+        push(&mut out, *offset);
+        push(&mut out, *df);
+    }
+    for (kind, text) in &search.pieces {
+        push(&mut out, *kind);
+        push(&mut out, 0);
+        let (offset, len) = if *kind == 0 { intern(text)? } else { (0, 0) };
+        push(&mut out, offset);
+        push(&mut out, len);
+    }
+    Ok(out)
 }
 
 /// Formats Unix seconds as an IMF-fixdate (RFC 9110 section 5.6.7), e.g.

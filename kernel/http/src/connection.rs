@@ -17,6 +17,7 @@ use crate::fields::{
 };
 use crate::path::{MAX_TARGET_LEN, NormalPath, PathError, normalize_path, split_query};
 use crate::response::{ByteWriter, ConnectionField, ContentRange, Head, write_error_page};
+use crate::search::{SEARCH_JSON_PATH, SEARCH_PATH, SearchState};
 use crate::server::{Limits, Server, SiteSource};
 
 /// Capacity of the request buffer: the largest header section accepted (431 beyond).
@@ -82,6 +83,11 @@ struct Sending {
     /// The body segment of the last request to the body source, so that each segment is
     /// looked up (counted as a cache hit or miss) once per response.
     last_segment: Option<u32>,
+    /// The body is generated (a search results page, from `Connection::search`) rather than
+    /// a file's.
+    generated: bool,
+    /// The head is not written yet: the generated body must be measured first.
+    deferred: bool,
 }
 
 /// The request body still to read and throw away.
@@ -103,6 +109,8 @@ pub(crate) struct Outcome {
     close: bool,
     /// The body and the range of it to send.
     body: Option<(Body, u32, u32)>,
+    /// The response is a generated page (search): its head is written once it is measured.
+    deferred: bool,
     /// The request body following the header section, to read and discard.
     request_body: BodySkip,
 }
@@ -171,6 +179,9 @@ pub struct Connection {
     limits: Limits,
     /// Set when `action` reported a deadline; counted as a timeout on close.
     timed_out: Cell<bool>,
+    /// The server's search slot holding the search being answered, when the response is a
+    /// results page.
+    search_slot: Option<u8>,
     /// When `action` first asked for a graceful close; the close deadline runs from here.
     close_asked: Cell<Option<Instant>>,
     // Access-log record of the response being sent.
@@ -286,6 +297,8 @@ impl Connection {
                 body_end: 0,
                 body_confirmed: false,
                 last_segment: None,
+                generated: false,
+                deferred: false,
             },
             responding: false,
             closing: false,
@@ -301,6 +314,7 @@ impl Connection {
             requests_served: 0,
             limits: Limits::DEFAULT,
             timed_out: Cell::new(false),
+            search_slot: None,
             close_asked: Cell::new(None),
             log_method: heapless::String::new(),
             log_target: heapless::String::new(),
@@ -484,6 +498,14 @@ impl Connection {
         if !self.open || !self.responding || self.broken || max == 0 {
             return 0;
         }
+        if self.sending.deferred {
+            // A generated page (search results): its head is written once its query has run.
+            match self.prepare_generated(server, now) {
+                BodyStatus::Ready(_) => {}
+                BodyStatus::Pending => return 0,
+                BodyStatus::Failed => self.fail_before_head(server, now),
+            }
+        }
         if !self.sending.body_confirmed {
             let at = self.sending.body_next;
             match self.read_body(&server.site, at, &mut []) {
@@ -504,9 +526,6 @@ impl Connection {
     /// byte to send, at most `max`, not past the end of the source's piece (a cached
     /// segment of the card) that holds it.
     fn readable_body(&mut self, server: &mut Server, offset: usize, max: usize) -> usize {
-        let Some(body) = self.sending.body else {
-            return 0;
-        };
         let Some(at) = u32::try_from(offset)
             .ok()
             .and_then(|offset| self.sending.body_next.checked_add(offset))
@@ -518,6 +537,14 @@ impl Connection {
             return 0;
         }
         let left = (self.sending.body_end - at) as usize;
+        if self.sending.generated {
+            // The page's query ran and its length is known: its bytes are written on demand
+            // (a card read it needs again makes read_at return fewer).
+            return max.min(left);
+        }
+        let Some(body) = self.sending.body else {
+            return 0;
+        };
         let piece_left = match &server.site {
             SiteSource::Store(index, _) => {
                 let segment = index.segment_len().max(1);
@@ -587,6 +614,15 @@ impl Connection {
         let left = (self.sending.body_end - at) as usize;
         let space_len = (out.len() - written).min(left);
         let space = &mut out[written..written + space_len];
+        if self.sending.generated {
+            return match self.read_generated(server, at, space) {
+                BodyStatus::Ready(n) if n <= space_len => {
+                    copy(&mut space[..n], None);
+                    written + n
+                }
+                _ => written,
+            };
+        }
         if let Some(bytes) = self.peek_body(&server.site, at) {
             let n = bytes.len().min(space_len);
             copy(&mut space[..n], Some(&bytes[..n]));
@@ -650,6 +686,7 @@ impl Connection {
         server.counters.bytes_sent += counted;
         while self.responding
             && !self.broken
+            && !self.sending.deferred
             && self.sending.head_sent >= self.head.len()
             && self.sending.body_next >= self.sending.body_end
         {
@@ -770,9 +807,95 @@ impl Connection {
         Some(bytes)
     }
 
+    /// Bytes of the generated page (search results) at the next offset.
+    fn read_generated(&self, server: &Server, at: u32, out: &mut [u8]) -> BodyStatus {
+        let (index, source): (SiteIndex<'_>, &dyn BodySource) = match &server.site {
+            SiteSource::Ready(image) => (image.index(), image),
+            SiteSource::Store(index, source) => (*index, *source),
+            SiteSource::Unavailable(_) => return BodyStatus::Failed,
+        };
+        match self.search_slot.and_then(|slot| server.searches.get(slot)) {
+            Some(search) => search.read(index, source, at, out),
+            None => BodyStatus::Failed,
+        }
+    }
+
+    /// Gives the search slot back (the results page is sent, or will not be).
+    fn release_search(&mut self, server: &mut Server) {
+        if let Some(slot) = self.search_slot.take() {
+            server.searches.release(slot);
+        }
+    }
+
+    /// Runs the search of the queued response and measures its page; once both are done,
+    /// writes its head. Pending while postings or page text are being read from the card.
+    fn prepare_generated(&mut self, server: &mut Server, now: Instant) -> BodyStatus {
+        let (index, source): (SiteIndex<'_>, &dyn BodySource) = match &server.site {
+            SiteSource::Ready(image) => (image.index(), image),
+            SiteSource::Store(index, source) => (*index, *source),
+            SiteSource::Unavailable(_) => return BodyStatus::Failed,
+        };
+        let Some(slot) = self.search_slot else {
+            return BodyStatus::Failed;
+        };
+        let Some(state) = server.searches.get_mut(slot) else {
+            return BodyStatus::Failed;
+        };
+        let length = match state.prepare(index, source) {
+            Ok(length) => length,
+            Err(bramble_site::search::SearchWait::Pending) => return BodyStatus::Pending,
+            Err(bramble_site::search::SearchWait::Failed) => return BodyStatus::Failed,
+        };
+        let path = state.path();
+        let custom = index.header_rules().collect(path);
+        let state = state.clone_head();
+        let mut response = Response::new(
+            &mut self.head,
+            state.is_head,
+            server.unix_time(now),
+            state.close,
+            BodySkip::None,
+            state.version,
+        );
+        response.custom = Some(&custom);
+        response.security_defaults = !index.flags().has(SiteFlags::NO_SECURITY_HEADERS);
+        response.secure = state.secure;
+        response.hsts_seconds = if state.secure {
+            server.config.hsts_seconds
+        } else {
+            None
+        };
+        let head = Head {
+            content_type: Some(state.content_type()),
+            content_length: Some(u64::from(length)),
+            cache_control: Some("no-cache"),
+            ..Head::new(200)
+        };
+        let outcome = response.finish(head, None, None);
+        let send_body = outcome.status == 200 && !state.is_head;
+        if !send_body {
+            self.release_search(server);
+        }
+        self.sending.deferred = false;
+        self.sending.body_confirmed = true;
+        self.sending.generated = send_body;
+        self.sending.body_next = 0;
+        self.sending.body_end = if send_body { length } else { 0 };
+        if outcome.status != 200 {
+            // The head did not fit (a site's very long headers): a 500 went in its place.
+            server.counters.uncount_status(self.log_status);
+            server.counters.count_status(outcome.status);
+            self.log_status = outcome.status;
+            self.closing = true;
+        }
+        self.response_len = self.head.len() as u64 + u64::from(self.sending.body_end);
+        BodyStatus::Ready(0)
+    }
+
     /// The body of the queued response cannot be had and nothing of it was sent: answer 500
     /// instead, and close.
     fn fail_before_head(&mut self, server: &mut Server, now: Instant) {
+        self.release_search(server);
         server.counters.body_failures += 1;
         server.counters.uncount_status(self.log_status);
         server.counters.count_status(500);
@@ -874,6 +997,7 @@ impl Connection {
 
     /// The socket is gone: release the connection.
     pub fn close(&mut self, server: &mut Server) {
+        self.release_search(server);
         if !self.open {
             return;
         }
@@ -980,14 +1104,41 @@ impl Connection {
                 };
                 push_log_text(&mut self.log_method, view.method);
                 push_log_text(&mut self.log_target, view.target);
-                let outcome = respond(
+                let mut search = SearchState::new();
+                let mut outcome = respond(
                     &view,
                     server,
                     date,
                     self.requests_served,
                     self.secure,
                     &mut self.head,
+                    &mut search,
                 );
+                if outcome.deferred {
+                    let stale = server.config.limits.response_micros;
+                    if let Some(slot) = self.search_slot.take() {
+                        server.searches.release(slot);
+                    }
+                    match server.searches.claim(search, now, stale) {
+                        Some(slot) => self.search_slot = Some(slot),
+                        None => {
+                            let mut response = Response::new(
+                                &mut self.head,
+                                false,
+                                date,
+                                outcome.close,
+                                outcome.request_body,
+                                view.version,
+                            );
+                            outcome = response.page(
+                                503,
+                                "Too many searches at once: try again in a moment.",
+                                false,
+                                None,
+                            );
+                        }
+                    }
+                }
                 (outcome, header_len)
             }
             Ok(httparse::Status::Partial) => {
@@ -1090,8 +1241,10 @@ impl Connection {
             body,
             body_next,
             body_end,
-            body_confirmed: body.is_none(),
+            body_confirmed: body.is_none() && !outcome.deferred,
             last_segment: None,
+            generated: false,
+            deferred: outcome.deferred,
         };
         self.responding = true;
         self.response_started = now;
@@ -1109,6 +1262,7 @@ impl Connection {
 
     /// The current response has been handed out completely.
     fn finish_response(&mut self, server: &mut Server, now: Instant) {
+        self.release_search(server);
         self.log_response(server, now, false);
         self.responding = false;
         self.head.clear();
@@ -1235,6 +1389,7 @@ impl<'h, 's> Response<'h, 's> {
             return Outcome {
                 status: head.status,
                 close: self.close,
+                deferred: false,
                 body: if self.is_head { None } else { body },
                 request_body: if self.close {
                     BodySkip::None
@@ -1264,6 +1419,7 @@ impl<'h, 's> Response<'h, 's> {
         Outcome {
             status,
             close: true,
+            deferred: false,
             body: None,
             request_body: BodySkip::None,
         }
@@ -1365,6 +1521,7 @@ fn respond(
     served_before: u32,
     secure: bool,
     head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
+    search: &mut SearchState,
 ) -> Outcome {
     let limits = &server.config.limits;
     let hsts_seconds = if secure {
@@ -1547,6 +1704,25 @@ fn respond(
             response.custom = Some(&custom);
             return crate::routing::not_found(&mut response, view, image, "/");
         }
+    }
+    if image.search().is_some() && (*normal == *SEARCH_PATH || *normal == *SEARCH_JSON_PATH) {
+        // The page is written once the query has run and the page is measured (transmit).
+        search.start(&normal, query, image);
+        search.is_head = is_head;
+        search.close = response.close;
+        search.version = view.version;
+        search.secure = secure;
+        return Outcome {
+            status: 200,
+            close: response.close,
+            body: None,
+            deferred: true,
+            request_body: if response.close {
+                BodySkip::None
+            } else {
+                response.request_body
+            },
+        };
     }
     let custom = image.header_rules().collect(&normal);
     response.custom = Some(&custom);

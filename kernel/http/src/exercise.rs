@@ -174,6 +174,33 @@ pub fn exercise_image(bytes: &[u8]) -> bool {
             run_script(&mut server, &script);
         }
     }
+    // Searches, when the site has an index: words from its first titles, odd queries.
+    if let Some(search) = image.index().search() {
+        for target in [
+            "/search?q=a+b+c",
+            "/search.json?q=%C3%A9t%C3%A9&page=2",
+            "/search?q=%21%21",
+            "/search",
+        ] {
+            let mut script = heapless::Vec::<u8, 256>::new();
+            let mut request = heapless::String::<200>::new();
+            let _ = core::fmt::Write::write_fmt(
+                &mut request,
+                format_args!("GET {target} HTTP/1.1\r\nHost: a\r\n\r\n"),
+            );
+            let _ = script.extend_from_slice(&[0, request.len() as u8]);
+            let _ = script.extend_from_slice(request.as_bytes());
+            let _ = script.extend_from_slice(&[1, 255, 1, 255, 1, 255]);
+            run_script(&mut server, &script);
+        }
+        for doc in 0..search.doc_count().min(8) as u32 {
+            let title = search.document(doc).title;
+            let query = bramble_site::search::Query::parse(title, search.language());
+            let mut results = bramble_site::search::Results::EMPTY;
+            let _ = search.run(&query, 1, &image, &mut results);
+            assert!(results.hits().len() <= bramble_site::search::PAGE_SIZE);
+        }
+    }
     // Requests the site's rules answer: each redirect pattern with its splat and
     // placeholders filled in, each header block's pattern likewise.
     let index = image.index();

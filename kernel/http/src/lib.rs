@@ -71,6 +71,7 @@ mod fields;
 mod path;
 mod response;
 mod routing;
+mod search;
 mod server;
 
 pub use connection::{

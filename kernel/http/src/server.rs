@@ -219,6 +219,8 @@ pub struct Server<'a> {
     pub(crate) addresses: heapless::String<ADDRESSES_LEN>,
     /// ACME HTTP-01 answers being served: token and key authorization.
     pub(crate) acme_answers: heapless::Vec<AcmeAnswer, MAX_ACME_ANSWERS>,
+    /// The searches being answered (a few at once, shared by all connections).
+    pub(crate) searches: crate::search::SearchSlots,
 }
 
 /// HTTP-01 answers served at once (an order's names are validated one at a time; a few more
@@ -251,6 +253,7 @@ impl<'a> Server<'a> {
             wall_clock: None,
             addresses: heapless::String::new(),
             acme_answers: heapless::Vec::new(),
+            searches: crate::search::SearchSlots::new(),
         }
     }
 

@@ -9,6 +9,8 @@
 //! The image layout is in `site/FORMAT.md`.
 
 pub mod compress;
+pub mod html_text;
+pub mod listing;
 pub mod mime;
 pub mod policy;
 pub mod walk;
@@ -73,6 +75,16 @@ pub struct SiteOptions {
     /// Referrer-Policy: strict-origin-when-cross-origin, X-Frame-Options: SAMEORIGIN).
     #[arg(long)]
     pub no_security_headers: bool,
+    /// Write a listing (HTML index.html and index.json: name, size, date) for this folder
+    /// and the folders below it, where they have no index.html; repeatable. A folder holding
+    /// a `.bramble-listing` file is listed too.
+    #[arg(long, value_name = "FOLDER")]
+    pub listing: Vec<String>,
+    /// Build a search index of the HTML pages: /search?q= answers with ranked results (an
+    /// HTML page, styled by the site's search.html if it has one, with {{query}} and
+    /// {{results}} placeholders) and /search.json?q= with the same as JSON.
+    #[arg(long)]
+    pub search: bool,
 }
 
 impl SiteOptions {
@@ -184,6 +196,27 @@ pub struct PackSummary {
     pub checksum: u32,
     /// Wall time of the pack.
     pub elapsed: Duration,
+    /// The search index, with `--search`.
+    pub search: Option<SearchSummary>,
+}
+
+/// The numbers of a search index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchSummary {
+    /// Pages indexed.
+    pub pages: usize,
+    /// Distinct terms.
+    pub terms: usize,
+    /// Bytes of the pages' text (what was indexed).
+    pub text_bytes: u64,
+    /// Bytes of the dictionary and document table (in the index, read at boot).
+    pub dictionary_bytes: u64,
+    /// Bytes of the postings (read on demand).
+    pub postings_bytes: u64,
+    /// Bytes of snippet text kept (read on demand).
+    pub snippet_bytes: u64,
+    /// Time spent reading the pages' text and building the index.
+    pub elapsed: Duration,
 }
 
 /// `bytes` for people: `512 B`, `17.2 KiB`, `55.7 MiB`.
@@ -214,7 +247,23 @@ impl fmt::Display for PackSummary {
             self.elapsed.as_secs_f64(),
             self.cached_files,
             self.compressible_files
-        )
+        )?;
+        if let Some(search) = &self.search {
+            write!(
+                f,
+                "; search: {} pages, {} terms, index {} (dictionary {}, postings {}) for {} of \
+                 text, snippets {}, {:.2} s",
+                search.pages,
+                search.terms,
+                human(search.dictionary_bytes + search.postings_bytes),
+                human(search.dictionary_bytes),
+                human(search.postings_bytes),
+                human(search.text_bytes),
+                human(search.snippet_bytes),
+                search.elapsed.as_secs_f64()
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -313,6 +362,9 @@ pub enum PackError {
     /// `SOURCE_DATE_EPOCH` is set but is not a number of seconds.
     #[error("SOURCE_DATE_EPOCH={0:?} is not a non-negative integer number of seconds")]
     BadSourceDateEpoch(String),
+    /// The search template or the site's paths do not fit `--search`.
+    #[error("{0}")]
+    Search(String),
     /// `_redirects` or `_headers` has a problem.
     #[error("{0}")]
     Rules(#[from] bramble_site::rules_text::RulesError),
@@ -334,6 +386,8 @@ struct PackedFile {
     spec: FileSpec,
     compressible: bool,
     from_cache: bool,
+    /// Made by the packer (a listing), not read from the folder.
+    generated: bool,
 }
 
 /// Packs the site folder `dir` into an image.
@@ -366,12 +420,53 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
     };
     let redirects_file = rule_file("_redirects")?;
     let headers_file = rule_file("_headers")?;
-    sources.retain(|f| f.url_path != "/_redirects" && f.url_path != "/_headers");
+    let template_file = if opts.site.search {
+        rule_file("search.html")?
+    } else {
+        None
+    };
+    sources.retain(|f| {
+        f.url_path != "/_redirects"
+            && f.url_path != "/_headers"
+            && !(opts.site.search && f.url_path == "/search.html")
+            && !f.url_path.ends_with(&format!("/{}", listing::MARKER))
+    });
+    if opts.site.search {
+        for reserved in ["/search", "/search.json", "/search/index.html"] {
+            if sources.iter().any(|f| f.url_path == reserved) {
+                return Err(PackError::Search(format!(
+                    "the site has {reserved}, but with --search /search and /search.json \
+                     answer searches; rename it"
+                )));
+            }
+        }
+    }
+    let template = match &template_file {
+        Some((path, text)) => {
+            bramble_site::search::build::template_pieces(text).map_err(|why| {
+                PackError::Search(format!(
+                    "{} cannot be the search template: {why}",
+                    path.display()
+                ))
+            })?
+        }
+        None => Vec::new(),
+    };
+    let asked: Vec<String> = opts
+        .site
+        .listing
+        .iter()
+        .map(|f| listing::folder_path(f))
+        .collect();
+    let generated = listing::listings(dir, &sources, &asked, opts.source_date_epoch)?;
     let redirects = match &redirects_file {
         Some((path, text)) => {
             let parsed = rules::parse_redirects(text, path)?;
-            let paths: std::collections::HashSet<&str> =
-                sources.iter().map(|f| f.url_path.as_str()).collect();
+            let paths: std::collections::HashSet<&str> = sources
+                .iter()
+                .map(|f| f.url_path.as_str())
+                .chain(generated.iter().map(|g| g.url_path.as_str()))
+                .collect();
             rules::check_rewrite_targets(&parsed, text, path, |target| {
                 site_serves(&paths, target)
             })?;
@@ -421,7 +516,17 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
         })
         .collect::<Result<Vec<_>, _>>();
     progress.finish_and_clear();
-    let packed = packed?;
+    let mut packed = packed?;
+    let listings: Vec<PackedFile> = generated
+        .into_par_iter()
+        .map(|g| pack_body(&g.url_path, g.body, g.modified, cache.as_ref(), opts.effort))
+        .collect();
+    packed.extend(listings);
+    let search = if opts.site.search {
+        Some(search_index(&mut packed, template)?)
+    } else {
+        None
+    };
 
     let mut summary = PackSummary {
         files: packed.len(),
@@ -435,11 +540,15 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
         image_bytes: 0,
         checksum: 0,
         elapsed: Duration::ZERO,
+        search: search.as_ref().map(|(_, summary)| summary.clone()),
     };
     let mut writer = SiteImageWriter::new();
     writer.set_flags(opts.site.flags());
     writer.set_redirects(redirects)?;
     writer.set_header_blocks(header_blocks)?;
+    if let Some((built, _)) = search {
+        writer.set_search(built)?;
+    }
     for file in packed {
         summary.raw_bytes += file.spec.identity.body.len() as u64;
         if let Some(gzip) = &file.spec.gzip {
@@ -485,6 +594,72 @@ fn site_serves(paths: &std::collections::HashSet<&str>, path: &str) -> bool {
         || paths.contains(format!("{path}.html").as_str())
 }
 
+/// The search index of the HTML pages among `packed` (404 pages and listings left out).
+fn search_index(
+    packed: &mut [PackedFile],
+    template: Vec<(u32, String)>,
+) -> Result<(bramble_site::search::build::BuiltSearch, SearchSummary), PackError> {
+    use bramble_site::search::build::{SearchDocument, build};
+    let started = Instant::now();
+    packed.sort_by(|a, b| a.spec.path.cmp(&b.spec.path));
+    let pages: Vec<&PackedFile> = packed
+        .iter()
+        .filter(|file| {
+            file.spec.content_type.starts_with("text/html")
+                && !file.spec.path.ends_with("/404.html")
+                && !file.generated
+        })
+        .collect();
+    let texts: Vec<(String, html_text::PageText)> = pages
+        .par_iter()
+        .map(|file| {
+            let html = String::from_utf8_lossy(&file.spec.identity.body);
+            (file.spec.path.clone(), html_text::page_text(&html))
+        })
+        .collect();
+    // The site's language: the home page's, else the first page that says.
+    let language = texts
+        .iter()
+        .find(|(path, _)| path == "/index.html")
+        .and_then(|(_, page)| page.language.clone())
+        .or_else(|| texts.iter().find_map(|(_, page)| page.language.clone()));
+    let english = language
+        .as_deref()
+        .is_none_or(|lang| lang.starts_with("en"));
+    let docs: Vec<SearchDocument> = texts
+        .into_iter()
+        .filter(|(_, page)| !page.noindex)
+        .map(|(path, page)| {
+            let title = if page.title.is_empty() {
+                path.rsplit('/').next().unwrap_or(&path).to_string()
+            } else {
+                page.title
+            };
+            SearchDocument {
+                path,
+                title,
+                headings: page.headings,
+                text: page.text,
+            }
+        })
+        .collect();
+    let text_bytes = docs
+        .iter()
+        .map(|d| (d.title.len() + d.text.len()) as u64)
+        .sum();
+    let built = build(&docs, english, template);
+    let summary = SearchSummary {
+        pages: built.docs.len(),
+        terms: built.terms.len(),
+        text_bytes,
+        dictionary_bytes: built.dictionary_bytes() as u64,
+        postings_bytes: built.postings.len() as u64,
+        snippet_bytes: built.text.len() as u64,
+        elapsed: started.elapsed(),
+    };
+    Ok((built, summary))
+}
+
 /// Reads, hashes and compresses one file.
 fn pack_file(
     source: &SourceFile,
@@ -503,17 +678,31 @@ fn pack_file(
     {
         body = inject_before_body_end(body, text.as_bytes());
     }
+    let modified = source_date_epoch.unwrap_or(source.modified);
+    let mut file = pack_body(&source.url_path, body, modified, cache, opts.effort);
+    file.generated = false;
+    Ok(file)
+}
+
+/// Hashes and compresses one body (a file's, or a generated listing's).
+fn pack_body(
+    url_path: &str,
+    body: Vec<u8>,
+    modified: u64,
+    cache: Option<&CompressionCache>,
+    effort: compress::Effort,
+) -> PackedFile {
     let digest = Sha256::digest(&body);
     let hash_hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
     let tag = &hash_hex[..16];
-    let (content_type, compressible_type) = mime::content_type(&source.url_path);
+    let (content_type, compressible_type) = mime::content_type(url_path);
     // Tiny bodies get no variants: they could save less than a header line.
     let compressible = compressible_type && body.len() >= compress::MIN_COMPRESS_BYTES;
     let mut from_cache = compressible;
     let mut variant = |encoding: Encoding, suffix: &str| -> Option<VariantSpec> {
         let (compressed, hit) = match cache {
-            Some(cache) => cache.get_or_compress(&hash_hex, encoding, opts.effort, &body),
-            None => (encoding.compress_with(&body, opts.effort), false),
+            Some(cache) => cache.get_or_compress(&hash_hex, encoding, effort, &body),
+            None => (encoding.compress_with(&body, effort), false),
         };
         from_cache &= hit;
         compress::worth_keeping(body.len(), compressed.len()).then(|| VariantSpec {
@@ -533,12 +722,11 @@ fn pack_file(
     } else {
         (None, None)
     };
-    let modified = source_date_epoch.unwrap_or(source.modified);
-    Ok(PackedFile {
+    PackedFile {
         spec: FileSpec {
-            path: source.url_path.clone(),
+            path: url_path.to_string(),
             content_type: content_type.to_string(),
-            cache_control: policy::cache_control(&source.url_path, content_type).to_string(),
+            cache_control: policy::cache_control(url_path, content_type).to_string(),
             last_modified: modified,
             last_modified_http: http_date(modified),
             identity: VariantSpec {
@@ -550,7 +738,8 @@ fn pack_file(
         },
         compressible,
         from_cache: compressible && from_cache,
-    })
+        generated: true,
+    }
 }
 
 /// `body` with `text` inserted before its last `</body>` (any case), or appended.
