@@ -521,6 +521,12 @@ fn measure(
         .iter()
         .filter(|(t, _)| args.targets.iter().any(|a| a == t))
     {
+        if target.starts_with("search") {
+            result.notes.push(format!(
+                "{target}: skipped, the search targets run in the QEMU guest only"
+            ));
+            continue;
+        }
         let https = server.https_address();
         if super::report::is_tls_target(target) && https.is_none() {
             result.notes.push(format!(

@@ -15,6 +15,7 @@
 //! Benchmarks measure; they assert nothing about timing. Every request goes to 127.0.0.1;
 //! every load run is bounded in time; every QEMU is stopped by its PID.
 
+pub mod corpus;
 pub mod counters;
 pub mod guest;
 mod hosted;
@@ -58,8 +59,9 @@ pub struct BenchArgs {
     /// tls-resumed (the page over HTTPS, a new connection per request, the session resumed),
     /// tls-full (the page over HTTPS, a new connection and a full handshake per request, by
     /// openssl s_time), cold (Bramble only: an 8 MiB file read from the SD card with the cache
-    /// emptied first, three rounds, for the card's speed). Systems without HTTPS skip the tls-
-    /// targets.
+    /// emptied first, three rounds, for the card's speed), search1 and search3 (Bramble in
+    /// QEMU only: `/search?q=` with one and three words over the site's 1,000 docs pages).
+    /// Systems without HTTPS skip the tls- targets.
     #[arg(
         long,
         value_delimiter = ',',
@@ -208,7 +210,7 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
         if !TARGETS.iter().any(|(name, _)| name == target) && target != report::COLD_TARGET.0 {
             bail!(
                 "unknown target '{target}' (use page, 100k, 304, tls-page, tls-resumed, \
-                 tls-full or cold)"
+                 tls-full, cold, search1 or search3)"
             );
         }
     }
@@ -287,6 +289,12 @@ fn measure(
                 "{target}: skipped, {} serves no HTTPS",
                 system.name()
             ));
+            continue;
+        }
+        if target.starts_with("search") && !system.searches() {
+            result
+                .notes
+                .push(format!("{target}: skipped, only Bramble answers /search"));
             continue;
         }
         let Some(request) = target_request(target, &validator, args.close) else {
@@ -437,6 +445,8 @@ fn target_request(
         "page" | "tls-page" | "tls-full" => ("/", Vec::new()),
         "100k" => (systems::FILE_100K_URL, Vec::new()),
         "tls-resumed" => ("/", vec![("Connection".to_string(), "close".to_string())]),
+        "search1" => (systems::search_one_word(), Vec::new()),
+        "search3" => (systems::search_three_words(), Vec::new()),
         _ => ("/", vec![validator.clone()?]),
     };
     if close && target != "tls-resumed" {
@@ -575,7 +585,9 @@ fn cpu_cost(
         .iter()
         .filter(|(t, _)| args.targets.iter().any(|a| a == t))
     {
-        if report::is_tls_target(target) && !system.serves_https() {
+        if report::is_tls_target(target) && !system.serves_https()
+            || target.starts_with("search") && !system.searches()
+        {
             continue;
         }
         let Some(request) = target_request(target, validator, args.close) else {

@@ -219,7 +219,7 @@ impl CpuCost {
 }
 
 /// The request kinds, in report order: (target name, description).
-pub const TARGETS: [(&str, &str); 6] = [
+pub const TARGETS: [(&str, &str); 8] = [
     ("page", "6,271-byte index.html"),
     ("100k", "100 KiB file"),
     ("304", "revalidation of / (If-None-Match), 304"),
@@ -237,6 +237,8 @@ pub const TARGETS: [(&str, &str); 6] = [
         "index.html over HTTPS, a new TCP connection and a full TLS handshake per request \
          (openssl s_time -new, at most 10 clients; no latency figures)",
     ),
+    ("search1", "/search?q= one word, 1,000 pages"),
+    ("search3", "/search?q= three words, 1,000 pages"),
 ];
 
 /// Whether `target` is one of the HTTPS targets.

@@ -36,6 +36,44 @@ pub fn noise(len: usize, seed: u32) -> Vec<u8> {
         .collect()
 }
 
+/// Copies the folder `from` into `to` (created), with its subfolders (the docs pages).
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+/// The one-word search target's path.
+pub fn search_one_word() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        format!(
+            "/search?q={}",
+            crate::corpus::word(crate::corpus::ONE_WORD_RANK)
+        )
+    })
+}
+
+/// The three-word search target's path.
+pub fn search_three_words() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let words: Vec<String> = crate::corpus::THREE_WORD_RANKS
+            .iter()
+            .map(|&rank| crate::corpus::word(rank))
+            .collect();
+        format!("/search?q={}", words.join("+"))
+    })
+}
+
 /// The benchmark site: the baseline's 6,271-byte page and a 100 KiB file.
 pub struct Site {
     /// The folder both systems serve.
@@ -58,6 +96,7 @@ pub fn prepare_site(root: &Path, dir: &Path) -> anyhow::Result<Site> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("index.html"), &page)?;
     std::fs::write(dir.join(FILE_100K_URL.trim_start_matches('/')), &file_100k)?;
+    crate::corpus::write_docs(dir, crate::corpus::PAGES)?;
     Ok(Site {
         dir: dir.to_path_buf(),
         page,
@@ -115,15 +154,31 @@ impl System {
             std::fs::remove_dir_all(&site_dir)?;
         }
         std::fs::create_dir_all(&site_dir)?;
-        for entry in std::fs::read_dir(&site.dir)? {
-            let entry = entry?;
-            std::fs::copy(entry.path(), site_dir.join(entry.file_name()))?;
-        }
+        copy_tree(&site.dir, &site_dir)?;
         std::fs::write(
             site_dir.join(COLD_URL.trim_start_matches('/')),
             noise(COLD_BYTES, 0x1357_9bdf),
         )?;
-        let packed = pack_site(&site_dir, &PackOptions::default())?;
+        // The search targets need the index; the other targets do not see it.
+        let options = PackOptions {
+            site: bramble::pack::SiteOptions {
+                search: true,
+                ..Default::default()
+            },
+            cache_dir: bramble::pack::compress::default_cache_dir(),
+            ..PackOptions::default()
+        };
+        let packed = pack_site(&site_dir, &options)?;
+        if let Some(search) = &packed.summary.search {
+            eprintln!(
+                "bench: search index of {} pages: {} terms, dictionary {} B, postings {} B, for {} B of text",
+                search.pages,
+                search.terms,
+                search.dictionary_bytes,
+                search.postings_bytes,
+                search.text_bytes
+            );
+        }
         std::fs::create_dir_all(&dir)?;
         let kernel_bytes = std::fs::read(&kernel.raw)?;
         let mut sizes = BTreeMap::new();
@@ -172,6 +227,11 @@ impl System {
             System::Bramble { .. } => "bramble",
             System::Linux { .. } => "linux-busybox",
         }
+    }
+
+    /// Does it answer `/search` (Bramble with `--search`)?
+    pub fn searches(&self) -> bool {
+        matches!(self, System::Bramble { .. })
     }
 
     /// What is booted, in a sentence.

@@ -231,7 +231,13 @@ fn help_lists_the_site_options() {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&help.stdout);
-        for flag in ["--clean-urls", "--spa-fallback", "--no-security-headers"] {
+        for flag in [
+            "--clean-urls",
+            "--spa-fallback",
+            "--no-security-headers",
+            "--listing",
+            "--search",
+        ] {
             assert!(
                 text.contains(flag),
                 "{command} --help lacks {flag}:\n{text}"
@@ -269,4 +275,76 @@ fn pack_flags_reach_the_image() {
     assert_eq!(image.index().redirects().len(), 4);
     assert_eq!(image.index().header_rules().len(), 2);
     assert!(image.get("/_redirects").is_none());
+}
+
+#[test]
+fn serve_lists_folders_and_searches() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("site");
+    good_site(&dir);
+    write(
+        &dir,
+        "docs/install.html",
+        "<html lang=en><title>Install</title><p>Installing the server takes a minute.</p>",
+    );
+    write(&dir, "files/a.zip", "zip");
+    write(&dir, "files/b.txt", "b");
+    write(&dir, "marked/.bramble-listing", "");
+    write(&dir, "marked/x.bin", "x");
+    write(
+        &dir,
+        "search.html",
+        "<!DOCTYPE html><title>{{query}} - my site</title>{{results}}",
+    );
+    let server = start(&dir, &["--search", "--listing", "files"]);
+    let url = |path: &str| format!("{}{path}", server.base);
+    let r = fetch(&url("/files/"));
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body.contains("a.zip") && r.body.contains("b.txt"),
+        "{}",
+        r.body
+    );
+    let r = fetch(&url("/files/index.json"));
+    assert!(r.body.contains("\"name\":\"a.zip\""), "{}", r.body);
+    let r = fetch(&url("/marked/"));
+    assert!(r.body.contains("x.bin"), "a marker file lists its folder");
+    assert_eq!(fetch(&url("/marked/.bramble-listing")).status, 404);
+    let r = fetch(&url("/search?q=installing"));
+    assert_eq!(r.status, 200);
+    assert!(
+        r.body
+            .starts_with("<!DOCTYPE html><title>installing - my site</title>")
+    );
+    assert!(r.body.contains("<mark>Installing</mark>"), "{}", r.body);
+    assert_eq!(
+        fetch(&url("/search.html")).status,
+        404,
+        "the template is not a page"
+    );
+    let r = fetch(&url("/search.json?q=minute"));
+    assert!(
+        r.body.contains("\"url\":\"/docs/install.html\""),
+        "{}",
+        r.body
+    );
+
+    // A template with two {{results}} is a pack error naming it; a search.html without
+    // any (Sphinx writes one driven by scripts) is an ordinary page.
+    write(&dir, "search.html", "{{results}}{{results}}");
+    let out = temp.path().join("x.bin");
+    let packed = pack(&dir, &out, &["--search"]);
+    let stderr = String::from_utf8_lossy(&packed.stderr);
+    assert!(!packed.status.success());
+    assert!(
+        stderr.contains("search.html cannot be the search template"),
+        "{stderr}"
+    );
+    write(&dir, "search.html", "<p>a page of its own</p>");
+    let packed = pack(&dir, &out, &["--search"]);
+    assert!(packed.status.success());
+    let bytes = std::fs::read(&out).unwrap();
+    let image = bramble_site::SiteImage::new_checked(&bytes).unwrap();
+    assert!(image.get("/search.html").is_some());
+    assert_eq!(image.index().search().unwrap().pieces().count(), 0);
 }

@@ -167,7 +167,7 @@ pub struct Hit {
     pub score: u32,
     /// How many of the query's terms it holds.
     pub matched: u32,
-    /// Where the first of them occurs in its text, plus one (0: only in the title).
+    /// Where the rarest of them first occurs in its text, plus one (0: only in the title).
     pub first_at: u32,
 }
 
@@ -282,6 +282,8 @@ struct Cursor {
     /// The entry under the cursor (doc, impact, first offset + 1), or `None` at the end.
     current: Option<(u32, u32, u32)>,
     last_doc: Option<u32>,
+    /// The term's document frequency: the snippet shows the rarest matched term.
+    df: u32,
 }
 
 impl<'a> SearchIndex<'a> {
@@ -497,7 +499,7 @@ impl<'a> SearchIndex<'a> {
         let mut cursors: [Option<Cursor>; MAX_QUERY_TERMS] = [const { None }; MAX_QUERY_TERMS];
         let mut budget = MAX_POSTINGS_BYTES;
         for (slot, term) in cursors.iter_mut().zip(query.terms()) {
-            let Some((start, end, _)) = self.lookup(term) else {
+            let Some((start, end, df)) = self.lookup(term) else {
                 continue;
             };
             let len = (end - start).min(budget);
@@ -513,6 +515,7 @@ impl<'a> SearchIndex<'a> {
                 end: start + len,
                 current: None,
                 last_doc: None,
+                df,
             };
             cursor.advance(self.postings, self.doc_count() as u32, source)?;
             *slot = Some(cursor);
@@ -531,13 +534,16 @@ impl<'a> SearchIndex<'a> {
                 doc,
                 ..Hit::default()
             };
+            let mut rarest = u32::MAX;
             for cursor in cursors.iter_mut().flatten() {
                 if let Some((d, impact, first_at)) = cursor.current
                     && d == doc
                 {
                     hit.matched += 1;
                     hit.score += impact;
-                    if first_at != 0 && (hit.first_at == 0 || first_at < hit.first_at) {
+                    // The snippet shows the rarest of the terms the page holds in its text.
+                    if first_at != 0 && cursor.df < rarest {
+                        rarest = cursor.df;
                         hit.first_at = first_at;
                     }
                     cursor.advance(self.postings, self.doc_count() as u32, source)?;

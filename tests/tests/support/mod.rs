@@ -4,6 +4,8 @@
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod chromium;
+
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
 pub use bramble_http_response::{Parsed, Response, parse_response};
@@ -69,7 +71,31 @@ pub fn boot_site_with(
     tls: Option<bramble::image::TlsFiles>,
     host_loopback: bool,
 ) -> (ServedSite, Option<u16>) {
-    boot_image_with(pack(site).image, settings, tls, host_loopback)
+    boot_site_packed(
+        site,
+        settings,
+        tls,
+        host_loopback,
+        bramble::pack::SiteOptions::default(),
+    )
+}
+
+/// Like [`boot_site_with`], packing the site with `site_options` (`--search`, `--listing`,
+/// `--clean-urls`...).
+pub fn boot_site_packed(
+    site: &Path,
+    settings: &str,
+    tls: Option<bramble::image::TlsFiles>,
+    host_loopback: bool,
+    site_options: bramble::pack::SiteOptions,
+) -> (ServedSite, Option<u16>) {
+    let options = PackOptions {
+        source_date_epoch: Some(SOURCE_DATE_EPOCH),
+        site: site_options,
+        ..PackOptions::default()
+    };
+    let packed = pack_site(site, &options).expect("pack the site");
+    boot_image_with(packed.image, settings, tls, host_loopback)
 }
 
 /// Builds an SD card holding `site_image` as SITE.BIN and `settings` as BRAMBLE.TXT, boots

@@ -420,15 +420,18 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
     };
     let redirects_file = rule_file("_redirects")?;
     let headers_file = rule_file("_headers")?;
+    // A search.html with a {{results}} placeholder is the results template; any other
+    // search.html (Sphinx writes a script-driven one) stays an ordinary page.
     let template_file = if opts.site.search {
         rule_file("search.html")?
+            .filter(|(_, text)| text.contains("{{results}}") || text.contains("{{ results }}"))
     } else {
         None
     };
     sources.retain(|f| {
         f.url_path != "/_redirects"
             && f.url_path != "/_headers"
-            && !(opts.site.search && f.url_path == "/search.html")
+            && !(template_file.is_some() && f.url_path == "/search.html")
             && !f.url_path.ends_with(&format!("/{}", listing::MARKER))
     });
     if opts.site.search {
