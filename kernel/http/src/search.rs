@@ -581,7 +581,8 @@ impl SearchState {
             let request = BodyRequest {
                 body: search.text_body(),
                 offset: doc.text_offset + (start + got) as u32,
-                lookup: got == 0,
+                // Counted as a cache lookup once per response: in the measuring pass.
+                lookup: got == 0 && out.measuring(),
             };
             match source.read(request, &mut buffer[got..wanted]) {
                 BodyStatus::Ready(n) if n > 0 => got += n,
@@ -694,6 +695,8 @@ impl NoteText {
 /// A writer that can be told a body read has to wait (the page cannot be written yet).
 trait Waits {
     fn wait(&mut self, wait: SearchWait) -> fmt::Result;
+    /// Is this the pass that measures the page (before its head goes out)?
+    fn measuring(&self) -> bool;
 }
 
 /// The bytes of the page from `skip` on, into `out`; counts the whole length when `out` is
@@ -749,6 +752,10 @@ impl Waits for Window<'_> {
         self.wait = Some(wait);
         Err(fmt::Error)
     }
+
+    fn measuring(&self) -> bool {
+        self.out.is_empty()
+    }
 }
 
 /// A JSON string being written into a window: escapes what goes through it.
@@ -789,6 +796,10 @@ impl Write for JsonString<'_, '_> {
 impl Waits for JsonString<'_, '_> {
     fn wait(&mut self, wait: SearchWait) -> fmt::Result {
         self.out.wait(wait)
+    }
+
+    fn measuring(&self) -> bool {
+        self.out.measuring()
     }
 }
 
