@@ -8,12 +8,20 @@ use std::time::{Duration, Instant};
 /// The longest one Chromium run may take before it is killed and the test fails.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
 
-pub fn find_chromium() -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
+/// The Chromium on PATH. Panics, saying how to install it, when there is none: tools/setup.sh
+/// installs Debian's `chromium`, and a skipped browser stage would pass unnoticed in CI.
+pub fn find_chromium() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
     ["chromium", "chromium-browser", "google-chrome"]
         .iter()
         .flat_map(|name| std::env::split_paths(&path).map(move |dir| dir.join(name)))
         .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "chromium is not on PATH: run tools/setup.sh (it installs the Debian package \
+                 `chromium`)"
+            )
+        })
 }
 
 /// Runs Chromium headless on `url` with a fresh profile and `extra` arguments; waits for it
