@@ -201,9 +201,28 @@ pub fn build_kernel() -> anyhow::Result<KernelArtifacts> {
     let raw = dir.join("kernel.img");
     let elf_bytes = std::fs::read(&elf).with_context(|| format!("reading {}", elf.display()))?;
     let image = flat_image(&elf_bytes).context("turning the kernel ELF into kernel.img")?;
-    std::fs::write(&raw, &image).with_context(|| format!("writing {}", raw.display()))?;
+    write_unless_same(&raw, &image).with_context(|| format!("writing {}", raw.display()))?;
     eprintln!("kernel.img: {} bytes ({})", image.len(), raw.display());
     Ok(KernelArtifacts { elf, raw })
+}
+
+/// Writes `bytes` to `path` so that a reader never sees a partial file: nothing when the file
+/// already holds them, else a temporary file beside it renamed over it. Tests that boot QEMU
+/// build the kernel from several threads at once, and a QEMU started on a kernel.img that
+/// another thread was rewriting booted a truncated kernel and never printed its ready line.
+fn write_unless_same(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if std::fs::read(path).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    static SERIAL: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let serial = SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{}-{serial}.tmp", std::process::id()));
+    let temporary = path.with_file_name(name);
+    std::fs::write(&temporary, bytes)?;
+    std::fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temporary);
+    })
 }
 
 /// The loadable contents of a 32-bit little-endian ARM ELF as one flat image starting at
