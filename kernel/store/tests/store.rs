@@ -424,10 +424,19 @@ fn the_index_is_checked_before_anything_is_served() {
         read_index(&mut card, &short, &mut buffer),
         Err(IndexError::Truncated { .. })
     ));
-    let short = FileExtents::contiguous(0, 100);
+    // The header whole, the index cut short.
+    let short = FileExtents::contiguous(0, bramble_site::HEADER_LEN as u32 + 36);
     assert!(matches!(
         read_index(&mut card, &short, &mut buffer),
         Err(IndexError::Truncated { .. })
+    ));
+    // Shorter than the header.
+    let short = FileExtents::contiguous(0, bramble_site::HEADER_LEN as u32 - 1);
+    assert!(matches!(
+        read_index(&mut card, &short, &mut buffer),
+        Err(IndexError::Format(
+            bramble_site::FormatError::TooShort { .. }
+        ))
     ));
     let empty = FileExtents::contiguous(0, 0);
     assert!(read_index(&mut card, &empty, &mut buffer).is_err());
