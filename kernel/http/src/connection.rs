@@ -478,6 +478,11 @@ impl Connection {
         if !self.open || !self.responding || self.broken {
             return 0;
         }
+        if self.sending.deferred {
+            // A generated page whose length is known only once its query has run (in
+            // readable): at least one byte is coming, so the network stack asks for it.
+            return 1;
+        }
         (self.head.len() - self.sending.head_sent)
             + (self.sending.body_end - self.sending.body_next) as usize
     }
