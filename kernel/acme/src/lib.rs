@@ -29,7 +29,7 @@ pub use key::EcKey;
 pub use order::{AcmeError, Action, ChallengeAnswer, Issued, OrderRun, OrderSettings, Request};
 pub use protocol::ChallengeKind;
 pub use schedule::{Backoff, BackoffPolicy};
-pub use store::{BlockStore, CertificateStore, MemoryBlocks, Record, StoreError};
+pub use store::{BlockStore, CertificateStore, MemoryBlocks, Record, SliceBlocks, StoreError};
 
 /// Let's Encrypt's production directory: `acme_directory`'s default.
 pub const LETS_ENCRYPT_DIRECTORY: &str = "https://acme-v02.api.letsencrypt.org/directory";

@@ -98,31 +98,57 @@ impl MemoryBlocks {
 
 impl BlockStore for MemoryBlocks {
     fn block_count(&self) -> u32 {
-        (self.bytes.len() / BLOCK_LEN) as u32
+        u32::try_from(self.bytes.len() / BLOCK_LEN).unwrap_or(u32::MAX)
     }
 
     fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError> {
-        let start = (index as usize)
-            .checked_mul(BLOCK_LEN)
+        SliceBlocks::new(&mut self.bytes).read_block(index, out)
+    }
+
+    fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError> {
+        SliceBlocks::new(&mut self.bytes).write_block(index, data)?;
+        self.writes += 1;
+        Ok(())
+    }
+}
+
+/// A region of memory seen as blocks (the board's store in RAM, and [`MemoryBlocks`]').
+pub struct SliceBlocks<'a> {
+    bytes: &'a mut [u8],
+}
+
+impl<'a> SliceBlocks<'a> {
+    /// The whole blocks of `bytes` (a partial block at the end is not used).
+    pub fn new(bytes: &'a mut [u8]) -> Self {
+        Self { bytes }
+    }
+
+    fn range(&self, index: u32) -> Result<core::ops::Range<usize>, StoreError> {
+        let start = usize::try_from(index)
+            .ok()
+            .and_then(|index| index.checked_mul(BLOCK_LEN))
             .ok_or(StoreError::Device)?;
-        let block = self
-            .bytes
-            .get(start..start + BLOCK_LEN)
-            .ok_or(StoreError::Device)?;
+        let end = start.checked_add(BLOCK_LEN).ok_or(StoreError::Device)?;
+        Ok(start..end)
+    }
+}
+
+impl BlockStore for SliceBlocks<'_> {
+    fn block_count(&self) -> u32 {
+        u32::try_from(self.bytes.len() / BLOCK_LEN).unwrap_or(u32::MAX)
+    }
+
+    fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError> {
+        let range = self.range(index)?;
+        let block = self.bytes.get(range).ok_or(StoreError::Device)?;
         out.copy_from_slice(block);
         Ok(())
     }
 
     fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError> {
-        let start = (index as usize)
-            .checked_mul(BLOCK_LEN)
-            .ok_or(StoreError::Device)?;
-        let block = self
-            .bytes
-            .get_mut(start..start + BLOCK_LEN)
-            .ok_or(StoreError::Device)?;
+        let range = self.range(index)?;
+        let block = self.bytes.get_mut(range).ok_or(StoreError::Device)?;
         block.copy_from_slice(data);
-        self.writes += 1;
         Ok(())
     }
 }
@@ -409,6 +435,22 @@ mod tests {
             chain_pem: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
                 .repeat(usize::from(n) * 9 + 1),
         }
+    }
+
+    #[test]
+    fn a_slice_is_whole_blocks_and_a_block_past_it_is_refused_even_where_the_offset_overflows() {
+        let mut bytes = [0u8; BLOCK_LEN * 2 + 100];
+        let mut blocks = SliceBlocks::new(&mut bytes);
+        assert_eq!(blocks.block_count(), 2);
+        blocks.write_block(1, &[7; BLOCK_LEN]).unwrap();
+        let mut out = [0; BLOCK_LEN];
+        blocks.read_block(1, &mut out).unwrap();
+        assert_eq!(out, [7; BLOCK_LEN]);
+        for index in [2, u32::MAX / 512 + 1, u32::MAX] {
+            assert_eq!(blocks.read_block(index, &mut out), Err(StoreError::Device));
+            assert_eq!(blocks.write_block(index, &out), Err(StoreError::Device));
+        }
+        assert_eq!(bytes[BLOCK_LEN * 2..], [0; 100]);
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! checksums) is the same code the hosted build writes to a file.
 
 use crate::arena::Arena;
-use bramble_acme::store::{BLOCK_LEN, BlockStore, DEFAULT_REGION_BLOCKS, StoreError};
+use bramble_acme::store::{BLOCK_LEN, BlockStore, DEFAULT_REGION_BLOCKS, SliceBlocks};
 use bramble_net::appliance::HttpsMemory;
 use bramble_net::appliance::acme::{AcmeConfig, AcmeMemory};
 use bramble_settings::{CertificateStore, HttpsMode, Settings};
@@ -18,41 +18,6 @@ use bramble_settings::{CertificateStore, HttpsMode, Settings};
 /// from pebble peaked at 18 KiB of heap (the QEMU test's status line); Let's Encrypt's longer
 /// chains and bigger answers get five times that.
 pub const ACME_HEAP_BYTES: usize = 96 * 1024;
-
-/// A store region in RAM cut from the arena (no heap).
-struct RamBlocks {
-    bytes: &'static mut [u8],
-}
-
-impl BlockStore for RamBlocks {
-    fn block_count(&self) -> u32 {
-        (self.bytes.len() / BLOCK_LEN) as u32
-    }
-
-    fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError> {
-        let start = (index as usize)
-            .checked_mul(BLOCK_LEN)
-            .ok_or(StoreError::Device)?;
-        let block = self
-            .bytes
-            .get(start..start + BLOCK_LEN)
-            .ok_or(StoreError::Device)?;
-        out.copy_from_slice(block);
-        Ok(())
-    }
-
-    fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError> {
-        let start = (index as usize)
-            .checked_mul(BLOCK_LEN)
-            .ok_or(StoreError::Device)?;
-        let block = self
-            .bytes
-            .get_mut(start..start + BLOCK_LEN)
-            .ok_or(StoreError::Device)?;
-        block.copy_from_slice(data);
-        Ok(())
-    }
-}
 
 /// Everything `Appliance::start_acme` takes, cut from the arena.
 pub struct Acme {
@@ -114,7 +79,7 @@ pub fn prepare(settings: &Settings, arena: &mut Arena) -> Option<Acme> {
         );
     }
     let region = arena.zeroed_bytes(DEFAULT_REGION_BLOCKS as usize * BLOCK_LEN)?;
-    let store: &'static mut dyn BlockStore = arena.value(RamBlocks { bytes: region })?;
+    let store: &'static mut dyn BlockStore = arena.value(SliceBlocks::new(region))?;
     let memory = arena.value(AcmeMemory::new())?;
     Some(Acme {
         config: AcmeConfig {
