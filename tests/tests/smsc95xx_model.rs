@@ -236,6 +236,9 @@ fn bramble_drives_the_lan9514_model_and_survives_its_faults() {
     model("note bramble ready");
 
     check_site(&netns, address, &files);
+    // The HTTP traffic went to the stream pool, so smoltcp may not know the namespace's MAC
+    // yet; the pings below count replies.
+    wait_reachable(&netns, address);
     // Replies of 504 and 1,016 bytes: with the 8 command bytes a transfer of exactly one and
     // two packets, which must end with a ZLP, not a pad byte the FCT would read as the next
     // TX command (the model answers that with a loss of sync and a STALL).
