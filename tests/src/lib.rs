@@ -4,6 +4,7 @@
 pub mod attack;
 pub mod hoard;
 pub mod monitor;
+pub mod sntp;
 
 use bramble::kernel::KernelArtifacts;
 use bramble_qemu::QemuConfig;

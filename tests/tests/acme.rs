@@ -20,7 +20,7 @@ use bramble::image::{
 };
 use bramble::pack::{PackOptions, pack_site};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
-use bramble_tests::{Guest, kernel};
+use bramble_tests::{Guest, kernel, sntp};
 use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, TAP, run};
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
@@ -35,8 +35,6 @@ const GUEST: &str = "192.168.77.50";
 /// From boot to a certificate: the kernel's order under QEMU (key generation, ten or so
 /// signed requests, a TLS handshake per request) takes well under a minute; bounded.
 const ISSUE_TIMEOUT: Duration = Duration::from_secs(300);
-/// Seconds from 1900 (NTP's era 0) to 1970.
-const NTP_TO_UNIX: u64 = 2_208_988_800;
 
 /// An SNTP responder on the namespace's address, giving the host's time.
 struct Sntp {
@@ -73,16 +71,7 @@ impl Sntp {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .unwrap();
-                let seconds = now.as_secs() + NTP_TO_UNIX;
-                let fraction = (u64::from(now.subsec_nanos()) << 32) / 1_000_000_000;
-                let timestamp = ((seconds << 32) | fraction).to_be_bytes();
-                let mut reply = [0u8; 48];
-                reply[0] = (4 << 3) | 4; // no leap warning, version 4, server
-                reply[1] = 2; // stratum
-                reply[24..32].copy_from_slice(&request[40..48]); // originate = their transmit
-                reply[32..40].copy_from_slice(&timestamp);
-                reply[40..48].copy_from_slice(&timestamp);
-                let _ = socket.send_to(&reply, peer);
+                let _ = socket.send_to(&sntp::reply(&request, now), peer);
             }
         });
         bound

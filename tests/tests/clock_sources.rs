@@ -17,7 +17,7 @@
 mod netns;
 
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
-use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use bramble_tests::{BOOT_TIMEOUT, Guest, kernel, sntp};
 use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, PREFIX_LEN, TAP, build_card, run};
 use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::AsFd;
@@ -30,8 +30,6 @@ use std::time::Duration;
 /// The time the responders give: 2033-05-18 03:33:20 UTC plus the seconds since they
 /// started, years from the host's clock.
 const RESPONDER_EPOCH: u64 = 2_000_000_000;
-/// Seconds from 1900 (NTP's era 0) to 1970.
-const NTP_TO_UNIX: u64 = 2_208_988_800;
 /// The SNTP responder for a name (`time.bramble.test`, `pool.ntp.org`).
 const NAMED_SERVER: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 4);
 /// The SNTP responder DHCP names in option 42.
@@ -84,16 +82,8 @@ impl SntpResponders {
                         continue;
                     }
                     let elapsed = started.elapsed();
-                    let seconds = RESPONDER_EPOCH + elapsed.as_secs() + NTP_TO_UNIX;
-                    let fraction = (u64::from(elapsed.subsec_nanos()) << 32) / 1_000_000_000;
-                    let timestamp = ((seconds << 32) | fraction).to_be_bytes();
-                    let mut reply = [0u8; 48];
-                    reply[0] = (4 << 3) | 4; // no leap warning, version 4, server
-                    reply[1] = 2; // stratum
-                    reply[24..32].copy_from_slice(&request[40..48]); // originate = their transmit
-                    reply[32..40].copy_from_slice(&timestamp);
-                    reply[40..48].copy_from_slice(&timestamp);
-                    let _ = socket.send_to(&reply, peer);
+                    let time = Duration::from_secs(RESPONDER_EPOCH) + elapsed;
+                    let _ = socket.send_to(&sntp::reply(&request, time), peer);
                 }
             }
         });
