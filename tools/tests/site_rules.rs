@@ -1,6 +1,10 @@
 //! `_redirects`, `_headers`, clean URLs and nested 404 pages through the real binary: `bramble
 //! pack` and `bramble serve` report a malformed rule with file, line and column, and `serve`
-//! answers with the same engine as the Pi. Servers are stopped by PID.
+//! answers with the same engine as the Pi: the cases of tests/cases/static_hosts.rs, which the
+//! QEMU guest test (tests/tests/static_hosts.rs) runs too. Servers are stopped by PID.
+
+#[path = "../../tests/cases/static_hosts.rs"]
+mod cases;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -176,6 +180,22 @@ fn serve_follows_the_rules() {
 }
 
 #[test]
+fn serve_answers_as_the_guest_does() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("site");
+    cases::write_site(&dir);
+    let server = start(&dir, cases::FLAGS);
+    let port: u16 = server
+        .base
+        .rsplit(':')
+        .next()
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("no port in {}", server.base));
+    let failures = cases::check(port, "bramble serve");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
 fn malformed_rules_are_errors_with_file_line_and_column() {
     let temp = tempfile::tempdir().unwrap();
     let dir = temp.path().join("site");
@@ -221,6 +241,184 @@ fn malformed_rules_are_errors_with_file_line_and_column() {
         stderr.contains(":1:4: /nowhere.html is not a file of this site"),
         "{stderr}"
     );
+}
+
+/// A malformed rule file: its name, its bytes, and the line, column (`None`: any) and words
+/// of the error `bramble pack` must give.
+type MalformedCase = (&'static str, Vec<u8>, usize, Option<usize>, &'static str);
+
+/// Malformed rule files, each a pack error at `file:line:column` with its message; no image
+/// is written.
+#[test]
+fn every_malformed_rule_is_a_pack_error_at_its_line() {
+    let too_many: String = (0..=2000).map(|i| format!("/s{i} /t\n")).collect();
+    let cases: Vec<MalformedCase> = vec![
+        (
+            "_redirects",
+            b"/a /b\n/lonely\n".to_vec(),
+            2,
+            Some(8),
+            "needs a target",
+        ),
+        (
+            "_redirects",
+            b"/ok /fine\n\n/bad /target 299\n".to_vec(),
+            3,
+            Some(14),
+            "status \"299\"",
+        ),
+        (
+            "_redirects",
+            b"/a /b 301!!\n".to_vec(),
+            1,
+            Some(7),
+            "status",
+        ),
+        ("_redirects", b"/a/*/b /c\n".to_vec(), 1, Some(4), "splat"),
+        (
+            "_redirects",
+            b"/blog /posts/:splat\n".to_vec(),
+            1,
+            Some(14),
+            "does not capture",
+        ),
+        (
+            "_redirects",
+            b"/store id=:id /blog/:id 301\n".to_vec(),
+            1,
+            Some(8),
+            "query-parameter",
+        ),
+        (
+            "_redirects",
+            b"/ /anz 302 Country=au,nz\n".to_vec(),
+            1,
+            Some(12),
+            "not supported",
+        ),
+        (
+            "_redirects",
+            b"/api/* https://api.example/:splat 200\n".to_vec(),
+            1,
+            Some(8),
+            "proxying",
+        ),
+        (
+            "_redirects",
+            b"/loop /loop 301\n".to_vec(),
+            1,
+            Some(7),
+            "itself",
+        ),
+        ("_redirects", b"/a relative\n".to_vec(), 1, Some(4), ""),
+        ("_redirects", b"/%zz /b\n".to_vec(), 1, Some(2), "%-escape"),
+        ("_redirects", b"/:a/:a /b\n".to_vec(), 1, None, "twice"),
+        (
+            "_redirects",
+            b"/x /nowhere.html 200\n".to_vec(),
+            1,
+            Some(4),
+            "is not a file of this site",
+        ),
+        (
+            "_redirects",
+            too_many.into_bytes(),
+            2001,
+            Some(1),
+            "static rules",
+        ),
+        (
+            "_redirects",
+            b"/a /b\n/c\xff /d\n".to_vec(),
+            2,
+            Some(3),
+            "not UTF-8",
+        ),
+        (
+            "_headers",
+            b"  X-A: b\n".to_vec(),
+            1,
+            Some(3),
+            "before any path pattern",
+        ),
+        (
+            "_headers",
+            b"/a\n  Content-Length: 5\n".to_vec(),
+            2,
+            Some(3),
+            "set by the server",
+        ),
+        (
+            "_headers",
+            b"/a\n  Transfer-Encoding: chunked\n".to_vec(),
+            2,
+            Some(3),
+            "set by the server",
+        ),
+        (
+            "_headers",
+            b"/a\n  ! Connection\n".to_vec(),
+            2,
+            None,
+            "set by the server",
+        ),
+        ("_headers", b"/a\n  Bad Name: x\n".to_vec(), 2, Some(6), ""),
+        ("_headers", b"/a\n  X-A:\n".to_vec(), 2, None, "non-empty"),
+        ("_headers", b"/a\n  X-A: b\x01c\n".to_vec(), 2, None, ""),
+        (
+            "_headers",
+            b"/a\n/b\n  X-A: 1\n".to_vec(),
+            1,
+            Some(1),
+            "without headers",
+        ),
+        (
+            "_headers",
+            b"/a\n  no colon here\n".to_vec(),
+            2,
+            None,
+            "Name: value",
+        ),
+        (
+            "_headers",
+            b"/a extra\n  X: y\n".to_vec(),
+            1,
+            Some(4),
+            "alone on its line",
+        ),
+        (
+            "_headers",
+            b"/a\n  X: y\n\xc3(\n".to_vec(),
+            3,
+            Some(1),
+            "not UTF-8",
+        ),
+    ];
+    let temp = tempfile::tempdir().unwrap();
+    let out = temp.path().join("site.bin");
+    let mut failures = Vec::new();
+    for (number, (file, text, line, column, message)) in cases.iter().enumerate() {
+        let dir = temp.path().join(format!("site{number}"));
+        write(&dir, "index.html", "<p>home</p>");
+        std::fs::write(dir.join(file), text).unwrap();
+        let packed = pack(&dir, &out, &[]);
+        let stderr = String::from_utf8_lossy(&packed.stderr);
+        let at = match column {
+            Some(column) => format!("{}:{line}:{column}: ", dir.join(file).display()),
+            None => format!("{}:{line}:", dir.join(file).display()),
+        };
+        let found = stderr
+            .lines()
+            .any(|l| l.contains(&at) && l.contains(message));
+        if packed.status.success() || !found || out.exists() {
+            failures.push(format!(
+                "{file} {:?}: wanted {at}...{message}, got (exit {:?}) {stderr}",
+                String::from_utf8_lossy(&text[..text.len().min(60)]),
+                packed.status.code()
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]

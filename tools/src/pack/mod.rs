@@ -390,6 +390,29 @@ struct PackedFile {
     generated: bool,
 }
 
+/// A rule file or template that is not UTF-8 text, as an error at the line and column (in
+/// characters, from 1) of its first byte that is not.
+fn not_utf8(
+    file: &Path,
+    bytes: &[u8],
+    error: std::str::Utf8Error,
+) -> bramble_site::rules_text::RulesError {
+    let valid = &bytes[..error.valid_up_to()];
+    let line_start = valid
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |at| at + 1);
+    // `valid` is UTF-8 up to here, so this never falls back.
+    let column =
+        std::str::from_utf8(&valid[line_start..]).map_or(1, |before| before.chars().count() + 1);
+    bramble_site::rules_text::RulesError {
+        file: file.to_path_buf(),
+        line: valid.iter().filter(|&&b| b == b'\n').count() + 1,
+        column,
+        message: "not UTF-8 text".to_string(),
+    }
+}
+
 /// Packs the site folder `dir` into an image.
 pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError> {
     let started = Instant::now();
@@ -412,10 +435,12 @@ pub fn pack_site(dir: &Path, opts: &PackOptions) -> Result<PackOutput, PackError
             return Ok(None);
         };
         let path = sources[at].fs_path.clone();
-        let text = std::fs::read_to_string(&path).map_err(|source| PackError::Io {
+        let bytes = std::fs::read(&path).map_err(|source| PackError::Io {
             path: path.clone(),
             source,
         })?;
+        let text = String::from_utf8(bytes)
+            .map_err(|error| not_utf8(&dir.join(name), error.as_bytes(), error.utf8_error()))?;
         Ok(Some((dir.join(name), text)))
     };
     let redirects_file = rule_file("_redirects")?;
