@@ -66,6 +66,15 @@ pub struct ServeArgs {
         requires = "tls_cert"
     )]
     pub https_port: u16,
+    /// Send Strict-Transport-Security with this max-age (seconds) on HTTPS answers, as
+    /// BRAMBLE.TXT's `hsts` does on the Pi (never over plain HTTP).
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        requires = "tls_cert",
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(bramble_settings::MAX_HSTS_SECONDS))
+    )]
+    pub hsts: Option<u32>,
     /// How the site answers (the same options as `bramble pack`).
     #[command(flatten)]
     pub site: SiteOptions,
@@ -234,6 +243,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let config = ServerConfig {
         access_log: !args.quiet,
+        hsts_seconds: args.hsts,
         ..ServerConfig::default()
     };
     let active = Arc::new(AtomicUsize::new(0));

@@ -296,6 +296,8 @@ fn serves_https_with_the_certificate_given() {
             key.to_str().unwrap(),
             "--https-port",
             &https_port.to_string(),
+            "--hsts",
+            "600",
         ],
     );
     let mut fetched = None;
@@ -321,6 +323,63 @@ fn serves_https_with_the_certificate_given() {
         fetched.len(),
         big.len()
     );
+    // --hsts: Strict-Transport-Security over HTTPS only (RFC 6797 §7.2), as on the Pi.
+    let head = Command::new("curl")
+        .args([
+            "--silent",
+            "--max-time",
+            "10",
+            "--output",
+            "/dev/null",
+            "--dump-header",
+            "-",
+        ])
+        .arg("--cacert")
+        .arg(data.join("ca.pem"))
+        .arg("--resolve")
+        .arg(format!("bramble.test:{https_port}:127.0.0.1"))
+        .arg(format!("https://bramble.test:{https_port}/"))
+        .output()
+        .unwrap();
+    let head = String::from_utf8_lossy(&head.stdout).to_ascii_lowercase();
+    assert!(
+        head.contains("strict-transport-security: max-age=600\r\n"),
+        "{head}"
+    );
     let plain = fetch(&agent(), &format!("{}/", process.base), &[]);
     assert_eq!(plain.status, 200, "plain HTTP beside it");
+    assert!(
+        plain
+            .headers
+            .iter()
+            .all(|(name, _)| !name.eq_ignore_ascii_case("strict-transport-security")),
+        "no HSTS over plain HTTP: {:?}",
+        plain.headers
+    );
+}
+
+#[test]
+fn hsts_needs_https_and_a_sane_max_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    write_site(&site);
+    for args in [
+        &["--hsts", "600"][..],
+        &["--hsts", "0"],
+        &["--hsts", "999999999"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_bramble"))
+            .arg("serve")
+            .arg(&site)
+            .args(["--port", "0"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?} was accepted");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains("--hsts"),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
 }
