@@ -263,9 +263,115 @@ pub fn parse_cache_status(line: &str) -> Option<BTreeMap<String, u64>> {
     )
 }
 
+/// The counters of Bramble's `status: cache` line that only grow, as events: `cache hits`,
+/// `cache misses`, `card bytes` (read from the card), `card segments`, `cache warmed`, `card
+/// read errors`, `cache checksum failures`, `cache evictions`. Their growth over a load run
+/// is that run's hit rate and card traffic; the line's sizes and rates (KiB, used, hit
+/// percent, kB/s) are left out, a difference of them means nothing.
+pub fn add_bramble_cache_events(counters: &mut GuestCounters, line: &str) {
+    const GROWING: [(&str, &str); 8] = [
+        ("hits", "cache hits"),
+        ("misses", "cache misses"),
+        ("card bytes", "card bytes"),
+        ("card segments", "card segments"),
+        ("warmed", "cache warmed"),
+        ("read errors", "card read errors"),
+        ("checksum failures", "cache checksum failures"),
+        ("evictions", "cache evictions"),
+    ];
+    let Some(numbers) = parse_cache_status(line) else {
+        return;
+    };
+    for (name, event) in GROWING {
+        if let Some(&value) = numbers.get(name) {
+            counters.events.insert(event.to_string(), value);
+        }
+    }
+}
+
+/// The stamps of Bramble's `boot phases:` line (`MMU 4612 us, SD 63308 us, table verified
+/// 210459 us, ..., ready 969095 us since reset, first request served 1036969 us`), by phase
+/// name, in guest microseconds since reset; `None` for any other line.
+pub fn parse_boot_phases(line: &str) -> Option<BTreeMap<String, u64>> {
+    let text = line.split("boot phases: ").nth(1)?;
+    let phases: BTreeMap<String, u64> = text
+        .split(", ")
+        .filter_map(|part| {
+            let part = part.trim().trim_end_matches(" since reset");
+            let (name, value) = part.strip_suffix(" us")?.rsplit_once(' ')?;
+            Some((name.to_string(), value.parse().ok()?))
+        })
+        .collect();
+    (!phases.is_empty()).then_some(phases)
+}
+
+/// Hits and misses of the card cache over one load run (from its `guest_events`), and the
+/// hits' share of the lookups in percent; `None` when the run has no cache counters or made
+/// no lookup.
+pub fn cache_hit_rate(events: &BTreeMap<String, u64>) -> Option<(u64, u64, f64)> {
+    let hits = *events.get("cache hits")?;
+    let misses = *events.get("cache misses")?;
+    let lookups = hits + misses;
+    (lookups > 0).then(|| (hits, misses, 100.0 * hits as f64 / lookups as f64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn boot_phase_stamps_by_name() {
+        let phases = parse_boot_phases(
+            "[    1.036977] INFO  boot phases: MMU 4612 us, SD 63308 us, table verified 210459 \
+             us, USB NIC 879755 us, address 969088 us, ready 969095 us since reset, first \
+             request served 1036969 us",
+        )
+        .unwrap();
+        assert_eq!(phases["MMU"], 4612);
+        assert_eq!(phases["table verified"], 210_459);
+        assert_eq!(phases["USB NIC"], 879_755);
+        assert_eq!(phases["ready"], 969_095);
+        assert_eq!(phases["first request served"], 1_036_969);
+        assert_eq!(phases.len(), 7);
+        assert!(parse_boot_phases("status: up 5 us").is_none());
+        assert!(parse_boot_phases("boot phases: nothing here").is_none());
+    }
+
+    #[test]
+    fn cache_line_gives_its_growing_counters_and_a_run_its_hit_rate() {
+        let line = |hits: u64, misses: u64, card: u64| {
+            format!(
+                "[ 9.1] INFO  status: cache KiB 440000, segments 6875, used 12, hits {hits}, \
+                 misses {misses}, hit percent 88, card bytes {card}, card segments 12, warmed \
+                 3, card kB/s 10182, read errors 1, checksum failures 0, body failures 0, \
+                 evictions 5, longest card call us 2100"
+            )
+        };
+        let mut before = GuestCounters::default();
+        add_bramble_cache_events(&mut before, &line(30, 4, 786_432));
+        assert_eq!(before.events["cache hits"], 30);
+        assert_eq!(before.events["card read errors"], 1);
+        assert_eq!(before.events["cache evictions"], 5);
+        assert_eq!(before.events["cache warmed"], 3);
+        assert!(
+            !before.events.contains_key("card kB/s"),
+            "a rate is no event"
+        );
+        assert!(!before.events.contains_key("hit percent"));
+        let mut after = GuestCounters::default();
+        add_bramble_cache_events(&mut after, &line(120, 14, 1_048_576));
+        let run = after.event_deltas(&before);
+        assert_eq!(run["card bytes"], 262_144);
+        let (hits, misses, percent) = cache_hit_rate(&run).unwrap();
+        assert_eq!((hits, misses), (90, 10));
+        assert!((percent - 90.0).abs() < 1e-9, "{percent}");
+        // No lookups, or no cache line at all: no rate.
+        assert!(cache_hit_rate(&before.event_deltas(&before)).is_none());
+        let mut none = GuestCounters::default();
+        add_bramble_cache_events(&mut none, "status: up 5 us");
+        assert!(none.events.is_empty());
+        assert!(cache_hit_rate(&none.events).is_none());
+    }
 
     #[test]
     fn bramble_tls_line_gives_the_handshake_counters() {

@@ -60,11 +60,19 @@ impl Guest {
 
     /// Waits up to `timeout` for a serial line containing `needle`.
     pub fn wait_line(&mut self, needle: &str, timeout: Duration) -> Option<String> {
+        self.wait_line_any(&[needle], timeout)
+    }
+
+    /// Waits up to `timeout` for a serial line containing any of `needles` (for lines that
+    /// may or may not come before another: the first one seen is returned).
+    pub fn wait_line_any(&mut self, needles: &[&str], timeout: Duration) -> Option<String> {
         let deadline = Instant::now() + timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(needle) => return Some(line),
+                Ok(line) if needles.iter().any(|needle| line.contains(needle)) => {
+                    return Some(line);
+                }
                 Ok(_) => {}
                 Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
             }

@@ -576,6 +576,7 @@ fn measure(
                 duration: Duration::from_secs(args.duration),
                 timeout: Duration::from_secs(args.timeout),
                 namespace: Some(&namespace.name),
+                script: None,
             };
             let events_before =
                 matches!(server, ServerKind::Bramble { .. }).then(|| process.events());

@@ -25,6 +25,7 @@ pub mod plot;
 pub mod probe;
 pub mod report;
 mod systems;
+pub mod walk;
 
 use anyhow::{Context, bail};
 use bramble_hal::calendar::UtcDateTime;
@@ -60,8 +61,10 @@ pub struct BenchArgs {
     /// tls-full (the page over HTTPS, a new connection and a full handshake per request, by
     /// openssl s_time), cold (Bramble only: an 8 MiB file read from the SD card with the cache
     /// emptied first, three rounds, for the card's speed), search1 and search3 (Bramble in
-    /// QEMU only: `/search?q=` with one and three words over the site's 1,000 docs pages).
-    /// Systems without HTTPS skip the tls- targets.
+    /// QEMU only: `/search?q=` with one and three words over the site's 1,000 docs pages),
+    /// walk (Bramble in QEMU only, with --walk-site: every file of that site in turn, as a
+    /// browser asks for them, the card cache emptied before each level; its hit rate and card
+    /// traffic per level). Systems without HTTPS skip the tls- targets.
     #[arg(
         long,
         value_delimiter = ',',
@@ -99,6 +102,11 @@ pub struct BenchArgs {
     /// `--systems nginx,busybox` leaves out): before/after comparisons in one run.
     #[arg(long, value_name = "LABEL=PATH", requires = "hosted")]
     pub hosted_binary: Vec<String>,
+    /// A site folder Bramble also serves, under /walk/, for the walk target (a real site:
+    /// e.g. /usr/share/doc/python3.11/html, Debian's python3-doc, 94 MB of SITE.BIN). Linked,
+    /// not copied, into the benchmark's site; the Linux baseline does not get it.
+    #[arg(long, value_name = "DIR")]
+    pub walk_site: Option<PathBuf>,
 }
 
 impl BenchArgs {
@@ -175,7 +183,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     );
     for name in &systems {
         let system = match name.as_str() {
-            "bramble" => System::bramble(&site, &work)?,
+            "bramble" => System::bramble(&site, &work, args.walk_site.as_deref())?,
             "linux" => System::linux(&root, &site, &work)?,
             other => bail!("unknown system '{other}' (use bramble or linux)"),
         };
@@ -210,9 +218,21 @@ fn check_args(args: &BenchArgs) -> anyhow::Result<()> {
         if !TARGETS.iter().any(|(name, _)| name == target) && target != report::COLD_TARGET.0 {
             bail!(
                 "unknown target '{target}' (use page, 100k, 304, tls-page, tls-resumed, \
-                 tls-full, cold, search1 or search3)"
+                 tls-full, cold, search1, search3 or walk)"
             );
         }
+    }
+    let walk = args.targets.iter().any(|t| t == WALK_TARGET);
+    if walk && args.walk_site.is_none() {
+        bail!("the walk target needs --walk-site DIR (a site folder to walk)");
+    }
+    if walk && args.hosted {
+        bail!("the walk target runs in the QEMU guest only (it measures the card cache)");
+    }
+    if let Some(dir) = &args.walk_site
+        && !dir.is_dir()
+    {
+        bail!("--walk-site {}: not a folder", dir.display());
     }
     if args.duration == 0 || args.duration > 600 {
         bail!("--duration must be 1..=600 seconds");
@@ -262,6 +282,20 @@ fn measure(
         return Ok(result);
     };
     result.boot_to_first_200_seconds = Some(boot_time.as_secs_f64());
+    if let System::Bramble { .. } = system {
+        // Printed again, with its last stamp, once the first response has gone out.
+        result.boot_phases_us = guest
+            .wait_line("first request served", Duration::from_secs(10))
+            .and_then(|line| counters::parse_boot_phases(&line))
+            .unwrap_or_default();
+        if let Some(phases) = (!result.boot_phases_us.is_empty()).then_some(&result.boot_phases_us)
+        {
+            eprintln!(
+                "bench: {}: boot phases (guest us): {phases:?}",
+                system.name()
+            );
+        }
+    }
     let validator = check_site(port, site, &mut result.notes, &mut result.checked_bytes);
 
     std::thread::sleep(Duration::from_secs(3));
@@ -297,12 +331,35 @@ fn measure(
                 .push(format!("{target}: skipped, only Bramble answers /search"));
             continue;
         }
-        let Some(request) = target_request(target, &validator, args.close) else {
+        if *target == WALK_TARGET && system.walk().is_none() {
+            result.notes.push(format!(
+                "{target}: skipped, only Bramble serves the --walk-site site (from its card)"
+            ));
+            continue;
+        }
+        if let (true, Some(walk)) = (*target == WALK_TARGET, system.walk()) {
+            result.walk_files = Some(walk.files as u64);
+            result.notes.push(format!(
+                "walk: {} files of {} ({} bytes uncompressed) under {}, the card cache emptied \
+                 before each level",
+                walk.files,
+                args.walk_site
+                    .as_deref()
+                    .unwrap_or(Path::new("?"))
+                    .display(),
+                walk.identity_bytes,
+                systems::WALK_PREFIX
+            ));
+        }
+        let Some(mut request) = target_request(target, &validator, args.close) else {
             result
                 .notes
                 .push(format!("{target}: skipped, the server sent no validator"));
             continue;
         };
+        if *target == WALK_TARGET {
+            request.script = system.walk().map(|walk| walk.script.clone());
+        }
         for &level in &args.levels {
             let mut load = load_level(
                 system, &mut guest, ports, target, &request, level, args, dir,
@@ -330,6 +387,14 @@ fn measure(
                 );
             }
             eprintln!("bench: {}: {}", system.name(), describe(&load));
+            if let Some((hits, misses, percent)) = counters::cache_hit_rate(&load.guest_events) {
+                eprintln!(
+                    "bench: {}: {target} c={level}: card cache {hits} hits, {misses} misses \
+                     ({percent:.1}% hits), {} bytes from the card",
+                    system.name(),
+                    load.guest_events.get("card bytes").copied().unwrap_or(0)
+                );
+            }
             result.loads.push(load);
             std::thread::sleep(Duration::from_secs(2));
         }
@@ -418,11 +483,19 @@ fn cold_body(guest: &mut Guest, port: u16, notes: &mut Vec<String>) -> Option<re
     Some(cold)
 }
 
-/// A request to load: path, extra headers, and whether it goes over HTTPS.
+/// The target that walks the files of `--walk-site`.
+const WALK_TARGET: &str = "walk";
+
+/// What a browser asks a site for: its pages compressed where the server has them.
+const BROWSER_ACCEPT_ENCODING: &str = "gzip, deflate, br";
+
+/// A request to load: path, extra headers, whether it goes over HTTPS, and the wrk script that
+/// picks each request's path instead (the walk target).
 struct TargetRequest {
     path: &'static str,
     headers: Vec<(String, String)>,
     tls: bool,
+    script: Option<PathBuf>,
 }
 
 impl TargetRequest {
@@ -447,6 +520,13 @@ fn target_request(
         "tls-resumed" => ("/", vec![("Connection".to_string(), "close".to_string())]),
         "search1" => (systems::search_one_word(), Vec::new()),
         "search3" => (systems::search_three_words(), Vec::new()),
+        WALK_TARGET => (
+            systems::WALK_PREFIX,
+            vec![(
+                "Accept-Encoding".to_string(),
+                BROWSER_ACCEPT_ENCODING.to_string(),
+            )],
+        ),
         _ => ("/", vec![validator.clone()?]),
     };
     if close && target != "tls-resumed" {
@@ -456,6 +536,7 @@ fn target_request(
         path,
         headers,
         tls: report::is_tls_target(target),
+        script: None,
     })
 }
 
@@ -492,6 +573,18 @@ fn load_level(
         load.failure = Some(NOT_ANSWERING.into());
         return load;
     }
+    if target == WALK_TARGET {
+        // Each level starts from an empty cache (and no idle warm-up), so that its hit rate
+        // is the site's, not what the previous level or the idle time left behind.
+        let cleared = guest.send_line("cache clear").is_ok()
+            && guest
+                .wait_line("cache: cleared", Duration::from_secs(10))
+                .is_some();
+        if !cleared {
+            load.failure = Some("the card cache could not be emptied (cache clear)".into());
+            return load;
+        }
+    }
     let url = request.url(
         &format!("127.0.0.1:{port}"),
         &format!("127.0.0.1:{}", ports.https),
@@ -503,6 +596,7 @@ fn load_level(
         duration: Duration::from_secs(args.duration),
         timeout: Duration::from_secs(args.timeout),
         namespace: None,
+        script: request.script.as_deref(),
     };
     let counters_before = system.counters(guest, port);
     let cpu_before = guest.cpu_time().ok();
@@ -587,12 +681,16 @@ fn cpu_cost(
     {
         if report::is_tls_target(target) && !system.serves_https()
             || target.starts_with("search") && !system.searches()
+            || *target == WALK_TARGET && system.walk().is_none()
         {
             continue;
         }
-        let Some(request) = target_request(target, validator, args.close) else {
+        let Some(mut request) = target_request(target, validator, args.close) else {
             continue;
         };
+        if *target == WALK_TARGET {
+            request.script = system.walk().map(|walk| walk.script.clone());
+        }
         let before = system.counters(&mut guest, port).and_then(|c| c.busy_us);
         let url = request.url(
             &format!("127.0.0.1:{port}"),
@@ -605,6 +703,7 @@ fn cpu_cost(
             duration: Duration::from_secs(args.icount_duration),
             timeout: Duration::from_secs(args.timeout),
             namespace: None,
+            script: request.script.as_deref(),
         };
         let outcome = load::run_target(target, &run, &dir.join(format!("wrk-icount-{target}.txt")));
         let after = system.counters(&mut guest, port).and_then(|c| c.busy_us);
@@ -964,5 +1063,57 @@ mod tests {
             target_request("304", &validator, false).unwrap().headers,
             vec![header]
         );
+        // The walk asks as a browser does; its paths come from its script.
+        let walk = target_request(WALK_TARGET, &None, false).unwrap();
+        assert_eq!(walk.path, systems::WALK_PREFIX);
+        assert_eq!(
+            walk.headers,
+            vec![(
+                "Accept-Encoding".to_string(),
+                BROWSER_ACCEPT_ENCODING.to_string()
+            )]
+        );
+        assert!(
+            walk.script.is_none(),
+            "the system's script is set by the caller"
+        );
+    }
+
+    #[test]
+    fn the_walk_target_needs_a_site_folder_and_a_qemu_guest() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let args = |extra: &[&str]| {
+            let mut all = vec!["bench"];
+            all.extend_from_slice(extra);
+            Cli::parse_from(all).bench
+        };
+        let error = check_args(&args(&["--targets", "walk"])).unwrap_err();
+        assert!(error.to_string().contains("--walk-site"), "{error}");
+        let site = tempfile::tempdir().unwrap();
+        let folder = site.path().to_str().unwrap();
+        assert!(check_args(&args(&["--targets", "walk", "--walk-site", folder])).is_ok());
+        let error = check_args(&args(&[
+            "--targets",
+            "walk",
+            "--walk-site",
+            folder,
+            "--hosted",
+        ]))
+        .unwrap_err();
+        assert!(error.to_string().contains("QEMU guest only"), "{error}");
+        let missing = site.path().join("missing");
+        let error = check_args(&args(&[
+            "--targets",
+            "page",
+            "--walk-site",
+            missing.to_str().unwrap(),
+        ]))
+        .unwrap_err();
+        assert!(error.to_string().contains("not a folder"), "{error}");
     }
 }

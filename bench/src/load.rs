@@ -80,6 +80,9 @@ pub struct LoadRun<'a> {
     /// Run wrk inside this network namespace (`ip netns exec NAME wrk ...`), so that its
     /// traffic stays there; `None`: in the caller's namespace.
     pub namespace: Option<&'a str>,
+    /// A wrk Lua script that picks each request's path (`-s`: the `walk` target's list of a
+    /// site's files); `None`: every request asks for the path of `url`.
+    pub script: Option<&'a Path>,
 }
 
 /// Runs wrk, keeps its report in `report_file`, and parses it. wrk's own duration bounds the
@@ -103,6 +106,12 @@ pub fn run_wrk(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigures>
         .arg("--latency");
     for (name, value) in run.headers {
         command.arg("-H").arg(format!("{name}: {value}"));
+    }
+    if let Some(script) = run.script {
+        command.arg("-s").arg(script);
+    }
+    if let Some(script) = run.script {
+        command.arg("-s").arg(script);
     }
     command.arg(run.url);
     let output = std::fs::File::create(report_file)

@@ -85,6 +85,15 @@ pub struct SystemReport {
     /// The card cache's counters after the load runs (Bramble's `status: cache` line).
     #[serde(default)]
     pub cache_after_loads: BTreeMap<String, u64>,
+    /// The guest's own boot phase stamps, in guest microseconds since reset (Bramble's `boot
+    /// phases` line once it has served its first request: `table verified`, `ready`, `first
+    /// request served`, ...). Guest time, so less shaken by the host's load than the wall time
+    /// to the first 200.
+    #[serde(default)]
+    pub boot_phases_us: BTreeMap<String, u64>,
+    /// Files the walk target asks for in turn (the `--walk-site` site as packed), if walked.
+    #[serde(default)]
+    pub walk_files: Option<u64>,
 }
 
 /// The `cold` target's result.
@@ -219,7 +228,7 @@ impl CpuCost {
 }
 
 /// The request kinds, in report order: (target name, description).
-pub const TARGETS: [(&str, &str); 8] = [
+pub const TARGETS: [(&str, &str); 9] = [
     ("page", "6,271-byte index.html"),
     ("100k", "100 KiB file"),
     ("304", "revalidation of / (If-None-Match), 304"),
@@ -239,6 +248,11 @@ pub const TARGETS: [(&str, &str); 8] = [
     ),
     ("search1", "/search?q= one word, 1,000 pages"),
     ("search3", "/search?q= three words, 1,000 pages"),
+    (
+        "walk",
+        "every file of --walk-site in turn, Accept-Encoding gzip, deflate, br; card cache \
+         emptied first",
+    ),
 ];
 
 /// Whether `target` is one of the HTTPS targets.
@@ -292,6 +306,28 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             &|s| number(boot(s), 2),
             pair(&boot, false),
         );
+        if systems.iter().any(|s| !s.boot_phases_us.is_empty()) {
+            row(
+                "boot, guest time: table verified / ready / first request served (ms)".into(),
+                &|s| {
+                    let ms = |name: &str| {
+                        s.boot_phases_us
+                            .get(name)
+                            .map_or("-".to_string(), |us| format!("{:.0}", *us as f64 / 1000.0))
+                    };
+                    if s.boot_phases_us.is_empty() {
+                        return "-".into();
+                    }
+                    format!(
+                        "{} / {} / {}",
+                        ms("table verified"),
+                        ms("ready"),
+                        ms("first request served")
+                    )
+                },
+                "-".into(),
+            );
+        }
         let idle = |s: &SystemReport| s.idle_qemu_cpu_percent;
         row(
             "idle: QEMU host CPU (% of a core)".into(),
@@ -370,6 +406,33 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
                 &|s| figures(s).map_or("-".into(), |f| format!("{} / {}", f.errors(), f.responses)),
                 String::new(),
             );
+            if target == "walk" {
+                row(
+                    format!(
+                        "{target} c={level}: card cache hits / misses (hit %), MiB read, \
+                         passes over the site"
+                    ),
+                    &|s| {
+                        let Some(load) = s.load(target, level) else {
+                            return "-".into();
+                        };
+                        let passes = match (&load.figures, s.walk_files) {
+                            (Some(figures), Some(files)) if files > 0 => {
+                                format!(", {:.2} passes", figures.responses as f64 / files as f64)
+                            }
+                            _ => String::new(),
+                        };
+                        match super::counters::cache_hit_rate(&load.guest_events) {
+                            Some((hits, misses, percent)) => format!(
+                                "{hits} / {misses} ({percent:.1}%), {}{passes}",
+                                megabytes(load.guest_events.get("card bytes").copied())
+                            ),
+                            None => "-".into(),
+                        }
+                    },
+                    String::new(),
+                );
+            }
             if report.hosted {
                 let server =
                     |s: &SystemReport| s.load(target, level).and_then(|l| l.server_cpu.clone());
@@ -679,5 +742,47 @@ mod tests {
         );
         let md = markdown(&report);
         assert!(md.contains("| page c=10: req/s | 1000.0 | 100.0 | 10.0x |"));
+    }
+
+    #[test]
+    fn the_walk_rows_give_the_hit_rate_card_traffic_and_passes_and_boot_phases_in_guest_ms() {
+        let mut report = report();
+        let bramble = &mut report.systems[0];
+        bramble.walk_files = Some(100);
+        bramble.boot_phases_us = [
+            ("table verified", 210_459),
+            ("ready", 969_095),
+            ("first request served", 1_036_969),
+        ]
+        .into_iter()
+        .map(|(name, us)| (name.to_string(), us))
+        .collect();
+        let mut walk = bramble.loads[0].clone();
+        walk.target = "walk".into();
+        walk.figures.as_mut().unwrap().responses = 250;
+        walk.guest_events = [
+            ("cache hits", 150),
+            ("cache misses", 50),
+            ("card bytes", 3 * 1_048_576),
+        ]
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+        bramble.loads.push(walk);
+        let rows = rows(&report);
+        let find = |label: &str| {
+            rows.iter()
+                .find(|row| row.0.starts_with(label))
+                .unwrap()
+                .clone()
+        };
+        assert_eq!(
+            find("walk c=10: card cache hits / misses").1,
+            vec!["150 / 50 (75.0%), 3.00, 2.50 passes", "-"]
+        );
+        assert_eq!(
+            find("boot, guest time: table verified / ready / first request served").1,
+            vec!["210 / 969 / 1037", "-"]
+        );
     }
 }

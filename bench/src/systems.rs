@@ -22,6 +22,20 @@ pub const COLD_URL: &str = "/cold.bin";
 /// Its size: large enough that the card's speed, not one request's overhead, sets the time.
 pub const COLD_BYTES: usize = 8 * 1024 * 1024;
 
+/// Where the `walk` target's site (`--walk-site`) lies in Bramble's site.
+pub const WALK_PREFIX: &str = "/walk/";
+
+/// The `walk` target: a real site that Bramble serves under [`WALK_PREFIX`] beside the
+/// benchmark's files, and the wrk script that asks for each of its files in turn.
+pub struct Walk {
+    /// The wrk Lua script.
+    pub script: PathBuf,
+    /// Files the script asks for (every file of the site as packed).
+    pub files: usize,
+    /// Sum of their uncompressed bodies.
+    pub identity_bytes: u64,
+}
+
 /// `len` pseudo-random bytes (incompressible, the same on every run).
 pub fn noise(len: usize, seed: u32) -> Vec<u8> {
     let mut state: u32 = seed | 1;
@@ -114,6 +128,8 @@ pub enum System {
         card: PathBuf,
         /// Sizes of kernel.img and SITE.BIN.
         sizes: BTreeMap<String, u64>,
+        /// The `walk` target's site, with `--walk-site`.
+        walk: Option<Walk>,
     },
     /// Debian's Raspberry Pi 1 Linux kernel with a busybox initramfs.
     Linux {
@@ -144,8 +160,9 @@ pub fn tls_files(root: &Path) -> anyhow::Result<bramble::image::TlsFiles> {
 }
 
 impl System {
-    /// Builds the kernel (cargo kernel), packs the site and writes the SD card image.
-    pub fn bramble(site: &Site, work: &Path) -> anyhow::Result<System> {
+    /// Builds the kernel (cargo kernel), packs the site (with `walk_site` under
+    /// [`WALK_PREFIX`], if given) and writes the SD card image.
+    pub fn bramble(site: &Site, work: &Path, walk_site: Option<&Path>) -> anyhow::Result<System> {
         let kernel = bramble::kernel::build_kernel()?;
         let dir = work.join("bramble");
         // The shared site plus the `cold` target's file.
@@ -159,6 +176,13 @@ impl System {
             site_dir.join(COLD_URL.trim_start_matches('/')),
             noise(COLD_BYTES, 0x1357_9bdf),
         )?;
+        if let Some(walk_site) = walk_site {
+            // A link, not a copy: the packer follows it, and a real site may be large.
+            let target = walk_site
+                .canonicalize()
+                .with_context(|| format!("--walk-site {}", walk_site.display()))?;
+            std::os::unix::fs::symlink(&target, site_dir.join(WALK_PREFIX.trim_matches('/')))?;
+        }
         // The search targets need the index; the other targets do not see it.
         let options = PackOptions {
             site: bramble::pack::SiteOptions {
@@ -184,6 +208,36 @@ impl System {
         let mut sizes = BTreeMap::new();
         sizes.insert("kernel.img".to_string(), kernel_bytes.len() as u64);
         sizes.insert("SITE.BIN".to_string(), packed.image.len() as u64);
+        let walk = match walk_site {
+            Some(_) => {
+                let index = bramble_site::SiteIndex::new_checked(&packed.image)
+                    .context("reading back the packed index")?;
+                let (paths, identity_bytes) = index
+                    .files()
+                    .filter(|file| file.path.starts_with(WALK_PREFIX))
+                    .fold((Vec::new(), 0u64), |(mut paths, bytes), file| {
+                        paths.push(file.path.to_string());
+                        (paths, bytes + u64::from(file.identity.body.len))
+                    });
+                if paths.is_empty() {
+                    bail!("--walk-site: no files packed under {WALK_PREFIX}");
+                }
+                let script = dir.join("walk.lua");
+                std::fs::write(&script, crate::walk::walk_script(&paths))?;
+                eprintln!(
+                    "bench: walk: {} files ({identity_bytes} bytes uncompressed) under \
+                     {WALK_PREFIX}; SITE.BIN {} bytes",
+                    paths.len(),
+                    packed.image.len()
+                );
+                Some(Walk {
+                    script,
+                    files: paths.len(),
+                    identity_bytes,
+                })
+            }
+            None => None,
+        };
         let card = dir.join("card.img");
         build_image(
             &ImageInputs {
@@ -200,6 +254,7 @@ impl System {
             kernel: kernel.raw,
             card,
             sizes,
+            walk,
         })
     }
 
@@ -226,6 +281,14 @@ impl System {
         match self {
             System::Bramble { .. } => "bramble",
             System::Linux { .. } => "linux-busybox",
+        }
+    }
+
+    /// The `walk` target's site, if this system serves one (Bramble with `--walk-site`).
+    pub fn walk(&self) -> Option<&Walk> {
+        match self {
+            System::Bramble { walk, .. } => walk.as_ref(),
+            System::Linux { .. } => None,
         }
     }
 
@@ -330,7 +393,14 @@ impl System {
                 guest.send_line("status").ok()?;
                 let line = guest.wait_line("status: up", Duration::from_secs(10))?;
                 let mut counters = counters::parse_bramble_status(&line)?;
-                if let Some(events) = guest.wait_line("status: http", Duration::from_secs(2)) {
+                // The cache line comes before the http line when there is a site.
+                let mut events =
+                    guest.wait_line_any(&["status: cache", "status: http"], Duration::from_secs(2));
+                if let Some(cache) = events.take_if(|line| line.contains("status: cache")) {
+                    counters::add_bramble_cache_events(&mut counters, &cache);
+                    events = guest.wait_line("status: http", Duration::from_secs(2));
+                }
+                if let Some(events) = events {
                     counters::add_bramble_events(&mut counters, &events);
                 }
                 if let Some(tls) = guest.wait_line("status: https", Duration::from_secs(2)) {
