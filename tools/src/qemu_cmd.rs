@@ -123,12 +123,13 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         (None, None, None) => unreachable!("a kernel is given, on the card, or built"),
     };
     let mut config = QemuConfig::new(args.machine, kernel);
-    // Where a card made here lives without a source tree (removed when QEMU ends).
-    let mut scratch = None;
+    // What keeps a card made here (its lock in the tree, or its temporary folder) until
+    // QEMU ends.
+    let mut place = CardPlace::default();
     config.sd_card = match (&args.image, args.no_card) {
         (Some(image), _) => Some(image.clone()),
         (None, true) => None,
-        (None, false) => Some(card_for_site(&args, built.as_ref(), &mut scratch)?),
+        (None, false) => Some(card_for_site(&args, built.as_ref(), &mut place)?),
     };
     config.network = network_for(&args, || start_smsc95xx_model(&args, args.tap.clone()))?;
     if !args.no_network {
@@ -235,26 +236,54 @@ fn kernel_from_card(card: &std::path::Path) -> anyhow::Result<tempfile::NamedTem
     Ok(file)
 }
 
+/// Where `bramble qemu` keeps the card it made, for as long as QEMU runs.
+#[derive(Default)]
+struct CardPlace {
+    /// The temporary folder holding it (removed when dropped), outside the source tree or
+    /// when another `bramble qemu` uses target/qemu/bramble.img.
+    _scratch: Option<tempfile::TempDir>,
+    /// The lock on target/qemu/bramble.img (released when dropped).
+    _lock: Option<std::fs::File>,
+}
+
+/// Takes the exclusive lock on `path` if no other process holds it.
+fn try_lock(path: &std::path::Path) -> Option<std::fs::File> {
+    let file = std::fs::File::create(path).ok()?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).ok()?;
+    Some(file)
+}
+
 /// Builds a card from --site (or the default site) and the kernel: target/qemu/bramble.img
-/// in the source tree, else in a temporary folder kept in `scratch`.
+/// in the source tree (locked while QEMU runs, so that two `bramble qemu` at once do not
+/// boot each other's card: the second makes its own in a temporary folder), else in a
+/// temporary folder; `place` keeps the lock or the folder.
 fn card_for_site(
     args: &QemuArgs,
     built: Option<&crate::kernel::DefaultKernel>,
-    scratch: &mut Option<tempfile::TempDir>,
+    place: &mut CardPlace,
 ) -> anyhow::Result<PathBuf> {
     let target = crate::workspace_root().join("target");
-    let output = if target.is_dir() {
+    let in_tree = if target.is_dir() {
         let dir = target.join("qemu");
         std::fs::create_dir_all(&dir)?;
-        dir.join("bramble.img")
+        try_lock(&dir.join("bramble.img.lock")).map(|lock| (dir.join("bramble.img"), lock))
     } else {
-        let dir = tempfile::Builder::new()
-            .prefix("bramble-qemu-")
-            .tempdir()
-            .context("creating a folder for the card")?;
-        let output = dir.path().join("bramble.img");
-        *scratch = Some(dir);
-        output
+        None
+    };
+    let output = match in_tree {
+        Some((output, lock)) => {
+            place._lock = Some(lock);
+            output
+        }
+        None => {
+            let dir = tempfile::Builder::new()
+                .prefix("bramble-qemu-")
+                .tempdir()
+                .context("creating a folder for the card")?;
+            let output = dir.path().join("bramble.img");
+            place._scratch = Some(dir);
+            output
+        }
     };
     let fallback;
     let kernel = match (built, &args.kernel) {
