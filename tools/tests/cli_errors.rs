@@ -77,6 +77,54 @@ fn debug_and_bramble_backtrace_print_the_backtrace() {
 }
 
 #[test]
+fn every_subcommand_takes_debug() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = missing_folder(&dir);
+    let card = dir.path().join("card.img");
+    let card = card.to_str().unwrap();
+    let runs = [
+        (
+            bramble(&["image", "--debug", "--site", &missing, "-o", card], &[]),
+            "src/image.rs",
+        ),
+        (
+            bramble(
+                &[
+                    "qemu",
+                    "--debug",
+                    "--no-card",
+                    "--no-network",
+                    "--kernel",
+                    &missing,
+                ],
+                &[],
+            ),
+            "src/qemu_cmd.rs",
+        ),
+        (
+            bramble(&["serve", &missing, "--debug", "--port", "0"], &[]),
+            "src/serve.rs",
+        ),
+        (
+            bramble(&["flash", &missing, card, "--debug", "--yes"], &[]),
+            "src/flash.rs",
+        ),
+        (
+            bramble(&["check", &missing, "--debug", "--hosted"], &[]),
+            "src/check",
+        ),
+    ];
+    for (output, frame) in runs {
+        let text = stderr(&output);
+        assert_eq!(output.status.code(), Some(1), "{text}");
+        assert!(text.starts_with("error: "), "{text}");
+        assert!(text.contains(&missing), "{text}");
+        assert!(text.contains("\nbacktrace:\n"), "{text}");
+        assert!(text.contains(frame), "{frame}: {text}");
+    }
+}
+
+#[test]
 fn usage_errors_exit_2_and_help_lists_the_exit_codes() {
     for args in [
         &["pack"][..],

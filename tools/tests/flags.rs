@@ -1,9 +1,11 @@
 //! The flag audit: every flag a `bramble` subcommand's `--help` lists is driven through the
-//! real binary by some test. This file drives the ones no other test file does (`--version`,
-//! `pack --fast --include-dotfiles`, `image --fast --size --firmware -o`, `check --fast`,
-//! `flash --force`, `qemu --machine raspi0 --root-port --elf`), and
-//! [`every_flag_help_lists_is_driven_by_a_test`] fails when a flag is added that no test
-//! under tools/tests passes to the binary.
+//! real binary by some test of that subcommand. This file drives the ones no other test file
+//! does (`--version`, `pack --fast --include-dotfiles`, `image --fast --size --firmware -o`,
+//! `check --fast`, `flash --force`, `qemu --machine raspi0 --root-port --elf`, `qemu --config
+//! --tls-cert --tls-key --https-port`, `qemu --nic smsc95xx --model-log --model-control`),
+//! and [`every_flag_each_subcommand_lists_is_driven_by_a_test_of_that_subcommand`] fails when
+//! a subcommand lists a flag that no test under tools/tests passes to the binary together
+//! with that subcommand (it reads the tests' sources: see [`driven_pairs`] for what counts).
 
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -220,6 +222,106 @@ fn flash_force_writes_to_a_target_it_would_otherwise_check() {
     assert_eq!(&fs::read(&target).unwrap()[..bytes.len()], &bytes[..]);
 }
 
+/// A `bramble qemu` started by a test: its stdout and stderr lines as they come, stopped
+/// (SIGTERM to its PID, which QEMU's runner turns into a clean stop) when dropped.
+struct Running {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    transcript: Vec<String>,
+}
+
+impl Running {
+    fn start(mut command: Command) -> Running {
+        let mut child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run bramble qemu");
+        let (send, lines) = std::sync::mpsc::channel();
+        for stream in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let send = send.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    let _ = send.send(line);
+                }
+            });
+        }
+        Running {
+            child,
+            lines,
+            transcript: Vec::new(),
+        }
+    }
+
+    /// Waits (at most `limit`) for a line containing `needle`; panics with the transcript
+    /// if none comes or the tool exits first.
+    fn expect_line(&mut self, needle: &str, limit: Duration) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            while let Ok(line) = self.lines.try_recv() {
+                self.transcript.push(line);
+            }
+            if let Some(line) = self.transcript.iter().find(|line| line.contains(needle)) {
+                return line.clone();
+            }
+            if Instant::now() > deadline || matches!(self.child.try_wait(), Ok(Some(_))) {
+                panic!("no line with {needle:?}:\n{}", self.transcript.join("\n"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn log(&mut self) -> String {
+        while let Ok(line) = self.lines.try_recv() {
+            self.transcript.push(line);
+        }
+        self.transcript.join("\n")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Kernel build (when the tree's kernel changed, shared with the other QEMU tests) and boot.
+const BOOT_LIMIT: Duration = Duration::from_secs(600);
+
+/// One HTTP/1.1 GET of `/` on 127.0.0.1:`port`: the whole answer.
+fn get_root(port: u16) -> Vec<u8> {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    answer
+}
+
 #[test]
 fn qemu_raspi0_root_port_elf_serves_the_site() {
     if bramble_qemu::find_qemu().is_err() {
@@ -228,12 +330,9 @@ fn qemu_raspi0_root_port_elf_serves_the_site() {
     }
     let dir = tempfile::tempdir().unwrap();
     let site = site(dir.path());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = bramble()
+    let port = free_port();
+    let mut command = bramble();
+    command
         .args([
             "qemu",
             "--machine",
@@ -244,115 +343,537 @@ fn qemu_raspi0_root_port_elf_serves_the_site() {
         ])
         .arg(&site)
         .args(["--port", &port.to_string()])
-        .env("XDG_CACHE_HOME", dir.path().join("cache"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (lines, receive) = std::sync::mpsc::channel();
-    for stream in [
-        Box::new(child.stdout.take().unwrap()) as Box<dyn Read + Send>,
-        Box::new(child.stderr.take().unwrap()),
-    ] {
-        let lines = lines.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                let _ = lines.send(line);
-            }
-        });
-    }
-    // Kernel build (when the tree's kernel changed) and boot.
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let mut transcript = Vec::new();
-    let answer = loop {
-        while let Ok(line) = receive.try_recv() {
-            transcript.push(line);
-        }
-        if transcript
-            .iter()
-            .any(|line| line.contains("serving: http://"))
-        {
-            let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-            stream
-                .set_read_timeout(Some(Duration::from_secs(10)))
-                .unwrap();
-            stream
-                .write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-                .unwrap();
-            let mut answer = Vec::new();
-            let _ = stream.read_to_end(&mut answer);
-            break answer;
-        }
-        if Instant::now() > deadline || matches!(child.try_wait(), Ok(Some(_))) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("no serving line:\n{}", transcript.join("\n"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let _ = child.wait();
-    while let Ok(line) = receive.try_recv() {
-        transcript.push(line);
-    }
-    let log = transcript.join("\n");
+        .env("XDG_CACHE_HOME", dir.path().join("cache"));
+    let mut qemu = Running::start(command);
+    qemu.expect_line("serving: http://", BOOT_LIMIT);
+    let answer = get_root(port);
+    let log = qemu.log();
     assert!(answer.ends_with(&page("home")), "{}\n{log}", text(&answer));
     assert!(log.contains("booting raspi0 in QEMU"), "{log}");
 }
 
-/// The long flags `bramble SUBCOMMAND --help` lists.
-fn flags_of(subcommand: &str) -> Vec<String> {
-    let output = bramble().args([subcommand, "--help"]).output().unwrap();
-    assert!(output.status.success());
-    let mut flags: Vec<String> = text(&output.stdout)
-        .lines()
-        .filter_map(|line| {
-            let line = line.trim_start();
-            let line = line
-                .strip_prefix('-')
-                .filter(|rest| !rest.starts_with('-'))
-                .and_then(|rest| rest.split_once(", "))
-                .map_or(line, |(_, long)| long);
-            line.strip_prefix("--")
-                .map(|rest| rest.split([' ', '=', '<']).next().unwrap_or("").to_string())
-        })
-        .filter(|flag| !flag.is_empty())
-        .collect();
-    flags.sort();
-    flags.dedup();
-    flags
+#[test]
+fn qemu_config_tls_and_https_port_serve_https_with_the_cards_settings() {
+    if bramble_qemu::find_qemu().is_err() {
+        eprintln!("skipped: qemu-system-arm is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let site = site(dir.path());
+    let config = dir.path().join("BRAMBLE.TXT");
+    // A setting only the card's BRAMBLE.TXT can make: HSTS on HTTPS answers.
+    fs::write(&config, "hsts = 600\n").unwrap();
+    let tls = Path::new(env!("CARGO_MANIFEST_DIR")).join("../kernel/tls/tests/data");
+    let (port, https_port) = (free_port(), free_port());
+    let mut command = bramble();
+    command
+        .args(["qemu", "--site"])
+        .arg(&site)
+        .arg("--config")
+        .arg(&config)
+        .arg("--tls-cert")
+        .arg(tls.join("p256.pem"))
+        .arg("--tls-key")
+        .arg(tls.join("p256.key"))
+        .args(["--port", &port.to_string()])
+        .args(["--https-port", &https_port.to_string()])
+        .env("XDG_CACHE_HOME", dir.path().join("cache"));
+    let mut qemu = Running::start(command);
+    qemu.expect_line("serving: http://", BOOT_LIMIT);
+    // curl (tools/setup.sh) speaks TLS to the guest; -k: the test certificate's name and
+    // issuer are not this host's.
+    let output = Command::new("curl")
+        .args(["-k", "-s", "-i", "--max-time", "120"])
+        .arg(format!("https://127.0.0.1:{https_port}/"))
+        .output()
+        .expect("run curl (tools/setup.sh installs it)");
+    let answer = text(&output.stdout);
+    let log = qemu.log();
+    assert!(
+        output.status.success(),
+        "curl: {}\n{log}",
+        text(&output.stderr)
+    );
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}\n{log}");
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("strict-transport-security: max-age=600"),
+        "--config's hsts reached the guest: {answer}\n{log}"
+    );
+    assert!(answer.ends_with(&text(&page("home"))), "{answer}");
 }
 
 #[test]
-fn every_flag_help_lists_is_driven_by_a_test() {
+fn qemu_smsc95xx_model_log_and_control() {
+    if bramble_qemu::find_qemu().is_err() {
+        eprintln!("skipped: qemu-system-arm is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let model_log = dir.path().join("registers.log");
+    let control = dir.path().join("control.sock");
+    let mut command = bramble();
+    command
+        .args(["qemu", "--no-card", "--nic", "smsc95xx", "--model-log"])
+        .arg(&model_log)
+        .arg("--model-control")
+        .arg(&control)
+        .env("XDG_CACHE_HOME", dir.path().join("cache"));
+    let mut qemu = Running::start(command);
+    // The guest finds the model's chip; its cable goes nowhere (no --tap).
+    qemu.expect_line("usb: device 0424:ec00", BOOT_LIMIT);
+    let noted = bramble_usbredir::run::send_command(&control, "note from the flag audit")
+        .expect("the model's control socket answers");
+    assert_eq!(noted, "ok");
+    let stats = bramble_usbredir::run::send_command(&control, "stats").unwrap();
+    assert!(stats.contains("tx_errors"), "{stats}");
+    drop(qemu);
+    let log = fs::read_to_string(&model_log).expect("the model's register log");
+    assert!(log.contains("from the flag audit"), "{log}");
+    assert!(log.lines().count() > 10, "registers were logged: {log}");
+}
+
+/// A flag `bramble SUBCOMMAND --help` lists: its long name and its short one, if any.
+#[derive(Debug)]
+struct HelpFlag {
+    long: String,
+    short: Option<String>,
+}
+
+/// The flags `bramble SUBCOMMAND --help` lists, but `--help` itself (which
+/// [`every_flag_each_subcommand_lists_is_driven_by_a_test_of_that_subcommand`] drives for every
+/// subcommand to get the list).
+fn flags_of(subcommand: &str) -> Vec<HelpFlag> {
+    let output = bramble().args([subcommand, "--help"]).output().unwrap();
+    assert!(output.status.success(), "bramble {subcommand} --help");
+    let mut flags: Vec<HelpFlag> = text(&output.stdout)
+        .lines()
+        .filter_map(|line| {
+            let line = line.trim_start();
+            let (short, long) = match line.strip_prefix('-').filter(|rest| !rest.starts_with('-')) {
+                Some(rest) => {
+                    let (short, long) = rest.split_once(", ")?;
+                    (Some(format!("-{short}")), long)
+                }
+                None => (None, line),
+            };
+            let long = long.strip_prefix("--")?;
+            let long = long.split([' ', '=', '<']).next().unwrap_or("");
+            (!long.is_empty() && long != "help").then(|| HelpFlag {
+                long: format!("--{long}"),
+                short,
+            })
+        })
+        .collect();
+    flags.sort_by(|a, b| a.long.cmp(&b.long));
+    flags.dedup_by(|a, b| a.long == b.long);
+    flags
+}
+
+/// A token of Rust source, as far as the audit needs one: string literals (their contents,
+/// escapes as written), identifiers, and single punctuation characters; comments, char
+/// literals, lifetimes and numbers are dropped.
+#[derive(Clone, Debug, PartialEq)]
+enum Token {
+    Text(String),
+    Ident(String),
+    Punct(char),
+}
+
+fn tokens(source: &str) -> Vec<Token> {
+    let bytes = source.as_bytes();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let byte = bytes[at];
+        let rest = &source[at..];
+        if rest.starts_with("//") {
+            at += rest.find('\n').unwrap_or(rest.len());
+        } else if rest.starts_with("/*") {
+            at += rest.find("*/").map_or(rest.len(), |end| end + 2);
+        } else if byte == b'"' || rest.starts_with("r\"") || rest.starts_with("r#") {
+            // A string literal, plain or raw (r"..", r#".."#).
+            let hashes = if byte == b'r' {
+                rest[1..].bytes().take_while(|&b| b == b'#').count()
+            } else {
+                0
+            };
+            let open = if byte == b'r' { 2 + hashes } else { 1 };
+            let closing = format!("\"{}", "#".repeat(hashes));
+            let mut end = open;
+            loop {
+                match rest[end..].find(if byte == b'r' { &closing[..] } else { "\"" }) {
+                    None => {
+                        end = rest.len();
+                        break;
+                    }
+                    Some(found) => {
+                        let quote = end + found;
+                        let escaped = byte != b'r'
+                            && rest[..quote]
+                                .bytes()
+                                .rev()
+                                .take_while(|&b| b == b'\\')
+                                .count()
+                                % 2
+                                == 1;
+                        end = quote + 1;
+                        if !escaped {
+                            out.push(Token::Text(rest[open..quote].to_string()));
+                            end += hashes;
+                            break;
+                        }
+                    }
+                }
+            }
+            at += end;
+        } else if byte == b'\'' {
+            // A char literal ('"', '\'', 'x') or a lifetime ('a): skip either.
+            let char_literal = rest[1..]
+                .char_indices()
+                .find(|&(index, c)| c == '\'' && (index > 1 || !rest[1..].starts_with('\\')))
+                .filter(|&(index, _)| index <= 10);
+            at += char_literal.map_or(1, |(index, _)| index + 2);
+        } else if byte.is_ascii_alphabetic() || byte == b'_' {
+            let len = rest
+                .bytes()
+                .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+                .count();
+            out.push(Token::Ident(rest[..len].to_string()));
+            at += len;
+        } else if byte.is_ascii_digit() || byte.is_ascii_whitespace() {
+            at += 1;
+        } else {
+            let c = rest.chars().next().unwrap_or(' ');
+            out.push(Token::Punct(c));
+            at += c.len_utf8();
+        }
+    }
+    out
+}
+
+const SUBCOMMANDS: [&str; 6] = ["pack", "image", "qemu", "serve", "flash", "check"];
+
+fn is_punct(token: Option<&Token>, c: char) -> bool {
+    token == Some(&Token::Punct(c))
+}
+
+fn is_ident(token: Option<&Token>, name: &str) -> bool {
+    matches!(token, Some(Token::Ident(ident)) if ident == name)
+}
+
+/// The subcommand a string literal at `at` starts, if it is the first argument of a command:
+/// `.arg("pack")`, `.args(["pack", ..])`, or a helper's `name(&["pack", ..])`.
+fn subcommand_at(tokens: &[Token], at: usize) -> Option<&'static str> {
+    let Token::Text(text) = &tokens[at] else {
+        return None;
+    };
+    let subcommand = SUBCOMMANDS.iter().find(|name| *name == text)?;
+    let before = |back: usize| at.checked_sub(back).and_then(|index| tokens.get(index));
+    let first_argument = (is_punct(before(1), '(') && is_ident(before(2), "arg"))
+        || (is_punct(before(1), '[') && is_punct(before(2), '(') && is_ident(before(3), "args"))
+        || (is_punct(before(1), '[')
+            && is_punct(before(2), '&')
+            && is_punct(before(3), '(')
+            && matches!(before(4), Some(Token::Ident(_))))
+        || bound_array(tokens, at).is_some();
+    first_argument.then_some(*subcommand)
+}
+
+/// The variable an argument list at `at` is bound to, if it is one: `let name = ["pack", ..];`.
+fn bound_array(tokens: &[Token], at: usize) -> Option<&str> {
+    let before = |back: usize| at.checked_sub(back).and_then(|index| tokens.get(index));
+    if !is_punct(before(1), '[') || !is_punct(before(2), '=') {
+        return None;
+    }
+    let Some(Token::Ident(name)) = before(3) else {
+        return None;
+    };
+    (is_ident(before(4), "let") || is_ident(before(4), "mut")).then_some(name.as_str())
+}
+
+/// The string literals of the statements after `from`, in the same block, that use the
+/// variable `name` (`bramble(&[&args[..], &["--skip-broken-links"]].concat(), ..)`).
+fn statements_using<'a>(tokens: &'a [Token], from: usize, name: &str) -> Vec<&'a str> {
+    let mut texts = Vec::new();
+    let mut depth = 0usize;
+    let mut statement_start = from;
+    let mut using = false;
+    for at in from..tokens.len() {
+        match &tokens[at] {
+            Token::Punct('(' | '[' | '{') => depth += 1,
+            Token::Punct(')' | ']') => depth = depth.saturating_sub(1),
+            Token::Punct('}') if depth == 0 => break,
+            Token::Punct('}') => depth -= 1,
+            Token::Ident(ident) if ident == name => using = true,
+            _ => {}
+        }
+        if matches!(tokens[at], Token::Punct(';' | '{' | '}')) {
+            if using {
+                texts.extend(
+                    tokens[statement_start..at]
+                        .iter()
+                        .filter_map(|token| match token {
+                            Token::Text(text) => Some(text.as_str()),
+                            _ => None,
+                        }),
+                );
+            }
+            using = false;
+            statement_start = at + 1;
+        }
+    }
+    texts
+}
+
+/// Does a run of the command (`.output()`, `.spawn()`, `.status()`) start at `at`?
+fn runs_at(tokens: &[Token], at: usize) -> bool {
+    is_punct(tokens.get(at), '.')
+        && ["output", "spawn", "status"]
+            .iter()
+            .any(|name| is_ident(tokens.get(at + 1), name))
+        && is_punct(tokens.get(at + 2), '(')
+}
+
+/// The string literals of one invocation, from its subcommand literal at `start` until the
+/// command runs: the end of its statement, or, when the statement only adds arguments to a
+/// command in a variable (`tool.args(["qemu", ..]);`), the statement that runs it. It also
+/// ends where the block it is in ends.
+fn invocation(tokens: &[Token], start: usize) -> Vec<&str> {
+    // `.arg("qemu")` or `.args(["qemu", ..])`: where is the `.`, and what is before it?
+    let dot = if is_punct(tokens.get(start.wrapping_sub(1)), '(') {
+        3
+    } else {
+        4
+    };
+    let builder = start > dot
+        && is_punct(tokens.get(start - dot), '.')
+        && matches!(tokens.get(start - dot - 1), Some(Token::Ident(_)))
+        && (start == dot + 1
+            || [';', '{', '}']
+                .iter()
+                .any(|&c| is_punct(tokens.get(start - dot - 2), c)));
+    let mut texts = Vec::new();
+    let mut open = 0usize;
+    for at in start..tokens.len() {
+        if runs_at(tokens, at) {
+            break;
+        }
+        match &tokens[at] {
+            Token::Text(text) => texts.push(text.as_str()),
+            Token::Punct('(' | '[' | '{') => open += 1,
+            Token::Punct(')' | ']') => open = open.saturating_sub(1),
+            Token::Punct('}') if open == 0 => break,
+            Token::Punct('}') => open -= 1,
+            Token::Punct(';') if !builder => break,
+            _ => {}
+        }
+    }
+    texts
+}
+
+/// The name of the closure (`let name = |..| {`) or function (`fn name(..) {`) whose body
+/// holds the token at `at`, innermost first.
+fn enclosing_definitions(tokens: &[Token], at: usize) -> Vec<&str> {
+    let mut names = Vec::new();
+    let mut depth = 0usize;
+    for index in (0..at).rev() {
+        match &tokens[index] {
+            Token::Punct('}') => depth += 1,
+            Token::Punct('{') if depth > 0 => depth -= 1,
+            Token::Punct('{') => {
+                // An unclosed block: whose body is it? Look back along its header.
+                let header = &tokens[index.saturating_sub(40)..index];
+                let mut name = None;
+                for (offset, token) in header.iter().enumerate().rev() {
+                    if matches!(token, Token::Punct(';' | '{' | '}')) {
+                        break;
+                    }
+                    if is_ident(Some(token), "fn") {
+                        if let Some(Token::Ident(found)) = header.get(offset + 1) {
+                            name = Some(found.as_str());
+                        }
+                        break;
+                    }
+                    if is_ident(Some(token), "let") && header[offset..].contains(&Token::Punct('|'))
+                    {
+                        let mut after = offset + 1;
+                        if is_ident(header.get(after), "mut") {
+                            after += 1;
+                        }
+                        if let Some(Token::Ident(found)) = header.get(after) {
+                            name = Some(found.as_str());
+                        }
+                        break;
+                    }
+                }
+                if let Some(name) = name {
+                    names.push(name);
+                }
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
+/// The string literals of every call `name(..)` in `tokens` (not its definition).
+fn call_arguments<'a>(tokens: &'a [Token], name: &str) -> Vec<&'a str> {
+    let mut texts = Vec::new();
+    for at in 0..tokens.len() {
+        if !is_ident(tokens.get(at), name)
+            || !is_punct(tokens.get(at + 1), '(')
+            || (at > 0 && (is_ident(tokens.get(at - 1), "fn") || is_punct(tokens.get(at - 1), '.')))
+        {
+            continue;
+        }
+        let mut depth = 0usize;
+        for token in &tokens[at + 1..] {
+            match token {
+                Token::Punct('(' | '[' | '{') => depth += 1,
+                Token::Punct(')' | ']' | '}') => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                Token::Text(text) => texts.push(text.as_str()),
+                _ => {}
+            }
+        }
+    }
+    texts
+}
+
+/// Which (subcommand, argument) pairs the test source `source` passes to the binary together:
+/// each invocation's subcommand with every string literal of that invocation, and, when the
+/// invocation is the body of a helper closure or function that adds its caller's arguments
+/// (`.args(extra)`), with the string literals of that helper's calls in the same file.
+fn driven_pairs(source: &str) -> Vec<(&'static str, String)> {
+    let tokens = tokens(source);
+    let mut pairs = Vec::new();
+    for at in 0..tokens.len() {
+        let Some(subcommand) = subcommand_at(&tokens, at) else {
+            continue;
+        };
+        let mut texts: Vec<&str> = invocation(&tokens, at);
+        if let Some(name) = bound_array(&tokens, at) {
+            texts.extend(statements_using(&tokens, at, name));
+        }
+        let passes_on = tokens[at..]
+            .windows(4)
+            .take_while(|window| !runs_at(window, 0))
+            .any(|window| {
+                is_ident(window.first(), "args")
+                    && is_punct(window.get(1), '(')
+                    && matches!(window.get(2), Some(Token::Ident(_)))
+                    && is_punct(window.get(3), ')')
+            });
+        if passes_on {
+            for name in enclosing_definitions(&tokens, at) {
+                texts.extend(call_arguments(&tokens, name));
+            }
+        }
+        pairs.extend(texts.into_iter().map(|text| (subcommand, text.to_string())));
+    }
+    pairs.sort();
+    pairs.dedup();
+    pairs
+}
+
+#[test]
+fn the_audit_pairs_each_flag_with_the_subcommand_it_was_passed_to() {
+    let source = r#"
+        fn bramble() -> Command { Command::new(env!("CARGO_BIN_EXE_bramble")) }
+        fn helper(args: &[&str]) -> Output { bramble().args(args).output().unwrap() }
+        #[test]
+        fn one() {
+            // bramble().args(["flash", "--commented"]) is not a test
+            let output = bramble().args(["pack", "--fast", "x"]).arg("--no-cache").output();
+            let other = bramble().arg("image").arg(&site).arg("-o").status().unwrap();
+            helper(&["check", "--hosted"]);
+            let mut tool = bramble();
+            tool.args(["qemu", "--image"]).arg(&card);
+            tool.arg("--tap").arg(r"tap0");
+            let child = tool.spawn().unwrap();
+            let never = "--after-the-run";
+            let pack = |extra: &[&str]| {
+                let c = '"';
+                bramble().arg("serve").args(extra).output().unwrap()
+            };
+            pack(&["--watch"]);
+            for command in ["pack", "--listed-not-passed"] {}
+            let args = ["flash", "card.img"];
+            let refused = helper(&args);
+            let forced = helper(&[&args[..], &["--force"]].concat());
+            assert!(text.contains("--yes"));
+        }
+    "#;
+    let pairs = driven_pairs(source);
+    let has = |subcommand: &str, flag: &str| {
+        pairs.contains(&(subcommand_name(subcommand), flag.to_string()))
+    };
+    assert!(
+        has("pack", "--fast") && has("pack", "--no-cache"),
+        "{pairs:?}"
+    );
+    assert!(has("image", "-o"), "{pairs:?}");
+    assert!(has("check", "--hosted"), "{pairs:?}");
+    assert!(
+        has("qemu", "--image") && has("qemu", "--tap") && has("qemu", "tap0"),
+        "{pairs:?}"
+    );
+    assert!(has("serve", "--watch"), "{pairs:?}");
+    assert!(
+        !has("image", "--fast"),
+        "pack's flag is not image's: {pairs:?}"
+    );
+    assert!(
+        !has("pack", "-o") && !has("qemu", "--no-cache"),
+        "{pairs:?}"
+    );
+    assert!(
+        !has("qemu", "--after-the-run") && !has("serve", "--after-the-run"),
+        "{pairs:?}"
+    );
+    assert!(!has("flash", "--commented"), "{pairs:?}");
+    assert!(
+        has("flash", "--force") && !has("flash", "--yes"),
+        "{pairs:?}"
+    );
+    assert!(
+        !pairs.iter().any(|(_, flag)| flag == "--listed-not-passed"),
+        "{pairs:?}"
+    );
+}
+
+fn subcommand_name(name: &str) -> &'static str {
+    SUBCOMMANDS.iter().find(|s| **s == name).unwrap()
+}
+
+#[test]
+fn every_flag_each_subcommand_lists_is_driven_by_a_test_of_that_subcommand() {
     let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let mut sources = Vec::new();
+    let mut driven = Vec::new();
     for entry in fs::read_dir(&tests).unwrap().flatten() {
         if entry.path().extension().is_some_and(|e| e == "rs") {
-            sources.push(fs::read_to_string(entry.path()).unwrap());
+            driven.extend(driven_pairs(&fs::read_to_string(entry.path()).unwrap()));
         }
     }
     let mut untested = Vec::new();
-    for subcommand in ["pack", "image", "qemu", "serve", "flash", "check"] {
+    for subcommand in SUBCOMMANDS {
         let flags = flags_of(subcommand);
         assert!(flags.len() > 2, "{subcommand}: {flags:?}");
         for flag in flags {
-            // A test passes the flag as an argument: the literal "--flag" in a test's
-            // source ("--flag" alone, or first in a list of arguments).
-            let quoted = format!("\"--{flag}\"");
-            let first = format!("\"--{flag} ");
-            if !sources
-                .iter()
-                .any(|source| source.contains(&quoted) || source.contains(&first))
-            {
-                untested.push(format!("bramble {subcommand} --{flag}"));
+            let passed = |name: &str| driven.iter().any(|(s, f)| *s == subcommand && f == name);
+            if !passed(&flag.long) && !flag.short.as_deref().is_some_and(passed) {
+                untested.push(format!("bramble {subcommand} {}", flag.long));
             }
         }
     }
     assert!(
         untested.is_empty(),
-        "flags no test under tools/tests passes to the binary: {untested:?}"
+        "flags no test under tools/tests passes to the binary with that subcommand: {untested:?}"
     );
 }

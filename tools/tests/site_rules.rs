@@ -546,3 +546,65 @@ fn serve_lists_folders_and_searches() {
     assert!(image.get("/search.html").is_some());
     assert_eq!(image.index().search().unwrap().pieces().count(), 0);
 }
+
+#[test]
+fn serve_spa_fallback_and_no_security_headers() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("site");
+    write(
+        &dir,
+        "index.html",
+        "<!doctype html><title>app</title><div id=app></div>",
+    );
+    let plain = start(&dir, &[]);
+    let r = fetch(&format!("{}/some/route", plain.base));
+    assert_eq!(
+        r.status, 404,
+        "without --spa-fallback an unknown path is 404"
+    );
+    assert_eq!(r.header("x-frame-options"), Some("SAMEORIGIN"));
+    drop(plain);
+    let server = start(&dir, &["--spa-fallback", "--no-security-headers"]);
+    let r = fetch(&format!("{}/some/route", server.base));
+    assert_eq!(r.status, 200, "--spa-fallback serves /index.html");
+    assert!(r.body.contains("<div id=app>"), "{}", r.body);
+    for header in [
+        "x-frame-options",
+        "x-content-type-options",
+        "referrer-policy",
+    ] {
+        assert_eq!(r.header(header), None, "--no-security-headers: {header}");
+    }
+}
+
+#[test]
+fn pack_listing_writes_the_folders_index() {
+    let temp = tempfile::tempdir().unwrap();
+    let dir = temp.path().join("site");
+    write(&dir, "index.html", "<!doctype html><title>home</title>");
+    write(&dir, "files/a.zip", "zip");
+    write(&dir, "files/deeper/b.txt", "b");
+    let out = temp.path().join("site.bin");
+    let packed = pack(&dir, &out, &["--listing", "files"]);
+    assert!(
+        packed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&packed.stderr)
+    );
+    let bytes = std::fs::read(&out).unwrap();
+    let image = bramble_site::SiteImage::new_checked(&bytes).unwrap();
+    for listing in [
+        "/files/index.html",
+        "/files/index.json",
+        "/files/deeper/index.json",
+    ] {
+        assert!(image.get(listing).is_some(), "{listing}");
+    }
+    let json = image.get("/files/index.json").unwrap();
+    let body = String::from_utf8_lossy(image.body(json.identity.body));
+    assert!(body.contains("\"name\":\"a.zip\""), "{body}");
+    assert!(
+        image.get("/index.json").is_none(),
+        "only the folder asked for"
+    );
+}
