@@ -4,7 +4,11 @@
 //! one multi-block command each: by programmed I/O, or by the DMA controller paced by the
 //! EMMC's DREQ line while the caller goes on with other work.
 //!
-//! Bramble never writes to its card: this driver has no write path at all.
+//! Writes (CMD24 for one block, CMD25 with auto-CMD12 for more, by programmed I/O) go only
+//! to the one window of blocks the board allows with [`Emmc::allow_writes`] (the certificate
+//! store's region); anything else is refused before a command is sent. Each write is checked:
+//! the card's status before (CMD13, in the transfer state), the command's R1 and, once the
+//! data is in, CMD13 again until the card has programmed it, with every error bit looked at.
 //! Command flow from the SD Physical Layer Simplified Specification v3.01, section 4.2
 //! (card identification), 4.3 (data transfer) and 4.3.10 (CMD6, switch function).
 //!
@@ -16,7 +20,7 @@
 //! so that is the order used: command, then DMA.
 
 use crate::mmio::{Field, Offset, RegisterBlock, Word};
-use bramble_hal::block::{BLOCK_SIZE, BlockDevice, BlockError};
+use bramble_hal::block::{BLOCK_SIZE, BlockDevice, BlockError, BlockWrite};
 
 // Registers (BCM2835 ARM Peripherals §5.4).
 
@@ -98,6 +102,8 @@ impl Interrupt {
     const COMMAND_DONE: Field<Self> = Field::bit(0);
     /// DATA_DONE: the data transfer ended.
     const DATA_DONE: Field<Self> = Field::bit(1);
+    /// WRITE_RDY: the data port has room for a block.
+    const WRITE_READY: Field<Self> = Field::bit(4);
     /// READ_RDY: a block is ready in the data port.
     const READ_READY: Field<Self> = Field::bit(5);
     /// CTO_ERR: the command got no response.
@@ -150,6 +156,74 @@ pub const fn command_word(index: u32, response: Response, read_blocks: u32) -> u
         word |= BLOCK_COUNT_ENABLE | MULTI_BLOCK | AUTO_CMD12;
     }
     word
+}
+
+/// The CMDTM word for write command `index` (CMD24 or CMD25) moving `blocks` blocks from host
+/// to card: R1 checked, data, and for more than one block the block count, multi-block and
+/// auto-CMD12 (which ends the write once the last block is in).
+pub const fn write_command_word(index: u32, blocks: u32) -> u32 {
+    // The read word with the direction bit (CARD_TO_HOST, bit 4) cleared.
+    command_word(index, Response::Short, blocks) & !(1 << 4)
+}
+
+/// R1 card status bits that mean a command or write failed (SD Physical Layer Specification
+/// 4.10.1, type E and X error bits: OUT_OF_RANGE 31 down to ERROR 19, CSD_OVERWRITE 16,
+/// WP_ERASE_SKIP 15).
+pub const CARD_STATUS_ERRORS: u32 = 0xFFF9_8000;
+
+/// The card's state in an R1 status (CURRENT_STATE, bits 12:9): 4 is `tran`, the state a
+/// data command starts from and a finished write returns to.
+pub const fn card_state(status: u32) -> u32 {
+    (status >> 9) & 0xF
+}
+
+/// Whether an R1 status says the card is idle in the transfer state and ready for data
+/// (READY_FOR_DATA, bit 8): a write before it has been programmed.
+pub const fn card_ready_for_data(status: u32) -> bool {
+    card_state(status) == 4 && status & (1 << 8) != 0
+}
+
+/// The blocks of the card that may be written: one contiguous window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteWindow {
+    /// The window's first block.
+    pub first_block: u64,
+    /// Blocks in the window.
+    pub blocks: u64,
+}
+
+impl WriteWindow {
+    /// Whether the `blocks` blocks from `first_block` lie inside the window (none do when
+    /// `blocks` is 0 or the end overflows).
+    pub fn contains(&self, first_block: u64, blocks: u64) -> bool {
+        let Some(end) = first_block.checked_add(blocks) else {
+            return false;
+        };
+        let Some(window_end) = self.first_block.checked_add(self.blocks) else {
+            return false;
+        };
+        blocks > 0 && first_block >= self.first_block && end <= window_end
+    }
+}
+
+/// What the write path has done since boot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteCounters {
+    /// Write commands that completed (CMD24 or CMD25 each).
+    pub commands: u32,
+    /// Blocks written by them.
+    pub blocks: u64,
+    /// Writes refused before reaching the card: outside the window, or no window.
+    pub refused: u32,
+    /// Writes the card failed or reported an error for.
+    pub failed: u32,
+}
+
+impl WriteCounters {
+    /// Bytes written.
+    pub fn bytes(&self) -> u64 {
+        self.blocks.saturating_mul(BLOCK_SIZE as u64)
+    }
 }
 
 /// The SDHCI clock divider field for a card clock of at most `target_hz` from `base_hz`
@@ -324,6 +398,10 @@ const READ_MICROS: u64 = 250_000;
 const BLOCK_MICROS: u64 = 1_000;
 /// Most blocks one command may read (BLKSIZECNT's block count is 16 bits).
 pub const MAX_BLOCKS_PER_COMMAND: u32 = 0xFFFF;
+/// Longest a written block may keep the card busy programming, in microseconds (the SD
+/// specification's write timeout is 250 ms for SDSC and 500 ms for SDHC/SDXC, 4.6.2.2); the
+/// whole write gets this per block.
+const PROGRAM_MICROS_PER_BLOCK: u64 = 500_000;
 
 /// The EMMC controller with an initialised SD card.
 pub struct Emmc<C: Fn() -> u64> {
@@ -331,6 +409,8 @@ pub struct Emmc<C: Fn() -> u64> {
     now_micros: C,
     card: CardInfo,
     dma_read: Option<DmaRead>,
+    write_window: Option<WriteWindow>,
+    writes: WriteCounters,
 }
 
 impl<C: Fn() -> u64> Emmc<C> {
@@ -354,6 +434,8 @@ impl<C: Fn() -> u64> Emmc<C> {
                 clock_hz: 0,
             },
             dma_read: None,
+            write_window: None,
+            writes: WriteCounters::default(),
         };
         emmc.reset(base_clock_hz)?;
         emmc.identify(base_clock_hz)?;
@@ -363,6 +445,31 @@ impl<C: Fn() -> u64> Emmc<C> {
     /// What initialisation found.
     pub fn card(&self) -> CardInfo {
         self.card
+    }
+
+    /// Allows writes to `window` and nowhere else, once: the board calls it with the
+    /// certificate store's region. A second call (or a window past the card's end) is refused
+    /// and leaves the first window (or none) in place.
+    pub fn allow_writes(&mut self, window: WriteWindow) -> bool {
+        let on_card = window
+            .first_block
+            .checked_add(window.blocks)
+            .is_some_and(|end| end <= self.card.blocks);
+        if self.write_window.is_some() || !on_card || window.blocks == 0 {
+            return false;
+        }
+        self.write_window = Some(window);
+        true
+    }
+
+    /// The window writes may go to, if one was allowed.
+    pub fn write_window(&self) -> Option<WriteWindow> {
+        self.write_window
+    }
+
+    /// What the write path has done since boot.
+    pub fn write_counters(&self) -> WriteCounters {
+        self.writes
     }
 
     fn now(&self) -> u64 {
@@ -477,9 +584,9 @@ impl<C: Fn() -> u64> Emmc<C> {
         self.registers.at(INTERRUPT).write(Interrupt::ALL.set());
     }
 
-    /// After a read that went wrong mid-way: reset the lines and tell the card to stop
-    /// sending (CMD12, STOP_TRANSMISSION; an error just means it had stopped already).
-    fn abandon_read(&mut self) {
+    /// After a read or write that went wrong mid-way: reset the lines and tell the card to
+    /// stop (CMD12, STOP_TRANSMISSION; an error just means it had stopped already).
+    fn abandon_transfer(&mut self) {
         self.recover_lines();
         let _ = self.send(
             12,
@@ -661,6 +768,23 @@ impl<C: Fn() -> u64> Emmc<C> {
         blocks: usize,
         limit: u64,
     ) -> Result<(), BlockError> {
+        let index = if blocks == 1 { 17 } else { 18 }; // READ_SINGLE_BLOCK / READ_MULTIPLE_BLOCK
+        let word = command_word(index, Response::Short, blocks as u32);
+        self.start_data_command(index, word, address, blocks, limit)?;
+        Ok(())
+    }
+
+    /// Sends data command `index` (CMDTM `word`) for `blocks` blocks at `address` once the
+    /// data lines are free (waiting up to `limit` microseconds for them, then resetting them
+    /// once), and waits as long for its response; returns the R1 status.
+    fn start_data_command(
+        &mut self,
+        index: u32,
+        word: u32,
+        address: u32,
+        blocks: usize,
+        limit: u64,
+    ) -> Result<u32, BlockError> {
         let lines_free = |e: &Self| !e.registers.at(STATUS).read().is_set(Status::DATA_INHIBIT);
         if !self.wait(limit, lines_free) {
             self.recover_lines();
@@ -671,13 +795,131 @@ impl<C: Fn() -> u64> Emmc<C> {
         self.registers.at(BLKSIZECNT).write(
             BlockSizeCount::SIZE.val(BLOCK_SIZE as u32) + BlockSizeCount::COUNT.val(blocks as u32),
         );
-        let index = if blocks == 1 { 17 } else { 18 }; // READ_SINGLE_BLOCK / READ_MULTIPLE_BLOCK
-        self.send(
-            index,
-            address,
-            command_word(index, Response::Short, blocks as u32),
-            limit,
-        )?;
+        Ok(self.send(index, address, word, limit)?)
+    }
+
+    /// The card's status (CMD13, SEND_STATUS; reading it clears its error bits).
+    fn card_status(&mut self) -> Result<u32, BlockError> {
+        let word = command_word(13, Response::Short, 0);
+        Ok(self.send(13, self.card.rca << 16, word, COMMAND_MICROS)?)
+    }
+
+    /// Asks for the card's status until it is in the transfer state and ready for data, for
+    /// up to `micros` microseconds; returns that status.
+    fn wait_until_ready(&mut self, micros: u64) -> Result<u32, BlockError> {
+        let deadline = self.now().saturating_add(micros);
+        loop {
+            let status = self.card_status()?;
+            if card_ready_for_data(status) {
+                return Ok(status);
+            }
+            if self.now() > deadline {
+                return Err(BlockError::Timeout);
+            }
+        }
+    }
+
+    /// Writes `data` (whole blocks) from `first_block` by programmed I/O, if the blocks lie
+    /// inside the window [`Emmc::allow_writes`] set; counted in [`Emmc::write_counters`].
+    fn write(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError> {
+        if !data.len().is_multiple_of(BLOCK_SIZE) {
+            return Err(BlockError::BadBuffer);
+        }
+        let blocks = data.len() / BLOCK_SIZE;
+        let inside = self
+            .write_window
+            .is_some_and(|window| window.contains(first_block, blocks as u64));
+        if !inside {
+            self.writes.refused = self.writes.refused.saturating_add(1);
+            log::error!(
+                "sd: refused a write of {blocks} blocks at block {first_block}: outside the \
+                 certificate store's region ({:?})",
+                self.write_window
+            );
+            return Err(BlockError::ReadOnly);
+        }
+        let address = self.data_address(first_block, blocks)?;
+        if self.dma_read.is_some() {
+            return Err(BlockError::Busy);
+        }
+        match self.write_checked(address, data) {
+            Ok(()) => {
+                self.writes.commands = self.writes.commands.saturating_add(1);
+                self.writes.blocks = self.writes.blocks.saturating_add(blocks as u64);
+                Ok(())
+            }
+            Err(error) => {
+                self.writes.failed = self.writes.failed.saturating_add(1);
+                Err(error)
+            }
+        }
+    }
+
+    /// The write itself: the card ready (status read first, which also clears error bits
+    /// earlier commands left), CMD24 or CMD25 with its R1 checked, each block into the data
+    /// port when it has room, the end of the transfer, and the card's status until it has
+    /// programmed the data, every error bit checked (on a multi-block write also in the
+    /// auto-CMD12's response, where errors found during the data show).
+    fn write_checked(&mut self, address: u32, data: &[u8]) -> Result<(), BlockError> {
+        let blocks = data.len() / BLOCK_SIZE;
+        let programming = PROGRAM_MICROS_PER_BLOCK.saturating_mul(blocks as u64);
+        self.wait_until_ready(PROGRAM_MICROS_PER_BLOCK)?;
+        let index = if blocks == 1 { 24 } else { 25 }; // WRITE_BLOCK / WRITE_MULTIPLE_BLOCK
+        let word = write_command_word(index, blocks as u32);
+        let accepted = self.start_data_command(index, word, address, blocks, COMMAND_MICROS)?;
+        if accepted & CARD_STATUS_ERRORS != 0 {
+            log::error!("sd: CMD{index} at {address:#x} refused, card status {accepted:#010x}");
+            self.abandon_transfer();
+            return Err(BlockError::WriteFailed);
+        }
+        let r = self.registers;
+        for block in data.chunks_exact(BLOCK_SIZE) {
+            let ready = self.wait(READ_MICROS, |e| {
+                let status = e.registers.at(INTERRUPT).read();
+                status.is_set(Interrupt::WRITE_READY) || status.is_set(Interrupt::ERRORS)
+            });
+            let status = r.at(INTERRUPT).read();
+            if !ready || status.is_set(Interrupt::ERRORS) {
+                self.abandon_transfer();
+                return Err(if ready {
+                    BlockError::Transfer
+                } else {
+                    BlockError::Timeout
+                });
+            }
+            r.at(INTERRUPT).write(Interrupt::WRITE_READY.set());
+            for word in block.chunks_exact(4) {
+                let value = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+                r.at(DATA).write(Word::ALL.val(value));
+            }
+        }
+        let done = self.wait(READ_MICROS.saturating_add(programming), |e| {
+            let status = e.registers.at(INTERRUPT).read();
+            status.is_set(Interrupt::DATA_DONE) || status.is_set(Interrupt::ERRORS)
+        });
+        let status = r.at(INTERRUPT).read();
+        r.at(INTERRUPT).write(Interrupt::ALL.set());
+        if !done || status.is_set(Interrupt::ERRORS) {
+            self.abandon_transfer();
+            return Err(if done {
+                BlockError::Transfer
+            } else {
+                BlockError::Timeout
+            });
+        }
+        let stop = if blocks > 1 {
+            r.register(RESP0 + 12).read()
+        } else {
+            0
+        };
+        let after = self.wait_until_ready(programming)?;
+        if (after | stop) & CARD_STATUS_ERRORS != 0 {
+            log::error!(
+                "sd: the write at {address:#x} failed: card status {after:#010x}, at the stop \
+                 {stop:#010x}"
+            );
+            return Err(BlockError::WriteFailed);
+        }
         Ok(())
     }
 
@@ -700,7 +942,7 @@ impl<C: Fn() -> u64> Emmc<C> {
             });
             let status = r.at(INTERRUPT).read();
             if !ready || status.is_set(Interrupt::ERRORS) {
-                self.abandon_read();
+                self.abandon_transfer();
                 return Err(if ready {
                     BlockError::Transfer
                 } else {
@@ -719,7 +961,7 @@ impl<C: Fn() -> u64> Emmc<C> {
         let status = r.at(INTERRUPT).read();
         r.at(INTERRUPT).write(Interrupt::ALL.set());
         if !done || status.is_set(Interrupt::ERRORS) {
-            self.abandon_read();
+            self.abandon_transfer();
             return Err(if done {
                 BlockError::Transfer
             } else {
@@ -788,7 +1030,7 @@ impl<C: Fn() -> u64> Emmc<C> {
             return DmaReadPoll::Done(Ok(()));
         }
         dma.abort();
-        self.abandon_read();
+        self.abandon_transfer();
         self.dma_read = None;
         DmaReadPoll::Done(Err(if failed {
             BlockError::Transfer
@@ -846,9 +1088,82 @@ impl<C: Fn() -> u64> BlockDevice for Emmc<C> {
     }
 }
 
+impl<C: Fn() -> u64> BlockWrite for Emmc<C> {
+    /// Writes by programmed I/O, one command per [`PIO_BLOCKS_PER_COMMAND`] blocks, only
+    /// inside the window [`Emmc::allow_writes`] set (anything else is refused whole, before a
+    /// block is sent). A failed command is not retried: the caller (the certificate store)
+    /// decides, and its other slot is whole either way.
+    fn write_blocks(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError> {
+        if !data.len().is_multiple_of(BLOCK_SIZE) {
+            return Err(BlockError::BadBuffer);
+        }
+        let blocks = (data.len() / BLOCK_SIZE) as u64;
+        if !self
+            .write_window
+            .is_some_and(|window| window.contains(first_block, blocks))
+        {
+            // The same refusal the per-command check makes, for the whole request at once.
+            return self.write(first_block, data);
+        }
+        let mut block = first_block;
+        for chunk in data.chunks(PIO_BLOCKS_PER_COMMAND * BLOCK_SIZE) {
+            self.write(block, chunk)?;
+            block += (chunk.len() / BLOCK_SIZE) as u64;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn write_command_words_send_data_host_to_card() {
+        // CMD24: R1, CRC + index checks, data, no direction bit.
+        assert_eq!(write_command_word(24, 1), 0x183A_0000);
+        // CMD25 adds block count, auto CMD12 and multi-block.
+        assert_eq!(write_command_word(25, 17), 0x193A_0026);
+    }
+
+    #[test]
+    fn the_write_window_holds_only_runs_wholly_inside_it() {
+        let window = WriteWindow {
+            first_block: 1025,
+            blocks: 64,
+        };
+        assert!(window.contains(1025, 64));
+        assert!(window.contains(1025, 1));
+        assert!(window.contains(1088, 1));
+        assert!(!window.contains(1088, 2), "one block past the end");
+        assert!(!window.contains(1024, 1), "the block before");
+        assert!(!window.contains(1024, 2), "straddling the start");
+        assert!(!window.contains(1030, 0), "nothing");
+        assert!(!window.contains(u64::MAX, 2), "an end that overflows");
+        assert!(!window.contains(0, u64::MAX));
+        let at_the_top = WriteWindow {
+            first_block: u64::MAX - 1,
+            blocks: 4,
+        };
+        assert!(
+            !at_the_top.contains(u64::MAX - 1, 1),
+            "a window whose end overflows"
+        );
+    }
+
+    #[test]
+    fn card_status_fields() {
+        // tran, READY_FOR_DATA: ready.
+        assert!(card_ready_for_data((4 << 9) | (1 << 8)));
+        // prg (7) or rcv (6): still busy with the last write.
+        assert!(!card_ready_for_data((7 << 9) | (1 << 8)));
+        assert!(!card_ready_for_data(6 << 9));
+        assert!(!card_ready_for_data(4 << 9));
+        // WP_VIOLATION and ADDRESS_ERROR are errors; APP_CMD (5) and the state are not.
+        assert_ne!((1 << 26) & CARD_STATUS_ERRORS, 0);
+        assert_ne!((1 << 30) & CARD_STATUS_ERRORS, 0);
+        assert_eq!(((4 << 9) | (1 << 8) | (1 << 5)) & CARD_STATUS_ERRORS, 0);
+    }
 
     #[test]
     fn command_words_match_the_datasheet_layout() {

@@ -1,5 +1,6 @@
-//! Read-only block storage (the SD card), read in place or in the background. Bramble never
-//! writes to its card.
+//! Block storage (the SD card), read in place or in the background, and written only inside
+//! the one window its driver is given: the certificate store's region (see [`BlockWrite`]).
+//! The site, the kernel and the settings are never written.
 
 /// Size of one block in bytes. SD cards address 512-byte blocks (SDHC/SDXC always; SDSC
 /// cards are set to 512 with CMD16).
@@ -19,8 +20,12 @@ pub enum BlockError {
     OutOfRange,
     /// The caller's buffer is not a whole number of blocks.
     BadBuffer,
-    /// Something asked to write. Bramble never writes to its card, so no driver can.
+    /// A write outside the blocks the driver may write (the certificate store's region), or
+    /// with no such region: refused before anything reached the card.
     ReadOnly,
+    /// The card took the write command but reported an error in its status (write
+    /// protected, address, ECC or internal error), or it stayed busy programming too long.
+    WriteFailed,
     /// A background read is already in flight.
     Busy,
 }
@@ -33,7 +38,8 @@ impl core::fmt::Display for BlockError {
             BlockError::Transfer => "a transfer failed its CRC or end-bit check",
             BlockError::OutOfRange => "read past the end of the card",
             BlockError::BadBuffer => "buffer is not a whole number of blocks",
-            BlockError::ReadOnly => "writing is not allowed",
+            BlockError::ReadOnly => "writing there is not allowed",
+            BlockError::WriteFailed => "the card reported an error for a write",
             BlockError::Busy => "another read is in flight",
         })
     }
@@ -48,6 +54,30 @@ pub trait BlockDevice {
 
     /// Reads `buffer.len() / BLOCK_SIZE` consecutive blocks starting at `first_block`.
     fn read_blocks(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError>;
+}
+
+/// A block device that also writes, but only inside a window of blocks set by its owner (on
+/// the Pi: the certificate store's region of the card); a write that reaches outside it fails
+/// with [`BlockError::ReadOnly`] before anything is sent to the card.
+pub trait BlockWrite: BlockDevice {
+    /// Writes `data.len() / BLOCK_SIZE` consecutive blocks from `first_block`; when it returns
+    /// `Ok` the card has programmed them.
+    fn write_blocks(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError>;
+}
+
+impl<T: BlockDevice + ?Sized> BlockDevice for &mut T {
+    fn block_count(&self) -> u64 {
+        (**self).block_count()
+    }
+    fn read_blocks(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
+        (**self).read_blocks(first_block, buffer)
+    }
+}
+
+impl<T: BlockWrite + ?Sized> BlockWrite for &mut T {
+    fn write_blocks(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError> {
+        (**self).write_blocks(first_block, data)
+    }
 }
 
 /// A contiguous run of blocks: `blocks` blocks from `first_block` on.
