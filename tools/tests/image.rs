@@ -116,11 +116,17 @@ fn read_back(image: &Path, name: &str, scratch: &Path) -> Vec<u8> {
     fs::read(out).unwrap()
 }
 
-/// The first MBR partition entry: (boot flag, type, first LBA, sectors).
+/// The first MBR partition entry: (boot flag, type, first LBA, sectors). The second is the
+/// certificate store's (checked by `the_certificate_store_region_is_reserved_before_the_fat`).
 fn partition_entry(image: &Path) -> (u8, u8, u32, u32) {
     let bytes = fs::read(image).unwrap();
     assert_eq!(&bytes[510..512], &[0x55, 0xAA], "MBR boot signature");
-    for unused in 1..4 {
+    assert_eq!(
+        bytes[446 + 16 + 4],
+        0xDA,
+        "partition 2 is the certificate store"
+    );
+    for unused in 2..4 {
         let entry = &bytes[446 + 16 * unused..446 + 16 * (unused + 1)];
         assert!(
             entry.iter().all(|&b| b == 0),
@@ -183,6 +189,45 @@ fn image_reads_back_with_mtools_and_has_a_correct_partition_table() {
     assert!(minfo.contains("disk type=\"FAT16"), "{minfo}");
     let volume = kernel_card_check(&img);
     assert_eq!(volume.boot_sector.fat_type(), bramble_fat::FatType::Fat16);
+}
+
+#[test]
+fn the_certificate_store_region_is_reserved_before_the_fat_and_the_kernel_finds_it() {
+    use bramble_fat::store_region::{StorePartition, StoreRegion};
+    let dir = tempfile::tempdir().unwrap();
+    for size in [None, Some(256)] {
+        let img = dir.path().join("bramble.img");
+        let mut inputs = inputs(fake_firmware());
+        inputs.size_mib = size;
+        image::build_image(&inputs, &img).unwrap();
+        let bytes = fs::read(&img).unwrap();
+        let sectors = (bytes.len() / 512) as u64;
+        let volume = kernel_card_check(&img);
+        // The kernel's own view of the partition table and the label.
+        let partition = StorePartition::find(&bytes[..512], sectors, &volume.partition)
+            .expect("the store partition");
+        let first = partition.first_sector as usize;
+        let region = partition
+            .confirm(&bytes[first * 512..first * 512 + 512])
+            .expect("the store label");
+        assert_eq!(
+            region,
+            StoreRegion {
+                first_block: 1025,
+                blocks: 64
+            }
+        );
+        // Inactive, in the gap after the MBR, ending before the FAT partition; zeroed.
+        let entry = &bytes[446 + 16..446 + 32];
+        assert_eq!(entry[0], 0x00, "not bootable");
+        let end = region.first_block as usize + region.blocks as usize;
+        assert!(end <= volume.partition.first_sector as usize);
+        assert!(
+            bytes[region.first_block as usize * 512..end * 512]
+                .iter()
+                .all(|&b| b == 0)
+        );
+    }
 }
 
 #[test]

@@ -16,10 +16,15 @@
 //! at least one reserved sector and one FAT, FATs large enough for every cluster, a volume
 //! inside its partition and the partition inside the card. All arithmetic is checked: the
 //! fields are untrusted and the Pi's `usize` is 32 bits.
+//!
+//! [`store_region`] finds the one region of the card the kernel writes: the certificate
+//! store's partition, which `bramble image` reserves before the FAT partition.
 #![no_std]
 #![forbid(unsafe_code)]
 
 use core::fmt;
+
+pub mod store_region;
 
 /// Bytes in a sector: the only size the kernel reads.
 pub const SECTOR_LEN: usize = 512;

@@ -1,4 +1,6 @@
-//! The SD card image on disk: an MBR partition table and one FAT16/FAT32 partition, written
+//! The SD card image on disk: an MBR partition table, one FAT16/FAT32 partition, and the
+//! certificate store's small partition before it (type 0xDA: a label block and a zeroed
+//! region, the only blocks the kernel ever writes; see `bramble_fat::store_region`), written
 //! with the `mbrman` and `fatfs` crates.
 
 use bramble_hal::calendar::UtcDateTime;
@@ -11,6 +13,13 @@ pub const SECTOR_BYTES: u64 = 512;
 
 /// Where the partition starts: 1 MiB, the usual alignment to SD card erase blocks.
 pub const PARTITION_START_BYTES: u64 = 1024 * 1024;
+
+/// Where the certificate store's partition starts (its label block), in sectors: in the gap
+/// between the MBR and the FAT partition.
+pub const STORE_FIRST_SECTOR: u32 = bramble_fat::store_region::DEFAULT_STORE_FIRST_SECTOR;
+
+/// Blocks of the certificate store's region (after its label).
+pub const STORE_REGION_BLOCKS: u32 = bramble_fat::store_region::DEFAULT_STORE_REGION_BLOCKS;
 
 /// The smallest image Bramble writes (enough for firmware, kernel and a small site).
 pub const MIN_IMAGE_BYTES: u64 = 32 * MIB;
@@ -281,7 +290,23 @@ fn write_partition_table(
         starting_lba: first,
         sectors: layout.partition_sectors(),
     };
-    mbr.write_into(file).map_err(|e| e.to_string())
+    // The certificate store: its label block and region, in the gap before the FAT
+    // partition, so the FAT partition is where it always was.
+    let store_first = STORE_FIRST_SECTOR;
+    let store_sectors = STORE_REGION_BLOCKS + 1;
+    mbr[2] = mbrman::MBRPartitionEntry {
+        boot: mbrman::BOOT_INACTIVE,
+        first_chs: chs_of(store_first),
+        sys: bramble_fat::store_region::STORE_PARTITION_TYPE,
+        last_chs: chs_of(store_first + store_sectors - 1),
+        starting_lba: store_first,
+        sectors: store_sectors,
+    };
+    mbr.write_into(file).map_err(|e| e.to_string())?;
+    let label = bramble_fat::store_region::label_block(STORE_REGION_BLOCKS);
+    file.seek(SeekFrom::Start(u64::from(store_first) * SECTOR_BYTES))
+        .and_then(|_| file.write_all(&label))
+        .map_err(|e| format!("writing the certificate store label: {e}"))
 }
 
 /// The cylinder/head/sector address of `lba` in the conventional 255-head, 63-sector geometry,
