@@ -12,6 +12,7 @@
 use alloc::string::String;
 use alloc::vec;
 use alloc::vec::Vec;
+use bramble_hal::block::BlockWrite;
 use sha2::{Digest, Sha256};
 
 /// Bytes per block (an SD card's sector).
@@ -56,6 +57,22 @@ pub trait BlockStore {
     fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError>;
     /// Writes block `index` of the region.
     fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError>;
+    /// Writes `data` (whole blocks) from block `first` of the region on: by default block by
+    /// block; a card does it with one multi-block command.
+    fn write_blocks(&mut self, first: u32, data: &[u8]) -> Result<(), StoreError> {
+        if !data.len().is_multiple_of(BLOCK_LEN) {
+            return Err(StoreError::Device);
+        }
+        for (offset, chunk) in data.chunks_exact(BLOCK_LEN).enumerate() {
+            let index = u32::try_from(offset)
+                .ok()
+                .and_then(|offset| first.checked_add(offset))
+                .ok_or(StoreError::Device)?;
+            let block: &[u8; BLOCK_LEN] = chunk.try_into().map_err(|_| StoreError::Device)?;
+            self.write_block(index, block)?;
+        }
+        Ok(())
+    }
     /// Makes the writes so far durable (a card's own cache; a file's fsync).
     fn flush(&mut self) -> Result<(), StoreError> {
         Ok(())
@@ -71,6 +88,9 @@ impl<B: BlockStore + ?Sized> BlockStore for &mut B {
     }
     fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError> {
         (**self).write_block(index, data)
+    }
+    fn write_blocks(&mut self, first: u32, data: &[u8]) -> Result<(), StoreError> {
+        (**self).write_blocks(first, data)
     }
     fn flush(&mut self) -> Result<(), StoreError> {
         (**self).flush()
@@ -149,6 +169,114 @@ impl BlockStore for SliceBlocks<'_> {
         let range = self.range(index)?;
         let block = self.bytes.get_mut(range).ok_or(StoreError::Device)?;
         block.copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// The store's region on a card: `blocks` blocks of `device` from `first_block` on. Every
+/// read and write is checked to lie inside the region before it reaches the device (a request
+/// past it is refused and counted, and nothing is sent), and every write is read back and
+/// compared. On the Pi the card driver also refuses writes outside this window, so a slip in
+/// either layer alone cannot touch the site.
+pub struct CardRegion<D> {
+    device: D,
+    first_block: u64,
+    blocks: u32,
+    counters: RegionCounters,
+}
+
+/// What a [`CardRegion`] has done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RegionCounters {
+    /// Write requests that reached the device.
+    pub writes: u32,
+    /// Blocks they wrote.
+    pub blocks_written: u64,
+    /// Requests refused because they reached outside the region.
+    pub refused: u32,
+    /// Writes whose read-back differed from what was written.
+    pub verify_failures: u32,
+}
+
+impl<D: BlockWrite> CardRegion<D> {
+    /// The region of `blocks` blocks from `first_block` on `device`; `None` if it does not
+    /// lie on the device.
+    pub fn new(device: D, first_block: u64, blocks: u32) -> Option<Self> {
+        let end = first_block.checked_add(u64::from(blocks))?;
+        (blocks > 0 && end <= device.block_count()).then_some(Self {
+            device,
+            first_block,
+            blocks,
+            counters: RegionCounters::default(),
+        })
+    }
+
+    /// What the region has done.
+    pub fn counters(&self) -> RegionCounters {
+        self.counters
+    }
+
+    /// The device block of region block `index`, if `count` blocks from there lie inside the
+    /// region; counts a refusal otherwise.
+    fn device_block(&mut self, index: u32, count: usize) -> Result<u64, StoreError> {
+        let inside = u32::try_from(count)
+            .ok()
+            .filter(|&count| count > 0)
+            .and_then(|count| index.checked_add(count))
+            .is_some_and(|end| end <= self.blocks);
+        if !inside {
+            self.counters.refused = self.counters.refused.saturating_add(1);
+            log::error!(
+                "store: refused {count} blocks at region block {index}: the region has {} blocks",
+                self.blocks
+            );
+            return Err(StoreError::Device);
+        }
+        Ok(self.first_block + u64::from(index))
+    }
+}
+
+impl<D: BlockWrite> BlockStore for CardRegion<D> {
+    fn block_count(&self) -> u32 {
+        self.blocks
+    }
+
+    fn read_block(&mut self, index: u32, out: &mut [u8; BLOCK_LEN]) -> Result<(), StoreError> {
+        let block = self.device_block(index, 1)?;
+        self.device
+            .read_blocks(block, out)
+            .map_err(|_| StoreError::Device)
+    }
+
+    fn write_block(&mut self, index: u32, data: &[u8; BLOCK_LEN]) -> Result<(), StoreError> {
+        self.write_blocks(index, data)
+    }
+
+    fn write_blocks(&mut self, first: u32, data: &[u8]) -> Result<(), StoreError> {
+        if !data.len().is_multiple_of(BLOCK_LEN) {
+            return Err(StoreError::Device);
+        }
+        let count = data.len() / BLOCK_LEN;
+        let block = self.device_block(first, count)?;
+        self.counters.writes = self.counters.writes.saturating_add(1);
+        self.device
+            .write_blocks(block, data)
+            .map_err(|_| StoreError::Device)?;
+        self.counters.blocks_written = self.counters.blocks_written.saturating_add(count as u64);
+        let mut back = [0u8; BLOCK_LEN];
+        for (offset, written) in data.chunks_exact(BLOCK_LEN).enumerate() {
+            self.device
+                .read_blocks(block + offset as u64, &mut back)
+                .map_err(|_| StoreError::Device)?;
+            if back[..] != written[..] {
+                self.counters.verify_failures = self.counters.verify_failures.saturating_add(1);
+                log::error!(
+                    "store: block {} reads back other bytes than were written",
+                    block + offset as u64
+                );
+                return Err(StoreError::Device);
+            }
+        }
         Ok(())
     }
 }
@@ -407,13 +535,10 @@ impl<B: BlockStore> CertificateStore<B> {
         let sum = checksum(&image[..HEADER_LEN], &payload);
         image[HEADER_LEN - 32..HEADER_LEN].copy_from_slice(&sum);
         let first = slot as u32 * self.slot_blocks;
-        let mut written = 0;
-        for (i, chunk) in image.chunks(BLOCK_LEN).enumerate() {
-            let mut block = [0u8; BLOCK_LEN];
-            block[..chunk.len()].copy_from_slice(chunk);
-            self.blocks.write_block(first + i as u32, &block)?;
-            written += 1;
-        }
+        let written = image.len().div_ceil(BLOCK_LEN);
+        image.resize(written * BLOCK_LEN, 0);
+        self.blocks.write_blocks(first, &image)?;
+        let written = written as u32; // at most a slot's blocks (capacity checked above)
         self.blocks.flush()?;
         self.last_save_blocks = written;
         self.newest = Some((slot, sequence));
@@ -541,6 +666,163 @@ mod tests {
         assert!(CertificateStore::new(MemoryBlocks::new(3)).is_err());
         assert!(Record::decode(&[]).is_none());
         assert!(Record::decode(&[1, 0xff, 0xff, 0xff, 0xff]).is_none());
+    }
+
+    /// A card in memory that records every write it is asked for, and can flip a bit of
+    /// what it stores (a card that lies).
+    struct Card {
+        bytes: Vec<u8>,
+        writes: Vec<(u64, usize)>,
+        flip_at: Option<usize>,
+    }
+
+    impl Card {
+        fn new(blocks: usize) -> Self {
+            // Not zeros: a region over noise still loads as empty-or-corrupt, never as a
+            // record, and what is outside must stay this noise.
+            let bytes = (0..blocks * BLOCK_LEN)
+                .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3])
+                .collect();
+            Self {
+                bytes,
+                writes: Vec::new(),
+                flip_at: None,
+            }
+        }
+    }
+
+    impl bramble_hal::block::BlockDevice for Card {
+        fn block_count(&self) -> u64 {
+            (self.bytes.len() / BLOCK_LEN) as u64
+        }
+        fn read_blocks(
+            &mut self,
+            first: u64,
+            buffer: &mut [u8],
+        ) -> Result<(), bramble_hal::block::BlockError> {
+            let start = first as usize * BLOCK_LEN;
+            let part = self
+                .bytes
+                .get(start..start + buffer.len())
+                .ok_or(bramble_hal::block::BlockError::OutOfRange)?;
+            buffer.copy_from_slice(part);
+            Ok(())
+        }
+    }
+
+    impl BlockWrite for Card {
+        fn write_blocks(
+            &mut self,
+            first: u64,
+            data: &[u8],
+        ) -> Result<(), bramble_hal::block::BlockError> {
+            self.writes.push((first, data.len() / BLOCK_LEN));
+            let start = first as usize * BLOCK_LEN;
+            let part = self
+                .bytes
+                .get_mut(start..start + data.len())
+                .ok_or(bramble_hal::block::BlockError::OutOfRange)?;
+            part.copy_from_slice(data);
+            if let Some(at) = self.flip_at {
+                self.bytes[at] ^= 1;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_card_region_writes_only_its_own_blocks_with_one_command_per_save() {
+        const FIRST: u64 = 1025;
+        let mut card = Card::new(4096);
+        let before = card.bytes.clone();
+        {
+            let region = CardRegion::new(&mut card, FIRST, 64).unwrap();
+            let mut store = CertificateStore::new(region).unwrap();
+            assert_eq!(store.load().record, None);
+            for n in 1..5 {
+                store.save(&record(n)).unwrap();
+            }
+            assert_eq!(store.load().record, Some(record(4)));
+            let counters = store.blocks().counters();
+            assert_eq!(counters.writes, 4, "one device write per save");
+            assert_eq!(counters.refused, 0);
+        }
+        for &(first, blocks) in &card.writes {
+            assert!(
+                first >= FIRST && first + blocks as u64 <= FIRST + 64,
+                "{first} + {blocks}"
+            );
+        }
+        let start = FIRST as usize * BLOCK_LEN;
+        let end = start + 64 * BLOCK_LEN;
+        assert_eq!(card.bytes[..start], before[..start]);
+        assert_eq!(card.bytes[end..], before[end..]);
+        // A new region over the same blocks (the next boot) finds the newest record.
+        let mut store =
+            CertificateStore::new(CardRegion::new(&mut card, FIRST, 64).unwrap()).unwrap();
+        assert_eq!(store.load().record, Some(record(4)));
+    }
+
+    #[test]
+    fn a_card_region_refuses_blocks_past_its_end_without_touching_the_card() {
+        let mut card = Card::new(256);
+        let before = card.bytes.clone();
+        {
+            let mut region = CardRegion::new(&mut card, 100, 8).unwrap();
+            let block = [7u8; BLOCK_LEN];
+            let mut out = [0u8; BLOCK_LEN];
+            for index in [8, 9, u32::MAX / 512 + 1, u32::MAX - 1, u32::MAX] {
+                assert_eq!(region.write_block(index, &block), Err(StoreError::Device));
+                assert_eq!(region.read_block(index, &mut out), Err(StoreError::Device));
+            }
+            // Runs that start inside but end outside, or overflow, or are empty.
+            assert_eq!(
+                region.write_blocks(7, &[0; 2 * BLOCK_LEN]),
+                Err(StoreError::Device)
+            );
+            assert_eq!(
+                region.write_blocks(u32::MAX, &block),
+                Err(StoreError::Device)
+            );
+            assert_eq!(region.write_blocks(0, &[]), Err(StoreError::Device));
+            assert_eq!(region.write_blocks(0, &[0; 100]), Err(StoreError::Device));
+            assert_eq!(
+                region.counters().refused,
+                13,
+                "the partial block is refused before"
+            );
+            assert_eq!(region.counters().writes, 0);
+            // The last block is inside.
+            region.write_block(7, &block).unwrap();
+        }
+        assert_eq!(card.writes, [(107, 1)]);
+        assert_eq!(card.bytes[..107 * BLOCK_LEN], before[..107 * BLOCK_LEN]);
+        assert_eq!(card.bytes[108 * BLOCK_LEN..], before[108 * BLOCK_LEN..]);
+        // Regions that do not lie on the card are not made at all.
+        assert!(CardRegion::new(&mut card, 250, 7).is_none());
+        assert!(CardRegion::new(&mut card, u64::MAX, 2).is_none());
+        assert!(CardRegion::new(&mut card, 0, 0).is_none());
+    }
+
+    #[test]
+    fn a_write_that_reads_back_differently_fails_the_save_and_the_old_record_stays() {
+        let mut card = Card::new(2048);
+        {
+            let mut store =
+                CertificateStore::new(CardRegion::new(&mut card, 1025, 64).unwrap()).unwrap();
+            store.load();
+            store.save(&record(1)).unwrap();
+        }
+        // The card now corrupts a byte of slot 1 on every write.
+        card.flip_at = Some((1025 + 32) * BLOCK_LEN + 300);
+        let mut store =
+            CertificateStore::new(CardRegion::new(&mut card, 1025, 64).unwrap()).unwrap();
+        store.load();
+        assert_eq!(store.save(&record(2)), Err(StoreError::Device));
+        assert_eq!(store.blocks().counters().verify_failures, 1);
+        let loaded = store.load();
+        assert_eq!(loaded.record, Some(record(1)));
+        assert_eq!(loaded.slots[1], SlotState::Corrupt);
     }
 
     /// A device that loses power after `writes_left` whole block writes, tearing the next
