@@ -2,13 +2,18 @@
 //! configuration, the CA's roots (built in, or `acme_ca_certificate` from the card), the
 //! HTTPS pool that starts once a certificate is in hand, and the certificate store.
 //!
-//! The store is kept in RAM on the board for now (`certificate_store = ram`, and `card`
-//! falls back to it, saying so): the EMMC driver has no write path yet, so every boot orders
-//! a new certificate. The power-cut-safe store itself (two slots, sequence numbers,
-//! checksums) is the same code the hosted build writes to a file.
+//! With `certificate_store = card` (the default) the store is the card's certificate store
+//! region (the partition `bramble image` reserves), reached through the site store's card
+//! reader and checked twice: [`CardRegion`] refuses any block outside the region and reads
+//! every write back, and the EMMC driver refuses any write outside the same window. A card
+//! without the region (made by an older `bramble image`), or `certificate_store = ram`, keeps
+//! the store in RAM, saying so: then every boot orders a new certificate. The power-cut-safe
+//! store itself (two slots, sequence numbers, checksums) is the same code the hosted build
+//! writes to a file.
 
 use crate::arena::Arena;
-use bramble_acme::store::{BLOCK_LEN, BlockStore, DEFAULT_REGION_BLOCKS, SliceBlocks};
+use crate::storage::{Store, StoreCard};
+use bramble_acme::store::{BLOCK_LEN, BlockStore, CardRegion, DEFAULT_REGION_BLOCKS, SliceBlocks};
 use bramble_net::appliance::HttpsMemory;
 use bramble_net::appliance::acme::{AcmeConfig, AcmeMemory};
 use bramble_settings::{CertificateStore, HttpsMode, Settings};
@@ -34,8 +39,13 @@ pub struct Acme {
 }
 
 /// Prepares ACME when the settings ask for it; every problem is reported on the console and
-/// leaves plain HTTP serving (`None`).
-pub fn prepare(settings: &Settings, arena: &mut Arena) -> Option<Acme> {
+/// leaves plain HTTP serving (`None`). `card` is the site store, whose card reader the
+/// certificate store shares (`None` when the site could not be opened).
+pub fn prepare(
+    settings: &Settings,
+    arena: &mut Arena,
+    card: Option<&'static Store>,
+) -> Option<Acme> {
     if !settings.acme {
         return None;
     }
@@ -71,15 +81,13 @@ pub fn prepare(settings: &Settings, arena: &mut Arena) -> Option<Acme> {
         *slot = server.octets();
     }
     let (https, pool) = crate::tls::prepare_pool(arena, ACME_HEAP_BYTES)?;
-    if settings.certificate_store == CertificateStore::Card {
-        log::warn!(
-            "acme: certificate_store = card is not written by this kernel yet (the card driver \
-             has no write path): the certificate is kept in RAM, and every boot orders a new \
-             one"
-        );
-    }
-    let region = arena.zeroed_bytes(DEFAULT_REGION_BLOCKS as usize * BLOCK_LEN)?;
-    let store: &'static mut dyn BlockStore = arena.value(SliceBlocks::new(region))?;
+    let store = match card_store(settings, card) {
+        Some(region) => arena.value(region)? as &'static mut dyn BlockStore,
+        None => {
+            let region = arena.zeroed_bytes(DEFAULT_REGION_BLOCKS as usize * BLOCK_LEN)?;
+            arena.value(SliceBlocks::new(region))? as &'static mut dyn BlockStore
+        }
+    };
     let memory = arena.value(AcmeMemory::new())?;
     Some(Acme {
         config: AcmeConfig {
@@ -98,6 +106,66 @@ pub fn prepare(settings: &Settings, arena: &mut Arena) -> Option<Acme> {
         https,
         sockets: pool + 2,
     })
+}
+
+/// The card's certificate store region, when the settings allow writing it and the card has
+/// one; otherwise says why the store is kept in RAM.
+fn card_store(settings: &Settings, card: Option<&'static Store>) -> Option<CardRegion<StoreCard>> {
+    const IN_RAM: &str = "the certificate is kept in RAM, and every boot orders a new one";
+    if settings.certificate_store == CertificateStore::Ram {
+        log::info!("acme: certificate_store = ram: nothing is written to the card; {IN_RAM}");
+        return None;
+    }
+    let Some(card) = card else {
+        log::warn!("acme: the card's site could not be opened, so neither can its store; {IN_RAM}");
+        return None;
+    };
+    match crate::storage::store_region() {
+        Some(Ok(region)) => {
+            let store = CardRegion::new(StoreCard(card), region.first_block, region.blocks);
+            match &store {
+                Some(_) => log::info!(
+                    "acme: certificate store on the card: {} blocks from block {}",
+                    region.blocks,
+                    region.first_block
+                ),
+                None => {
+                    log::error!("acme: the certificate store region is not on the card; {IN_RAM}")
+                }
+            }
+            store
+        }
+        Some(Err(problem)) => {
+            log::warn!(
+                "acme: {problem}; {IN_RAM} (make the card again with `bramble image` to keep it)"
+            );
+            None
+        }
+        None => {
+            log::warn!("acme: the card was not read; {IN_RAM}");
+            None
+        }
+    }
+}
+
+/// The status line's card-writes part: what the driver wrote since boot (commands, blocks,
+/// bytes), what it refused, and its window.
+pub fn print_card_writes(store: &Store) {
+    let Some((writes, window)) = crate::storage::write_counters(store) else {
+        return;
+    };
+    log::info!(
+        "status: card writes {} commands, {} blocks, {} bytes, refused {}, failed {}; window {}",
+        writes.commands,
+        writes.blocks,
+        writes.bytes(),
+        writes.refused,
+        writes.failed,
+        window.map_or_else(
+            || alloc::string::String::from("none (nothing may be written)"),
+            |window| alloc::format!("{} blocks from block {}", window.blocks, window.first_block)
+        )
+    );
 }
 
 /// The status line's ACME part: where it stands, the certificate's end, the next order,

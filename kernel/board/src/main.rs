@@ -175,7 +175,7 @@ fn kernel_main() -> ! {
         board_mac,
         board_serial,
         &card.settings,
-        site,
+        network::Content { site, card: store },
         &mut arena,
         !platform::is_real_hardware(&platform.board),
     );
@@ -352,6 +352,7 @@ fn print_status(
             cache.evictions,
             storage::longest_card_call_micros()
         );
+        acme::print_card_writes(store);
     }
     if let Some(appliance) = net {
         let http = appliance.server().counters();

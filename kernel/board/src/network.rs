@@ -127,6 +127,15 @@ pub fn used_bytes() -> usize {
 /// The running appliance over the USB NIC, which is probed again whenever it goes away.
 pub type Network = Appliance<'static, ReprobingNic<Dwc2Host>>;
 
+/// What the appliance serves: the site, and the card store under it (whose card reader the
+/// certificate store shares; `None` when the site could not be opened).
+pub struct Content {
+    /// The site (or the diagnostic it stands in for).
+    pub site: SiteSource<'static>,
+    /// The card store serving the site's bodies.
+    pub card: Option<&'static crate::storage::Store>,
+}
+
 /// Brings up USB and the NIC and starts the appliance. Logs and returns `None` on failure
 /// (the console keeps working).
 ///
@@ -137,7 +146,7 @@ pub fn start(
     board_mac: Option<[u8; 6]>,
     board_serial: u64,
     settings: &Settings,
-    site: SiteSource<'static>,
+    content: Content,
     arena: &mut Arena,
     emulated: bool,
 ) -> Option<Network> {
@@ -188,7 +197,7 @@ pub fn start(
     }
 
     let arena_before = arena.remaining();
-    let acme = crate::acme::prepare(settings, arena);
+    let acme = crate::acme::prepare(settings, arena, content.card);
     let https = if settings.acme {
         None
     } else {
@@ -253,7 +262,7 @@ pub fn start(
         max_per_source: per_address,
     };
     let server = Server::new(
-        site,
+        content.site,
         ServerConfig {
             access_log: settings.access_log,
             // Only once HTTPS really runs: a broken certificate must not send plain HTTP

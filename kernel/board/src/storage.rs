@@ -3,16 +3,22 @@
 //! read BRAMBLE.TXT (and the HTTPS files it names), find SITE.BIN's runs of blocks, read and
 //! verify only its index, and hand the card to the store that serves bodies from it on
 //! demand. Every file is found through the same checked FAT code (`bramble_store::fat`).
-//! Nothing is ever written to the card.
+//!
+//! The card is written in one place only: the certificate store's region (`bramble image`
+//! reserves it as a labelled partition before the FAT one, `bramble_fat::store_region`), and
+//! only with `acme = on` and `certificate_store = card`. Then, and only then, the EMMC driver is
+//! given that region as its write window; every other block stays unwritable in the driver.
 
 use crate::arena::Arena;
 use crate::platform::{GPIO, micros};
 use bramble_bcm2835::dma::DmaAllocator;
 use bramble_bcm2835::dma_channel::{ControlBlock, DmaChannel};
-use bramble_bcm2835::emmc::{DmaReadPoll, Emmc, EmmcError};
+use bramble_bcm2835::emmc::{DmaReadPoll, Emmc, EmmcError, WriteCounters, WriteWindow};
 use bramble_bcm2835::gpio::Function;
+use bramble_fat::store_region::{StorePartition, StoreRegion, StoreRegionError};
 use bramble_hal::block::{
-    BLOCK_SIZE, BackgroundRead, BlockDevice, BlockError, BlockRun, MAX_RUNS_PER_READ, ReadPoll,
+    BLOCK_SIZE, BackgroundRead, BlockDevice, BlockError, BlockRun, BlockWrite, MAX_RUNS_PER_READ,
+    ReadPoll,
 };
 use bramble_settings::Settings;
 use bramble_site::SiteIndex;
@@ -41,6 +47,13 @@ fn timed<T>(call: impl FnOnce() -> T) -> T {
     result
 }
 static TLS_FILES: spin::Once<TlsFiles> = spin::Once::new();
+static STORE_REGION: spin::Once<Result<StoreRegion, StoreRegionError>> = spin::Once::new();
+
+/// The certificate store's region as found on the card at boot (`None`: the card could not
+/// be read that far).
+pub fn store_region() -> Option<Result<StoreRegion, StoreRegionError>> {
+    STORE_REGION.get().copied()
+}
 static ACME_CA: spin::Once<Result<&'static [u8], FileProblem>> = spin::Once::new();
 
 /// Largest certificate chain or key file read (a chain of four RSA-4096 certificates is
@@ -174,6 +187,9 @@ struct Background {
     buffer: &'static mut [u8],
     /// A run that failed to start: reported at the next poll.
     failed: Option<BlockError>,
+    /// The run in flight, waited for (to free the card for the certificate store) and ended
+    /// this way: the next poll takes it and starts the next run.
+    settled: Option<Result<(), BlockError>>,
 }
 
 /// The card as the store sees it: the EMMC controller and its DMA channel. Reads wait for
@@ -330,6 +346,7 @@ impl CardReader {
                 filled,
                 buffer,
                 failed,
+                settled: None,
             });
             return Ok(());
         }
@@ -340,6 +357,7 @@ impl CardReader {
             filled: 0,
             buffer,
             failed: None,
+            settled: None,
         });
         if let Err(error) = self.start_run()
             && let Some(background) = self.background.as_mut()
@@ -362,13 +380,15 @@ impl CardReader {
             };
         }
         if background.next < background.runs.len() {
-            let result = match self.dma.as_mut() {
-                Some(dma) => match self.emmc.poll_dma_read(dma) {
+            let settled = background.settled.take();
+            let result = match (settled, self.dma.as_mut()) {
+                (Some(result), _) => result,
+                (None, Some(dma)) => match self.emmc.poll_dma_read(dma) {
                     DmaReadPoll::Busy => return ReadPoll::Busy,
                     DmaReadPoll::Idle => Ok(()),
                     DmaReadPoll::Done(result) => result,
                 },
-                None => Ok(()),
+                (None, None) => Ok(()),
             };
             let Some(background) = self.background.as_mut() else {
                 return ReadPoll::Idle;
@@ -401,6 +421,95 @@ impl CardReader {
         };
         ReadPoll::Done(background.buffer, result)
     }
+}
+
+impl CardReader {
+    /// Waits for the background read's run in flight to end (bounded by the driver's own
+    /// deadline), keeping its result for the next poll, so that the card is free for a
+    /// programmed-I/O command of the certificate store.
+    fn settle_background(&mut self) {
+        let Some(background) = self.background.as_mut() else {
+            return;
+        };
+        if background.failed.is_some()
+            || background.settled.is_some()
+            || background.next >= background.runs.len()
+        {
+            return;
+        }
+        let Some(dma) = self.dma.as_mut() else {
+            return;
+        };
+        let result = loop {
+            match self.emmc.poll_dma_read(dma) {
+                DmaReadPoll::Busy => continue,
+                DmaReadPoll::Idle => break Ok(()),
+                DmaReadPoll::Done(result) => break result,
+            }
+        };
+        background.settled = Some(result);
+    }
+
+    /// A read for the certificate store: by programmed I/O into any buffer, once a background
+    /// read's run in flight has ended.
+    fn read_for_store(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
+        self.settle_background();
+        self.emmc.read_blocks(first_block, buffer)
+    }
+
+    /// A write for the certificate store (the driver refuses blocks outside its window).
+    fn write_for_store(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError> {
+        self.settle_background();
+        self.emmc.write_blocks(first_block, data)
+    }
+}
+
+/// The card as the certificate store reaches it: through the site store, which owns the
+/// reader (the site's reads and the store's share one controller, one at a time).
+pub struct StoreCard(pub &'static Store);
+
+impl BlockDevice for StoreCard {
+    fn block_count(&self) -> u64 {
+        self.0
+            .with_device(|reader| reader.block_count())
+            .unwrap_or(0)
+    }
+
+    fn read_blocks(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
+        self.0
+            .with_device(|reader| reader.read_for_store(first_block, buffer))
+            .unwrap_or(Err(BlockError::Busy))
+    }
+}
+
+impl BlockWrite for StoreCard {
+    fn write_blocks(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError> {
+        self.0
+            .with_device(|reader| reader.write_for_store(first_block, data))
+            .unwrap_or(Err(BlockError::Busy))
+    }
+}
+
+/// What the card's write path has done since boot, and its window (for the status line).
+pub fn write_counters(store: &Store) -> Option<(WriteCounters, Option<WriteWindow>)> {
+    store.with_device(|reader| (reader.emmc.write_counters(), reader.emmc.write_window()))
+}
+
+/// Finds the certificate store's region: the partition table's 0xDA entry, confirmed by its
+/// label block.
+fn find_store_region(
+    reader: &mut CardReader,
+    boot: &bramble_fat::Partition,
+) -> Result<StoreRegion, StoreRegionError> {
+    let mut sector = [0u8; BLOCK_SIZE];
+    reader
+        .read_blocks(0, &mut sector)
+        .map_err(|_| StoreRegionError::NoPartitionTable)?;
+    let partition = StorePartition::find(&sector, reader.block_count(), boot)?;
+    reader
+        .read_blocks(u64::from(partition.first_sector), &mut sector)
+        .map_err(|_| StoreRegionError::NoLabel)?;
+    partition.confirm(&sector)
 }
 
 /// The system timer as an instant, for the store's read timing.
@@ -481,19 +590,37 @@ pub fn load(emmc_clock_hz: u32, arena: &mut Arena, dma: &mut DmaAllocator) -> Ca
     // Before anything else reads the FAT: a card whose partition table or boot sector lies
     // is refused here, with its problem named, instead of being walked.
     let blocks = reader.block_count();
-    if let Err(error) =
-        bramble_fat::check_card(blocks, |block, buffer| reader.read_blocks(block, buffer))
-    {
-        let error = match error {
-            bramble_fat::CardCheckError::Read(error) => FatError::Read(error),
-            bramble_fat::CardCheckError::Layout(error) => FatError::Layout(error),
+    let volume =
+        match bramble_fat::check_card(blocks, |block, buffer| reader.read_blocks(block, buffer)) {
+            Ok(volume) => volume,
+            Err(error) => {
+                let error = match error {
+                    bramble_fat::CardCheckError::Read(error) => FatError::Read(error),
+                    bramble_fat::CardCheckError::Layout(error) => FatError::Layout(error),
+                };
+                return CardContents {
+                    settings: Settings::default(),
+                    site: Err(StorageError::Layout(error)),
+                };
+            }
         };
-        return CardContents {
-            settings: Settings::default(),
-            site: Err(StorageError::Layout(error)),
-        };
-    }
     let settings = read_settings(&mut reader, arena);
+    let region = find_store_region(&mut reader, &volume.partition);
+    // The only write window the driver ever gets, and only when the owner lets ACME keep its
+    // certificate on the card.
+    if let Ok(region) = region
+        && settings.acme
+        && settings.certificate_store == bramble_settings::CertificateStore::Card
+    {
+        let window = WriteWindow {
+            first_block: region.first_block,
+            blocks: u64::from(region.blocks),
+        };
+        if !reader.emmc.allow_writes(window) {
+            log::error!("sd: the certificate store's region {window:?} was not allowed");
+        }
+    }
+    STORE_REGION.call_once(|| region);
     let site = open_site(reader, arena);
     CardContents { settings, site }
 }
