@@ -5,7 +5,11 @@
 //! an owner would: BRAMBLE.TXT with `https = only`, `acme = on`, `domain`, `acme_email`,
 //! `acme_directory`, and the test CA's roots put on by `--acme-ca` (the library calls
 //! `bramble image` makes). The guest orders with HTTP-01 (pebble fetches the answer from the
-//! guest's port 80), and then serves HTTPS that curl verifies against pebble's root.
+//! guest's port 80), and then serves HTTPS that curl verifies against pebble's root. The
+//! certificate is kept on the card (`certificate_store = card`): the test checks that only the
+//! store's region changed and that a second boot of the same card serves it without a new
+//! order; a card without the region (an older image) keeps it in RAM and is not written at
+//! all; and an ignored test cuts power at random moments of a save, 20 times.
 //!
 //! No packet leaves the namespace: it has no route out, dnsmasq forwards nothing.
 //!
@@ -254,14 +258,7 @@ impl Lab {
     }
 
     /// Makes the card, as `bramble image --config BRAMBLE.TXT --acme-ca ca.pem` does, with
-    /// the certificate kept in RAM, and boots it; returns the guest and the site's files.
-    fn boot(&self, dir: &Path) -> (Guest, Vec<(String, Vec<u8>)>) {
-        let (card, files) = self.make_card(dir, "ram");
-        (self.boot_card(&card), files)
-    }
-
-    /// Makes the card (`certificate_store = store`) at `dir/card.img`; returns its path and
-    /// the site's files.
+    /// `certificate_store = store`, at `dir/card.img`; returns its path and the site's files.
     fn make_card(&self, dir: &Path, store: &str) -> (PathBuf, Vec<(String, Vec<u8>)>) {
         let site = dir.join("site");
         let files = netns::write_site(&site);
@@ -527,7 +524,21 @@ fn with_the_ca_down_the_board_says_why_serves_plain_http_and_retries_after_backi
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let lab = Lab::new(dir);
-    let (mut guest, files) = lab.boot(dir);
+    // A card as an older `bramble image` made it: no certificate store partition (entry 2
+    // of the MBR cleared). The kernel says so, keeps the store in RAM and writes nothing.
+    let (card, files) = lab.make_card(dir, "card");
+    let mut bytes = std::fs::read(&card).unwrap();
+    bytes[446 + 16..446 + 32].fill(0);
+    std::fs::write(&card, &bytes).unwrap();
+    let mut guest = lab.boot_card(&card);
+    let old_card = guest.expect_line(
+        "acme: the card has no certificate store region",
+        ISSUE_TIMEOUT,
+    );
+    assert!(
+        old_card.contains("kept in RAM") && old_card.contains("bramble image"),
+        "{old_card}"
+    );
     // pebble is not running: the directory request is refused.
     let Some(failed) = guest.wait_for(
         |line| line.contains("acme: ") && line.contains("trying again in"),
@@ -561,6 +572,11 @@ fn with_the_ca_down_the_board_says_why_serves_plain_http_and_retries_after_backi
         status.contains("failures in a row 1") && !status.contains("last error: none"),
         "{status}"
     );
+    let writes = last_line(&guest, "status: card writes");
+    assert!(
+        writes.contains("card writes 0 commands") && writes.contains("window none"),
+        "{writes}"
+    );
     // The CA comes up; the retry, a minute after the failure, obtains the certificate.
     let _pebble = lab.pebble(dir);
     let Some(issued) = guest.wait_for(
@@ -577,7 +593,12 @@ fn with_the_ca_down_the_board_says_why_serves_plain_http_and_retries_after_backi
     if lab.verified_get(dir, "https://bramble.test/").as_ref() != Some(&files[0].1) {
         fail(&guest, dir, "HTTPS did not verify after the retry");
     }
-    eprintln!("{failed}\n{status}\n{issued}");
+    drop(guest);
+    assert!(
+        std::fs::read(&card).unwrap() == bytes,
+        "a card without a store region was written"
+    );
+    eprintln!("{old_card}\n{failed}\n{status}\n{issued}");
 }
 
 /// Blocks of one certificate save on pebble's chain (the first boot's log says how many).
