@@ -22,6 +22,16 @@ impl Guest {
     /// Starts `qemu-system-arm` with `args`; every serial line is also appended to `serial_log`,
     /// QEMU's own messages go to the same path with `.stderr` added.
     pub fn start(args: &[OsString], serial_log: &Path) -> anyhow::Result<Guest> {
+        Guest::start_in(None, args, serial_log)
+    }
+
+    /// [`Guest::start`] inside the network namespace `namespace` (/run/netns/NAME), where its
+    /// TAP device lives: `nsenter` execs QEMU, so the PID held is QEMU's own.
+    pub fn start_in(
+        namespace: Option<&str>,
+        args: &[OsString],
+        serial_log: &Path,
+    ) -> anyhow::Result<Guest> {
         let qemu = bramble_qemu::find_qemu().map_err(anyhow::Error::msg)?;
         let mut log = std::fs::File::create(serial_log)
             .with_context(|| format!("creating {}", serial_log.display()))?;
@@ -30,13 +40,24 @@ impl Guest {
         let stderr = std::fs::File::create(&stderr_path)
             .with_context(|| format!("creating {}", Path::new(&stderr_path).display()))?;
         let started = Instant::now();
-        let mut child = Command::new(qemu)
+        let mut command = match namespace {
+            Some(name) => {
+                let mut command = Command::new("nsenter");
+                command
+                    .arg(format!("--net=/run/netns/{name}"))
+                    .arg("--")
+                    .arg(qemu);
+                command
+            }
+            None => Command::new(qemu),
+        };
+        let mut child = command
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .context("starting qemu-system-arm")?;
+            .context("starting qemu-system-arm (in a namespace: nsenter, from util-linux)")?;
         let stdin = child.stdin.take().context("QEMU's stdin")?;
         let stdout = child.stdout.take().context("QEMU's stdout")?;
         let (sender, lines) = mpsc::channel();

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// The TAP device inside the namespace.
-const TAP: &str = "bbench0";
+const TAP: &str = systems::TAP_DEVICE;
 /// The namespace's side of the TAP.
 const TAP_HOST: &str = "192.168.77.1/24";
 /// bramble-hosted's static address on the TAP.
@@ -99,6 +99,8 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         systems: Vec::new(),
         hosted: true,
         server_cpu_method: Some(accounting.describe()),
+        tap: false,
+        idle_floor_qemu_cpu_percent: None,
     };
     eprintln!(
         "bench: hosted: {} on this host, levels {:?}, {} s each; logs in {}",
@@ -654,13 +656,20 @@ fn describe(load: &LoadReport) -> String {
 }
 
 /// One server's network namespace with its TAP device; deleted on drop.
-struct Namespace {
-    name: String,
+pub(crate) struct Namespace {
+    /// `bramble-bench-<pid>-<label>`.
+    pub name: String,
 }
 
 impl Namespace {
     fn create(index: usize) -> anyhow::Result<Namespace> {
-        let name = format!("bramble-bench-{}-{index}", std::process::id());
+        Namespace::create_labelled(&index.to_string())
+    }
+
+    /// `bramble-bench-<pid>-<label>` with loopback up and the TAP device `bbench0` (host
+    /// side 192.168.77.1/24, up).
+    pub(crate) fn create_labelled(label: &str) -> anyhow::Result<Namespace> {
+        let name = format!("bramble-bench-{}-{label}", std::process::id());
         ip(&["netns", "add", &name])?;
         // From here on, drop deletes it whatever fails next.
         let namespace = Namespace { name };
@@ -676,8 +685,24 @@ impl Namespace {
         Ok(namespace)
     }
 
+    /// Sets a per-namespace sysctl (`ip netns exec NAME sysctl -w KEY=VALUE`).
+    pub(crate) fn sysctl(&self, key: &str, value: &str) -> anyhow::Result<()> {
+        let output = Command::new("ip")
+            .args(["netns", "exec", &self.name, "sysctl", "-q", "-w"])
+            .arg(format!("{key}={value}"))
+            .output()
+            .context("running sysctl (apt-get install procps)")?;
+        ensure!(
+            output.status.success(),
+            "sysctl {key}={value} in {} failed: {}",
+            self.name,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        Ok(())
+    }
+
     /// Runs `f` on a thread that has entered the namespace, so that its sockets live there.
-    fn inside<T: Send>(&self, f: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
+    pub(crate) fn inside<T: Send>(&self, f: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
         let handle = std::fs::File::open(Path::new("/run/netns").join(&self.name))
             .with_context(|| format!("opening namespace {}", self.name))?;
         std::thread::scope(|scope| {

@@ -25,6 +25,7 @@ pub mod plot;
 pub mod probe;
 pub mod report;
 mod systems;
+mod tap;
 pub mod walk;
 
 use anyhow::{Context, bail};
@@ -107,6 +108,14 @@ pub struct BenchArgs {
     /// not copied, into the benchmark's site; the Linux baseline does not get it.
     #[arg(long, value_name = "DIR")]
     pub walk_site: Option<PathBuf>,
+    /// Boot the QEMU guests with their NIC on a TAP device inside a network namespace the
+    /// benchmark creates (needs root), instead of behind QEMU's port forward, and load them
+    /// with the judging client (one keep-alive connection per client, each judged) from inside
+    /// it: the 6 KB page only, failures by kind, clients never served, first-answer times,
+    /// guest RAM mid-run, and idle against a WFI-only floor guest. Results go to
+    /// bench/results/<date>-<commit>-tap/.
+    #[arg(long, conflicts_with = "hosted")]
+    pub tap: bool,
 }
 
 impl BenchArgs {
@@ -144,6 +153,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     if args.hosted {
         return hosted::run(&args);
     }
+    if args.tap {
+        return tap::run(&args);
+    }
     let systems = args.system_names();
     let root = bramble::workspace_root();
     let work = root.join("target/bench");
@@ -173,6 +185,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         systems: Vec::new(),
         hosted: false,
         server_cpu_method: None,
+        tap: false,
+        idle_floor_qemu_cpu_percent: None,
     };
     eprintln!(
         "bench: {} on raspi1ap, levels {:?}, {} s each; logs in {}",
@@ -183,7 +197,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     );
     for name in &systems {
         let system = match name.as_str() {
-            "bramble" => System::bramble(&site, &work, args.walk_site.as_deref())?,
+            "bramble" => System::bramble(
+                &site,
+                &work,
+                args.walk_site.as_deref(),
+                systems::Link::UserForward,
+            )?,
             "linux" => System::linux(&root, &site, &work)?,
             other => bail!("unknown system '{other}' (use bramble or linux)"),
         };
@@ -767,7 +786,10 @@ fn boot(
             .map(|n| dir.join(format!("{stem}-{n}.log")))
             .find(|path| !path.exists())
             .expect("an unused log name");
-        let mut guest = Guest::start(&system.qemu_args(ports, count_instructions), &log)?;
+        let mut guest = Guest::start(
+            &system.qemu_args(ports, count_instructions, systems::Link::UserForward),
+            &log,
+        )?;
         if let Some(boot) = wait_for_first_200(&mut guest, ports.http, timeout) {
             eprintln!(
                 "bench: {}: first 200 after {:.2} s",

@@ -157,16 +157,27 @@ fn draw(path: &Path, title: &str, y_label: &str, panels: &[Vec<Line>]) -> anyhow
     root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let root = root.titled(title, (FONT, 22)).map_err(|e| anyhow!("{e}"))?;
     let (low, high) = y_range(panels);
-    for (area, (lines, (target, what))) in root
-        .split_evenly((1, TARGETS.len()))
+    // Only the targets that were measured get a panel (all of them when none was), and the
+    // x axis reaches past the largest level.
+    let mut shown: Vec<(&Vec<Line>, (&str, &str))> = panels
         .iter()
-        .zip(panels.iter().zip(TARGETS))
-    {
+        .zip(TARGETS)
+        .filter(|(lines, _)| lines.iter().any(|line| !line.points.is_empty()))
+        .collect();
+    if shown.is_empty() {
+        shown = panels.iter().zip(TARGETS).collect();
+    }
+    let largest = panels
+        .iter()
+        .flatten()
+        .flat_map(|line| line.points.iter().map(|point| point.0))
+        .fold(1000.0f64, f64::max);
+    for (area, (lines, (target, what))) in root.split_evenly((1, shown.len())).iter().zip(shown) {
         panel(
             area,
             &format!("{target}: {what}"),
             y_label,
-            (low, high),
+            ((low, high), largest * 2.0),
             lines,
         )?;
     }
@@ -178,13 +189,13 @@ fn panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, plotters::coord::Shift>,
     caption: &str,
     y_label: &str,
-    (low, high): (f64, f64),
+    ((low, high), x_high): ((f64, f64), f64),
     lines: &[Line],
 ) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
 {
-    let x = (5.0f64..2000.0f64).log_scale();
+    let x = (5.0f64..x_high).log_scale();
     let y = (low..high).log_scale();
     let mut chart = ChartBuilder::on(area)
         .caption(caption, (FONT, 16))

@@ -1,6 +1,7 @@
 //! The benchmark's results: the data kept as JSON, the side-by-side table printed on stdout,
 //! and the markdown summary kept with the plots.
 
+use super::judge::JudgeReport;
 use super::load::LoadFigures;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -37,6 +38,14 @@ pub struct Report {
     /// How the servers' CPU time was counted (hosted runs).
     #[serde(default)]
     pub server_cpu_method: Option<String>,
+    /// A TAP run (`bramble-bench --tap`): the guests' NIC on a TAP device in the benchmark's
+    /// namespace, the load from the judging client (`LoadReport::judge`).
+    #[serde(default)]
+    pub tap: bool,
+    /// QEMU's host CPU while a guest that only sleeps in WFI idles with the same NIC
+    /// attached, in percent of one core (TAP runs): the floor of QEMU's own models.
+    #[serde(default)]
+    pub idle_floor_qemu_cpu_percent: Option<f64>,
 }
 
 /// The host the run happened on.
@@ -65,6 +74,9 @@ pub struct SystemReport {
     pub idle_qemu_cpu_percent: Option<f64>,
     /// Guest RAM in use after boot, as the guest counts it.
     pub guest_ram_used_bytes: Option<u64>,
+    /// The guest's own busy time over the idle window, in percent of its CPU (TAP runs).
+    #[serde(default)]
+    pub idle_guest_busy_percent: Option<f64>,
     /// QEMU's peak resident memory on the host.
     pub qemu_peak_rss_bytes: Option<u64>,
     /// Sizes of what is booted, by file name.
@@ -158,6 +170,12 @@ pub struct LoadReport {
     /// The server processes' CPU time over the run (hosted runs).
     #[serde(default)]
     pub server_cpu: Option<ServerCpu>,
+    /// The judging client's verdict (TAP runs); `figures` then holds the same counts.
+    #[serde(default)]
+    pub judge: Option<JudgeReport>,
+    /// Guest RAM in use halfway through the run, while the clients are connected.
+    #[serde(default)]
+    pub guest_ram_used_bytes: Option<u64>,
 }
 
 /// CPU time the server's processes used over one load run (hosted runs): the meaningful
@@ -334,6 +352,26 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             &|s| number(idle(s), 1),
             pair(&idle, false),
         );
+        if report.tap {
+            let busy = |s: &SystemReport| s.idle_guest_busy_percent;
+            row(
+                "idle: guest busy (% of its CPU)".into(),
+                &|s| number(busy(s), 3),
+                pair(&busy, false),
+            );
+            if let Some(floor) = report.idle_floor_qemu_cpu_percent {
+                row(
+                    "idle: WFI-only guest's QEMU host CPU, same NIC (floor, %)".into(),
+                    &|_| number(Some(floor), 1),
+                    "-".into(),
+                );
+                row(
+                    "idle: QEMU host CPU above the floor (points)".into(),
+                    &|s| number(idle(s).map(|v| v - floor), 1),
+                    "-".into(),
+                );
+            }
+        }
         let ram = |s: &SystemReport| s.guest_ram_used_bytes.map(|b| b as f64);
         row(
             "guest RAM in use (MiB)".into(),
@@ -379,7 +417,14 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             );
         }
     }
-    for (target, _) in TARGETS {
+    // A TAP run loads one target: the others get no rows.
+    let measured = |target: &str| {
+        !report.tap
+            || systems
+                .iter()
+                .any(|s| s.loads.iter().any(|l| l.target == target))
+    };
+    for (target, _) in TARGETS.into_iter().filter(|(t, _)| measured(t)) {
         for &level in &report.levels {
             let figures = |s: &SystemReport| s.load(target, level).and_then(|l| l.figures.clone());
             let rps = |s: &SystemReport| figures(s).map(|f| f.requests_per_second);
@@ -433,6 +478,54 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
                     String::new(),
                 );
             }
+            if report.tap {
+                let judged = |s: &SystemReport| s.load(target, level).and_then(|l| l.judge.clone());
+                row(
+                    format!("{target} c={level}: failures connect/read/timeout/non-2xx"),
+                    &|s| {
+                        judged(s).map_or("-".into(), |j| {
+                            let f = &j.failures;
+                            format!("{}/{}/{}/{}", f.connect, f.read, f.timeout, f.status)
+                        })
+                    },
+                    String::new(),
+                );
+                row(
+                    format!("{target} c={level}: clients never served / requests over timeout"),
+                    &|s| {
+                        judged(s).map_or("-".into(), |j| {
+                            format!("{} / {}", j.clients_never_served, j.requests_over_timeout)
+                        })
+                    },
+                    String::new(),
+                );
+                let first = |s: &SystemReport| judged(s).map(|j| j.first_answer_ms.p99);
+                row(
+                    format!("{target} c={level}: first answer p50/p90/p99/max ms"),
+                    &|s| {
+                        judged(s).map_or("-".into(), |j| {
+                            let p = &j.first_answer_ms;
+                            format!("{:.0}/{:.0}/{:.0}/{:.0}", p.p50, p.p90, p.p99, p.max)
+                        })
+                    },
+                    pair(&first, false),
+                );
+                row(
+                    format!("{target} c={level}: first answer within 2 s (% of clients)"),
+                    &|s| number(judged(s).map(|j| j.first_answer_within_2s_percent), 1),
+                    String::new(),
+                );
+                let ram = |s: &SystemReport| {
+                    s.load(target, level)
+                        .and_then(|l| l.guest_ram_used_bytes)
+                        .map(|b| b as f64)
+                };
+                row(
+                    format!("{target} c={level}: guest RAM in use mid-run (MiB)"),
+                    &|s| megabytes(s.load(target, level).and_then(|l| l.guest_ram_used_bytes)),
+                    pair(&ram, false),
+                );
+            }
             if report.hosted {
                 let server =
                     |s: &SystemReport| s.load(target, level).and_then(|l| l.server_cpu.clone());
@@ -461,7 +554,7 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             );
         }
     }
-    if report.hosted {
+    if report.hosted || report.tap {
         return rows;
     }
     for (target, _) in TARGETS {
@@ -696,6 +789,8 @@ mod tests {
                 }),
                 failure: None,
                 server_cpu: None,
+                judge: None,
+                guest_ram_used_bytes: None,
             }],
             cpu_cost: vec![CpuCost::new("page", 2000, 100).unwrap()],
             ..Default::default()

@@ -142,6 +142,33 @@ pub enum System {
 /// (busybox httpd logs nothing either), and HTTPS on port 443 with the test certificate.
 const BRAMBLE_SETTINGS: &str = "hostname = bramble\naddress = dhcp\naccess_log = off\nhttps = on\n";
 
+/// The guests' address on the benchmark's TAP link (`--tap`): Bramble's static address, the
+/// Linux guest's `baseline.ip`. The namespace's side is 192.168.77.1/24.
+pub const TAP_GUEST: std::net::Ipv4Addr = std::net::Ipv4Addr::new(192, 168, 77, 2);
+/// The TAP device inside the benchmark's namespace.
+pub const TAP_DEVICE: &str = "bbench0";
+
+/// How a guest's NIC reaches the load generator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// QEMU's user networking, 127.0.0.1 ports forwarded to the guest.
+    UserForward,
+    /// A TAP device ([`TAP_DEVICE`]) in the network namespace QEMU runs in; the guest is
+    /// [`TAP_GUEST`].
+    Tap,
+}
+
+/// BRAMBLE.TXT for `link`: over the TAP a static address (no DHCP server on that link).
+fn bramble_settings(link: Link) -> String {
+    match link {
+        Link::UserForward => BRAMBLE_SETTINGS.to_string(),
+        Link::Tap => BRAMBLE_SETTINGS.replace(
+            "address = dhcp",
+            &format!("address = {TAP_GUEST}/24\nntp = off"),
+        ),
+    }
+}
+
 /// The certificate (ECDSA P-256, for bramble.test) and key that the HTTPS targets are served
 /// with: kernel/tls's test fixtures, checked as `bramble image --tls-cert --tls-key` checks.
 pub fn tls_files(root: &Path) -> anyhow::Result<bramble::image::TlsFiles> {
@@ -161,8 +188,13 @@ pub fn tls_files(root: &Path) -> anyhow::Result<bramble::image::TlsFiles> {
 
 impl System {
     /// Builds the kernel (cargo kernel), packs the site (with `walk_site` under
-    /// [`WALK_PREFIX`], if given) and writes the SD card image.
-    pub fn bramble(site: &Site, work: &Path, walk_site: Option<&Path>) -> anyhow::Result<System> {
+    /// [`WALK_PREFIX`], if given) and writes the SD card image, its BRAMBLE.TXT for `link`.
+    pub fn bramble(
+        site: &Site,
+        work: &Path,
+        walk_site: Option<&Path>,
+        link: Link,
+    ) -> anyhow::Result<System> {
         let kernel = bramble::kernel::build_kernel()?;
         let dir = work.join("bramble");
         // The shared site plus the `cold` target's file.
@@ -243,7 +275,7 @@ impl System {
             &ImageInputs {
                 kernel: kernel_bytes,
                 site: packed.image,
-                settings: BRAMBLE_SETTINGS.to_string(),
+                settings: bramble_settings(link),
                 firmware: Vec::new(),
                 size_mib: None,
                 tls: Some(tls_files(&bramble::workspace_root())?),
@@ -336,15 +368,28 @@ impl System {
 
     /// QEMU's arguments, 127.0.0.1:`ports.http` forwarded to the guest's port 80 (and
     /// `ports.https` to 443 where the system serves HTTPS).
-    pub fn qemu_args(&self, ports: super::Ports, count_instructions: bool) -> Vec<OsString> {
+    /// With `link` = [`Link::Tap`] the NIC is on [`TAP_DEVICE`] instead (`ports` unused), and
+    /// QEMU must be started inside the namespace that holds it.
+    pub fn qemu_args(
+        &self,
+        ports: super::Ports,
+        count_instructions: bool,
+        link: Link,
+    ) -> Vec<OsString> {
         let port = ports.http;
         match self {
             System::Bramble { kernel, card, .. } => {
                 let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel.clone()));
                 config.sd_card = Some(card.clone());
-                config.network = Some(Network::User {
-                    host_port: port,
-                    topology: Topology::BehindHub,
+                config.network = Some(match link {
+                    Link::UserForward => Network::User {
+                        host_port: port,
+                        topology: Topology::BehindHub,
+                    },
+                    Link::Tap => Network::Tap {
+                        interface: TAP_DEVICE.into(),
+                        topology: Topology::BehindHub,
+                    },
                 });
                 config.https_host_port = Some(ports.https);
                 config.count_instructions = count_instructions;
@@ -369,11 +414,27 @@ impl System {
                     path("initramfs.cpio.gz"),
                     // QEMU 7.2 lacks the ASB bridge registers bcm2835-power reads at probe.
                     "-append".into(),
-                    "console=ttyAMA0,115200 initcall_blacklist=bcm2835_power_driver_init \
-                     baseline.nic=rndis"
+                    match link {
+                        Link::UserForward => "console=ttyAMA0,115200 \
+                            initcall_blacklist=bcm2835_power_driver_init baseline.nic=rndis"
+                            .into(),
+                        Link::Tap => format!(
+                            "console=ttyAMA0,115200 \
+                             initcall_blacklist=bcm2835_power_driver_init baseline.nic=rndis \
+                             baseline.ip={TAP_GUEST}"
+                        )
                         .into(),
+                    },
                     "-netdev".into(),
-                    format!("user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:80").into(),
+                    match link {
+                        Link::UserForward => {
+                            format!("user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:80").into()
+                        }
+                        Link::Tap => {
+                            format!("tap,id=net0,ifname={TAP_DEVICE},script=no,downscript=no")
+                                .into()
+                        }
+                    },
                     "-device".into(),
                     "usb-net,netdev=net0".into(),
                 ];
@@ -387,6 +448,18 @@ impl System {
 
     /// The guest's own counters: Bramble's `status` console line, Linux's counters CGI.
     pub fn counters(&self, guest: &mut Guest, port: u16) -> Option<GuestCounters> {
+        self.counters_with(guest, || {
+            probe::get(port, "/cgi-bin/counters", &[], Duration::from_secs(20))
+        })
+    }
+
+    /// [`System::counters`], the Linux guest's CGI fetched by `fetch_cgi` (over the TAP link,
+    /// from inside the benchmark's namespace).
+    pub fn counters_with(
+        &self,
+        guest: &mut Guest,
+        fetch_cgi: impl FnOnce() -> Option<probe::Response>,
+    ) -> Option<GuestCounters> {
         match self {
             System::Bramble { .. } => {
                 guest.drain();
@@ -409,7 +482,7 @@ impl System {
                 Some(counters)
             }
             System::Linux { .. } => {
-                let response = probe::get(port, "/cgi-bin/counters", &[], Duration::from_secs(20))?;
+                let response = fetch_cgi()?;
                 if response.status != 200 {
                     return None;
                 }
