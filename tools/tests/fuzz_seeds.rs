@@ -173,9 +173,19 @@ fn check_seed(target: &str, name: &str, bytes: &[u8]) -> Result<(), String> {
                     image.get(8..12)
                 ));
             }
-            SiteImage::new_checked(image)
-                .map(|_| ())
-                .map_err(|error| format!("{target}/{name}: {error}"))
+            SiteImage::new_checked(image).map_err(|error| format!("{target}/{name}: {error}"))?;
+            // What the fuzz target itself does with the seed, unmutated: it must get past the
+            // checks and serve every file.
+            let served = if target == "site_image" {
+                bramble_http::exercise::exercise_image(image)
+            } else {
+                bramble_store::exercise::exercise_site_bin(image)
+            };
+            if served {
+                Ok(())
+            } else {
+                Err(format!("{target}/{name}: the target's driver refused it"))
+            }
         }
         "site_rules" => {
             let (&split, rest) = bytes.split_first().ok_or("empty seed")?;
