@@ -305,6 +305,28 @@ pub fn parse_boot_phases(line: &str) -> Option<BTreeMap<String, u64>> {
     (!phases.is_empty()).then_some(phases)
 }
 
+/// The card's read speed between two `status: cache` snapshots, in MB/s: the bytes read in
+/// between over the time reads were in flight in between. The line gives bytes and the speed
+/// since boot (kB/s, bytes per millisecond); the time in flight since boot is their quotient,
+/// so the figure is for the reads between the snapshots alone (the `cold` rounds, not the
+/// walk or warm-up before them). `None` without reads in between.
+pub fn card_speed_between(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> Option<f64> {
+    let bytes = |map: &BTreeMap<String, u64>| map.get("card bytes").copied().unwrap_or(0);
+    let micros = |map: &BTreeMap<String, u64>| {
+        let rate = map.get("card kB/s").copied().unwrap_or(0);
+        (bytes(map) as f64 * 1000.0 / rate as f64).max(0.0)
+    };
+    let micros_of = |map: &BTreeMap<String, u64>| {
+        if bytes(map) == 0 { 0.0 } else { micros(map) }
+    };
+    let read = bytes(after).checked_sub(bytes(before)).filter(|&b| b > 0)?;
+    let time = micros_of(after) - micros_of(before);
+    (time > 0.0 && time.is_finite()).then(|| read as f64 / time)
+}
+
 /// Hits and misses of the card cache over one load run (from its `guest_events`), and the
 /// hits' share of the lookups in percent; `None` when the run has no cache counters or made
 /// no lookup.
@@ -318,6 +340,28 @@ pub fn cache_hit_rate(events: &BTreeMap<String, u64>) -> Option<(u64, u64, f64)>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn card_speed_of_the_reads_between_two_snapshots() {
+        let snapshot = |bytes: u64, rate: u64| -> BTreeMap<String, u64> {
+            [("card bytes", bytes), ("card kB/s", rate)]
+                .into_iter()
+                .map(|(name, value)| (name.to_string(), value))
+                .collect()
+        };
+        // 20 MB in 2 s since boot (10 MB/s), then 10 MB more in 0.5 s: the last reads went at
+        // 20 MB/s although the speed since boot says 12.
+        let before = snapshot(20_000_000, 10_000);
+        let after = snapshot(30_000_000, 12_000);
+        let speed = card_speed_between(&before, &after).unwrap();
+        assert!((speed - 20.0).abs() < 0.01, "{speed}");
+        // From boot, with nothing read before.
+        let speed = card_speed_between(&snapshot(0, 0), &before).unwrap();
+        assert!((speed - 10.0).abs() < 0.01, "{speed}");
+        // No reads in between, or no counters: no speed.
+        assert!(card_speed_between(&after, &after).is_none());
+        assert!(card_speed_between(&BTreeMap::new(), &BTreeMap::new()).is_none());
+    }
 
     #[test]
     fn boot_phase_stamps_by_name() {

@@ -454,8 +454,8 @@ const COLD_ROUNDS: usize = 3;
 
 /// The `cold` target: empties Bramble's card cache on its console, reads the 8 MiB file once
 /// (checking every byte), and repeats; then takes the card's speed from the `status: cache`
-/// line (bytes read from the card over the time its reads were in flight, over all reads
-/// since boot, which the cold rounds dominate).
+/// lines before and after the rounds (bytes read from the card over the time its reads were
+/// in flight, for the rounds' reads alone: a walk before them reads more than they do).
 fn cold_body(guest: &mut Guest, port: u16, notes: &mut Vec<String>) -> Option<report::ColdBody> {
     let expected = systems::noise(systems::COLD_BYTES, 0x1357_9bdf);
     let before = guest
@@ -498,7 +498,7 @@ fn cold_body(guest: &mut Guest, port: u16, notes: &mut Vec<String>) -> Option<re
         .and_then(|line| counters::parse_cache_status(&line))?;
     let read = |map: &BTreeMap<String, u64>, name: &str| map.get(name).copied().unwrap_or(0);
     cold.card_bytes = Some(read(&after, "card bytes").saturating_sub(read(&before, "card bytes")));
-    cold.card_megabytes_per_second = after.get("card kB/s").map(|kb| *kb as f64 / 1000.0);
+    cold.card_megabytes_per_second = counters::card_speed_between(&before, &after);
     Some(cold)
 }
 
