@@ -193,14 +193,15 @@ fn measure(data: &[u8], kind: &'static str) -> Measured {
     }
 }
 
-fn size_class(len: usize) -> &'static str {
+/// A size class: its place in the table and its name.
+fn size_class(len: usize) -> (u8, &'static str) {
     match len {
-        0..4096 => "a: < 4 KiB",
-        4096..16384 => "b: 4-16 KiB",
-        16384..65536 => "c: 16-64 KiB",
-        65536..262144 => "d: 64-256 KiB",
-        262144..1048576 => "e: 256 KiB-1 MiB",
-        _ => "f: >= 1 MiB",
+        0..4096 => (0, "< 4 KiB"),
+        4096..16384 => (1, "4-16 KiB"),
+        16384..65536 => (2, "16-64 KiB"),
+        65536..262144 => (3, "64-256 KiB"),
+        262144..1048576 => (4, "256 KiB-1 MiB"),
+        _ => (5, ">= 1 MiB"),
     }
 }
 
@@ -253,14 +254,17 @@ fn curve(site: &Path, sample: usize, threads: usize) {
     let results = results.into_inner().expect("no panics");
     let total: usize = results.iter().map(|m| m.len).sum();
     println!(
-        "site {}: {} files measured ({} MB; every {sample}th compressible file by size),          {threads} threads; load average before {load_before}, after {}",
+        "site {}: {} files measured ({:.1} MB; every {sample}th compressible file by size), \
+         {threads} threads; load average before {load_before}, after {}",
         site.display(),
         results.len(),
         total as f64 / 1e6,
         load()
     );
     println!(
-        "Per class: brotli bytes against quality 11's / CPU time against gzip -9's (flate2,          level 9), each compression timed on its own thread; qualities 5-9 with a 4 MiB          window, 10 and 11 with the window fitted to the file."
+        "Per class: brotli bytes against quality 11's / CPU time against gzip -9's (flate2, \
+         level 9), each compression timed on its own thread; qualities 5-9 with a 4 MiB \
+         window, 10 and 11 with the window fitted to the file."
     );
     println!();
     let mut header = "| class | files | MB | gzip -9 |".to_string();
@@ -275,22 +279,21 @@ fn curve(site: &Path, sample: usize, threads: usize) {
         "{header}
 {rule}"
     );
-    let mut classes: Vec<(String, Vec<&Measured>)> = Vec::new();
+    let mut classes: Vec<((&str, u8), String, Vec<&Measured>)> = Vec::new();
     for measured in &results {
-        for name in [
-            format!("{} {}", measured.kind, size_class(measured.len)),
-            format!("all {}", size_class(measured.len)),
-        ] {
-            match classes.iter_mut().find(|(class, _)| *class == name) {
-                Some((_, members)) => members.push(measured),
-                None => classes.push((name, vec![measured])),
+        let (order, size) = size_class(measured.len);
+        for kind in ["all", measured.kind] {
+            let key = (kind, order);
+            match classes.iter_mut().find(|(class, _, _)| *class == key) {
+                Some((_, _, members)) => members.push(measured),
+                None => classes.push((key, format!("{kind} {size}"), vec![measured])),
             }
         }
     }
     classes.sort_by(|a, b| a.0.cmp(&b.0));
-    classes.push(("all files".into(), results.iter().collect()));
+    classes.push((("", 0), "all files".into(), results.iter().collect()));
     let eleven = CURVE_QUALITIES.len() - 1;
-    for (name, members) in &classes {
+    for (_, name, members) in &classes {
         let gzip_cpu: f64 = members.iter().map(|m| m.gzip.1).sum();
         let gzip_bytes: u64 = members.iter().map(|m| m.gzip.0).sum();
         let q11: u64 = members.iter().map(|m| m.brotli[eleven].0).sum();
@@ -303,7 +306,7 @@ fn curve(site: &Path, sample: usize, threads: usize) {
         };
         let mut row = format!(
             "| {} | {} | {:.1} | {:+.1}% |",
-            name.replace(": ", " "),
+            name,
             members.len(),
             members.iter().map(|m| m.len).sum::<usize>() as f64 / 1e6,
             (gzip_bytes as f64 / q11 as f64 - 1.0) * 100.0
@@ -324,7 +327,9 @@ fn curve(site: &Path, sample: usize, threads: usize) {
     let gzip_cpu: f64 = results.iter().map(|m| m.gzip.1).sum();
     println!();
     println!(
-        "gzip -9 (flate2) took {gzip_cpu:.2} CPU s over these files. A pack within 4 times          single-threaded gzip -9 on 2 cores has about 8 times gzip -9's CPU time for brotli,          gzip and the rest."
+        "gzip -9 (flate2) took {gzip_cpu:.2} CPU s over these files. A pack within 4 times \
+         single-threaded gzip -9 on 2 cores has about 8 times gzip -9's CPU time for brotli, \
+         gzip and the rest."
     );
 }
 

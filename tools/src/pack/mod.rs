@@ -795,8 +795,8 @@ pub struct PackArgs {
     #[arg(long)]
     pub skip_broken_links: bool,
     /// Compress for speed (brotli quality 6, 8 or 9 by file size, gzip 6: a few times gzip -9
-    /// alone, brotli bodies about 13% larger) instead of size (brotli 10, gzip 9: about 20
-    /// times gzip -9, 2.5% larger than brotli 11); for previews and CI. Bodies already in the
+    /// alone, brotli bodies about 13% larger) instead of size (brotli 10, gzip 9: 15-20
+    /// times gzip -9's CPU time, 2.5% larger than brotli 11); for previews and CI. Bodies already in the
     /// cache from a slower pack are used as they are.
     #[arg(long)]
     pub fast: bool,
