@@ -15,6 +15,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod appliance;
+pub mod ipv6_ext;
 pub mod mdns;
 pub mod ndp;
 pub mod phy;

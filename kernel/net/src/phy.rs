@@ -12,8 +12,11 @@
 //!
 //! Frames for the stream pool's port are not shown to smoltcp: [`EthernetPhy::pull`] says
 //! which kind the held frame is, and the appliance hands the pool's frames over with
-//! [`EthernetPhy::take_held`].
+//! [`EthernetPhy::take_held`]. IPv6 extension headers a host may pass over are taken out of
+//! a received frame before either sees it ([`crate::ipv6_ext`]): a TCP segment behind a
+//! destination-options header then goes to the pool like any other.
 
+use crate::ipv6_ext::Stripped;
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, LinkState};
 use smoltcp::phy::{self, DeviceCapabilities, Medium};
@@ -36,6 +39,12 @@ pub struct PhyCounters {
     pub syn_deferred: u64,
     /// IPv6 frames dropped by the receive filter ([`Ipv6Filter`]).
     pub ipv6_filtered: u64,
+    /// IPv6 frames whose extension headers were taken out before the stack or the pool saw
+    /// them ([`crate::ipv6_ext`]).
+    pub ipv6_extensions_removed: u64,
+    /// IPv6 frames dropped for their extension headers (fragments, routing, options that
+    /// must not be ignored, malformed chains).
+    pub ipv6_extensions_dropped: u64,
 }
 
 /// Which received IPv6 frames (EtherType 0x86DD) reach the stack.
@@ -226,26 +235,20 @@ impl<D: EthernetDevice> EthernetPhy<D> {
                     return Held::ForPool;
                 }
                 Ok(Some(Some(Some(len)))) => {
-                    // One for smoltcp: through the IPv6 filter and the SYN limits like any
-                    // other.
-                    let frame = &self.receive_buffer[..len];
-                    if !ipv6_passes(frame, self.ipv6_filter) {
-                        self.counters.ipv6_filtered += 1;
+                    // One for smoltcp, or one for the pool behind IPv6 extension headers:
+                    // through the IPv6 filter, the headers' removal and the SYN limits like
+                    // any other.
+                    let Some(len) = self.admit_copied(len) else {
                         continue;
-                    }
-                    let limited = self.syn_limits.iter_mut().find(|limit| {
-                        limit.is_some_and(|(port, _)| is_connection_request(frame, port))
-                    });
-                    if let Some(Some((_, allowed))) = limited {
-                        if *allowed == 0 {
-                            self.counters.syn_deferred += 1;
-                            continue;
-                        }
-                        *allowed -= 1;
-                    }
-                    self.held_for_pool = false;
+                    };
                     self.held_frame = Some(len);
-                    return Held::ForStack;
+                    self.held_for_pool =
+                        crate::stream::wire::is_tcp_to(&self.receive_buffer[..len], &[port]);
+                    return if self.held_for_pool {
+                        Held::ForPool
+                    } else {
+                        Held::ForStack
+                    };
                 }
                 Ok(Some(None)) => self.counters.rx_oversized += 1,
                 Ok(None) => return Held::Nothing,
@@ -260,6 +263,40 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             }
         }
         Held::Nothing
+    }
+
+    /// The checks of a frame just copied into the receive buffer (`len` bytes): the IPv6
+    /// filter, the removal of IPv6 extension headers ([`crate::ipv6_ext`]) and the SYN
+    /// limits. The frame's length after them, or `None` if it is dropped (and counted).
+    fn admit_copied(&mut self, len: usize) -> Option<usize> {
+        if !ipv6_passes(&self.receive_buffer[..len], self.ipv6_filter) {
+            self.counters.ipv6_filtered += 1;
+            return None;
+        }
+        let len = match crate::ipv6_ext::strip(&mut self.receive_buffer[..len]) {
+            Stripped::Unchanged => len,
+            Stripped::Removed(shorter) => {
+                self.counters.ipv6_extensions_removed += 1;
+                shorter
+            }
+            Stripped::Drop(_) => {
+                self.counters.ipv6_extensions_dropped += 1;
+                return None;
+            }
+        };
+        let frame = &self.receive_buffer[..len];
+        let limit = self
+            .syn_limits
+            .iter_mut()
+            .find(|limit| limit.is_some_and(|(port, _)| is_connection_request(frame, port)));
+        if let Some(Some((_, allowed))) = limit {
+            if *allowed == 0 {
+                self.counters.syn_deferred += 1;
+                return None;
+            }
+            *allowed -= 1;
+        }
+        Some(len)
     }
 
     /// Pulls one frame from the device into the receive buffer if none is held, skipping
@@ -280,21 +317,9 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             });
             match result {
                 Ok(Some(Some(len))) => {
-                    let frame = &self.receive_buffer[..len];
-                    if !ipv6_passes(frame, self.ipv6_filter) {
-                        self.counters.ipv6_filtered += 1;
+                    let Some(len) = self.admit_copied(len) else {
                         continue;
-                    }
-                    let limit = self.syn_limits.iter_mut().find(|limit| {
-                        limit.is_some_and(|(port, _)| is_connection_request(frame, port))
-                    });
-                    if let Some(Some((_, allowed))) = limit {
-                        if *allowed == 0 {
-                            self.counters.syn_deferred += 1;
-                            continue;
-                        }
-                        *allowed -= 1;
-                    }
+                    };
                     self.held_for_pool = self.divert_port.is_some_and(|port| {
                         crate::stream::wire::is_tcp_to(&self.receive_buffer[..len], &[port])
                     });

@@ -1,7 +1,8 @@
 //! IPv6 over the wire: a smoltcp peer plays the router (Router Advertisements from its raw
 //! socket) and the client; the appliance takes a link-local and a SLAAC address after DAD,
 //! answers echo requests, serves HTTP over IPv6 through the same pool, follows renumbering,
-//! and with IPv6 off sends nothing IPv6 at all.
+//! answers an echo request and a SYN behind a destination-options header (and not a
+//! fragment), and with IPv6 off sends nothing IPv6 at all.
 
 use super::pool::Client;
 use super::*;
@@ -423,4 +424,142 @@ fn with_ipv6_off_no_ipv6_frame_is_sent_or_answered() {
     );
     assert_eq!(appliance.phy_counters().ipv6_filtered, 200);
     assert!(appliance.ipv6_addresses().is_empty());
+}
+
+/// An IPv6 packet from `source` to `destination` whose payload is `headers` (extension
+/// headers, the first named by `first`) and then `upper` (its checksum already filled in).
+fn packet_behind(
+    source: Ipv6Address,
+    destination: Ipv6Address,
+    first: IpProtocol,
+    headers: &[u8],
+    upper: &[u8],
+) -> Vec<u8> {
+    let repr = Ipv6Repr {
+        src_addr: source,
+        dst_addr: destination,
+        next_header: first,
+        payload_len: headers.len() + upper.len(),
+        hop_limit: 64,
+    };
+    let mut packet = std::vec![0u8; repr.buffer_len() + headers.len() + upper.len()];
+    let mut ip = Ipv6Packet::new_unchecked(&mut packet[..]);
+    repr.emit(&mut ip);
+    ip.payload_mut()[..headers.len()].copy_from_slice(headers);
+    ip.payload_mut()[headers.len()..].copy_from_slice(upper);
+    packet
+}
+
+#[test]
+fn an_echo_request_and_a_syn_behind_a_destination_options_header_are_answered() {
+    use smoltcp::wire::TcpPacket;
+    let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
+    let mut appliance =
+        Appliance::new(guest, static_config(true), memory(2), server(), at(0)).unwrap();
+    let mut router = Router::new(host);
+    let mut clock = 0;
+    run(&mut appliance, &mut router, &mut clock, 2_500);
+    router.advertise(&[(PREFIX_A, 3600, 1800)]);
+    run(&mut appliance, &mut router, &mut clock, 1_500);
+    let slaac = assigned(&appliance, AddressOrigin::Autoconfigured);
+    assert_eq!(slaac.len(), 1, "{:?}", appliance.ipv6_addresses());
+    let address = slaac[0].0;
+    let mut source = [0u8; 16];
+    source[..8].copy_from_slice(&PREFIX_A);
+    source[15] = 1;
+    let source = Ipv6Address::from(source);
+    // A raw socket for packets of any protocol (to send), and one for TCP (to hear the
+    // SYN-ACK; smoltcp then leaves the segment to it and sends no reset of its own).
+    let buffer = || {
+        raw::PacketBuffer::new(
+            Box::leak(std::vec![raw::PacketMetadata::EMPTY; 8].into_boxed_slice()),
+            Box::leak(std::vec![0u8; 4096].into_boxed_slice()),
+        )
+    };
+    let any = router.client.sockets.add(raw::Socket::new(
+        Some(IpVersion::Ipv6),
+        None,
+        buffer(),
+        buffer(),
+    ));
+    let tcp_raw = router.client.sockets.add(raw::Socket::new(
+        Some(IpVersion::Ipv6),
+        Some(IpProtocol::Tcp),
+        buffer(),
+        buffer(),
+    ));
+    // Destination options: next header, length 0 (8 bytes), an unknown option whose type
+    // says "skip" (0x1e) with four bytes of data.
+    let options = |next: u8| [next, 0, 0x1e, 4, 1, 2, 3, 4];
+    let mut echo = std::vec![128, 0, 0, 0, 0x43, 0x21, 0, 7, b'e', b'x', b't'];
+    Icmpv6Packet::new_unchecked(&mut echo[..]).fill_checksum(&source, &address);
+    let packet = packet_behind(source, address, IpProtocol::Ipv6Opts, &options(58), &echo);
+    router
+        .client
+        .sockets
+        .get_mut::<raw::Socket>(any)
+        .send_slice(&packet)
+        .unwrap();
+    run(&mut appliance, &mut router, &mut clock, 50);
+    let replies: Vec<_> = router
+        .received()
+        .into_iter()
+        .filter(|(src, kind, _)| *src == address && *kind == 129)
+        .collect();
+    assert_eq!(replies.len(), 1, "one echo reply: {:?}", replies);
+    assert_eq!(
+        replies[0].2[4..],
+        echo[4..],
+        "identifier, sequence and data echoed"
+    );
+    // A SYN to port 80 behind the same header: the pool answers with its cookie.
+    let mut syn = std::vec![0u8; 24];
+    syn[0..2].copy_from_slice(&40_123u16.to_be_bytes());
+    syn[2..4].copy_from_slice(&80u16.to_be_bytes());
+    syn[4..8].copy_from_slice(&0x0102_0304u32.to_be_bytes());
+    syn[12] = 6 << 4;
+    syn[13] = 0x02;
+    syn[14..16].copy_from_slice(&65_535u16.to_be_bytes());
+    syn[20..24].copy_from_slice(&[2, 4, 0x05, 0xa0]);
+    TcpPacket::new_unchecked(&mut syn[..])
+        .fill_checksum(&IpAddress::Ipv6(source), &IpAddress::Ipv6(address));
+    let packet = packet_behind(source, address, IpProtocol::Ipv6Opts, &options(6), &syn);
+    router
+        .client
+        .sockets
+        .get_mut::<raw::Socket>(any)
+        .send_slice(&packet)
+        .unwrap();
+    run(&mut appliance, &mut router, &mut clock, 50);
+    let mut syn_acks = 0;
+    let socket = router.client.sockets.get_mut::<raw::Socket>(tcp_raw);
+    while let Ok(packet) = socket.recv() {
+        let ip = Ipv6Packet::new_checked(packet).unwrap();
+        let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
+        if ip.src_addr() == address && tcp.dst_port() == 40_123 && tcp.syn() && tcp.ack() {
+            assert_eq!(tcp.ack_number().0 as u32, 0x0102_0305);
+            assert!(tcp.verify_checksum(&IpAddress::Ipv6(address), &IpAddress::Ipv6(source)));
+            syn_acks += 1;
+        }
+    }
+    assert_eq!(syn_acks, 1, "one SYN-ACK from the pool");
+    assert_eq!(appliance.phy_counters().ipv6_extensions_removed, 2);
+    // A first fragment (more to come) of an echo request is not reassembled: no answer,
+    // and no Parameter Problem either.
+    let fragment = [58, 0, 0, 1, 0, 0, 0, 9];
+    let packet = packet_behind(source, address, IpProtocol::Ipv6Frag, &fragment, &echo);
+    router
+        .client
+        .sockets
+        .get_mut::<raw::Socket>(any)
+        .send_slice(&packet)
+        .unwrap();
+    run(&mut appliance, &mut router, &mut clock, 50);
+    let answers: Vec<_> = router
+        .received()
+        .into_iter()
+        .filter(|(src, kind, _)| *src == address && matches!(kind, 1..=4 | 129))
+        .collect();
+    assert!(answers.is_empty(), "{answers:?}");
+    assert_eq!(appliance.phy_counters().ipv6_extensions_dropped, 1);
 }
