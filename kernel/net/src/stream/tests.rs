@@ -800,6 +800,136 @@ fn a_syn_flood_from_the_clients_own_address_costs_no_connection() {
     assert_eq!(net.read_exact(client, 100, 500), pattern(100));
 }
 
+/// A raw segment from the client's `port` to the server with `flags`, `seq`, `ack` and
+/// `payload`.
+fn client_segment(port: u16, flags: u8, seq: u32, ack: u32, payload: &[u8]) -> Vec<u8> {
+    let out = Outgoing {
+        dst_mac: SERVER_MAC,
+        src_mac: CLIENT_MAC,
+        src_ip: wire::v4_mapped(CLIENT_IP),
+        dst_ip: wire::v4_mapped(SERVER_IP),
+        src_port: port,
+        dst_port: PORT,
+        seq,
+        ack,
+        flags,
+        window: 65535,
+        mss: if flags & flags::SYN != 0 {
+            Some(1460)
+        } else {
+            None
+        },
+        ip_id: 1,
+    };
+    let mut frame = vec![0u8; out.headers_len() + payload.len()];
+    let header = out.headers_len();
+    let payload_sum = wire::copy_and_sum(&mut frame[header..], payload);
+    out.write(&mut frame, payload_sum);
+    frame
+}
+
+/// Hands `frame` to the pool, lets it send, and returns what it sent to `port`.
+fn exchange(net: &mut Net, frame: &[u8], port: u16) -> Vec<(u8, u32, u32, usize)> {
+    let now = net.instant();
+    net.pool.receive(frame, now);
+    let mut tx = ServerTx {
+        link: &mut net.link,
+    };
+    net.pool.poll(now, &mut tx);
+    let mut replies = Vec::new();
+    net.link.to_client.retain(|reply| {
+        let Ok(segment) = wire::parse(reply, CLIENT_MAC, &[wire::v4_mapped(CLIENT_IP)]) else {
+            return true;
+        };
+        if segment.dst_port != port {
+            return true;
+        }
+        replies.push((
+            segment.flags,
+            segment.seq,
+            segment.ack,
+            segment.payload.len(),
+        ));
+        false
+    });
+    replies
+}
+
+/// Issue 12: "a SYN that finds no room is answered by a RST or kept waiting by design, never
+/// silently dropped for good". A SYN always gets its cookie; when the ACK that brings the
+/// cookie back finds every block busy, it gets a reset, counted as `refused full` on the
+/// status line; if that reset is lost, the client's next segment (its request, or that
+/// request sent again) is refused and reset again; once a block is free, the same segment
+/// is admitted, since the cookie still holds, and answered.
+#[test]
+fn a_newcomer_refused_by_a_full_pool_is_reset_at_every_segment_until_there_is_room() {
+    let mut net = Net::new(2, 2, 2, limits());
+    // Two connections being answered, never reading (a window too small for the answer):
+    // neither may be evicted for a newcomer.
+    let busy: Vec<_> = (0..2)
+        .map(|k| {
+            let handle = net.socket(512, 512);
+            net.connect(handle, 44000 + k);
+            handle
+        })
+        .collect();
+    assert!(net.run_until(200, |net| busy.iter().all(|&h| net.tcp(h).may_send())));
+    for &handle in &busy {
+        net.send(handle, b"GET 1000000\n");
+    }
+    net.run_ms(50);
+    assert_eq!(net.pool.open(), 2);
+    let port = 44100;
+    let isn = 7_000_000u32;
+    let syn_ack = exchange(
+        &mut net,
+        &client_segment(port, flags::SYN, isn, 0, &[]),
+        port,
+    );
+    assert_eq!(
+        syn_ack.len(),
+        1,
+        "a SYN is answered whatever the pool holds"
+    );
+    let (reply_flags, cookie, acked, _) = syn_ack[0];
+    assert_eq!(reply_flags, flags::SYN | flags::ACK);
+    assert_eq!(acked, isn.wrapping_add(1));
+    let ack = client_segment(port, flags::ACK, isn + 1, cookie.wrapping_add(1), &[]);
+    let refused = exchange(&mut net, &ack, port);
+    assert_eq!(refused, vec![(flags::RST, cookie.wrapping_add(1), 0, 0)]);
+    let counters = net.pool.counters();
+    assert_eq!(counters.refused_full, 1);
+    assert!(
+        std::format!("{counters}").contains("refused full 1 "),
+        "{counters}"
+    );
+    // The reset was lost: the client sends its request; refused again, reset again.
+    let request = client_segment(
+        port,
+        flags::ACK | flags::PSH,
+        isn + 1,
+        cookie.wrapping_add(1),
+        b"GET 10\n",
+    );
+    let refused = exchange(&mut net, &request, port);
+    assert_eq!(refused, vec![(flags::RST, cookie.wrapping_add(1), 0, 0)]);
+    assert_eq!(net.pool.counters().refused_full, 2);
+    assert_eq!(net.pool.open(), 2);
+    // One busy client goes away; the request, sent again, is admitted and answered.
+    net.tcp(busy[0]).abort();
+    net.run_ms(5);
+    assert_eq!(net.pool.open(), 1);
+    let answered = exchange(&mut net, &request, port);
+    assert!(
+        answered
+            .iter()
+            .any(|&(f, _, ack, len)| f & flags::ACK != 0 && len == 10 && ack == isn + 1 + 7),
+        "{answered:?}"
+    );
+    assert_eq!(net.pool.counters().refused_full, 2);
+    assert_eq!(net.pool.open(), 2);
+}
+
 #[test]
 fn an_ack_without_a_valid_cookie_gets_a_reset_and_no_connection() {
     let mut net = Net::new(4, 1, 4, limits());
