@@ -33,7 +33,10 @@
 //!   small cell (acknowledged, so the client does not retransmit) and the connection queues
 //!   for a session, first come first served: when more clients wait than there are sessions,
 //!   each gets its turn, and a keep-alive connection gives its session back after every
-//!   answer.
+//!   answer. A client offering a window narrower than two segments (the mark of a slow
+//!   reader, whose answers are what hold sessions) queues apart and gets one turn in four
+//!   while others wait, so that a slow-read attack cannot put a polite request behind
+//!   hundreds of its own.
 //! - **Transmit without buffers.** A session does not hand its response to a socket buffer:
 //!   the pool asks it for the bytes at any offset past the last acknowledged one
 //!   ([`Service::read_at`]), for a first transmission or a retransmission alike, and copies

@@ -258,15 +258,29 @@ enum Class {
     Idle,
     /// Part of a request header received (parked or in a session). `since`: its first byte.
     Partial,
-    /// A parked request waits for a session (the lease queue, first come first served).
-    /// `since`: when it started waiting.
+    /// A parked request waits for a session (the lease queue, first come first served),
+    /// from a client whose window takes its answer at a useful pace. `since`: when it
+    /// started waiting.
     Waiting,
     /// A session is answering. `since`: the last acknowledgment progress.
     Busy,
     /// Closing. `since`: when the close was decided.
     Closing,
+    /// A parked request waits for a session from a client offering a window narrower than
+    /// [`NARROW_WINDOW_SEGMENTS`] segments (a slow reader's mark): its queue gets one grant
+    /// in [`NARROW_TURN`] while the other queue is not empty. `since`: when it started
+    /// waiting.
+    WaitingNarrow,
 }
-const CLASSES: usize = 7;
+const CLASSES: usize = 8;
+/// A waiting request whose client offers a window of fewer segments than this queues
+/// behind those that can take their answer (see [`Class::WaitingNarrow`]). Every ordinary
+/// client offers tens of segments; a slow-read attack offers a window of a few bytes, and
+/// sessions held by such answers are what makes a request wait at all.
+const NARROW_WINDOW_SEGMENTS: u32 = 2;
+/// While both queues have requests waiting, the narrow queue gets every this-many-th free
+/// session (it is never starved, only served after).
+const NARROW_TURN: u32 = 4;
 
 // Flag bits of `Tcb::flags`.
 const ACK_NOW: u16 = 1 << 0;
@@ -694,6 +708,8 @@ pub struct StreamPool<'a, S: Service> {
     /// Where frame payloads begin, modulo 4, in the device's buffer (learned from the last
     /// frame sent; the usual layout, a word-aligned frame, puts it at 2).
     payload_alignment: usize,
+    /// Grants given from the open-window queue since the narrow-window queue's last turn.
+    narrow_passed: u32,
     counters: PoolCounters,
 }
 
@@ -783,6 +799,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             control: heapless::Deque::new(),
             ip_id: (config.seed >> 16) as u16,
             payload_alignment: 2,
+            narrow_passed: 0,
             counters: PoolCounters::default(),
         }
     }
@@ -879,15 +896,20 @@ impl<'a, S: Service> StreamPool<'a, S> {
     /// The counts so far.
     pub fn counters(&self) -> PoolCounters {
         let mut counters = self.counters;
-        counters.waiting = self.lists[Class::Waiting as usize].len;
+        counters.waiting = self.waiting_len();
         counters
     }
 
-    /// Connections per class: fresh, idle, partial, waiting, busy, closing (for tests and
-    /// failure messages).
+    /// Connections per class: fresh, idle, partial, waiting, busy, closing, waiting with a
+    /// narrow window (for tests and failure messages).
     #[doc(hidden)]
-    pub fn class_counts(&self) -> [u32; 6] {
+    pub fn class_counts(&self) -> [u32; 7] {
         core::array::from_fn(|k| self.lists[k + 1].len)
+    }
+
+    /// Requests waiting for a session, in both queues.
+    fn waiting_len(&self) -> u32 {
+        self.lists[Class::Waiting as usize].len + self.lists[Class::WaitingNarrow as usize].len
     }
 
     /// Most connections at once.
@@ -1449,7 +1471,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         if self.tcbs[idx].lease == NONE
             && self.tcbs[idx].cell == NONE
             && self.free_lease != NONE
-            && self.lists[Class::Waiting as usize].len == 0
+            && self.waiting_len() == 0
         {
             let lease = self.free_lease;
             self.grant(i, lease, now);
@@ -1608,10 +1630,12 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 _ => Class::Busy,
             }
         } else if tcb.cell != NONE {
-            if tcb.has(CELL_COMPLETE) {
-                Class::Waiting
-            } else {
+            if !tcb.has(CELL_COMPLETE) {
                 Class::Partial
+            } else if tcb.snd_wnd < NARROW_WINDOW_SEGMENTS * u32::from(tcb.mss) {
+                Class::WaitingNarrow
+            } else {
+                Class::Waiting
             }
         } else if tcb.has(SERVED) {
             Class::Idle
@@ -1915,18 +1939,30 @@ impl<'a, S: Service> StreamPool<'a, S> {
         self.grant_waiting(now);
     }
 
-    /// Gives free sessions to the connections waiting for one, in order; when none is free,
-    /// takes them back from slow headers and stalled responses.
+    /// Gives free sessions to the connections waiting for one, each queue in order (the
+    /// narrow-window queue one turn in [`NARROW_TURN`] while the other has requests); when
+    /// none is free, takes them back from slow headers and stalled responses.
     fn grant_waiting(&mut self, now: Instant) {
-        while self.lists[Class::Waiting as usize].head != NONE {
+        while self.waiting_len() > 0 {
             if self.free_lease == NONE && !self.reclaim_lease(now) {
                 break;
             }
-            let i = self.lists[Class::Waiting as usize].head;
+            let open = self.lists[Class::Waiting as usize].head;
+            let narrow = self.lists[Class::WaitingNarrow as usize].head;
+            let i = if narrow == NONE {
+                open
+            } else if open == NONE || self.narrow_passed + 1 >= NARROW_TURN {
+                self.narrow_passed = 0;
+                narrow
+            } else {
+                self.narrow_passed += 1;
+                open
+            };
+            let class = self.tcbs[i as usize].class;
             let lease = self.free_lease;
             self.grant(i, lease, now);
             self.settle(i, now);
-            if self.tcbs[i as usize].class == Class::Waiting {
+            if self.tcbs[i as usize].class == class {
                 // Should not happen (a granted connection leaves the queue); never spin.
                 break;
             }
@@ -2294,7 +2330,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
         if let Some(since) = head_since(Class::Busy) {
             consider(since.add_micros(limits.send_stall_micros));
-            if self.lists[Class::Waiting as usize].len > 0 {
+            if self.waiting_len() > 0 {
                 consider(since.add_micros(limits.stall_evict_micros));
             }
         }

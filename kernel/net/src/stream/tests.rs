@@ -666,6 +666,65 @@ fn more_clients_than_sessions_are_all_served_in_turn() {
     assert!(counters.peak_open >= clients as u32);
 }
 
+/// Slow readers (a window of a few bytes, never read) hold every session and more of them
+/// wait; a client that can take its answer, arriving last, is served as soon as a stalled
+/// session is taken back, ahead of the slow readers that waited longer (first come first
+/// served put it behind all of them: a wait of one stall allowance per session ahead).
+#[test]
+fn a_request_that_can_take_its_answer_goes_before_waiting_slow_readers() {
+    let mut net = Net::new(16, 2, 16, limits());
+    let slow: Vec<_> = (0..5)
+        .map(|k| {
+            let handle = net.socket(64, 512);
+            net.connect(handle, 45000 + k);
+            handle
+        })
+        .collect();
+    assert!(net.run_until(500, |net| slow.iter().all(|&h| net.tcp(h).may_send())));
+    for &handle in &slow {
+        net.send(handle, b"GET 100000\n");
+        net.run_ms(5);
+    }
+    net.run_ms(20);
+    assert_eq!(net.pool.counters().leased, 2);
+    assert_eq!(net.pool.counters().waiting, 3, "three slow readers wait");
+    let polite = net.socket(8192, 512);
+    net.connect(polite, 45100);
+    assert!(net.run_until(200, |net| net.tcp(polite).may_send()));
+    net.send(polite, b"GET 100\n");
+    net.run_ms(20);
+    assert_eq!(
+        net.pool.counters().waiting,
+        4,
+        "the polite request waits too"
+    );
+    // The two sessions stall (their readers' windows are full) and are taken back after
+    // the stall allowance: the first goes to the polite request.
+    let stall = limits().stall_evict_micros / 1_000;
+    let mut got = Vec::new();
+    let served = net.run_until(stall + 500, |net| {
+        net.read_all(polite, &mut got);
+        got.len() >= 100
+    });
+    assert!(
+        served,
+        "{} {:?}",
+        net.pool.counters(),
+        net.pool.class_counts()
+    );
+    assert_eq!(got, pattern(100));
+    let counters = net.pool.counters();
+    assert!(counters.evicted_stalled >= 1, "{counters}");
+    // The narrow queue is not passed over for good: with nothing else waiting, the polite
+    // client's session (given back after its answer) and the other stalled one go to it.
+    net.run_ms(1_000);
+    assert!(
+        net.pool.counters().waiting <= 1,
+        "{:?}",
+        net.pool.class_counts()
+    );
+}
+
 #[test]
 fn a_full_pool_evicts_idle_then_incomplete_connections_and_refuses_when_none_may_go() {
     let mut net = Net::new(3, 3, 3, limits());
@@ -714,7 +773,7 @@ fn a_full_pool_evicts_idle_then_incomplete_connections_and_refuses_when_none_may
     );
     assert_eq!(
         net.pool.class_counts(),
-        [2, 1, 0, 0, 0, 0],
+        [2, 1, 0, 0, 0, 0, 0],
         "fresh 2, idle 1"
     );
     // The newcomer is idle now too, and the silent one incomplete: idle goes first again.
