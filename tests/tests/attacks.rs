@@ -10,7 +10,9 @@
 //!
 //! Each attack runs 6 s before and 8 s during the polite client's 16 requests, to keep the
 //! test command's cost near 3 minutes; `BRAMBLE_ATTACK_POLITE=N` asks for N requests
-//! instead (the soaks in the report used 40 and more).
+//! instead (the soaks in the report used 40 and more), and `BRAMBLE_ATTACKS=slow-read,...`
+//! runs only the attacks named. After each attack on the QEMU guest its `status:
+//! connections` line (the pool's decisions so far) goes to the log.
 //!
 //! Rates and counts are bounded: the flood is 2,000 SYNs per second (what the emulated USB
 //! link carries; the hosted run gets 20,000), slowhttptest opens 1,000 connections, every
@@ -42,6 +44,28 @@ fn target4() -> SocketAddr {
 
 fn target6() -> SocketAddr {
     SocketAddrV6::new(GUEST6, 80, 0, 0).into()
+}
+
+/// The attacks to run: all, or those `BRAMBLE_ATTACKS` names (comma-separated, as the
+/// `attack` tool names them), to look at one closely.
+fn chosen(attacks: &[Attack]) -> Vec<Attack> {
+    match std::env::var("BRAMBLE_ATTACKS") {
+        Ok(names) => {
+            let named: Vec<Attack> = names
+                .split(',')
+                .map(|name| {
+                    Attack::from_name(name)
+                        .unwrap_or_else(|| panic!("BRAMBLE_ATTACKS: no attack {name:?}"))
+                })
+                .collect();
+            attacks
+                .iter()
+                .copied()
+                .filter(|a| named.contains(a))
+                .collect()
+        }
+        Err(_) => attacks.to_vec(),
+    }
 }
 
 /// Polite requests per attack: 16, or `BRAMBLE_ATTACK_POLITE`.
@@ -107,7 +131,7 @@ fn run_attacks(
     attacks: &[Attack],
     syn_rate: u32,
     page: &[u8],
-    mut between: impl FnMut(),
+    mut between: impl FnMut(Attack),
 ) -> Vec<AttackReport> {
     let mut plan = AttackPlan::new(target, BIG);
     plan.netns = Some(netns.name().to_string());
@@ -115,7 +139,7 @@ fn run_attacks(
     plan.polite_count = polite_count();
     plan.ramp = Duration::from_secs(6);
     let mut reports = Vec::new();
-    for &attack in attacks {
+    for attack in chosen(attacks) {
         let report = attack::inside(netns.name(), || attack::run(attack, &plan));
         eprintln!("{target}: {}", report.summary());
         for failure in &report.polite.failures {
@@ -130,7 +154,7 @@ fn run_attacks(
             attack.name(),
             after.map(|b| b.len())
         );
-        between();
+        between(attack);
         reports.push(report);
     }
     reports
@@ -173,12 +197,12 @@ fn attacks_on_the_qemu_guest_leave_a_polite_client_served() {
         Ok(&page[..]),
         "before the attacks"
     );
-    let reports = run_attacks(&netns, target4(), &Attack::ALL, 2_000, &page, || {
+    // The pool's counts after each attack (evictions, deadlines, refusals), for the log.
+    let reports = run_attacks(&netns, target4(), &Attack::ALL, 2_000, &page, |attack| {
         guest.send_line("status");
+        let status = guest.expect_line("status: connections", Duration::from_secs(20));
+        eprintln!("after {}: {status}", attack.name());
     });
-    guest.send_line("status");
-    let status = guest.expect_line("status: connections", Duration::from_secs(20));
-    eprintln!("{status}");
     guest.drain();
     for line in &guest.transcript {
         assert!(
@@ -259,14 +283,14 @@ fn attacks_on_bramble_hosted_leave_a_polite_client_served() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert!(ready6, "bramble-hosted did not serve over IPv6");
-    let mut reports = run_attacks(&netns, target4(), &Attack::ALL, 20_000, &page, || {});
+    let mut reports = run_attacks(&netns, target4(), &Attack::ALL, 20_000, &page, |_| {});
     reports.extend(run_attacks(
         &netns,
         target6(),
         &[Attack::Mixed],
         20_000,
         &page,
-        || {},
+        |_| {},
     ));
     assert!(
         !server.is_finished(),
