@@ -36,7 +36,8 @@
 //!   answer. A client offering a window narrower than two segments (the mark of a slow
 //!   reader, whose answers are what hold sessions) queues apart and gets one turn in four
 //!   while others wait, so that a slow-read attack cannot put a polite request behind
-//!   hundreds of its own.
+//!   hundreds of its own; and while a request from an open window waits, an answer to a
+//!   narrow window that made no progress for a second gives its session back.
 //! - **Transmit without buffers.** A session does not hand its response to a socket buffer:
 //!   the pool asks it for the bytes at any offset past the last acknowledged one
 //!   ([`Service::read_at`]), for a first transmission or a retransmission alike, and copies

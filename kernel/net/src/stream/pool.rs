@@ -130,6 +130,9 @@ pub struct PoolCounters {
     pub evicted_incomplete: u64,
     /// Responses without progress reset because others waited for their session.
     pub evicted_stalled: u64,
+    /// Of those, responses to a narrow window taken back early for a request from a client
+    /// with an open window.
+    pub evicted_narrow: u64,
     /// Connections closed for sending no first byte in time.
     pub timeout_first_byte: u64,
     /// Connections reset for a request header too slow.
@@ -192,7 +195,7 @@ impl core::fmt::Display for PoolCounters {
             f,
             "open {} (peak {}), leased {}, waiting {}, syn {}, accepted {} ({} IPv6), bad cookies {}, \
              refused full {} per-source {}, evicted closing {} idle {} incomplete {} \
-             stalled {}, timeouts first-byte {} header {} idle {} send {} close {}, parked {}, \
+             stalled {} (narrow {}), timeouts first-byte {} header {} idle {} send {} close {}, parked {}, \
              peer resets {}, aborted {}, retransmits {}+{} fast, segments in {} out {}, \
              malformed {}, control dropped {}",
             self.open,
@@ -209,6 +212,7 @@ impl core::fmt::Display for PoolCounters {
             self.evicted_idle,
             self.evicted_incomplete,
             self.evicted_stalled,
+            self.evicted_narrow,
             self.timeout_first_byte,
             self.timeout_header,
             self.timeout_idle,
@@ -281,6 +285,14 @@ const NARROW_WINDOW_SEGMENTS: u32 = 2;
 /// While both queues have requests waiting, the narrow queue gets every this-many-th free
 /// session (it is never starved, only served after).
 const NARROW_TURN: u32 = 4;
+/// While a request from a client with an open window waits for a session, a response to a
+/// client whose window is narrow (as above, or shut) that has seen no progress for this
+/// long gives its session back (the connection is reset): slow readers that acknowledge a
+/// few bytes now and then, inside [`PoolLimits::stall_evict_micros`], would otherwise
+/// keep every session. A client reading at any useful pace acknowledges far more often.
+const NARROW_STALL_MICROS: u64 = 1_000_000;
+/// How often the pool looks again for such a response while such a request waits.
+const NARROW_RECHECK_MICROS: u64 = 100_000;
 
 // Flag bits of `Tcb::flags`.
 const ACK_NOW: u16 = 1 << 0;
@@ -1632,7 +1644,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         } else if tcb.cell != NONE {
             if !tcb.has(CELL_COMPLETE) {
                 Class::Partial
-            } else if tcb.snd_wnd < NARROW_WINDOW_SEGMENTS * u32::from(tcb.mss) {
+            } else if self.narrow(i) {
                 Class::WaitingNarrow
             } else {
                 Class::Waiting
@@ -1969,8 +1981,18 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
     }
 
+    /// Whether connection `i`'s client offers a window narrower than
+    /// [`NARROW_WINDOW_SEGMENTS`] segments.
+    fn narrow(&self, i: u32) -> bool {
+        let tcb = &self.tcbs[i as usize];
+        tcb.snd_wnd < NARROW_WINDOW_SEGMENTS * u32::from(tcb.mss)
+    }
+
     /// Frees a session for a waiting request: the oldest incomplete header holding one,
-    /// else a response without progress for a while. False if none may go.
+    /// else a response without progress for a while, else, when a request from a client
+    /// with an open window waits, a response to a narrow window without progress for
+    /// [`NARROW_STALL_MICROS`] (among the least recently progressed few). False if none
+    /// may go.
     fn reclaim_lease(&mut self, now: Instant) -> bool {
         let mut i = self.lists[Class::Partial as usize].head;
         let mut looked = 0;
@@ -1991,6 +2013,23 @@ impl<'a, S: Service> StreamPool<'a, S> {
         {
             self.abort(head, Cause::EvictStalled);
             return true;
+        }
+        if self.lists[Class::Waiting as usize].len > 0 {
+            let mut i = head;
+            let mut looked = 0;
+            while i != NONE && looked < PARTIAL_SCAN {
+                if now < self.tcbs[i as usize].since.add_micros(NARROW_STALL_MICROS) {
+                    // Ordered by last progress: the rest progressed more recently.
+                    break;
+                }
+                if self.narrow(i) {
+                    self.counters.evicted_narrow += 1;
+                    self.abort(i, Cause::EvictStalled);
+                    return true;
+                }
+                i = self.tcbs[i as usize].next;
+                looked += 1;
+            }
         }
         false
     }
@@ -2332,6 +2371,16 @@ impl<'a, S: Service> StreamPool<'a, S> {
             consider(since.add_micros(limits.send_stall_micros));
             if self.waiting_len() > 0 {
                 consider(since.add_micros(limits.stall_evict_micros));
+            }
+            if self.lists[Class::Waiting as usize].len > 0 {
+                // A narrow response may be taken back: from when the least recently
+                // progressed one could be, looking again now and then (the one at the
+                // head may have an open window).
+                consider(
+                    since
+                        .add_micros(NARROW_STALL_MICROS)
+                        .max(now.add_micros(NARROW_RECHECK_MICROS)),
+                );
             }
         }
         let partial = self.lists[Class::Partial as usize].head;
