@@ -161,11 +161,26 @@ pub fn print_card_writes(store: &Store) {
         writes.bytes(),
         writes.refused,
         writes.failed,
-        window.map_or_else(
-            || alloc::string::String::from("none (nothing may be written)"),
-            |window| alloc::format!("{} blocks from block {}", window.blocks, window.first_block)
-        )
+        WindowText(window)
     );
+}
+
+/// The write window for the status line, formatted in place: the heap exists only once TLS
+/// is set up, and the status command must work without it (a `String` here made it panic
+/// with "memory allocation of 29 bytes failed" on a card without HTTPS).
+struct WindowText(Option<bramble_bcm2835::emmc::WriteWindow>);
+
+impl core::fmt::Display for WindowText {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.0 {
+            None => f.write_str("none (nothing may be written)"),
+            Some(window) => write!(
+                f,
+                "{} blocks from block {}",
+                window.blocks, window.first_block
+            ),
+        }
+    }
 }
 
 /// The status line's ACME part: where it stands, the certificate's end, the next order,
