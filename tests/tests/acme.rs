@@ -26,7 +26,7 @@ use bramble::image::{
 use bramble::pack::{PackOptions, pack_site};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{Guest, kernel, sntp};
-use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, TAP, run};
+use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, TAP, run, run as run_command};
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
@@ -635,18 +635,101 @@ fn random_below(limit: u64, salt: u64) -> u64 {
     hasher.finish() % limit.max(1)
 }
 
-/// Power cuts while the certificate is being saved: the card is booted with the guest's clock
-/// moved on 3.5 years (pebble's certificates last 5, so renewal is due at once), QEMU traces
-/// every block the SD card model writes (`-trace sdcard_write_block`), and the test kills the
-/// QEMU process it started, by PID, right after the k-th block write of the save (k random,
-/// plus a random 0-2 ms): the cut lands anywhere in the save. After each cut the card outside
-/// the store's region is compared byte for byte with the card as made, and the card is booted
-/// again at the real time: it must serve a certificate curl verifies (the old or the new one)
-/// without ordering. Runs `BRAMBLE_ACME_KILL_RUNS` times (default 20); about 30 s a run on
-/// a shared 2-core machine, so it is not part of the test command:
+/// QEMU for `card` on the TAP link with every block the SD card model writes traced to
+/// stderr, or to the file `log` (`-trace sdcard_write_block`: one line per block, printed just
+/// before the block goes to the image file); the serial lines come on the channel.
+fn start_traced(
+    lab: &Lab,
+    card: &Path,
+    log: Option<&Path>,
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let qemu = bramble_qemu::find_qemu().unwrap_or_else(|message| panic!("{message}"));
+    let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
+    config.sd_card = Some(card.to_path_buf());
+    config.network = Some(Network::Tap {
+        interface: TAP.to_string(),
+        topology: Topology::BehindHub,
+    });
+    let mut command = lab.netns.command(&qemu);
+    command
+        .args(config.args())
+        .args(["-trace", "sdcard_write_block"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    if let Some(log) = log {
+        command
+            .arg("-D")
+            .arg(log)
+            .stderr(std::process::Stdio::null());
+    }
+    let mut child = command.spawn().expect("starting QEMU");
+    let stdout = child.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    (child, received)
+}
+
+/// Whether a thread of process `pid` sleeps in a pipe write (QEMU held on the full trace
+/// FIFO).
+fn writing_to_a_full_pipe(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().any(|task| {
+        // `pipe_write`, or `anon_pipe_write` on newer kernels.
+        std::fs::read_to_string(task.path().join("wchan"))
+            .is_ok_and(|wchan| wchan.ends_with("pipe_write"))
+    })
+}
+
+/// Waits (bounded) for a serial line containing `needle`, keeping every line.
+fn await_serial(
+    lines: &std::sync::mpsc::Receiver<String>,
+    transcript: &mut Vec<String>,
+    needle: &str,
+    limit: Duration,
+) -> bool {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                let found = line.contains(needle);
+                transcript.push(line);
+                if found {
+                    return true;
+                }
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+/// Power cuts while the certificate is being saved. The card is booted with the guest's
+/// clock moved on 3.5 years (pebble's certificates last 5, so a renewal is due at once), and
+/// QEMU traces every block it writes to the card just before writing it. The trace goes into
+/// a FIFO of 4 KiB (`-D`) that nobody reads, filled beforehand so that exactly k more trace
+/// lines fit (k random): QEMU's writing thread then stops inside the trace of block k+1
+/// (seen in /proc as a thread asleep in a pipe write), before that block reaches the image,
+/// and the test kills the QEMU process it started, by PID. So the cut lands after exactly k
+/// blocks (for k = all of them, at a random moment after the last save). After each cut the card outside the store's region is
+/// compared byte for byte with the card as made, and the card is booted again at the real
+/// time: it must serve a certificate curl verifies (the old or the new one) without ordering.
+/// Each renewal boot's guest clock is past its new certificate's renewal time too, so
+/// renewals follow one another and k runs over two saves. Runs `BRAMBLE_ACME_KILL_RUNS` times
+/// (default 20); about 2 minutes in all on a shared 2-core machine, outside the test command:
 /// `cargo test -p bramble-tests --test acme power_cuts -- --ignored --nocapture`.
 #[test]
-#[ignore = "long: 20 boots killed mid-save and 20 checking boots (about 10 minutes)"]
+#[ignore = "long: 20 boots killed mid-save and 20 checking boots (about 2 minutes)"]
 fn power_cuts_while_saving_leave_a_whole_certificate_and_the_rest_of_the_card_unchanged() {
     let runs: u32 = std::env::var("BRAMBLE_ACME_KILL_RUNS")
         .ok()
@@ -658,90 +741,107 @@ fn power_cuts_while_saving_leave_a_whole_certificate_and_the_rest_of_the_card_un
     let _pebble = lab.pebble(dir);
     let (card, _files) = lab.make_card(dir, "card");
     let fresh = outside_store_region(&card);
-    let mut guest = lab.boot_card(&card);
-    // The account's save comes first; the certificate's after its issuance.
-    guest.expect_line("acme: certificate issued", ISSUE_TIMEOUT);
-    let Some(saved) = guest.wait_for(
-        |line| line.contains("acme: saved to the certificate store"),
+    // The first boot: account and certificate saved; the trace lines' length learnt.
+    let (mut child, lines) = start_traced(&lab, &card, None);
+    let trace = child.stderr.take().unwrap();
+    let mut transcript = Vec::new();
+    let issued = await_serial(
+        &lines,
+        &mut transcript,
+        "acme: certificate issued",
+        ISSUE_TIMEOUT,
+    ) && await_serial(
+        &lines,
+        &mut transcript,
+        "acme: saved to the certificate store",
         Duration::from_secs(20),
-    ) else {
-        fail(&guest, dir, "the first certificate was not saved");
-    };
-    let blocks = blocks_per_save(&saved);
-    // Records are numbered from 1, one per save.
-    let mut newest = guest
-        .transcript
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(issued, "first boot:\n{}", transcript.join("\n"));
+    let saved = transcript.last().cloned().unwrap_or_default();
+    let blocks = u64::from(blocks_per_save(&saved));
+    let mut newest = transcript
         .iter()
         .filter(|line| line.contains("acme: saved to the certificate store"))
         .count() as u64;
-    drop(guest);
-    let qemu = bramble_qemu::find_qemu().unwrap_or_else(|message| panic!("{message}"));
-    let (mut old_kept, mut new_kept, mut cut_mid_save) = (0, 0, 0);
+    let traced: Vec<String> = std::io::BufRead::lines(std::io::BufReader::new(trace))
+        .map_while(Result::ok)
+        .filter(|line| line.contains("sdcard_write_block"))
+        .collect();
+    let line_len = traced.first().expect("traced block writes").len() as u64 + 1;
+    assert!(
+        traced.iter().all(|line| line.len() as u64 + 1 == line_len),
+        "trace lines of one length: {traced:?}"
+    );
+    // A renewal saves twice: when the CA confirms the account (the record as it was, with
+    // the old chain) and once the new certificate is in hand. The cut may land in either.
+    let saves_blocks = 2 * blocks;
+    let mut not_after = 0;
+    let (mut old_kept, mut new_kept, mut torn_runs) = (0, 0, 0);
     for run in 0..runs {
-        // The renewal boot, killed inside its save.
+        let cut_after = random_below(saves_blocks + 1, u64::from(run));
+        // The trace goes to a FIFO QEMU opens itself (`-D`), so its writes block when it is
+        // full; this side holds it open read-write (to fill it and count what is in it).
+        let fifo = dir.join(format!("trace-{run}.fifo"));
+        run_command(Command::new("mkfifo").arg(&fifo));
+        let mut held_open = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .expect("opening the trace FIFO");
+        let capacity =
+            rustix::pipe::fcntl_setpipe_size(&held_open, 4096).expect("pipe size") as u64;
+        let filler = if cut_after < saves_blocks {
+            capacity - (cut_after * line_len + line_len - 1)
+        } else {
+            0
+        };
+        std::io::Write::write_all(&mut held_open, &vec![b'#'; filler as usize]).unwrap();
         lab.sntp
             .offset
             .store(3 * 365 * 86_400 + 182 * 86_400, Ordering::Relaxed);
-        let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
-        config.sd_card = Some(card.clone());
-        config.network = Some(Network::Tap {
-            interface: TAP.to_string(),
-            topology: Topology::BehindHub,
-        });
-        let mut command = lab.netns.command(&qemu);
-        command
-            .args(config.args())
-            .args(["-trace", "sdcard_write_block"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = command.spawn().expect("starting QEMU");
-        let (events, received) = std::sync::mpsc::channel::<(bool, String)>();
-        for (is_trace, stream) in [
-            (
-                false,
-                Box::new(child.stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            ),
-            (true, Box::new(child.stderr.take().unwrap())),
-        ] {
-            let events = events.clone();
-            std::thread::spawn(move || {
-                use std::io::BufRead;
-                for line in std::io::BufReader::new(stream).lines() {
-                    let Ok(line) = line else { break };
-                    if events.send((is_trace, line)).is_err() {
-                        break;
-                    }
-                }
-            });
-        }
-        let cut_after = 1 + random_below(u64::from(blocks), u64::from(run)) as u32;
-        let extra = Duration::from_micros(random_below(2_000, u64::from(run) + 1000));
-        let deadline = Instant::now() + ISSUE_TIMEOUT;
+        let (mut child, lines) = start_traced(&lab, &card, Some(&fifo));
         let mut transcript = Vec::new();
-        let mut written = 0;
-        while written < cut_after {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Ok((is_trace, line)) = received.recv_timeout(left) else {
+        let deadline = Instant::now() + ISSUE_TIMEOUT;
+        let target = filler + cut_after * line_len;
+        // Until QEMU has written its k trace lines and stopped in the write of the next.
+        while cut_after < saves_blocks && !writing_to_a_full_pipe(child.id()) {
+            while let Ok(line) = lines.try_recv() {
+                transcript.push(line);
+            }
+            if Instant::now() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(
                     "run {run}: no save within {ISSUE_TIMEOUT:?}:\n{}",
                     transcript.join("\n")
                 );
-            };
-            if is_trace {
-                if line.contains("sdcard_write_block") {
-                    written += 1;
-                }
-            } else {
-                transcript.push(line);
             }
+            std::thread::sleep(Duration::from_millis(1));
         }
-        std::thread::sleep(extra);
+        if cut_after == saves_blocks {
+            // Both saves went through: cut at a random moment after the second.
+            for _ in 0..2 {
+                await_serial(
+                    &lines,
+                    &mut transcript,
+                    "acme: saved to the certificate store",
+                    Duration::from_secs(20),
+                );
+            }
+            std::thread::sleep(Duration::from_millis(random_below(50, u64::from(run))));
+        }
+        let held = rustix::io::ioctl_fionread(&held_open).unwrap_or(0);
         // The power cut: SIGKILL to the QEMU process this test started.
         let _ = child.kill();
         let _ = child.wait();
+        let _ = std::fs::remove_file(&fifo);
+        assert!(
+            cut_after == saves_blocks || held == target,
+            "run {run}: QEMU went on past block {cut_after} ({held} bytes in the pipe, \
+             {target} expected)"
+        );
         assert!(
             outside_store_region(&card) == fresh,
             "run {run}: the card changed outside the store's region"
@@ -782,21 +882,37 @@ fn power_cuts_while_saving_leave_a_whole_certificate_and_the_rest_of_the_card_un
             .transcript
             .iter()
             .any(|line| line.contains("is not whole"));
-        if record > newest {
+        // Old or new certificate: by its end (a renewal's ends later).
+        guest.send_line("status");
+        let status = guest.expect_line("status: acme", Duration::from_secs(20));
+        let ends: u64 = status
+            .split("Unix time ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no certificate end in {status:?}"));
+        let renewed = ends > not_after && not_after > 0;
+        if renewed {
             new_kept += 1;
-        } else {
+        } else if not_after > 0 {
             old_kept += 1;
         }
         if torn {
-            cut_mid_save += 1;
+            torn_runs += 1;
         }
         eprintln!(
-            "run {run}: cut after block write {cut_after}/{blocks} + {extra:?}: serving record \
-             {record} ({}){}",
-            if record > newest { "new" } else { "old" },
-            if torn { ", the other slot torn" } else { "" }
+            "run {run}: cut after {cut_after} of the {saves_blocks} blocks of two saves: record \
+             {record} ({}), the {} certificate{}",
+            if record > newest { "newer" } else { "same" },
+            if renewed || not_after == 0 {
+                "new"
+            } else {
+                "old"
+            },
+            if torn { "; the other slot torn" } else { "" }
         );
         newest = newest.max(record);
+        not_after = not_after.max(ends);
         drop(guest);
         assert!(
             outside_store_region(&card) == fresh,
@@ -813,15 +929,19 @@ fn power_cuts_while_saving_leave_a_whole_certificate_and_the_rest_of_the_card_un
         "acme: saved to the certificate store",
         Duration::from_secs(20),
     );
+    let saves = guest
+        .transcript
+        .iter()
+        .filter(|line| line.contains("acme: saved to the certificate store"))
+        .count();
     guest.send_line("status");
     let writes = guest.expect_line("status: card writes", Duration::from_secs(20));
-    let busy = last_line(&guest, "status: up");
     drop(guest);
     assert!(outside_store_region(&card) == fresh);
-    eprintln!("a renewal: {writes}\n{busy}");
+    eprintln!("a renewal ({saves} saves): {writes}");
     eprintln!(
-        "{runs} cuts: every next boot served a whole certificate (the old one {old_kept} times, \
-         the new one {new_kept}); {cut_mid_save} left a torn slot behind; the card outside the \
-         store's region byte for byte as made after every run"
+        "{runs} cuts: every next boot served a whole certificate (after the first: the old one \
+         {old_kept} times, the new one {new_kept}); {torn_runs} left a torn slot behind; the card \
+         outside the store's region byte for byte as made after every run"
     );
 }
