@@ -14,7 +14,14 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let (numbers, sectors) = data.split_at(16);
-    let word = |at: usize| u32::from_le_bytes([numbers[at], numbers[at + 1], numbers[at + 2], numbers[at + 3]]);
+    let word = |at: usize| {
+        u32::from_le_bytes([
+            numbers[at],
+            numbers[at + 1],
+            numbers[at + 2],
+            numbers[at + 3],
+        ])
+    };
     let card_sectors = u64::from(word(0)) | (u64::from(word(4)) << 32);
     let boot = Partition {
         kind: 0x0E,
@@ -29,7 +36,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let end = region.first_block + u64::from(region.blocks);
-    assert!(region.first_block >= 2, "the label and the region come after sector 0");
+    assert!(
+        region.first_block >= 2,
+        "the label and the region come after sector 0"
+    );
     assert_eq!(region.first_block, u64::from(partition.first_sector) + 1);
     assert!(end <= card_sectors, "on the card");
     let boot_end = u64::from(boot.first_sector) + u64::from(boot.sectors);
