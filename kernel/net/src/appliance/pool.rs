@@ -106,6 +106,10 @@ pub(super) struct PoolSlot {
     /// When the slot entered a phase that must end within a limit: the TCP handshake
     /// (SYN-RECEIVED) or our close.
     pub(super) since: Option<Instant>,
+    /// When `open` first deferred the established connection (the TLS handshake budget was
+    /// spent); it must open within [`HANDSHAKE_LIMIT_MICROS`] of this, and the longest
+    /// waiting opens first.
+    pub(super) deferred_since: Option<Instant>,
 }
 
 /// The TCP sockets on one port (in the appliance's socket set) and the connection each one
@@ -151,6 +155,7 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
                 open: false,
                 closing: false,
                 since: None,
+                deferred_since: None,
             });
         }
         Self {
@@ -199,6 +204,7 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
         counters: &mut ApplianceCounters,
         now: Instant,
     ) {
+        self.open_deferred(sockets, server, counters, now);
         let port = self.port;
         let shared = &mut self.shared;
         for (slot, connection) in self.slots.iter_mut().zip(self.connections.iter_mut()) {
@@ -216,6 +222,55 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
         }
     }
 
+    /// Opens the connections that `open` deferred (the TLS handshake budget), the longest
+    /// waiting first, until one is deferred again; only then do new connections get what is
+    /// left of the budget (in [`ConnectionPool::poll`]'s walk, in slot order). Without this a
+    /// waiting connection in a high slot lost every token to newer ones in lower slots (new
+    /// connections take the lowest listening socket) and could be reset at the handshake
+    /// limit while the budget was being spent on clients that came after it.
+    fn open_deferred(
+        &mut self,
+        sockets: &mut SocketSet<'a>,
+        server: &mut Server<'a>,
+        counters: &mut ApplianceCounters,
+        now: Instant,
+    ) {
+        let port = self.port;
+        // Each turn opens one connection or ends a wait (a reset client, the limit) or
+        // stops: at most one turn per slot.
+        for _ in 0..self.slots.len() {
+            let oldest = self
+                .slots
+                .iter()
+                .enumerate()
+                .filter(|(_, slot)| !slot.open)
+                .filter_map(|(index, slot)| slot.deferred_since.map(|since| (since, index)))
+                .min();
+            let Some((_, index)) = oldest else {
+                return;
+            };
+            let (Some(slot), Some(connection)) =
+                (self.slots.get_mut(index), self.connections.get_mut(index))
+            else {
+                return;
+            };
+            let socket = sockets.get_mut::<tcp::Socket>(slot.handle);
+            let opened = slot.admit(
+                socket,
+                connection,
+                &mut self.shared,
+                server,
+                counters,
+                port,
+                now,
+            );
+            if !opened && slot.deferred_since.is_some() {
+                // Deferred again: the budget is spent for this pass.
+                return;
+            }
+        }
+    }
+
     /// The earliest of the open connections' deadlines and the handshake and close limits.
     pub(super) fn next_deadline(&self, now: Instant) -> Option<Instant> {
         let mut next = C::shared_deadline(&self.shared, now);
@@ -230,6 +285,9 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
                     HANDSHAKE_LIMIT_MICROS
                 };
                 next = earliest(next, Some(since.add_micros(limit)));
+            }
+            if let Some(since) = slot.deferred_since {
+                next = earliest(next, Some(since.add_micros(HANDSHAKE_LIMIT_MICROS)));
             }
         }
         next
@@ -255,20 +313,22 @@ impl PoolSlot {
             // CLOSE-WAIT: the client sent its request and its FIN before we looked; the
             // request is still in the buffer and gets its answer.
             tcp::State::Established | tcp::State::CloseWait => {
+                // The TCP handshake's clock stops here; a deferral has a clock of its own.
+                self.since = None;
                 if !connection.open(shared, server, now) {
                     // Deferred (the TLS handshake budget is spent): the request waits in the
                     // socket, within the same limit as a handshake.
-                    let since = *self.since.get_or_insert(now);
+                    let since = *self.deferred_since.get_or_insert(now);
                     if now.micros_since(since) >= HANDSHAKE_LIMIT_MICROS {
                         socket.abort();
-                        self.since = None;
+                        self.deferred_since = None;
                         counters.handshakes_abandoned += 1;
                     }
                     return false;
                 }
                 self.open = true;
                 self.closing = false;
-                self.since = None;
+                self.deferred_since = None;
                 counters.connections_opened += 1;
                 if let Some(peer) = socket.remote_endpoint() {
                     let address = core::net::IpAddr::from(peer.addr);
@@ -290,6 +350,7 @@ impl PoolSlot {
             }
             _ => {
                 self.since = None;
+                self.deferred_since = None;
                 if !socket.is_open() {
                     // Cannot fail: the port is not zero and the socket is not open.
                     let _ = socket.listen(port);
