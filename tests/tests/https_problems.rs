@@ -4,7 +4,7 @@
 //! serves every file of the site (with `https = only` too: no redirect to a port that cannot
 //! answer) instead of the board resetting or going quiet. An expired certificate is still
 //! served over HTTPS, and once SNTP has set the clock the console and the status line say
-//! that it expired.
+//! that it expired. Without a site, the 503 diagnostic page that a browser gets says it too.
 
 mod support;
 
@@ -189,4 +189,86 @@ fn an_expired_certificate_is_reported_once_the_clock_is_set() {
         || status.clone(),
     );
     checks.finish("an expired certificate");
+}
+
+/// SITE.BIN bytes that are not a site image: the guest serves the 503 diagnostic page.
+const NOT_A_SITE: &[u8] = b"this is not a site image";
+
+/// The 503 diagnostic page's body over plain HTTP.
+fn diagnostic_page(served: &ServedSite) -> (u16, String) {
+    let response = get(served.port, "/", "");
+    (
+        response.status,
+        String::from_utf8_lossy(&response.body).into_owned(),
+    )
+}
+
+#[test]
+fn the_diagnostic_page_says_why_https_is_not_running_escaped() {
+    // The key file named in the settings is not on the card; its name has characters that
+    // FAT allows and HTML must escape.
+    let settings = "https = on\ntls_key = K&'Y.PEM\n";
+    let tls = files(read_fixture("p256.pem"), read_fixture("p256.key"));
+    let (served, _) = boot_image_with(NOT_A_SITE.to_vec(), settings, Some(tls), false);
+    let mut checks = Checks::default();
+    let (status, page) = diagnostic_page(&served);
+    checks.check("the diagnostic page", status == 503, || status.to_string());
+    checks.check(
+        "it says why HTTPS is not running, escaped, in a paragraph of its own",
+        page.contains(
+            "<p>HTTPS is not running: tls_key K&amp;&#39;Y.PEM: not on the card; plain HTTP \
+             is served.</p>",
+        ),
+        || page.clone(),
+    );
+    checks.check(
+        "and still names the site's problem",
+        page.contains("SITE.BIN"),
+        || page.clone(),
+    );
+    checks.finish("the diagnostic page without HTTPS");
+}
+
+#[test]
+fn the_diagnostic_page_says_the_certificate_expired_and_which_names_it_misses() {
+    let sntp = start_sntp_server();
+    // expired.pem covers bramble.test (and www.), not example.org.
+    let settings =
+        format!("https = on\nntp = 10.0.2.2:{sntp}\ndomain = bramble.test, example.org\n");
+    let tls = files(read_fixture("expired.pem"), read_fixture("p256.key"));
+    let (mut served, _) = boot_image_with(NOT_A_SITE.to_vec(), &settings, Some(tls), true);
+    let mut checks = Checks::default();
+    let uncovered = "The HTTPS certificate does not cover example.org (domain in BRAMBLE.TXT): \
+                     browsers asking for it refuse HTTPS.";
+    let console = served.guest.transcript.join("\n");
+    checks.check(
+        "the console names the name it misses, and only that",
+        console.contains("tls: the certificate does not cover example.org")
+            && !console.contains("does not cover bramble.test"),
+        || console.clone(),
+    );
+    served.guest.wait_for(
+        |line| line.contains("tls: the certificate EXPIRED"),
+        Duration::from_secs(60),
+    );
+    let (status, page) = diagnostic_page(&served);
+    checks.check("the diagnostic page", status == 503, || status.to_string());
+    checks.check(
+        "once the clock is set it says the certificate expired, and the name it misses",
+        page.contains(&format!(
+            "<p>{uncovered} The HTTPS certificate EXPIRED on Mon, 01 Jan 2001 00:00:00 GMT: \
+             browsers refuse HTTPS until a new one is on the card; plain HTTP is served.</p>"
+        )),
+        || page.clone(),
+    );
+    let status = https_status(&mut served);
+    checks.check(
+        "the status line says so too",
+        status.contains(
+            "certificate EXPIRED on Mon, 01 Jan 2001 00:00:00 GMT, does not cover \
+                         example.org",
+        ),
+        || status.clone(),
+    );
+    checks.finish("the diagnostic page with an expired certificate");
 }

@@ -233,6 +233,7 @@ fn kernel_main() -> ! {
             if !certificate_checked && let Some(unix) = appliance.unix_seconds(now) {
                 certificate_checked = true;
                 tls::check_certificate(unix);
+                appliance.set_notice(&tls::notice(Some(unix)));
             }
             if timeline.first_request == 0 && appliance.server().counters().bytes_sent > 0 {
                 timeline.first_request = TIMER.micros();

@@ -286,6 +286,7 @@ pub fn start(
                     crate::tls::not_started(format_args!("{error}"));
                 }
             }
+            appliance.set_notice(&crate::tls::notice(None));
             if let Some(acme) = acme {
                 let now = Instant::from_micros(micros());
                 if let Err(error) = appliance.start_acme(

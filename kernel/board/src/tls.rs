@@ -147,6 +147,10 @@ const REASON_LEN: usize = 240;
 /// Why HTTPS is not running although the settings ask for it, for the status line.
 static NOT_STARTED: spin::Once<heapless::String<REASON_LEN>> = spin::Once::new();
 
+/// The `domain` names of BRAMBLE.TXT that the card's certificate does not cover (browsers
+/// asking for them refuse HTTPS), for the status line and the diagnostic page.
+static UNCOVERED: spin::Once<heapless::String<REASON_LEN>> = spin::Once::new();
+
 /// Reports on the console that HTTPS is not started and why, keeps the reason for the
 /// status line, and returns `None` (plain HTTP goes on serving).
 pub fn not_started(reason: core::fmt::Arguments<'_>) -> Option<Https> {
@@ -237,6 +241,7 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
         Ok(config) => config,
         Err(error) => return not_started(format_args!("{error}")),
     };
+    check_names(&identity, settings);
     let validity = identity.validity();
     log::info!(
         "tls: certificate valid from {} to {} (checked once the clock is set), {} bytes of \
@@ -255,6 +260,74 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
         sockets: pool,
         port: settings.https_port,
     })
+}
+
+/// Says on the console which of the `domain` names in the settings the certificate does not
+/// cover, and keeps them for the status line and the diagnostic page. HTTPS is served anyway:
+/// the certificate may cover the names that clients use, and a client decides.
+fn check_names(identity: &Identity, settings: &Settings) {
+    let mut uncovered = heapless::String::<REASON_LEN>::new();
+    for name in settings
+        .domains
+        .iter()
+        .filter(|name| !identity.covers(name.as_str()))
+    {
+        let separator = if uncovered.is_empty() { "" } else { ", " };
+        // A list longer than the buffer is cut short; the console line below is whole.
+        let _ = core::fmt::write(&mut uncovered, format_args!("{separator}{}", name.as_str()));
+        log::error!(
+            "tls: the certificate does not cover {} (domain in BRAMBLE.TXT): browsers asking              for it refuse HTTPS",
+            name.as_str()
+        );
+    }
+    if !uncovered.is_empty() {
+        UNCOVERED.call_once(|| uncovered);
+    }
+}
+
+/// What the 503 diagnostic page says about HTTPS, when something is wrong: why it is not
+/// running, the `domain` names that the certificate does not cover, and, once the clock is
+/// set (`unix_seconds`), that the certificate expired or is not valid yet. Empty when all is
+/// well (or HTTPS is off).
+pub fn notice(unix_seconds: Option<u64>) -> heapless::String<{ bramble_http::NOTICE_LEN }> {
+    use core::fmt::Write;
+    let mut text = heapless::String::new();
+    // Cut short where it does not fit: the console has every line whole.
+    if let Some(reason) = NOT_STARTED.get() {
+        let _ = write!(
+            text,
+            "HTTPS is not running: {reason}; plain HTTP is served."
+        );
+    }
+    if let Some(names) = UNCOVERED.get() {
+        let separator = if text.is_empty() { "" } else { " " };
+        let _ = write!(
+            text,
+            "{separator}The HTTPS certificate does not cover {names} (domain in BRAMBLE.TXT): \
+             browsers asking for it refuse HTTPS."
+        );
+    }
+    let validity = certificate().map(|identity| identity.validity());
+    if let (Some(validity), Some(unix)) = (validity, unix_seconds) {
+        let now = i64::try_from(unix).unwrap_or(i64::MAX);
+        let separator = if text.is_empty() { "" } else { " " };
+        if now > validity.not_after {
+            let _ = write!(
+                text,
+                "{separator}The HTTPS certificate EXPIRED on {}: browsers refuse HTTPS until a \
+                 new one is on the card; plain HTTP is served.",
+                Date(validity.not_after)
+            );
+        } else if now < validity.not_before {
+            let _ = write!(
+                text,
+                "{separator}The HTTPS certificate is NOT VALID YET (from {}): browsers refuse \
+                 HTTPS until then; plain HTTP is served.",
+                Date(validity.not_before)
+            );
+        }
+    }
+    text
 }
 
 /// The HTTPS pool's connections and buffers, cut from `arena`.
@@ -413,9 +486,13 @@ pub fn print_status(appliance: &crate::network::Network) {
             (validity.not_after - unix) / 86_400
         ),
     };
+    let uncovered = match UNCOVERED.get() {
+        Some(names) => alloc::format!(", does not cover {names}"),
+        None => alloc::string::String::new(),
+    };
     log::info!(
         "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
-         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}",
+         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}{uncovered}",
         appliance.open_https_connections(),
         counters.full_handshakes,
         counters.resumed_handshakes,

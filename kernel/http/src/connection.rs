@@ -16,7 +16,9 @@ use crate::fields::{
     negotiate_coding, parse_range,
 };
 use crate::path::{MAX_TARGET_LEN, NormalPath, PathError, normalize_path, split_query};
-use crate::response::{ByteWriter, ConnectionField, ContentRange, Head, write_error_page};
+use crate::response::{
+    ByteWriter, ConnectionField, ContentRange, Head, write_error_page, write_error_page_paragraphs,
+};
 use crate::search::{SEARCH_JSON_PATH, SEARCH_PATH, SearchState};
 use crate::server::{Limits, Server, SiteSource};
 
@@ -28,6 +30,9 @@ pub const RESPONSE_HEAD_LEN: usize = 2048;
 pub const MAX_HEADERS: usize = 48;
 /// Longest built-in page body (error pages, the 503 diagnostic page).
 const PAGE_LEN: usize = 1024;
+/// Longest 503 diagnostic page body: the site's problem, the addresses and the notice,
+/// escaped. It goes out in the response-head buffer with a head of about 400 bytes.
+const DIAGNOSTIC_PAGE_LEN: usize = RESPONSE_HEAD_LEN - 640;
 /// Longest request line accepted: the longest target plus room for the method and version.
 const LONGEST_REQUEST_LINE: usize = MAX_TARGET_LEN + 32;
 /// How much of a request target the access log keeps.
@@ -1467,7 +1472,32 @@ impl<'h, 's> Response<'h, 's> {
         };
         self.finish(head, Some(&body), None)
     }
+
+    /// The 503 diagnostic page: `detail` (the site's problem and the addresses) and `notice`
+    /// (anything else wrong, such as HTTPS), each a paragraph. What does not fit is dropped,
+    /// the notice first.
+    fn diagnostic_page(&mut self, detail: &str, notice: &str) -> Outcome {
+        let mut body = heapless::String::<DIAGNOSTIC_PAGE_LEN>::new();
+        let mut written = write_error_page_paragraphs(&mut body, 503, &[detail, notice]);
+        for details in [[detail, ""], ["", ""]] {
+            if written.is_ok() {
+                break;
+            }
+            body.clear();
+            written = write_error_page_paragraphs(&mut body, 503, &details);
+        }
+        let head = Head {
+            content_type: Some("text/html; charset=utf-8"),
+            content_length: Some(body.len() as u64),
+            cache_control: Some("no-cache"),
+            ..Head::new(503)
+        };
+        self.finish(head, Some(&body), None)
+    }
 }
+
+/// The diagnostic page's first paragraph at most: the site's problem and the addresses.
+const DIAGNOSTIC_DETAIL_LEN: usize = 768;
 
 /// Where ACME's HTTP-01 challenge answers live (RFC 8555 §8.3): served over plain HTTP even
 /// when every other request is redirected to HTTPS.
@@ -1660,7 +1690,7 @@ fn respond(
         SiteSource::Ready(image) => image.index(),
         SiteSource::Store(index, _) => index,
         SiteSource::Unavailable(problem) => {
-            let mut detail = heapless::String::<{ PAGE_LEN / 2 }>::new();
+            let mut detail = heapless::String::<DIAGNOSTIC_DETAIL_LEN>::new();
             let shown = if server.addresses.is_empty() {
                 Ok(())
             } else {
@@ -1674,7 +1704,7 @@ fn respond(
             } else {
                 problem
             };
-            return response.page(503, detail, false, None);
+            return response.diagnostic_page(detail, &server.notice);
         }
     };
     response.security_defaults = !image.flags().has(SiteFlags::NO_SECURITY_HEADERS);

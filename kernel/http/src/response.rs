@@ -272,12 +272,22 @@ pub fn write_html_escaped(out: &mut impl Write, text: &str) -> fmt::Result {
 
 /// Writes the small built-in HTML page for an error `status`, with an optional detail line.
 pub fn write_error_page(out: &mut impl Write, status: u16, detail: &str) -> fmt::Result {
+    write_error_page_paragraphs(out, status, &[detail])
+}
+
+/// Writes the small built-in HTML page for an error `status` with one paragraph (escaped) per
+/// non-empty entry of `details`.
+pub fn write_error_page_paragraphs(
+    out: &mut impl Write,
+    status: u16,
+    details: &[&str],
+) -> fmt::Result {
     let reason = reason(status);
     write!(
         out,
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{status} {reason}</title></head>\n<body><h1>{status} {reason}</h1>\n"
     )?;
-    if !detail.is_empty() {
+    for detail in details.iter().filter(|detail| !detail.is_empty()) {
         out.write_str("<p>")?;
         write_html_escaped(out, detail)?;
         out.write_str("</p>\n")?;

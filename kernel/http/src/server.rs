@@ -217,6 +217,9 @@ pub struct Server<'a> {
     /// The server's addresses, as the network layer last gave them: shown on the 503
     /// diagnostic page.
     pub(crate) addresses: heapless::String<ADDRESSES_LEN>,
+    /// What else is wrong beside the site (HTTPS that could not start, a certificate that
+    /// expired): shown on the 503 diagnostic page.
+    pub(crate) notice: heapless::String<NOTICE_LEN>,
     /// ACME HTTP-01 answers being served: token and key authorization.
     pub(crate) acme_answers: heapless::Vec<AcmeAnswer, MAX_ACME_ANSWERS>,
     /// The searches being answered (a few at once, shared by all connections).
@@ -243,6 +246,9 @@ pub(crate) struct AcmeAnswer {
 /// with their notes fit).
 pub const ADDRESSES_LEN: usize = 384;
 
+/// Longest notice kept for the diagnostic page (see [`Server::set_notice`]).
+pub const NOTICE_LEN: usize = 384;
+
 impl<'a> Server<'a> {
     /// A server for `site` with `config`.
     pub fn new(site: SiteSource<'a>, config: ServerConfig) -> Self {
@@ -252,6 +258,7 @@ impl<'a> Server<'a> {
             counters: Counters::default(),
             wall_clock: None,
             addresses: heapless::String::new(),
+            notice: heapless::String::new(),
             acme_answers: heapless::Vec::new(),
             searches: crate::search::SearchSlots::new(),
         }
@@ -274,6 +281,23 @@ impl<'a> Server<'a> {
         self.addresses.clear();
         for c in text.chars() {
             if self.addresses.push(c).is_err() {
+                break;
+            }
+        }
+    }
+
+    /// What the diagnostic page says beside the site's problem, such as why HTTPS is not
+    /// running or that the certificate expired; empty for nothing.
+    pub fn notice(&self) -> &str {
+        &self.notice
+    }
+
+    /// Sets the notice that the diagnostic page shows, as a paragraph of its own (HTML-escaped
+    /// there; cut at [`NOTICE_LEN`] bytes, at a character boundary). An empty text removes it.
+    pub fn set_notice(&mut self, text: &str) {
+        self.notice.clear();
+        for c in text.chars() {
+            if self.notice.push(c).is_err() {
                 break;
             }
         }

@@ -826,6 +826,47 @@ fn unavailable_site_gets_a_503_diagnostic_page() {
         page.contains("&lt;stored 1234&gt; (This server: 10.0.0.2/24, 2001:db8::5/64.)"),
         "{page}"
     );
+    assert!(!page.contains("HTTPS"), "{page}");
+}
+
+#[test]
+fn the_diagnostic_page_shows_the_notice_escaped_in_a_paragraph_of_its_own() {
+    let mut server = Server::new(
+        SiteSource::Unavailable("SITE.BIN not found on the SD card"),
+        ServerConfig::default(),
+    );
+    server.set_addresses("10.0.0.2/24");
+    server.set_notice("HTTPS is not running: tls_key <K&Y>.PEM: not on the card.");
+    let r = one(&mut server, &get("/", ""));
+    assert_eq!(r.status, 503);
+    let page = String::from_utf8(r.body.clone()).unwrap();
+    assert!(
+        page.contains(
+            "<p>SITE.BIN not found on the SD card (This server: 10.0.0.2/24.)</p>\n\
+             <p>HTTPS is not running: tls_key &lt;K&amp;Y&gt;.PEM: not on the card.</p>\n"
+        ),
+        "{page}"
+    );
+    assert_eq!(
+        r.header("content-length"),
+        Some(r.body.len().to_string().as_str())
+    );
+    // The longest notice, addresses and problem that the server keeps, each full of
+    // characters that escaping lengthens, still give a whole page: the notice is dropped
+    // first, then the detail, never the page.
+    let long = "<&>".repeat(300);
+    let mut server = Server::new(SiteSource::Unavailable(&long), ServerConfig::default());
+    server.set_addresses(&"2001:db8::1/64, ".repeat(30));
+    server.set_notice(&"&".repeat(1000));
+    assert_eq!(server.notice().len(), bramble_http::NOTICE_LEN);
+    let r = one(&mut server, &get("/", ""));
+    assert_eq!(r.status, 503);
+    let page = String::from_utf8(r.body.clone()).unwrap();
+    assert!(page.contains("<h1>503 Service Unavailable</h1>"), "{page}");
+    assert!(page.ends_with("</html>\n"), "{page}");
+    // An empty notice removes it.
+    server.set_notice("");
+    assert_eq!(server.notice(), "");
 }
 
 #[test]

@@ -814,6 +814,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         &self.pool.service().server
     }
 
+    /// Sets what the 503 diagnostic page says beside the site's problem (see
+    /// [`Server::set_notice`]), such as why HTTPS is not running.
+    pub fn set_notice(&mut self, text: &str) {
+        self.pool.service_mut().server.set_notice(text);
+    }
+
     /// The network device.
     pub fn device(&self) -> &D {
         self.phy.device()
