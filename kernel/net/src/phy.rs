@@ -161,8 +161,27 @@ impl<D: EthernetDevice> EthernetPhy<D> {
     /// it would be answered with a reset (connection refused), while a dropped SYN is sent
     /// again by the client a second later, when a socket may be free. That is the SYN
     /// backlog, kept by the clients.
+    ///
+    /// A connection request already pulled and held for the stack was let through under the
+    /// limits before these and will take one of the sockets counted in `n`: it counts against
+    /// the new limit too. (Without this, each time a request was held across a new limit one
+    /// more than the listening sockets got through, and smoltcp refused it with a reset: wrk's
+    /// connect errors with the HTTPS pool full in the hosted benchmark.)
     pub fn limit_connection_requests(&mut self, limits: [Option<(u16, usize)>; 2]) {
         self.syn_limits = limits;
+        let Some(len) = self.held_frame.filter(|_| !self.held_for_pool) else {
+            return;
+        };
+        let Some(held) = self.receive_buffer.get(..len) else {
+            return;
+        };
+        if let Some(Some((_, allowed))) = self
+            .syn_limits
+            .iter_mut()
+            .find(|limit| limit.is_some_and(|(port, _)| is_connection_request(held, port)))
+        {
+            *allowed = allowed.saturating_sub(1);
+        }
     }
 
     /// Sets which received IPv6 frames reach the stack (default: all).
@@ -744,6 +763,45 @@ mod tests {
         phy.limit_connection_requests([None, None]);
         phy.device_mut().rx.push_back(Ok(tcp_frame(80, SYN)));
         assert!(phy.receive(now()).is_some());
+    }
+
+    #[test]
+    fn a_held_connection_request_counts_against_the_next_limit() {
+        // The appliance pulls a frame (here a SYN, under the limit of the last pass), then
+        // sets the limit to the listening sockets before smoltcp takes it: the held SYN will
+        // take one of them, so only the rest may follow.
+        const SYN: u8 = 0x02;
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        for _ in 0..3 {
+            device.rx.push_back(Ok(tcp_frame(443, SYN)));
+        }
+        let mut phy = EthernetPhy::new(device);
+        phy.limit_connection_requests([Some((443, 1)), None]);
+        assert_eq!(phy.pull(), Held::ForStack);
+        // One socket listens still (the held SYN has not reached it).
+        phy.limit_connection_requests([Some((443, 1)), None]);
+        let mut delivered = 0;
+        while let Some((rx, _tx)) = phy.receive(now()) {
+            rx.consume(|_| ());
+            delivered += 1;
+        }
+        assert_eq!(delivered, 1, "the held SYN alone: one socket for it");
+        assert_eq!(phy.counters().syn_deferred, 2);
+        // With two listening sockets the held one and one more pass.
+        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
+        for _ in 0..3 {
+            device.rx.push_back(Ok(tcp_frame(443, SYN)));
+        }
+        let mut phy = EthernetPhy::new(device);
+        phy.limit_connection_requests([Some((443, 1)), None]);
+        assert_eq!(phy.pull(), Held::ForStack);
+        phy.limit_connection_requests([Some((443, 2)), None]);
+        let mut delivered = 0;
+        while let Some((rx, _tx)) = phy.receive(now()) {
+            rx.consume(|_| ());
+            delivered += 1;
+        }
+        assert_eq!(delivered, 2);
     }
 
     #[test]
