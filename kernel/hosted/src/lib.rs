@@ -674,6 +674,20 @@ fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
         phy.tx_dropped
     );
     let _ = writeln!(out, "status: connections {pool}");
+    if let Some(tls) = appliance.tls_counters() {
+        let counters = appliance.counters();
+        let _ = writeln!(
+            out,
+            "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}; \
+             abandoned at the 10 s handshake limit {}",
+            appliance.open_https_connections(),
+            tls.full_handshakes,
+            tls.resumed_handshakes,
+            tls.failures,
+            tls.deferred,
+            counters.handshakes_abandoned
+        );
+    }
     let _ = out.flush();
 }
 
