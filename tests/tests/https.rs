@@ -3,9 +3,12 @@
 //! the default site byte for byte over HTTPS; openssl s_client sees TLS 1.3 and has a
 //! session resumed; plain HTTP still serves, with a Date once SNTP (a server on the host)
 //! has set the clock; with `https = only` plain HTTP answers 308, except the ACME challenge
-//! path. testssl.sh (Debian's package; its protocol, cipher-category, forward-secrecy and
-//! vulnerability checks) finds no vulnerability and nothing below TLS 1.2.
+//! path. testssl.sh (Debian's package; its protocol, cipher, forward-secrecy and
+//! vulnerability checks), against the guest on a TAP link in a namespace, finds no
+//! vulnerability, nothing below TLS 1.2, and no cipher or group beyond Mozilla's
+//! "intermediate" profile.
 
+mod netns;
 mod support;
 
 use bramble::image::{TlsFiles, check_tls_files};
@@ -241,19 +244,59 @@ const TESTSSL_REQUIRED: &[&str] = &[
     "RC4",
 ];
 
+/// What Mozilla's "intermediate" server profile (ssl-config.mozilla.org, guidelines 5.x) allows
+/// with an ECDSA certificate, as testssl.sh's hex codes: TLS 1.3's three suites, and TLS 1.2's
+/// ECDHE-ECDSA with AES-GCM or ChaCha20-Poly1305 (its RSA and DHE suites need an RSA key).
+const MOZILLA_INTERMEDIATE_CIPHERS: &[&str] = &[
+    "tls1_3_x1301", // TLS_AES_128_GCM_SHA256
+    "tls1_3_x1302", // TLS_AES_256_GCM_SHA384
+    "tls1_3_x1303", // TLS_CHACHA20_POLY1305_SHA256
+    "tls1_2_xc02b", // ECDHE-ECDSA-AES128-GCM-SHA256
+    "tls1_2_xc02c", // ECDHE-ECDSA-AES256-GCM-SHA384
+    "tls1_2_xcca9", // ECDHE-ECDSA-CHACHA20-POLY1305
+];
+/// The key-exchange groups of the same profile.
+const MOZILLA_INTERMEDIATE_CURVES: &[&str] = &["X25519", "prime256v1", "secp384r1"];
+/// The guest's static address on the namespace's TAP link.
+const TAP_GUEST: &str = "192.168.77.2";
+
 #[test]
-fn testssl_finds_no_vulnerability_and_nothing_below_tls_1_2() {
-    let site = default_site_dir();
-    let (_served, https_port) = boot_site_with(&site, "https = on\n", Some(tls_files()), false);
-    let https_port = https_port.unwrap();
+fn testssl_over_tap_finds_no_vulnerability_and_nothing_beyond_mozilla_intermediate() {
+    // The guest on a TAP link inside a namespace this test creates, testssl.sh inside it:
+    // nothing leaves the namespace (it has no route out; --nodns none).
+    let netns = netns::Netns::create();
     let dir = tempfile::tempdir().unwrap();
+    let card = dir.path().join("card.img");
+    let packed =
+        bramble::pack::pack_site(&default_site_dir(), &bramble::pack::PackOptions::default())
+            .expect("pack the site");
+    let inputs = bramble::image::ImageInputs {
+        kernel: std::fs::read(&bramble_tests::kernel().raw).expect("kernel.img"),
+        site: packed.image,
+        settings: format!("https = on\naddress = {TAP_GUEST}/24\nmdns = off\n"),
+        firmware: Vec::new(),
+        size_mib: None,
+        tls: Some(tls_files()),
+    };
+    bramble::image::build_image(&inputs, &card).expect("build the SD card image");
+    let mut config = bramble_qemu::QemuConfig::new(
+        bramble_qemu::Machine::Raspi1ap,
+        bramble_qemu::Kernel::Raw(bramble_tests::kernel().raw.clone()),
+    );
+    config.sd_card = Some(card);
+    config.network = Some(bramble_qemu::Network::Tap {
+        interface: netns::TAP.to_string(),
+        topology: bramble_qemu::Topology::BehindHub,
+    });
+    let mut guest = netns::NetnsGuest::start(&netns, &config);
+    guest.expect_line("serving: http://", bramble_tests::BOOT_TIMEOUT);
     let json = dir.path().join("testssl.json");
-    // Protocols, cipher categories, forward secrecy and the vulnerability checks: about 25 s
-    // against the guest (the full default run, with client simulations, takes 100 s). No DNS
-    // lookups (the target is an address), nothing sent anywhere but the guest's port.
+    // Protocols, cipher categories, each cipher per protocol, forward secrecy (with the
+    // groups) and the vulnerability checks; the full default run adds client simulations.
     let started = std::time::Instant::now();
-    let output = Command::new("timeout")
-        .arg("240")
+    let output = netns
+        .command("timeout")
+        .arg("300")
         .args([
             "testssl",
             "--quiet",
@@ -264,9 +307,16 @@ fn testssl_finds_no_vulnerability_and_nothing_below_tls_1_2() {
             "--nodns",
             "none",
         ])
-        .args(["--protocols", "--std", "--fs", "--vulnerable", "--jsonfile"])
+        .args([
+            "--protocols",
+            "--std",
+            "-E",
+            "--fs",
+            "--vulnerable",
+            "--jsonfile",
+        ])
         .arg(&json)
-        .arg(format!("127.0.0.1:{https_port}"))
+        .arg(format!("{TAP_GUEST}:443"))
         .stdin(Stdio::null())
         .output()
         .expect("testssl (Debian package testssl.sh, installed by tools/setup.sh)");
@@ -320,6 +370,40 @@ fn testssl_finds_no_vulnerability_and_nothing_below_tls_1_2() {
             || finding.clone(),
         );
     }
+    // Every cipher offered (testssl.sh's -E, one finding per cipher and protocol) is one that
+    // Mozilla's intermediate profile allows, and each protocol offers some.
+    let offered: Vec<String> = findings
+        .iter()
+        .filter_map(|finding| {
+            let id = field(finding, "id");
+            id.strip_prefix("cipher-").map(str::to_string)
+        })
+        .collect();
+    eprintln!("ciphers offered: {offered:?}");
+    for cipher in &offered {
+        checks.check(
+            &format!("cipher {cipher} is in Mozilla intermediate"),
+            MOZILLA_INTERMEDIATE_CIPHERS.contains(&cipher.as_str()),
+            || by_id(&format!("cipher-{cipher}")).unwrap_or_default(),
+        );
+    }
+    for protocol in ["tls1_2_", "tls1_3_"] {
+        checks.check(
+            &format!("ciphers offered with {protocol}"),
+            offered.iter().any(|cipher| cipher.starts_with(protocol)),
+            || format!("{offered:?}"),
+        );
+    }
+    let curves = by_id("PFS_ECDHE_curves").unwrap_or_default();
+    eprintln!("key-exchange groups: {curves}");
+    checks.check(
+        "the key-exchange groups are Mozilla intermediate's",
+        !curves.is_empty()
+            && curves
+                .split_whitespace()
+                .all(|curve| MOZILLA_INTERMEDIATE_CURVES.contains(&curve)),
+        || curves.clone(),
+    );
     // Anything testssl.sh rates LOW or worse is a finding; WARN means a check could not run.
     for finding in &findings {
         let (id, severity) = (field(finding, "id"), field(finding, "severity"));
@@ -329,5 +413,10 @@ fn testssl_finds_no_vulnerability_and_nothing_below_tls_1_2() {
             field(finding, "finding")
         });
     }
-    checks.finish("testssl.sh against the guest");
+    let artifacts = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-artifacts");
+    if std::fs::create_dir_all(&artifacts).is_ok() {
+        let _ = std::fs::write(artifacts.join("testssl.txt"), &text);
+    }
+    drop(guest);
+    checks.finish("testssl.sh against the guest over TAP");
 }
