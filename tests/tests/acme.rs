@@ -3,8 +3,9 @@
 //! dnsmasq answering DNS for the test names, and an SNTP responder of this test giving the
 //! host's time (the kernel checks the CA's certificate against its clock). The card is made as
 //! an owner would: BRAMBLE.TXT with `https = only`, `acme = on`, `domain`, `acme_email`,
-//! `acme_directory`, and the test CA's roots put on by `--acme-ca` (the library calls
-//! `bramble image` makes). The guest orders with HTTP-01 (pebble fetches the answer from the
+//! `acme_directory`, and the test CA's roots put on by `bramble image --acme-ca`, and booted
+//! with `bramble qemu --image CARD --tap TAP` (both through the tool's own parser and entry
+//! point; `bramble qemu` runs inside the namespace). The guest orders with HTTP-01 (pebble fetches the answer from the
 //! guest's port 80), and then serves HTTPS that curl verifies against pebble's root. The
 //! certificate is kept on the card (`certificate_store = card`): the test checks that only the
 //! store's region changed and that a second boot of the same card serves it without a new
@@ -20,12 +21,9 @@
 mod netns;
 
 use bramble::image::disk::{STORE_FIRST_SECTOR, STORE_REGION_BLOCKS};
-use bramble::image::{
-    BootFile, ImageInputs, build_image_with, check_acme_ca, settings_with_acme_ca,
-};
-use bramble::pack::{PackOptions, pack_site};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{Guest, kernel, sntp};
+use netns::tool::{BrambleQemu, bramble_image, start_bramble_qemu};
 use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, TAP, run, run as run_command};
 use std::net::UdpSocket;
 use std::os::fd::AsFd;
@@ -34,6 +32,8 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+bramble_qemu_helper!();
 
 /// The guest's fixed address (BRAMBLE.TXT), which dnsmasq gives for `bramble.test`.
 const GUEST: &str = "192.168.77.50";
@@ -257,53 +257,56 @@ impl Lab {
         pebble
     }
 
-    /// Makes the card, as `bramble image --config BRAMBLE.TXT --acme-ca ca.pem` does, with
-    /// `certificate_store = store`, at `dir/card.img`; returns its path and the site's files.
+    /// Makes the card with `bramble image --site SITE --config BRAMBLE.TXT --acme-ca ca.pem`
+    /// (`certificate_store = store`) at `dir/card.img`; returns its path and the site's files.
     fn make_card(&self, dir: &Path, store: &str) -> (PathBuf, Vec<(String, Vec<u8>)>) {
         let site = dir.join("site");
         let files = netns::write_site(&site);
-        let settings = format!(
-            "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\ndns = {HOST_ADDRESS}\n\
-             ntp = {HOST_ADDRESS}\nhttps = only\nacme = on\ndomain = bramble.test\n\
-             acme_email = owner@bramble.test\nacme_directory = https://acme.test:14000/dir\n\
-             certificate_store = {store}\n"
-        );
-        let ca = check_acme_ca(&dir.join("ca.pem")).expect("the test CA is accepted");
-        let (ca_name, settings) = settings_with_acme_ca(&settings);
-        let packed = pack_site(&site, &PackOptions::default()).expect("packing the site");
-        let inputs = ImageInputs {
-            kernel: std::fs::read(&kernel().raw).expect("reading kernel.img"),
-            site: packed.image,
-            settings,
-            firmware: Vec::new(),
-            size_mib: None,
-            tls: None,
-        };
-        let card = dir.join("card.img");
-        build_image_with(
-            &inputs,
-            vec![BootFile {
-                name: ca_name,
-                bytes: ca,
-            }],
-            &card,
+        let settings = dir.join("BRAMBLE.TXT");
+        std::fs::write(
+            &settings,
+            format!(
+                "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\ndns = {HOST_ADDRESS}\n\
+                 ntp = {HOST_ADDRESS}\nhttps = only\nacme = on\ndomain = bramble.test\n\
+                 acme_email = owner@bramble.test\nacme_directory = https://acme.test:14000/dir\n\
+                 certificate_store = {store}\n"
+            ),
         )
-        .expect("building the SD card");
+        .unwrap();
+        let card = dir.join("card.img");
+        let path = |p: &Path| p.display().to_string();
+        bramble_image(&[
+            "--site",
+            &path(&site),
+            "--config",
+            &path(&settings),
+            "--acme-ca",
+            &path(&dir.join("ca.pem")),
+            "--kernel",
+            &path(&kernel().raw),
+            "-o",
+            &path(&card),
+        ]);
         (card, files)
     }
 
-    /// Boots `card` on the TAP link, as `bramble qemu --image CARD --tap TAP` does.
-    fn boot_card(&self, card: &Path) -> Guest {
-        let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
-        config.sd_card = Some(card.to_path_buf());
-        // For the README's figure: the guest clock counts instructions, so the status line's
-        // busy time is instructions (thousands per "us").
-        config.count_instructions = std::env::var_os("BRAMBLE_ACME_ICOUNT").is_some();
-        config.network = Some(Network::Tap {
-            interface: TAP.to_string(),
-            topology: Topology::BehindHub,
-        });
-        NetnsGuest::start(&self.netns, &config)
+    /// Boots `card` on the TAP link with `bramble qemu --image CARD --tap TAP` (the kernel on
+    /// the card). For the README's figure, `BRAMBLE_ACME_ICOUNT` starts QEMU itself with the
+    /// same card and link under `-icount`: the guest clock then counts instructions, so the
+    /// status line's busy time is instructions (thousands per "us").
+    fn boot_card(&self, card: &Path) -> BrambleQemu {
+        if std::env::var_os("BRAMBLE_ACME_ICOUNT").is_some() {
+            let mut config = QemuConfig::new(Machine::Raspi1ap, Kernel::Raw(kernel().raw.clone()));
+            config.sd_card = Some(card.to_path_buf());
+            config.count_instructions = true;
+            config.network = Some(Network::Tap {
+                interface: TAP.to_string(),
+                topology: Topology::BehindHub,
+            });
+            return BrambleQemu::qemu_itself(NetnsGuest::start(&self.netns, &config));
+        }
+        let args = ["--image", &card.display().to_string(), "--tap", TAP].map(String::from);
+        start_bramble_qemu(&self.netns, &args)
     }
 
     /// `url` fetched by curl with `--cacert pebble-root.pem` (bramble.test is the guest).

@@ -12,17 +12,15 @@
 mod netns;
 
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
-use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
-use clap::Parser;
+use bramble_tests::{BOOT_TIMEOUT, kernel};
 use netns::ipv6::{self as peers, Avahi, Capture, Prefix, Radvd, Transport};
+use netns::tool::start_bramble_qemu;
 use netns::{Netns, NetnsGuest, TAP, build_card};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// The `bramble qemu` argument list for the helper, one argument per line.
-const ARGS_VAR: &str = "BRAMBLE_QEMU_ARGS";
 /// The first prefix radvd announces, and the one it renumbers to.
 const PREFIX_A: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 0);
 const PREFIX_B: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 0);
@@ -34,68 +32,7 @@ const GUEST_ADDRESS: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 2);
 /// How long the address phases may take (RAs come every 3-4 s; lifetimes are 12 s).
 const PHASE: Duration = Duration::from_secs(40);
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    qemu: bramble::qemu_cmd::QemuArgs,
-}
-
-/// The helper: `bramble qemu` with the arguments in the environment (run inside the
-/// namespace by [`start_bramble_qemu`]). Without them there is nothing to run.
-#[test]
-#[ignore = "helper: run by the IPv6 test inside its namespace"]
-fn bramble_qemu_in_namespace() {
-    let Ok(args) = std::env::var(ARGS_VAR) else {
-        eprintln!("{ARGS_VAR} is not set: nothing to run");
-        return;
-    };
-    let argv = std::iter::once("qemu").chain(args.lines());
-    let cli = Cli::parse_from(argv);
-    bramble::qemu_cmd::run(cli.qemu).expect("bramble qemu");
-}
-
-/// `bramble qemu` running in the namespace. Dropping it sends SIGTERM (which stops QEMU
-/// cleanly) and waits, then kills whatever is left.
-struct BrambleQemu {
-    guest: Option<Guest>,
-}
-
-impl BrambleQemu {
-    fn guest(&mut self) -> &mut Guest {
-        self.guest.as_mut().expect("running")
-    }
-}
-
-impl Drop for BrambleQemu {
-    fn drop(&mut self) {
-        if let Some(guest) = self.guest.take() {
-            let pid = guest.pid().to_string();
-            let _ = Command::new("kill").args(["-TERM", &pid]).status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && Path::new(&format!("/proc/{pid}/exe")).exists() {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            drop(guest);
-        }
-    }
-}
-
-fn start_bramble_qemu(netns: &Netns, args: &[String]) -> BrambleQemu {
-    let binary = std::env::current_exe().expect("this test binary");
-    let mut command = netns.command(binary);
-    command
-        .args([
-            "--exact",
-            "bramble_qemu_in_namespace",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ARGS_VAR, args.join("\n"));
-    BrambleQemu {
-        guest: Some(Guest::start_command(command)),
-    }
-}
+bramble_qemu_helper!();
 
 /// Gives the namespace's side an address in each prefix (no DAD) and makes it a router.
 fn add_ipv6(netns: &Netns) {

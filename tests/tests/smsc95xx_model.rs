@@ -14,39 +14,18 @@
 
 mod netns;
 
-use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use bramble_tests::{BOOT_TIMEOUT, kernel};
 use bramble_usbredir::run::send_command;
-use clap::Parser;
 use netns::mdns::{self, QueryMode};
+use netns::tool::start_bramble_qemu;
 use netns::{Daemon, HOST_ADDRESS, Netns, TAP, build_card};
 use std::net::Ipv4Addr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// The `bramble qemu` argument list for the helper, one argument per line.
-const ARGS_VAR: &str = "BRAMBLE_QEMU_ARGS";
 const QUERY_NAME_VAR: &str = "BRAMBLE_MDNS_QUERY_NAME";
 const FIXTURE: &str = "usbredir/fixtures/bramble-smsc95xx.seq";
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    qemu: bramble::qemu_cmd::QemuArgs,
-}
-
-/// The helper: `bramble qemu` with the arguments in the environment (run inside the
-/// namespace by [`start_bramble_qemu`]). Without them there is nothing to run.
-#[test]
-#[ignore = "helper: run by the smsc95xx model test inside its namespace"]
-fn bramble_qemu_in_namespace() {
-    let Ok(args) = std::env::var(ARGS_VAR) else {
-        eprintln!("{ARGS_VAR} is not set: nothing to run");
-        return;
-    };
-    let argv = std::iter::once("qemu").chain(args.lines());
-    let cli = Cli::parse_from(argv);
-    bramble::qemu_cmd::run(cli.qemu).expect("bramble qemu");
-}
+bramble_qemu_helper!();
 
 /// The mDNS resolver helper, as in the TAP tests.
 #[test]
@@ -65,51 +44,6 @@ fn mdns_query_in_namespace() {
     .expect("mDNS query socket");
     for address in addresses {
         println!("mdns-answer: {address}");
-    }
-}
-
-/// `bramble qemu` running in the namespace. Dropping it sends SIGTERM (which stops QEMU
-/// cleanly) and waits, then kills whatever is left.
-struct BrambleQemu {
-    guest: Option<Guest>,
-}
-
-impl BrambleQemu {
-    fn guest(&mut self) -> &mut Guest {
-        self.guest.as_mut().expect("running")
-    }
-}
-
-impl Drop for BrambleQemu {
-    fn drop(&mut self) {
-        if let Some(guest) = self.guest.take() {
-            let pid = guest.pid().to_string();
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &pid])
-                .status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline && Path::new(&format!("/proc/{pid}/exe")).exists() {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            drop(guest);
-        }
-    }
-}
-
-fn start_bramble_qemu(netns: &Netns, args: &[String]) -> BrambleQemu {
-    let binary = std::env::current_exe().expect("this test binary");
-    let mut command = netns.command(binary);
-    command
-        .args([
-            "--exact",
-            "bramble_qemu_in_namespace",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ARGS_VAR, args.join("\n"));
-    BrambleQemu {
-        guest: Some(Guest::start_command(command)),
     }
 }
 

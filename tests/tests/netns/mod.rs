@@ -10,6 +10,7 @@
 
 pub mod ipv6;
 pub mod mdns;
+pub mod tool;
 
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
