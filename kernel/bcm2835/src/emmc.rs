@@ -874,39 +874,13 @@ impl<C: Fn() -> u64> Emmc<C> {
         }
         let r = self.registers;
         for block in data.chunks_exact(BLOCK_SIZE) {
-            let ready = self.wait(READ_MICROS, |e| {
-                let status = e.registers.at(INTERRUPT).read();
-                status.is_set(Interrupt::WRITE_READY) || status.is_set(Interrupt::ERRORS)
-            });
-            let status = r.at(INTERRUPT).read();
-            if !ready || status.is_set(Interrupt::ERRORS) {
-                self.abandon_transfer();
-                return Err(if ready {
-                    BlockError::Transfer
-                } else {
-                    BlockError::Timeout
-                });
-            }
-            r.at(INTERRUPT).write(Interrupt::WRITE_READY.set());
+            self.await_data_port(Interrupt::WRITE_READY)?;
             for word in block.chunks_exact(4) {
                 let value = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
                 r.at(DATA).write(Word::ALL.val(value));
             }
         }
-        let done = self.wait(READ_MICROS.saturating_add(programming), |e| {
-            let status = e.registers.at(INTERRUPT).read();
-            status.is_set(Interrupt::DATA_DONE) || status.is_set(Interrupt::ERRORS)
-        });
-        let status = r.at(INTERRUPT).read();
-        r.at(INTERRUPT).write(Interrupt::ALL.set());
-        if !done || status.is_set(Interrupt::ERRORS) {
-            self.abandon_transfer();
-            return Err(if done {
-                BlockError::Transfer
-            } else {
-                BlockError::Timeout
-            });
-        }
+        self.await_data_done(READ_MICROS.saturating_add(programming))?;
         let stop = if blocks > 1 {
             r.register(RESP0 + 12).read()
         } else {
@@ -919,6 +893,47 @@ impl<C: Fn() -> u64> Emmc<C> {
                  {stop:#010x}"
             );
             return Err(BlockError::WriteFailed);
+        }
+        Ok(())
+    }
+
+    /// Waits until the data port can take or give the next block (`ready`: READ_READY or
+    /// WRITE_READY), then clears that bit. On an error bit, or after [`READ_MICROS`], abandons
+    /// the transfer and says which.
+    fn await_data_port(&mut self, ready: Field<Interrupt>) -> Result<(), BlockError> {
+        let arrived = self.wait(READ_MICROS, |e| {
+            let status = e.registers.at(INTERRUPT).read();
+            status.is_set(ready) || status.is_set(Interrupt::ERRORS)
+        });
+        let status = self.registers.at(INTERRUPT).read();
+        if !arrived || status.is_set(Interrupt::ERRORS) {
+            self.abandon_transfer();
+            return Err(if arrived {
+                BlockError::Transfer
+            } else {
+                BlockError::Timeout
+            });
+        }
+        self.registers.at(INTERRUPT).write(ready.set());
+        Ok(())
+    }
+
+    /// Waits up to `micros` for the end of a transfer, then clears every interrupt bit. On an
+    /// error bit, or at the timeout, abandons the transfer and says which.
+    fn await_data_done(&mut self, micros: u64) -> Result<(), BlockError> {
+        let done = self.wait(micros, |e| {
+            let status = e.registers.at(INTERRUPT).read();
+            status.is_set(Interrupt::DATA_DONE) || status.is_set(Interrupt::ERRORS)
+        });
+        let status = self.registers.at(INTERRUPT).read();
+        self.registers.at(INTERRUPT).write(Interrupt::ALL.set());
+        if !done || status.is_set(Interrupt::ERRORS) {
+            self.abandon_transfer();
+            return Err(if done {
+                BlockError::Transfer
+            } else {
+                BlockError::Timeout
+            });
         }
         Ok(())
     }
@@ -936,38 +951,12 @@ impl<C: Fn() -> u64> Emmc<C> {
         self.start_read_command(address, blocks, COMMAND_MICROS)?;
         let r = self.registers;
         for block in buffer.chunks_exact_mut(BLOCK_SIZE) {
-            let ready = self.wait(READ_MICROS, |e| {
-                let status = e.registers.at(INTERRUPT).read();
-                status.is_set(Interrupt::READ_READY) || status.is_set(Interrupt::ERRORS)
-            });
-            let status = r.at(INTERRUPT).read();
-            if !ready || status.is_set(Interrupt::ERRORS) {
-                self.abandon_transfer();
-                return Err(if ready {
-                    BlockError::Transfer
-                } else {
-                    BlockError::Timeout
-                });
-            }
-            r.at(INTERRUPT).write(Interrupt::READ_READY.set());
+            self.await_data_port(Interrupt::READ_READY)?;
             for word in block.chunks_exact_mut(4) {
                 word.copy_from_slice(&r.at(DATA).read().bits().to_le_bytes());
             }
         }
-        let done = self.wait(READ_MICROS, |e| {
-            let status = e.registers.at(INTERRUPT).read();
-            status.is_set(Interrupt::DATA_DONE) || status.is_set(Interrupt::ERRORS)
-        });
-        let status = r.at(INTERRUPT).read();
-        r.at(INTERRUPT).write(Interrupt::ALL.set());
-        if !done || status.is_set(Interrupt::ERRORS) {
-            self.abandon_transfer();
-            return Err(if done {
-                BlockError::Transfer
-            } else {
-                BlockError::Timeout
-            });
-        }
+        self.await_data_done(READ_MICROS)?;
         Ok(())
     }
 
