@@ -130,20 +130,7 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         report.systems.push(result);
         super::write_json(&report, &run_dir.join("results.json"))?;
     }
-    report.host.load_average_after = super::load_average();
-    print!("{}", super::report::table(&report));
-    super::write_outputs(&report, &run_dir)?;
-    if !args.no_save {
-        let results = args.results.clone().unwrap_or_else(|| {
-            root.join("bench/results")
-                .join(format!("{date}-{commit}-hosted"))
-        });
-        super::write_outputs(&report, &results)?;
-        eprintln!("bench: results in {}", results.display());
-    } else {
-        eprintln!("bench: results in {}", run_dir.display());
-    }
-    Ok(())
+    super::finish_run(&mut report, args, &root, &run_dir, "-hosted")
 }
 
 /// The servers in report order: the freshly built bramble-hosted (if `bramble` is named), the

@@ -213,19 +213,31 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         // Keep partial results if a later system fails.
         write_json(&report, &run_dir.join("results.json"))?;
     }
+    finish_run(&mut report, &args, &root, &run_dir, "")
+}
+
+/// A run's end: the load average after it, the table on stdout, the outputs in the run's raw
+/// folder and, unless `--no-save`, in `--results` or bench/results/<date>-<commit><suffix>.
+pub(crate) fn finish_run(
+    report: &mut Report,
+    args: &BenchArgs,
+    root: &Path,
+    run_dir: &Path,
+    suffix: &str,
+) -> anyhow::Result<()> {
     report.host.load_average_after = load_average();
-    print!("{}", report::table(&report));
-    write_outputs(&report, &run_dir)?;
-    if !args.no_save {
-        let results = args
-            .results
-            .clone()
-            .unwrap_or_else(|| root.join("bench/results").join(format!("{date}-{commit}")));
-        write_outputs(&report, &results)?;
-        eprintln!("bench: results in {}", results.display());
-    } else {
+    print!("{}", report::table(report));
+    write_outputs(report, run_dir)?;
+    if args.no_save {
         eprintln!("bench: results in {}", run_dir.display());
+        return Ok(());
     }
+    let results = args.results.clone().unwrap_or_else(|| {
+        let name = format!("{}-{}{suffix}", report.date, report.commit);
+        root.join("bench/results").join(name)
+    });
+    write_outputs(report, &results)?;
+    eprintln!("bench: results in {}", results.display());
     Ok(())
 }
 
