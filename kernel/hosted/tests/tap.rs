@@ -1218,12 +1218,20 @@ fn one_pool_serves_more_clients_of_both_families_than_it_has_sockets() {
         let body = fs::read(&outputs[i]).unwrap();
         assert!(body == big, "client {i} got {} bytes", body.len());
     }
-    let log = guest.log();
-    let served = |client: &str| {
+    // The server logs a response once its last byte is acknowledged, which may come after
+    // the client has read it and exited: wait (bounded) for all twelve lines.
+    let served_in = |log: &str, client: &str| {
         log.lines()
             .filter(|line| line.contains("GET /big.bin 200") && line.ends_with(client))
             .count()
     };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut log = guest.log();
+    while served_in(&log, "") < 12 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        log = guest.log();
+    }
+    let served = |client: &str| served_in(&log, client);
     assert_eq!(served(HOST), 6, "IPv4 clients in the access log:\n{log}");
     assert_eq!(
         served("2001:db8:1::1"),
