@@ -1824,6 +1824,14 @@ impl<'a, S: Service> StreamPool<'a, S> {
         (full * left / 500).max(min).min(full)
     }
 
+    /// The oldest connection of `class` (its list is in order of `since`) if it has been there
+    /// `allowance` microseconds or more by `now`.
+    fn overdue_head(&self, class: Class, allowance: u64, now: Instant) -> Option<u32> {
+        let head = self.lists[class as usize].head;
+        (head != NONE && now >= self.tcbs[head as usize].since.add_micros(allowance))
+            .then_some(head)
+    }
+
     fn idle_allowance(&self) -> u64 {
         let limits = self.config.limits;
         self.shrunk(limits.idle_micros, limits.idle_min_micros)
@@ -1888,47 +1896,21 @@ impl<'a, S: Service> StreamPool<'a, S> {
             }
         }
         let limits = self.config.limits;
-        loop {
-            let head = self.lists[Class::Closing as usize].head;
-            if head == NONE
-                || now
-                    < self.tcbs[head as usize]
-                        .since
-                        .add_micros(limits.close_micros)
-            {
-                break;
-            }
-            self.abort(head, Cause::CloseTimeout);
+        while let Some(i) = self.overdue_head(Class::Closing, limits.close_micros, now) {
+            self.abort(i, Cause::CloseTimeout);
         }
         let first_byte = self.first_byte_allowance();
-        loop {
-            let head = self.lists[Class::Fresh as usize].head;
-            if head == NONE || now < self.tcbs[head as usize].since.add_micros(first_byte) {
-                break;
-            }
+        while let Some(i) = self.overdue_head(Class::Fresh, first_byte, now) {
             self.counters.timeout_first_byte += 1;
-            self.close_gracefully(head, now);
+            self.close_gracefully(i, now);
         }
         let idle = self.idle_allowance();
-        loop {
-            let head = self.lists[Class::Idle as usize].head;
-            if head == NONE || now < self.tcbs[head as usize].since.add_micros(idle) {
-                break;
-            }
+        while let Some(i) = self.overdue_head(Class::Idle, idle, now) {
             self.counters.timeout_idle += 1;
-            self.close_gracefully(head, now);
+            self.close_gracefully(i, now);
         }
-        loop {
-            let head = self.lists[Class::Busy as usize].head;
-            if head == NONE
-                || now
-                    < self.tcbs[head as usize]
-                        .since
-                        .add_micros(limits.send_stall_micros)
-            {
-                break;
-            }
-            self.abort(head, Cause::SendTimeout);
+        while let Some(i) = self.overdue_head(Class::Busy, limits.send_stall_micros, now) {
+            self.abort(i, Cause::SendTimeout);
         }
         // Partial headers: deadlines depend on the bytes received, so look at every one old
         // enough to be due, a bounded number per poll.
