@@ -23,6 +23,7 @@ pub mod judge;
 pub mod load;
 pub mod plot;
 pub mod probe;
+pub mod profile;
 pub mod report;
 mod systems;
 mod tap;
@@ -34,6 +35,7 @@ use clap::Args;
 use guest::Guest;
 use report::{CpuCost, Host, LoadReport, Report, SystemReport, TARGETS};
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
@@ -76,6 +78,16 @@ pub struct BenchArgs {
     /// guest instructions per request; 0 skips that boot.
     #[arg(long, default_value_t = 10)]
     pub icount_duration: u64,
+    /// In the `-icount shift=0` boot, also profile Bramble's guest: a QEMU TCG plugin (ours,
+    /// bench/plugin/tbcount.c, built with the system C compiler) counts the instructions of
+    /// every translation block over each target's run, and the kernel's symbols attribute them
+    /// to functions: the top functions per request go in the table, JSON and README.
+    #[arg(long)]
+    pub profile: bool,
+    /// Only the `-icount shift=0` boot: no timed boot, idle window or load levels (for cost
+    /// and --profile work).
+    #[arg(long)]
+    pub icount_only: bool,
     /// Per-request timeout of the load generator, in seconds: wrk counts a request still
     /// unanswered after this long as a timeout error.
     #[arg(long, default_value_t = 10)]
@@ -306,10 +318,27 @@ fn measure(
         image_bytes: system.image_bytes(),
         ..Default::default()
     };
+    if args.icount_only {
+        let validator = {
+            let ports = Ports::free()?;
+            let Some((_guest, _)) = boot(system, ports, false, &[], dir, &mut result.notes)? else {
+                return Ok(result);
+            };
+            check_site(
+                ports.http,
+                site,
+                &mut result.notes,
+                &mut result.checked_bytes,
+            )
+        };
+        cpu_cost(system, args, &validator, dir, &mut result)?;
+        return Ok(result);
+    }
     let mut ports = Ports::free()?;
     let port = ports.http;
     let mut reboots = 0;
-    let Some((mut guest, boot_time)) = boot(system, ports, false, dir, &mut result.notes)? else {
+    let Some((mut guest, boot_time)) = boot(system, ports, false, &[], dir, &mut result.notes)?
+    else {
         return Ok(result);
     };
     result.boot_to_first_200_seconds = Some(boot_time.as_secs_f64());
@@ -407,7 +436,8 @@ fn measure(
                 eprintln!("bench: {}: not answering; rebooting", system.name());
                 drop(guest);
                 ports = Ports::free()?;
-                let Some((fresh, _)) = boot(system, ports, false, dir, &mut result.notes)? else {
+                let Some((fresh, _)) = boot(system, ports, false, &[], dir, &mut result.notes)?
+                else {
                     result.loads.push(load);
                     return Ok(result);
                 };
@@ -695,7 +725,29 @@ fn cpu_cost(
 ) -> anyhow::Result<()> {
     let ports = Ports::free()?;
     let port = ports.http;
-    let Some((mut guest, _)) = boot(system, ports, true, dir, &mut result.notes)? else {
+    let profiler = match (args.profile, system.elf()) {
+        (false, _) => None,
+        (true, None) => {
+            result.notes.push(format!(
+                "profile: skipped, {} has no kernel symbols here",
+                system.name()
+            ));
+            None
+        }
+        (true, Some(elf)) => {
+            let symbols = std::fs::read(elf)
+                .with_context(|| format!("reading {}", elf.display()))
+                .and_then(|bytes| profile::Symbols::from_elf(&bytes))?;
+            Some((
+                profile::Profiler::new(&bramble::workspace_root(), dir)?,
+                symbols,
+            ))
+        }
+    };
+    let extra = profiler
+        .as_ref()
+        .map_or_else(Vec::new, |(profiler, _)| profiler.qemu_args());
+    let Some((mut guest, _)) = boot(system, ports, true, &extra, dir, &mut result.notes)? else {
         return Ok(());
     };
     let first = system.counters(&mut guest, port);
@@ -723,6 +775,12 @@ fn cpu_cost(
             request.script = system.walk().map(|walk| walk.script.clone());
         }
         let before = system.counters(&mut guest, port).and_then(|c| c.busy_us);
+        let window_start = profiler.as_ref().and_then(|(profiler, _)| {
+            profiler
+                .snapshot(&format!("{target}-before"))
+                .inspect_err(|error| result.notes.push(format!("profile {target}: {error:#}")))
+                .ok()
+        });
         let url = request.url(
             &format!("127.0.0.1:{port}"),
             &format!("127.0.0.1:{}", ports.https),
@@ -737,6 +795,35 @@ fn cpu_cost(
             script: request.script.as_deref(),
         };
         let outcome = load::run_target(target, &run, &dir.join(format!("wrk-icount-{target}.txt")));
+        if let (Some((profiler, symbols)), Some(start), Ok(figures)) =
+            (&profiler, &window_start, &outcome)
+        {
+            let good = figures.responses.saturating_sub(figures.bad_status);
+            let window = profiler
+                .snapshot(&format!("{target}-after"))
+                .and_then(|end| profile::difference(start, &end));
+            if let Err(error) = &window {
+                result.notes.push(format!("profile {target}: {error:#}"));
+            }
+            if let Some(found) = window
+                .ok()
+                .and_then(|window| profile::attribute(target, symbols, &window, good))
+            {
+                eprintln!(
+                    "bench: {}: {target}: profile: {:.0} instructions per request; top: {}",
+                    system.name(),
+                    found.instructions_per_request,
+                    found
+                        .top
+                        .iter()
+                        .take(5)
+                        .map(|f| format!("{} {:.0}", f.function, f.instructions_per_request))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                result.profiles.push(found);
+            }
+        }
         let after = system.counters(&mut guest, port).and_then(|c| c.busy_us);
         match (before, after, outcome) {
             (Some(before), Some(after), Ok(figures)) => {
@@ -768,6 +855,7 @@ fn boot(
     system: &System,
     ports: Ports,
     count_instructions: bool,
+    extra_args: &[OsString],
     dir: &Path,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Option<(Guest, Duration)>> {
@@ -798,10 +886,9 @@ fn boot(
             .map(|n| dir.join(format!("{stem}-{n}.log")))
             .find(|path| !path.exists())
             .expect("an unused log name");
-        let mut guest = Guest::start(
-            &system.qemu_args(ports, count_instructions, systems::Link::UserForward),
-            &log,
-        )?;
+        let mut args = system.qemu_args(ports, count_instructions, systems::Link::UserForward);
+        args.extend_from_slice(extra_args);
+        let mut guest = Guest::start(&args, &log)?;
         if let Some(boot) = wait_for_first_200(&mut guest, ports.http, timeout) {
             eprintln!(
                 "bench: {}: first 200 after {:.2} s",

@@ -3,6 +3,7 @@
 
 use super::judge::JudgeReport;
 use super::load::LoadFigures;
+pub use super::profile::{FunctionCost, TargetProfile};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -85,6 +86,10 @@ pub struct SystemReport {
     pub loads: Vec<LoadReport>,
     /// Guest CPU cost per request, counted under `-icount shift=0`.
     pub cpu_cost: Vec<CpuCost>,
+    /// With `--profile`: the guest's instructions per request by kernel function, per target,
+    /// counted by our TCG plugin in the `-icount shift=0` boot.
+    #[serde(default)]
+    pub profiles: Vec<TargetProfile>,
     /// Anything the reader must know (failures, missing counters).
     pub notes: Vec<String>,
     /// URLs whose body came back byte for byte equal to the site's file, with its length.
@@ -145,6 +150,13 @@ impl SystemReport {
     /// The CPU cost for `target`.
     pub fn cost(&self, target: &str) -> Option<&CpuCost> {
         self.cpu_cost.iter().find(|cost| cost.target == target)
+    }
+
+    /// The `--profile` result for `target`.
+    pub fn profile(&self, target: &str) -> Option<&TargetProfile> {
+        self.profiles
+            .iter()
+            .find(|profile| profile.target == target)
     }
 }
 
@@ -576,8 +588,54 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             &|s| number(bound(s), 0),
             pair(&bound, true),
         );
+        if systems.iter().any(|s| s.profile(target).is_some()) {
+            let profiled = |s: &SystemReport| s.profile(target).map(|p| p.instructions_per_request);
+            row(
+                format!("{target}: all guest instructions/request (profile)"),
+                &|s| number(profiled(s), 0),
+                pair(&profiled, false),
+            );
+        }
     }
     rows
+}
+
+/// The `--profile` tables: per system and target, the top functions by instructions per
+/// request, as markdown.
+pub fn profile_tables(report: &Report) -> String {
+    let mut out = String::new();
+    for system in &report.systems {
+        for profile in &system.profiles {
+            let _ = writeln!(
+                out,
+                "### {}: {} profile, {:.0} instructions/request ({} requests, {} instructions)\n",
+                system.name,
+                profile.target,
+                profile.instructions_per_request,
+                profile.requests,
+                profile.instructions
+            );
+            let _ = writeln!(out, "| function | instructions/request | share |");
+            let _ = writeln!(out, "|---|---:|---:|");
+            for entry in &profile.top {
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {:.0} | {:.1}% |",
+                    entry.function.replace('|', "\\|"),
+                    entry.instructions_per_request,
+                    entry.share_percent
+                );
+            }
+            let listed: f64 = profile.top.iter().map(|e| e.share_percent).sum();
+            let _ = writeln!(
+                out,
+                "| (the rest) | {:.0} | {:.1}% |\n",
+                profile.instructions_per_request * (100.0 - listed).max(0.0) / 100.0,
+                (100.0 - listed).max(0.0)
+            );
+        }
+    }
+    out
 }
 
 /// How connections were used, for headings.
@@ -639,6 +697,7 @@ pub fn table(report: &Report) -> String {
         out,
         "advantage: how many times better the first system is than the second (>1: better)."
     );
+    out.push_str(&profile_tables(report));
     out
 }
 
@@ -750,6 +809,16 @@ pub fn markdown(report: &Report) -> String {
         }
         let _ = writeln!(out);
     }
+    let profiles = profile_tables(report);
+    if !profiles.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Profile\n\nThe guest's instructions over each target's `-icount` run (every \
+             instruction: interrupts, timers and polling included), counted per translation \
+             block by the benchmark's TCG plugin (bench/plugin/tbcount.c) and attributed to the \
+             kernel function each block starts in, per good response.\n\n{profiles}"
+        );
+    }
     let _ = writeln!(
         out,
         "![throughput](throughput.png)\n\n![latency](latency.png)"
@@ -814,6 +883,37 @@ mod tests {
         assert_eq!(find("boot: QEMU start -> first 200 (s)").2, "6.0x");
         assert_eq!(find("page c=10: p50/p90/p99/max ms").1[0], "1/2/3/4");
         assert_eq!(find("100k: guest instructions/request").1[0], "pending");
+    }
+
+    #[test]
+    fn profiles_appear_in_the_table_and_the_markdown() {
+        let mut bramble = system("bramble", 1000.0, 1.0);
+        bramble.profiles.push(TargetProfile {
+            target: "page".into(),
+            requests: 10,
+            instructions: 800_000,
+            instructions_per_request: 80_000.0,
+            top: vec![FunctionCost {
+                function: "compiler_builtins::mem::memcpy".into(),
+                instructions_per_request: 20_000.0,
+                share_percent: 25.0,
+            }],
+        });
+        let report = Report {
+            systems: vec![bramble, system("linux", 500.0, 2.0)],
+            ..Default::default()
+        };
+        let markdown = markdown(&report);
+        assert!(
+            markdown.contains("| page: all guest instructions/request (profile) | 80000 | - |"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains("| `compiler_builtins::mem::memcpy` | 20000 | 25.0% |"),
+            "{markdown}"
+        );
+        assert!(markdown.contains("| (the rest) | 60000 | 75.0% |"), "{markdown}");
+        assert!(table(&report).contains("80000 instructions/request (10 requests"));
     }
 
     #[test]

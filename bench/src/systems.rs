@@ -124,6 +124,9 @@ pub enum System {
     Bramble {
         /// kernel.img.
         kernel: PathBuf,
+        /// A copy of the kernel ELF that kernel.img was made from, taken at build time (its
+        /// symbols name the functions of `--profile`).
+        elf: PathBuf,
         /// The SD card image.
         card: PathBuf,
         /// Sizes of kernel.img and SITE.BIN.
@@ -237,6 +240,9 @@ impl System {
         }
         std::fs::create_dir_all(&dir)?;
         let kernel_bytes = std::fs::read(&kernel.raw)?;
+        let elf = dir.join("bramble-kernel.elf");
+        std::fs::copy(&kernel.elf, &elf)
+            .with_context(|| format!("copying {}", kernel.elf.display()))?;
         let mut sizes = BTreeMap::new();
         sizes.insert("kernel.img".to_string(), kernel_bytes.len() as u64);
         sizes.insert("SITE.BIN".to_string(), packed.image.len() as u64);
@@ -284,6 +290,7 @@ impl System {
         )?;
         Ok(System::Bramble {
             kernel: kernel.raw,
+            elf,
             card,
             sizes,
             walk,
@@ -443,6 +450,14 @@ impl System {
                 }
                 args
             }
+        }
+    }
+
+    /// The kernel ELF with symbols (Bramble only).
+    pub fn elf(&self) -> Option<&Path> {
+        match self {
+            System::Bramble { elf, .. } => Some(elf),
+            System::Linux { .. } => None,
         }
     }
 
