@@ -388,13 +388,19 @@ fn print_status(
         let usb = nic.counters();
         let kind = nic.kind();
         let quiet_attempts = nic.host_mut().quiet_attempts();
+        let waits = nic.host_mut().receive_waits();
         log::info!(
             "status: usb {kind:?}, losses {}, re-probes {} ({} found it), last probe error {:?}, \
-             quiet receive attempts {quiet_attempts}",
+             quiet receive attempts {quiet_attempts}, receive transfers {} (waited {}, {} us; \
+             waits under 50/100/150/250/500/1000/10000 us, longer: {:?})",
             usb.losses,
             usb.reprobes_attempted,
             usb.reprobes_succeeded,
-            usb.last_probe_error
+            usb.last_probe_error,
+            waits.completed,
+            waits.waited,
+            waits.wait_micros,
+            waits.wait_histogram
         );
         if let Some(stats) = nic.nic().map(|device| device.stats()) {
             // Since the device was last probed.

@@ -68,6 +68,7 @@ impl Dwc2Host {
             end_bulk_in_on_idle_nak: false,
             quiet_receive: None,
             quiet_attempts: 0,
+            receive_waits: super::ReceiveWaits::default(),
         };
         host.reset_core()?;
         Ok(Dwc2Starting {

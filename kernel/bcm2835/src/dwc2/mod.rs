@@ -59,7 +59,7 @@ use transfer::{Pipe, PipeState};
 
 pub use controller::Dwc2Starting;
 pub use registers::IRQ;
-pub use transfer::QuietReceive;
+pub use transfer::{QuietReceive, ReceiveWaits};
 
 /// Host channels the driver uses (the BCM2835 and QEMU both have 8).
 pub const CHANNELS: usize = 8;
@@ -126,6 +126,8 @@ pub struct Dwc2Host {
     quiet_receive: Option<QuietReceive>,
     /// Single attempts made on quiet bulk-IN pipes.
     quiet_attempts: u32,
+    /// See [`Dwc2Host::receive_waits`].
+    receive_waits: ReceiveWaits,
 }
 
 /// Orders normal-memory writes (DMA buffers) before the device register write that starts

@@ -38,6 +38,44 @@ pub(super) struct Active {
     /// Bulk IN under [`Dwc2Host::quiet_receive`], parked: when to look at its progress
     /// again (µs), since no interrupt marks a message that ends without a short packet.
     pub(super) check_at: Option<u64>,
+    /// When the transfer was started (µs).
+    pub(super) started_at: u64,
+    /// A poll found it still under way at least once.
+    pub(super) waited: bool,
+}
+
+/// How bulk-IN transfers with data completed: at once (the device had data when the
+/// transfer was started) or after waiting, and how long (see [`Dwc2Host::receive_waits`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveWaits {
+    /// Bulk-IN transfers that completed with data.
+    pub completed: u32,
+    /// Of those, how many a poll found still under way.
+    pub waited: u32,
+    /// Time from start to completion of those that waited (µs).
+    pub wait_micros: u64,
+    /// The waits by length: under 50, 100, 150, 250, 500 and 1,000 µs, under 10 ms, longer.
+    pub wait_histogram: [u32; 8],
+}
+
+/// Upper bounds (µs) of the first seven [`ReceiveWaits::wait_histogram`] buckets.
+const WAIT_BUCKETS: [u64; 7] = [50, 100, 150, 250, 500, 1_000, 10_000];
+
+impl ReceiveWaits {
+    /// Counts a completed transfer that waited `wait` µs (`None`: it completed at once).
+    fn count(&mut self, wait: Option<u64>) {
+        self.completed = self.completed.wrapping_add(1);
+        let Some(wait) = wait else {
+            return;
+        };
+        self.waited = self.waited.wrapping_add(1);
+        self.wait_micros = self.wait_micros.saturating_add(wait);
+        let bucket = WAIT_BUCKETS
+            .iter()
+            .position(|&limit| wait < limit)
+            .unwrap_or(WAIT_BUCKETS.len());
+        self.wait_histogram[bucket] = self.wait_histogram[bucket].wrapping_add(1);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,6 +172,13 @@ impl Dwc2Host {
     /// interrupt endpoint. [`UsbHost::poll_at`] says when the loop must poll again.
     pub fn quiet_receive(&mut self, quiet: Option<QuietReceive>) {
         self.quiet_receive = quiet;
+    }
+
+    /// How bulk-IN transfers with data have completed so far: at once or after waiting, and
+    /// how long the waits were (under QEMU: how often, and for how long, the guest had to
+    /// wait for usb-net's next frame).
+    pub fn receive_waits(&self) -> ReceiveWaits {
+        self.receive_waits
     }
 
     /// Single attempts made on quiet bulk-IN pipes so far (see [`Dwc2Host::quiet_receive`]).
@@ -280,6 +325,8 @@ impl Dwc2Host {
             seen_progress: 0,
             quiet: false,
             check_at: None,
+            started_at: now,
+            waited: false,
         });
         self.start_segment(pipe.0 as usize);
         Ok(())
@@ -383,6 +430,7 @@ impl Dwc2Host {
             a.check_at = self.quiet_receive.map(|q| now + q.parked_check_micros);
         }
         if !a.status.is_set(Hcint::HALTED) {
+            a.waited = true;
             self.set_active(index, a);
             if a.deadline.is_some_and(|d| now > d) {
                 log::warn!(
@@ -443,6 +491,7 @@ impl Dwc2Host {
             match quiet_halt(status, a.done, now, quiet) {
                 QuietHalt::TryAgainAt(at) => {
                     a.restart_at = Some(at);
+                    a.waited = true;
                     self.set_active(index, a);
                     return Ok(TransferStatus::Pending);
                 }
@@ -499,6 +548,14 @@ impl Dwc2Host {
     /// makes the pipe busy again (see [`Dwc2Host::quiet_receive`]).
     pub(super) fn finish(&mut self, index: usize, total: usize, now: u64) -> TransferStatus {
         if let Some(p) = self.pipes[index].as_mut() {
+            if let PipeState::Active(a) = p.state
+                && p.config.is_in()
+                && p.config.transfer_type == TransferType::Bulk
+                && total > 0
+            {
+                let wait = a.waited.then(|| now.saturating_sub(a.started_at));
+                self.receive_waits.count(wait);
+            }
             p.state = PipeState::Done(total);
             if p.config.is_in() && total > 0 {
                 p.last_data_at = now;
@@ -538,6 +595,20 @@ mod tests {
         interval_micros: 10_000,
         parked_check_micros: 5_000,
     };
+
+    #[test]
+    fn receive_waits_are_counted_in_their_buckets() {
+        let mut waits = ReceiveWaits::default();
+        waits.count(None);
+        waits.count(Some(0));
+        waits.count(Some(149));
+        waits.count(Some(150));
+        waits.count(Some(10_000));
+        assert_eq!(waits.completed, 5);
+        assert_eq!(waits.waited, 4);
+        assert_eq!(waits.wait_micros, 10_299);
+        assert_eq!(waits.wait_histogram, [1, 0, 1, 1, 0, 0, 0, 1]);
+    }
 
     #[test]
     fn a_pipe_turns_quiet_only_after_the_silence_and_only_when_enabled() {
