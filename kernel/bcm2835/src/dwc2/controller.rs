@@ -69,6 +69,7 @@ impl Dwc2Host {
             quiet_receive: None,
             quiet_attempts: 0,
             receive_waits: super::ReceiveWaits::default(),
+            last_sent_at: 0,
         };
         host.reset_core()?;
         Ok(Dwc2Starting {

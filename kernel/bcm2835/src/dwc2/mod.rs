@@ -21,8 +21,9 @@
 //! Under QEMU only ([`Dwc2Host::quiet_receive`]), a bulk-IN that has received nothing for a
 //! while stops being parked: QEMU's model retries a parked NAK every 250 µs on the host's
 //! CPU, for ever, so instead the transfer is issued as a single attempt (typed as an
-//! interrupt transfer, whose NAK halts the channel in QEMU's model) and issued again after a
-//! short interval until data comes; then the pipe is parked again.
+//! interrupt transfer, whose NAK halts the channel in QEMU's model) and issued again after an
+//! interval that grows with the silence ([`QuietReceive::interval_after`]) until data comes;
+//! then the pipe is parked again.
 //!
 //! Completion is visible by polling HCINT, so the driver works with interrupts off. With
 //! [`Dwc2Host::enable_interrupts`] and [`handle_interrupt`] registered on [`IRQ`], a channel
@@ -128,6 +129,9 @@ pub struct Dwc2Host {
     quiet_attempts: u32,
     /// See [`Dwc2Host::receive_waits`].
     receive_waits: ReceiveWaits,
+    /// When an OUT transfer last started, µs: an answer to what was sent is likely soon, so
+    /// a quiet bulk-IN polls at its shortest interval again (see [`QuietReceive`]).
+    last_sent_at: u64,
 }
 
 /// Orders normal-memory writes (DMA buffers) before the device register write that starts

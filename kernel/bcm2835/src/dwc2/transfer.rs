@@ -104,13 +104,31 @@ pub(super) struct Pipe {
 pub struct QuietReceive {
     /// A bulk-IN pipe that has received nothing for this long is quiet.
     pub after_micros: u64,
-    /// A quiet pipe's single attempts are this far apart.
+    /// A quiet pipe's single attempts are at least this far apart: the interval right after
+    /// the pipe turns quiet, and again after anything is sent (an answer may be on its way).
     pub interval_micros: u64,
+    /// The interval grows with the silence (since data last came or anything was last
+    /// sent): it is at most this share of it (1/`silence_share`), so the first frame after
+    /// a silence of T waits at most T/`silence_share` more than it would have...
+    pub silence_share: u64,
+    /// ...and never more than this.
+    pub longest_interval_micros: u64,
     /// While a bulk-IN is parked (it received data within `after_micros`), how often its
     /// progress is looked at: a message of 64n bytes that QEMU's usb-net sends without a
     /// zero-length packet raises no interrupt, and is only found complete by looking (see
     /// [`Dwc2Host::end_bulk_in_on_idle_nak`]).
     pub parked_check_micros: u64,
+}
+
+impl QuietReceive {
+    /// The wait before the next single attempt on a pipe that has been silent for
+    /// `silence` µs: `silence / silence_share`, within `interval_micros` and
+    /// `longest_interval_micros`.
+    pub fn interval_after(&self, silence: u64) -> u64 {
+        (silence / self.silence_share.max(1))
+            .min(self.longest_interval_micros)
+            .max(self.interval_micros)
+    }
 }
 
 /// What to do with a quiet bulk-IN segment that the controller halted without completing it.
@@ -133,15 +151,22 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     }
 }
 
-/// Decides the outcome of a halted quiet segment from its HCINT bits and the bytes the whole
-/// transfer has received so far.
-fn quiet_halt(status: Value<Hcint>, received: usize, now: u64, quiet: QuietReceive) -> QuietHalt {
+/// Decides the outcome of a halted quiet segment from its HCINT bits, the bytes the whole
+/// transfer has received so far and the time since the pipe last had news (data received or
+/// anything sent).
+fn quiet_halt(
+    status: Value<Hcint>,
+    received: usize,
+    now: u64,
+    silent_since: u64,
+    quiet: QuietReceive,
+) -> QuietHalt {
     if !status.is_set(Hcint::NAK) || status.is_set(Hcint::TRANSFER_COMPLETE) {
         QuietHalt::NotQuiet
     } else if received > 0 {
         QuietHalt::Complete
     } else {
-        QuietHalt::TryAgainAt(now + quiet.interval_micros)
+        QuietHalt::TryAgainAt(now + quiet.interval_after(now.saturating_sub(silent_since)))
     }
 }
 
@@ -163,8 +188,9 @@ impl Dwc2Host {
 
     /// Polls a quiet bulk-IN instead of parking it: once a bulk-IN pipe has received nothing
     /// for `after_micros`, each of its segments is a single attempt (programmed as an
-    /// interrupt transfer, which QEMU's model ends on the first NAK) repeated every
-    /// `interval_micros` until data arrives; after that the pipe is parked again. QEMU's DWC2
+    /// interrupt transfer, which QEMU's model ends on the first NAK) repeated after
+    /// [`QuietReceive::interval_after`] the silence so far, until data arrives; after that
+    /// the pipe is parked again. QEMU's DWC2
     /// model retries a parked NAK every 250 µs on the host's CPU for as long as the transfer
     /// stays open, which is most of an idle QEMU's CPU use. The cost is up to one interval
     /// of extra latency for the first frame after a quiet spell. Only for QEMU: a real
@@ -295,6 +321,9 @@ impl Dwc2Host {
             return Err(UsbError::Disconnected);
         }
         let now = self.micros();
+        if !direction_in {
+            self.last_sent_at = now;
+        }
         let p = self.pipe_mut(pipe)?;
         if p.config.is_in() != direction_in || len > p.len {
             return Err(UsbError::InvalidRequest);
@@ -488,7 +517,8 @@ impl Dwc2Host {
         if a.quiet
             && let Some(quiet) = self.quiet_receive
         {
-            match quiet_halt(status, a.done, now, quiet) {
+            let silent_since = last_data_at.max(self.last_sent_at);
+            match quiet_halt(status, a.done, now, silent_since, quiet) {
                 QuietHalt::TryAgainAt(at) => {
                     a.restart_at = Some(at);
                     a.waited = true;
@@ -593,6 +623,8 @@ mod tests {
     const QUIET: QuietReceive = QuietReceive {
         after_micros: 2_000_000,
         interval_micros: 10_000,
+        silence_share: 100,
+        longest_interval_micros: 200_000,
         parked_check_micros: 5_000,
     };
 
@@ -623,7 +655,32 @@ mod tests {
     fn a_nak_with_nothing_received_waits_one_interval() {
         let halted_on_nak = halted_with(Hcint::NAK);
         assert_eq!(
-            quiet_halt(halted_on_nak, 0, 1_000, QUIET),
+            quiet_halt(halted_on_nak, 0, 1_000, 0, QUIET),
+            QuietHalt::TryAgainAt(11_000)
+        );
+    }
+
+    #[test]
+    fn the_interval_grows_with_the_silence_up_to_its_longest() {
+        let halted_on_nak = halted_with(Hcint::NAK);
+        // Under 1 s of silence: the shortest interval; then a hundredth of the silence.
+        assert_eq!(QUIET.interval_after(500_000), 10_000);
+        assert_eq!(QUIET.interval_after(2_000_000), 20_000);
+        assert_eq!(QUIET.interval_after(10_000_000), 100_000);
+        assert_eq!(QUIET.interval_after(60_000_000), 200_000);
+        assert_eq!(QUIET.interval_after(u64::MAX), 200_000);
+        assert_eq!(
+            quiet_halt(halted_on_nak, 0, 30_000_000, 20_000_000, QUIET),
+            QuietHalt::TryAgainAt(30_100_000)
+        );
+        // Something sent just now: back to the shortest interval.
+        assert_eq!(
+            quiet_halt(halted_on_nak, 0, 30_000_000, 29_999_000, QUIET),
+            QuietHalt::TryAgainAt(30_010_000)
+        );
+        // A clock that reads earlier than the last news (never expected): the shortest.
+        assert_eq!(
+            quiet_halt(halted_on_nak, 0, 1_000, 5_000, QUIET),
             QuietHalt::TryAgainAt(11_000)
         );
     }
@@ -631,7 +688,7 @@ mod tests {
     #[test]
     fn a_nak_after_whole_packets_completes_the_message() {
         assert_eq!(
-            quiet_halt(halted_with(Hcint::NAK), 128, 1_000, QUIET),
+            quiet_halt(halted_with(Hcint::NAK), 128, 1_000, 0, QUIET),
             QuietHalt::Complete
         );
     }
@@ -639,11 +696,11 @@ mod tests {
     #[test]
     fn errors_and_completions_are_not_quiet_outcomes() {
         assert_eq!(
-            quiet_halt(halted_with(Hcint::TRANSFER_COMPLETE), 64, 0, QUIET),
+            quiet_halt(halted_with(Hcint::TRANSFER_COMPLETE), 64, 0, 0, QUIET),
             QuietHalt::NotQuiet
         );
         assert_eq!(
-            quiet_halt(halted_with(Hcint::TRANSACTION_ERROR), 0, 0, QUIET),
+            quiet_halt(halted_with(Hcint::TRANSACTION_ERROR), 0, 0, 0, QUIET),
             QuietHalt::NotQuiet
         );
     }
