@@ -912,7 +912,10 @@ mod tests {
             markdown.contains("| `compiler_builtins::mem::memcpy` | 20000 | 25.0% |"),
             "{markdown}"
         );
-        assert!(markdown.contains("| (the rest) | 60000 | 75.0% |"), "{markdown}");
+        assert!(
+            markdown.contains("| (the rest) | 60000 | 75.0% |"),
+            "{markdown}"
+        );
         assert!(table(&report).contains("80000 instructions/request (10 requests"));
     }
 

@@ -9,27 +9,15 @@
 //! hosted TAP tests do). Missing wrk, nginx or busybox is a failure: tools/setup.sh installs
 //! them.
 
+mod common;
+
 use bramble_bench::report::Report;
-use std::io::Read;
-use std::path::Path;
+use common::{assert_namespaces_gone, run_bench, skip_reason};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Generous: the first run builds bramble-hosted in release mode (about a minute on one job).
 const LIMIT: Duration = Duration::from_secs(900);
-
-fn skip_reason() -> Option<String> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("not root (network namespaces and TAP devices need it)".into());
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` (iproute2) is not installed".into());
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("/dev/net/tun is missing".into());
-    }
-    None
-}
 
 fn require(program: &str, args: &[&str], package: &str) {
     let found = Command::new(program)
@@ -78,8 +66,13 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
     require("busybox", &["--list"], "busybox");
 
     let results = tempfile::tempdir().unwrap();
-    let mut bench = Command::new(env!("CARGO_BIN_EXE_bramble-bench"))
-        .args([
+    let common::Run {
+        pid,
+        status,
+        stdout,
+        stderr,
+    } = run_bench(
+        &[
             "--hosted",
             "--levels",
             "1,10",
@@ -87,49 +80,10 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
             "2",
             "--targets",
             "page,tls-page,tls-full",
-            "--results",
-        ])
-        .arg(results.path())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start bramble-bench --hosted");
-    let pid = bench.id();
-    // Read both pipes on threads so that neither fills up; stop the run (by its PID) if it
-    // overruns the limit.
-    let mut stdout = bench.stdout.take().unwrap();
-    let mut stderr = bench.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stdout.read_to_string(&mut text);
-        text
-    });
-    let err = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
-        text
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = bench.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > LIMIT {
-            // SIGTERM first: the bench then stops its servers and deletes its namespace.
-            let _ = rustix::process::kill_process(
-                rustix::process::Pid::from_child(&bench),
-                rustix::process::Signal::TERM,
-            );
-            std::thread::sleep(Duration::from_secs(20));
-            let _ = bench.kill();
-            let _ = bench.wait();
-            panic!("bramble-bench --hosted overran {LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let stdout = out.join().unwrap();
-    let stderr = err.join().unwrap();
+        ],
+        results.path(),
+        LIMIT,
+    );
     assert!(
         status.success(),
         "bench failed ({status}):\n{stdout}\n{stderr}"
@@ -241,12 +195,8 @@ fn hosted_bench_serves_the_site_from_all_three_servers() {
     assert!(summary.contains("not a claim about the Pi"), "{summary}");
 
     // Nothing left behind: the namespace, the cgroups, the servers.
+    assert_namespaces_gone(pid);
     let namespace = format!("bramble-bench-{pid}-");
-    let namespaces = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    assert!(
-        !String::from_utf8_lossy(&namespaces.stdout).contains(&namespace),
-        "namespace {namespace} is still there"
-    );
     // A cgroup is removed only once it is empty, so this also finds a server process left
     // running (nginx renames its worker, so the command-line check below cannot).
     for hierarchy in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
