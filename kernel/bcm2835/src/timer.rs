@@ -12,6 +12,12 @@ const CHI: usize = 0x08;
 const C1: usize = 0x10;
 const C3: usize = 0x18;
 
+/// A CLO at or above this many microseconds (16.7 s) past its wrap was read under the CHI
+/// read just before it: for CHI to have been carried into in between, the two reads, two
+/// instructions apart, would have to be that far apart. Below it (the first 16.7 s after
+/// reset, and 16.7 s of every 71 minutes) CHI is read again.
+const CARRY_WINDOW: u32 = 1 << 24;
+
 /// Interrupt line of compare channel 1 (the kernel's alarms).
 pub const ALARM_IRQ: u32 = 1;
 /// Interrupt line of compare channel 3 (the software watchdog's tick).
@@ -55,11 +61,16 @@ impl SystemTimer {
     }
 
     /// Microseconds since the SoC came out of reset.
+    ///
+    /// Two register reads, CHI then CLO, unless CLO is within [`CARRY_WINDOW`] of its last
+    /// wrap: then CHI may have moved on between the reads, and is read again. (Each read is
+    /// an exit from the emulated CPU under QEMU, and the kernel reads the clock dozens of
+    /// times per request; the third read was a third of them.)
     pub fn micros(&self) -> u64 {
         loop {
             let high = self.registers.register(CHI).read();
             let low = self.registers.register(CLO).read();
-            if self.registers.register(CHI).read() == high {
+            if low >= CARRY_WINDOW || self.registers.register(CHI).read() == high {
                 return ((high as u64) << 32) | low as u64;
             }
         }

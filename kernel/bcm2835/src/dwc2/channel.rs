@@ -71,9 +71,8 @@ impl Dwc2Host {
             let deadline = self.micros() + HALT_TIMEOUT_US;
             while !self.ch(channel, reg::HCINT).is_set(Hcint::HALTED) && self.micros() < deadline {}
         }
+        // Its HAINTMSK bit stays set: with HCINTMSK clear the channel raises nothing.
         self.ch(channel, reg::HCINTMSK).write(FieldValue::NONE);
-        self.r(reg::HAINTMSK)
-            .modify(Haint::channel(channel).clear());
         self.take_status(channel);
     }
 
@@ -92,14 +91,25 @@ impl Dwc2Host {
         );
         self.ch(channel, reg::HCDMA)
             .write(Word::ALL.val(t.bus_address));
-        self.ch(channel, reg::HCSPLT).write(FieldValue::NONE);
+        // No split transactions (the driver refuses devices behind a transaction
+        // translator): HCSPLT is cleared once per channel and stays clear.
+        let bit = 1u32 << channel;
+        if self.hcsplt_cleared.get() & bit == 0 {
+            self.ch(channel, reg::HCSPLT).write(FieldValue::NONE);
+            self.hcsplt_cleared.set(self.hcsplt_cleared.get() | bit);
+        }
         self.ch(channel, reg::HCINTMSK)
             .write(if t.interrupt_on_halt {
                 HALT_INTERRUPTS
             } else {
                 FieldValue::NONE
             });
-        self.r(reg::HAINTMSK).modify(Haint::channel(channel).set());
+        // Set once per channel (HCINTMSK decides what each transfer raises): a read and a
+        // write fewer per transfer, each an exit from the emulated CPU under QEMU.
+        if self.haintmsk.get() & bit == 0 {
+            self.r(reg::HAINTMSK).modify(Haint::channel(channel).set());
+            self.haintmsk.set(self.haintmsk.get() | bit);
+        }
         let mut chars = Hcchar::MAX_PACKET.val(t.max_packet as u32)
             + Hcchar::ENDPOINT.val(t.endpoint as u32)
             + Hcchar::ENDPOINT_TYPE.val(t.kind as u32)

@@ -68,6 +68,10 @@ impl Dwc2Host {
             end_bulk_in_on_idle_nak: false,
             quiet_receive: None,
             quiet_attempts: 0,
+            interrupts_on: false,
+            port_seen: core::cell::Cell::new(None),
+            haintmsk: core::cell::Cell::new(0),
+            hcsplt_cleared: core::cell::Cell::new(0),
             receive_waits: super::ReceiveWaits::default(),
             last_sent_at: 0,
         };
@@ -150,6 +154,8 @@ impl Dwc2Host {
 
         self.r(reg::GINTMSK).write(FieldValue::NONE);
         self.r(reg::HAINTMSK).write(FieldValue::NONE);
+        self.haintmsk.set(0);
+        self.hcsplt_cleared.set(0);
         for channel in 0..self.channels {
             self.ch(channel, reg::HCINTMSK).write(FieldValue::NONE);
             self.ch(channel, reg::HCINT).write(Hcint::ALL.set());
@@ -177,18 +183,34 @@ impl Dwc2Host {
             .write(Gintsts::HOST_CHANNELS.set() + Gintsts::PORT.set());
         self.r(reg::GAHBCFG)
             .modify(Gahbcfg::GLOBAL_INTERRUPT_ENABLE.set());
+        self.interrupts_on = true;
+        self.port_seen.set(None);
     }
 
-    /// Whether a device is attached and the port enabled.
+    /// Whether a device is attached and the port enabled. With interrupts on, HPRT0 is read
+    /// again only after a root port interrupt (every connect, disconnect, enable or
+    /// over-current change raises one): it was read on every poll of every transfer, over
+    /// 20 register reads per request, each an exit from the emulated CPU under QEMU.
     pub fn port_enabled(&self) -> bool {
-        self.r(reg::HPRT0)
+        let events = super::PORT_EVENTS.load(core::sync::atomic::Ordering::Acquire);
+        if self.interrupts_on
+            && let Some((seen_at, enabled)) = self.port_seen.get()
+            && seen_at == events
+        {
+            return enabled;
+        }
+        let enabled = self
+            .r(reg::HPRT0)
             .read()
-            .matches(Hprt0::CONNECT_STATUS.set() + Hprt0::ENABLE.set())
+            .matches(Hprt0::CONNECT_STATUS.set() + Hprt0::ENABLE.set());
+        self.port_seen.set(Some((events, enabled)));
+        enabled
     }
 
     /// Writes HPRT0 with the named fields changed, never writing 1 to a write-1-to-clear
     /// bit.
     pub(super) fn write_port(&self, change: FieldValue<Hprt0>) {
+        self.port_seen.set(None);
         let port = self.r(reg::HPRT0).read().without(Hprt0::WRITE_1_TO_CLEAR);
         self.r(reg::HPRT0).write_value(port.with(change));
     }
@@ -222,6 +244,7 @@ impl Dwc2Host {
         self.delay_ms(50);
         self.write_port(Hprt0::RESET.clear());
         self.delay_ms(20);
+        self.port_seen.set(None);
         let port = self.r(reg::HPRT0).read();
         // Acknowledge connect/enable changes (write them back; never write ENABLE).
         self.r(reg::HPRT0)

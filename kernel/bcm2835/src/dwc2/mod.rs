@@ -84,6 +84,9 @@ pub const CORE_SETTLE_US: u64 = 100_000;
 static CHANNEL_STATUS: [AtomicU32; CHANNELS] = [const { AtomicU32::new(0) }; CHANNELS];
 /// Interrupts taken by the handler (a generation counter for the idle loop).
 static INTERRUPTS_TAKEN: AtomicU32 = AtomicU32::new(0);
+/// Root port interrupts taken by the handler: while interrupts are on, the driver reads
+/// HPRT0 again only when this has moved (see [`Dwc2Host::port_enabled`]).
+static PORT_EVENTS: AtomicU32 = AtomicU32::new(0);
 
 /// How many controller interrupts [`handle_interrupt`] has taken. The idle loop remembers
 /// the value when it polls the NIC and, with IRQs masked, sleeps in WFI only if it is
@@ -127,6 +130,15 @@ pub struct Dwc2Host {
     quiet_receive: Option<QuietReceive>,
     /// Single attempts made on quiet bulk-IN pipes.
     quiet_attempts: u32,
+    /// Whether [`Dwc2Host::enable_interrupts`] was called (the root port's changes then
+    /// raise an interrupt that [`PORT_EVENTS`] counts).
+    interrupts_on: bool,
+    /// The last HPRT0 reading as (value of [`PORT_EVENTS`] then, port enabled).
+    port_seen: core::cell::Cell<Option<(u32, bool)>>,
+    /// What the driver last wrote to HAINTMSK (only the driver writes it).
+    haintmsk: core::cell::Cell<u32>,
+    /// Channels whose HCSPLT was cleared since the core was configured (one bit each).
+    hcsplt_cleared: core::cell::Cell<u32>,
     /// See [`Dwc2Host::receive_waits`].
     receive_waits: ReceiveWaits,
     /// When an OUT transfer last started, µs: an answer to what was sent is likely soon, so
@@ -165,6 +177,7 @@ pub fn handle_interrupt() {
         }
     }
     if registers.at(reg::GINTSTS).is_set(Gintsts::PORT) {
+        PORT_EVENTS.fetch_add(1, Ordering::AcqRel);
         let port = registers.at(reg::HPRT0).read();
         // Write the change bits back to clear them, never the enable bit (that disables);
         // power and a reset in progress are written back unchanged.

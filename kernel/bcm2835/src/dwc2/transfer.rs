@@ -266,8 +266,9 @@ impl Dwc2Host {
             .ok_or(UsbError::InvalidRequest)
     }
 
-    /// Programs the next segment of the pipe's active transfer.
-    pub(super) fn start_segment(&mut self, index: usize) {
+    /// Programs the next segment of the pipe's active transfer; `now` is the caller's clock
+    /// reading (µs), taken once per operation: each reading costs two or three register reads.
+    pub(super) fn start_segment(&mut self, index: usize, now: u64) {
         let Some(pipe) = self.pipes[index].as_ref() else {
             return;
         };
@@ -279,7 +280,7 @@ impl Dwc2Host {
         let offset = pipe.offset + active.done;
         let quiet = config.is_in()
             && config.transfer_type == TransferType::Bulk
-            && starts_quiet(self.quiet_receive, pipe.last_data_at, self.micros());
+            && starts_quiet(self.quiet_receive, pipe.last_data_at, now);
         if quiet {
             self.quiet_attempts = self.quiet_attempts.wrapping_add(1);
         }
@@ -357,7 +358,7 @@ impl Dwc2Host {
             started_at: now,
             waited: false,
         });
-        self.start_segment(pipe.0 as usize);
+        self.start_segment(pipe.0 as usize, now);
         Ok(())
     }
 
@@ -393,7 +394,7 @@ impl Dwc2Host {
             }
             a.restart_at = None;
             self.set_active(index, a);
-            self.start_segment(index);
+            self.start_segment(index, now);
             return self.settle_quiet_attempt(index, channel);
         }
         let fresh = self.take_status(channel);
@@ -426,7 +427,7 @@ impl Dwc2Host {
                 return Ok(self.finish(index, got, now));
             }
             self.set_active(index, a);
-            self.start_segment(index);
+            self.start_segment(index, now);
             return self.settle_quiet_attempt(index, channel);
         }
         if !a.status.is_set(Hcint::HALTED)
@@ -508,7 +509,7 @@ impl Dwc2Host {
                 a.requested = a.done;
                 self.set_active(index, a);
                 // A zero-length segment: requested == done gives len 0.
-                self.start_segment(index);
+                self.start_segment(index, now);
                 return Ok(TransferStatus::Pending);
             }
             let total = if config.is_in() { a.done } else { a.requested };
@@ -547,7 +548,7 @@ impl Dwc2Host {
             return fail(self, UsbError::Transfer);
         }
         self.set_active(index, a);
-        self.start_segment(index);
+        self.start_segment(index, now);
         Ok(TransferStatus::Pending)
     }
 
