@@ -25,8 +25,12 @@ pub const fn v4_mapped(ip: [u8; 4]) -> Address {
 
 /// The IPv4 address inside `address`, if it is IPv4-mapped.
 pub fn as_v4(address: &Address) -> Option<[u8; 4]> {
-    (address[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
-        .then(|| [address[12], address[13], address[14], address[15]])
+    // Byte by byte: a 12-byte slice comparison is a call to the byte-wise memcmp on the Pi,
+    // and the pool asks this several times per segment (the profile had it at 46 calls and
+    // about 3,000 instructions per page request).
+    let [a, b, c, d, e, f, g, h, i, j, k, l, m, n, o, p] = *address;
+    let zeros = a | b | c | d | e | f | g | h | i | j;
+    (zeros == 0 && k == 0xff && l == 0xff).then_some([m, n, o, p])
 }
 
 /// Largest TCP payload per segment to `peer` on a 1500-byte MTU: 1460 over IPv4, 1440 over
@@ -465,8 +469,14 @@ pub fn sum(initial: u32, bytes: &[u8]) -> u32 {
         // Cannot happen (the split aligned it); the plain loop is always right.
         return add_sums(initial, u32::from(pairs(bytes)));
     };
+    // Four words a turn: the loop's own instructions once per 16 bytes, and loads the
+    // compiler can merge (about a third fewer instructions per byte on the Pi).
     let mut total: u64 = 0;
-    for &word in words {
+    let mut quads = words.chunks_exact(4);
+    for quad in &mut quads {
+        total += u64::from(quad[0]) + u64::from(quad[1]) + u64::from(quad[2]) + u64::from(quad[3]);
+    }
+    for &word in quads.remainder() {
         total += u64::from(word);
     }
     // Fold 32-bit words to a 16-bit sum of the machine's halves.
@@ -535,7 +545,22 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u32 {
             dst.copy_from_slice(src);
             return sum(0, dst);
         };
-        for (to, &word) in out.iter_mut().zip(input) {
+        // Four words a turn, as in [`sum`].
+        let mut to_quads = out.chunks_exact_mut(4);
+        let mut from_quads = input.chunks_exact(4);
+        for (to, from) in (&mut to_quads).zip(&mut from_quads) {
+            let (a, b, c, d) = (from[0], from[1], from[2], from[3]);
+            to[0] = a;
+            to[1] = b;
+            to[2] = c;
+            to[3] = d;
+            total += u64::from(a) + u64::from(b) + u64::from(c) + u64::from(d);
+        }
+        for (to, &word) in to_quads
+            .into_remainder()
+            .iter_mut()
+            .zip(from_quads.remainder())
+        {
             *to = word;
             total += u64::from(word);
         }
@@ -865,6 +890,20 @@ mod tests {
         let (a, b) = whole.split_at(51);
         let pieces = add_sums(sum(0, a), at_odd_offset(sum(0, b)));
         assert_eq!(fold(pieces), naive(whole));
+    }
+
+    #[test]
+    fn only_the_mapped_prefix_is_ipv4() {
+        let mapped = v4_mapped([192, 0, 2, 7]);
+        assert_eq!(as_v4(&mapped), Some([192, 0, 2, 7]));
+        for at in 0..12 {
+            for bit in 0..8 {
+                let mut other = mapped;
+                other[at] ^= 1 << bit;
+                assert_eq!(as_v4(&other), None, "byte {at} bit {bit}");
+            }
+        }
+        assert_eq!(as_v4(&[0; 16]), None);
     }
 
     #[test]
