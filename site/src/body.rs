@@ -54,6 +54,10 @@ pub enum BodyStatus {
     Failed,
 }
 
+/// The copy a caller of [`BodySource::read_with`] does: `copy(out, Some(bytes))` copies
+/// `bytes` (as long as `out`) into `out`; `copy(out, None)` finds the bytes in `out` already.
+pub type BodyCopy<'a> = dyn FnMut(&mut [u8], Option<&[u8]>) + 'a;
+
 /// Where the HTTP engine gets response bodies from.
 ///
 /// Implementations never block: a body that is not in RAM yet is [`BodyStatus::Pending`]
@@ -73,5 +77,32 @@ pub trait BodySource {
     fn peek(&self, request: BodyRequest) -> Option<&[u8]> {
         let _ = request;
         None
+    }
+
+    /// [`BodySource::read`] with the copy left to `copy`: a source that holds the bytes in RAM
+    /// calls `copy(out, Some(bytes))` with `bytes` as long as `out`, for the caller to copy
+    /// (the network stack copies and checksums a frame's payload in one pass). The default
+    /// reads into `out` and calls `copy(out, None)`: the bytes are in place already. `copy` is
+    /// called at most once, only for [`BodyStatus::Ready`] with its length.
+    fn read_with(
+        &self,
+        request: BodyRequest,
+        out: &mut [u8],
+        copy: &mut BodyCopy<'_>,
+    ) -> BodyStatus {
+        let status = self.read(request, out);
+        if let BodyStatus::Ready(n) = status
+            && let Some(out) = out.get_mut(..n)
+        {
+            copy(out, None);
+        }
+        status
+    }
+
+    /// Where the byte at `request.offset` of the body lies in RAM, if the source holds it
+    /// there now ([`BodySource::peek`]'s address by default): the network stack cuts its
+    /// segments so that its copies run word by word. A hint only: it changes nothing.
+    fn address(&self, request: BodyRequest) -> Option<usize> {
+        self.peek(request).map(|bytes| bytes.as_ptr() as usize)
     }
 }

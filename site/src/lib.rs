@@ -29,7 +29,7 @@ pub mod search;
 #[cfg(feature = "std")]
 mod writer;
 
-pub use body::{Body, BodyRequest, BodySource, BodyStatus};
+pub use body::{Body, BodyCopy, BodyRequest, BodySource, BodyStatus};
 pub use crc32::{Crc32, crc32};
 pub use reader::{FileEntry, FormatError, Resolved, SiteFlags, SiteImage, SiteIndex, Variant};
 #[cfg(feature = "std")]

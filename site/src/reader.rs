@@ -720,7 +720,24 @@ impl<'a> SiteIndex<'a> {
 
     /// Number of body segments.
     pub fn segment_count(&self) -> u32 {
-        self.bodies_len.div_ceil(self.segment_len)
+        if self.segment_len.is_power_of_two() {
+            // A shift and a mask (always, for a checked index): the Pi has no divider, and
+            // the store asks this for every piece of every body it serves.
+            let rest = self.bodies_len & (self.segment_len - 1);
+            (self.bodies_len >> self.segment_len.trailing_zeros()) + u32::from(rest != 0)
+        } else {
+            self.bodies_len.div_ceil(self.segment_len.max(1))
+        }
+    }
+
+    /// The segment that holds body-region offset `offset` (whether or not it exists): a
+    /// shift for the power-of-two lengths a checked index has.
+    pub fn segment_of(&self, offset: u32) -> u32 {
+        if self.segment_len.is_power_of_two() {
+            offset >> self.segment_len.trailing_zeros()
+        } else {
+            offset / self.segment_len.max(1)
+        }
     }
 
     /// Body-region offset and length of segment `segment`, if it exists.

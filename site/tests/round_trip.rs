@@ -637,6 +637,32 @@ fn the_index_alone_is_enough_to_resolve_and_locate_bodies() {
 }
 
 #[test]
+fn segment_arithmetic_agrees_with_division() {
+    let (_, bytes) = segmented_image();
+    let index_len = SiteIndex::index_len(&bytes[..HEADER_LEN]).unwrap();
+    let index = SiteIndex::new_checked(&bytes[..index_len]).unwrap();
+    let len = index.segment_len();
+    assert_eq!(len, 4096);
+    assert_eq!(index.segment_count(), index.bodies_len().div_ceil(len));
+    for offset in [
+        0,
+        1,
+        len - 1,
+        len,
+        len + 1,
+        3 * len - 1,
+        index.bodies_len(),
+        u32::MAX,
+    ] {
+        assert_eq!(index.segment_of(offset), offset / len, "offset {offset}");
+    }
+    let last = index.segment_count() - 1;
+    let (start, last_len) = index.segment(last).unwrap();
+    assert_eq!(start + last_len, index.bodies_len());
+    assert_eq!(index.segment(last + 1), None);
+}
+
+#[test]
 fn a_corrupt_body_fails_only_its_segment() {
     let (specs, bytes) = segmented_image();
     let index = SiteIndex::new_checked(&bytes).unwrap();

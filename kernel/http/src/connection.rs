@@ -7,7 +7,7 @@ use core::cell::Cell;
 use bramble_hal::Instant;
 use bramble_site::rules::CollectedHeaders;
 use bramble_site::{
-    Body, BodyRequest, BodySource, BodyStatus, FileEntry, SiteFlags, SiteIndex, Variant,
+    Body, BodyCopy, BodyRequest, BodySource, BodyStatus, FileEntry, SiteFlags, SiteIndex, Variant,
 };
 
 use crate::chunked::{ChunkedProgress, ChunkedState, skip_chunked};
@@ -557,9 +557,16 @@ impl Connection {
         };
         let piece_left = match &server.site {
             SiteSource::Store(index, _) => {
-                let segment = index.segment_len().max(1);
+                let segment = u64::from(index.segment_len().max(1));
                 let position = u64::from(body.offset) + u64::from(at);
-                (u64::from(segment) - position % u64::from(segment)) as usize
+                // A mask for the power-of-two segments of a checked index (a 64-bit
+                // division is a long library call on the Pi).
+                let within = if segment.is_power_of_two() {
+                    position & (segment - 1)
+                } else {
+                    position % segment
+                };
+                (segment - within) as usize
             }
             _ => usize::MAX,
         };
@@ -638,11 +645,9 @@ impl Connection {
             copy(&mut space[..n], Some(&bytes[..n]));
             return written + n;
         }
-        match self.read_body(&server.site, at, space) {
-            BodyStatus::Ready(n) if n <= space_len => {
-                copy(&mut space[..n], None);
-                written + n
-            }
+        // The source hands its bytes to `copy` (or copies them and says so): one pass.
+        match self.read_body_with(&server.site, at, space, &mut copy) {
+            BodyStatus::Ready(n) if n <= space_len => written + n,
             _ => written,
         }
     }
@@ -669,12 +674,11 @@ impl Connection {
             SiteSource::Store(_, source) => *source,
             SiteSource::Unavailable(_) => return None,
         };
-        let bytes = source.peek(BodyRequest {
+        source.address(BodyRequest {
             body,
             offset: at,
             lookup: false,
-        })?;
-        Some(bytes.as_ptr() as usize)
+        })
     }
 
     /// The client has the next `n` response bytes (at most [`Connection::pending_len`]):
@@ -770,6 +774,18 @@ impl Connection {
     /// Asks the site's body source for the bytes at `offset` of the body being sent
     /// (an empty `out` only asks whether they are there). No body: ready at once.
     fn read_body(&mut self, site: &SiteSource<'_>, offset: u32, out: &mut [u8]) -> BodyStatus {
+        self.read_body_inner(site, offset, out, None)
+    }
+
+    /// [`Connection::read_body`] and [`Connection::read_body_with`]: the lookup bookkeeping
+    /// once, the copy by the source (`None`) or by `copy`.
+    fn read_body_inner(
+        &mut self,
+        site: &SiteSource<'_>,
+        offset: u32,
+        out: &mut [u8],
+        copy: Option<&mut BodyCopy<'_>>,
+    ) -> BodyStatus {
         let Some(body) = self.sending.body else {
             return BodyStatus::Ready(0);
         };
@@ -784,14 +800,26 @@ impl Connection {
             .map(|at| segment_of(at, index.segment_len()));
         let lookup = segment != self.sending.last_segment;
         self.sending.last_segment = segment;
-        source.read(
-            BodyRequest {
-                body,
-                offset,
-                lookup,
-            },
-            out,
-        )
+        let request = BodyRequest {
+            body,
+            offset,
+            lookup,
+        };
+        match copy {
+            Some(copy) => source.read_with(request, out, copy),
+            None => source.read(request, out),
+        }
+    }
+
+    /// [`Connection::read_body`], the copy left to `copy` ([`BodySource::read_with`]).
+    fn read_body_with(
+        &mut self,
+        site: &SiteSource<'_>,
+        offset: u32,
+        out: &mut [u8],
+        copy: &mut BodyCopy<'_>,
+    ) -> BodyStatus {
+        self.read_body_inner(site, offset, out, Some(copy))
     }
 
     /// The body source's own view of the bytes at `offset` of the body being sent, if it

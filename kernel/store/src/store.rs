@@ -6,7 +6,7 @@ use core::cell::RefCell;
 
 use bramble_hal::Instant;
 use bramble_hal::block::{BLOCK_SIZE, BackgroundRead, BlockDevice, BlockError, ReadPoll};
-use bramble_site::{BodyRequest, BodySource, BodyStatus, FormatError, SiteIndex};
+use bramble_site::{BodyCopy, BodyRequest, BodySource, BodyStatus, FormatError, SiteIndex};
 
 use crate::cache::{Page, SegmentCache, SegmentState};
 use crate::fat::FileExtents;
@@ -432,7 +432,12 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
         }
     }
 
-    fn read(&mut self, request: BodyRequest, out: &mut [u8]) -> BodyStatus {
+    fn read(
+        &mut self,
+        request: BodyRequest,
+        out: &mut [u8],
+        copy: &mut BodyCopy<'_>,
+    ) -> BodyStatus {
         let body = request.body;
         let (Some(start), Some(end)) = (
             body.offset.checked_add(request.offset),
@@ -444,7 +449,7 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
             return BodyStatus::Failed;
         }
         let segment_len = self.index.segment_len();
-        let segment = start / segment_len;
+        let segment = self.index.segment_of(start);
         if request.lookup {
             self.last_lookup = self.now;
         }
@@ -506,7 +511,7 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                 let n = available.min(out.len());
                 match data.get(within..within + n) {
                     Some(bytes) => {
-                        out[..n].copy_from_slice(bytes);
+                        copy(&mut out[..n], Some(bytes));
                         BodyStatus::Ready(n)
                     }
                     None => BodyStatus::Failed,
@@ -527,6 +532,21 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                 BodyStatus::Pending
             }
         }
+    }
+
+    /// Where the byte at `request.offset` of the body lies in the cache, if its segment is
+    /// there and verified (no counting, no reading: a hint for [`BodySource::address`]).
+    fn address(&self, request: BodyRequest) -> Option<usize> {
+        let start = request.body.offset.checked_add(request.offset)?;
+        if request.offset >= request.body.len {
+            return None;
+        }
+        let segment = self.index.segment_of(start);
+        let (segment_start, _) = self.index.segment(segment)?;
+        let (data, verified) = self.cache.get(segment)?;
+        let within = start.checked_sub(segment_start)? as usize;
+        let byte = data.get(within).filter(|_| verified)?;
+        Some(core::ptr::from_ref(byte) as usize)
     }
 
     /// Takes a finished read back from the device; true if one ended.
@@ -718,9 +738,26 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
 
 impl<'m, 'b, D: BackgroundRead<'b>> BodySource for CardStore<'m, 'b, D> {
     fn read(&self, request: BodyRequest, out: &mut [u8]) -> BodyStatus {
+        self.read_with(request, out, &mut |to, from| {
+            if let Some(from) = from {
+                to.copy_from_slice(from);
+            }
+        })
+    }
+
+    fn read_with(
+        &self,
+        request: BodyRequest,
+        out: &mut [u8],
+        copy: &mut BodyCopy<'_>,
+    ) -> BodyStatus {
         match self.inner.try_borrow_mut() {
-            Ok(mut inner) => inner.read(request, out),
+            Ok(mut inner) => inner.read(request, out, copy),
             Err(_) => BodyStatus::Pending,
         }
+    }
+
+    fn address(&self, request: BodyRequest) -> Option<usize> {
+        self.inner.try_borrow().ok()?.address(request)
     }
 }

@@ -217,6 +217,47 @@ fn cached_segments_are_hits_and_the_cache_keeps_what_is_asked_for_again() {
 }
 
 #[test]
+fn cached_bytes_are_handed_to_the_callers_copy_where_they_lie() {
+    let image = site();
+    let extents = FileExtents::contiguous(0, image.len() as u32);
+    let mut memory = Memory::new(64);
+    let mut slots = Vec::new();
+    let store = open(MemoryCard::new(&image), extents, &mut memory, &mut slots);
+    let (body, expected) = body_of(&image, "/p/00");
+    let request = |offset| BodyRequest {
+        body,
+        offset,
+        lookup: false,
+    };
+    // Nothing cached: no address, and read_with hands nothing over.
+    assert_eq!(store.address(request(0)), None);
+    let mut now = 1_000_000;
+    assert_eq!(get(&store, body, &mut now).unwrap(), expected);
+    let offset = 7;
+    let address = store.address(request(offset)).expect("cached now");
+    let mut out = [0u8; 100];
+    let mut handed = Vec::new();
+    let status = store.read_with(request(offset), &mut out, &mut |to, from| {
+        let from = from.expect("a cached segment hands its bytes over");
+        assert_eq!(to.len(), from.len());
+        assert_eq!(
+            from.as_ptr() as usize,
+            address,
+            "the bytes where address said"
+        );
+        to.copy_from_slice(from);
+        handed.push(from.len());
+    });
+    let BodyStatus::Ready(n) = status else {
+        panic!("{status:?}")
+    };
+    assert_eq!(handed, [n]);
+    assert_eq!(out[..n], expected[offset as usize..offset as usize + n]);
+    // Past the body: no address.
+    assert_eq!(store.address(request(body.len)), None);
+}
+
+#[test]
 fn a_corrupt_byte_costs_only_its_file_and_is_read_again_when_asked_for() {
     let image = site();
     let all = bodies(&image);
