@@ -297,9 +297,19 @@ impl Dwc2Host {
             pid: pipe.pid,
             bus_address: self.bus_address(&self.arena[offset..]),
             len,
-            interrupt_on_halt: !quiet,
+            interrupt_on_halt: false,
         };
-        let packets = self.start_channel(pipe.channel, &t);
+        let channel = pipe.channel;
+        let packets = self.start_channel(channel, &t);
+        // QEMU's model answers most segments while the enabling write runs. One already
+        // halted raises no interrupt (that cost the handler's half-dozen register accesses
+        // and an exception, about ten times per request): it is left for the next poll,
+        // and `check_at` makes the idle loop poll before it sleeps. Otherwise the halt
+        // interrupt is enabled now; a halt in between raises it as soon as it is unmasked.
+        let halted = self.ch(channel, reg::HCINT).read().is_set(Hcint::HALTED);
+        if !halted {
+            self.ch(channel, reg::HCINTMSK).write(HALT_INTERRUPTS);
+        }
         if let Some(pipe) = self.pipes[index].as_mut()
             && let PipeState::Active(a) = &mut pipe.state
         {
@@ -307,8 +317,9 @@ impl Dwc2Host {
             a.segment_packets = packets;
             a.status = Value::from_bits(0);
             a.quiet = quiet;
-            // A new segment: a parked one is looked at again from its first poll on.
-            a.check_at = None;
+            // A new segment: a parked one is looked at again from its first poll on (a
+            // halted one at once).
+            a.check_at = halted.then_some(now);
         }
     }
 
@@ -395,9 +406,12 @@ impl Dwc2Host {
             a.restart_at = None;
             self.set_active(index, a);
             self.start_segment(index, now);
-            return self.settle_quiet_attempt(index, channel);
+            return self.settle_quiet_attempt(index);
         }
         let fresh = self.take_status(channel);
+        // Looked at now: a `check_at` left by `start_segment` (halted at once) or by the
+        // parked-progress check below is used up (the latter is set again if still due).
+        a.check_at = None;
         a.status = a.status.union(fresh);
         if !a.status.is_set(Hcint::HALTED)
             && !a.quiet
@@ -428,7 +442,7 @@ impl Dwc2Host {
             }
             self.set_active(index, a);
             self.start_segment(index, now);
-            return self.settle_quiet_attempt(index, channel);
+            return self.settle_quiet_attempt(index);
         }
         if !a.status.is_set(Hcint::HALTED)
             && self.end_bulk_in_on_idle_nak
@@ -552,26 +566,25 @@ impl Dwc2Host {
         Ok(TransferStatus::Pending)
     }
 
-    /// Right after a segment was started: if it is a quiet single attempt, QEMU has usually
-    /// answered it already (a NAK, or a short message), and it is handled now rather than
-    /// after an interrupt and another pass of the idle loop. Otherwise the halt interrupt is
-    /// enabled; a halt that came in between raises it as soon as it is unmasked.
+    /// Right after a segment was started: if it is a quiet single attempt that QEMU has
+    /// answered already (a NAK, or a short message; [`Dwc2Host::start_segment`] found it
+    /// halted), it is handled now rather than on another pass of the idle loop. A segment
+    /// still under way raises its halt interrupt ([`Dwc2Host::start_segment`] enabled it).
     pub(super) fn settle_quiet_attempt(
         &mut self,
         index: usize,
-        channel: usize,
     ) -> Result<TransferStatus, UsbError> {
-        let quiet = matches!(
+        let halted_quiet = matches!(
             self.pipes[index].as_ref().map(|p| p.state),
-            Some(PipeState::Active(Active { quiet: true, .. }))
+            Some(PipeState::Active(Active {
+                quiet: true,
+                check_at: Some(_),
+                ..
+            }))
         );
-        if !quiet {
-            return Ok(TransferStatus::Pending);
-        }
-        if self.ch(channel, reg::HCINT).read().is_set(Hcint::HALTED) {
+        if halted_quiet {
             return self.service(index);
         }
-        self.ch(channel, reg::HCINTMSK).write(HALT_INTERRUPTS);
         Ok(TransferStatus::Pending)
     }
 
