@@ -342,50 +342,73 @@ pub struct Outgoing {
 }
 
 impl Outgoing {
-    /// Whether this segment goes over IPv4.
-    fn is_v4(&self) -> bool {
-        as_v4(&self.dst_ip).is_some()
+    /// Both addresses as IPv4 ones, if the segment goes over IPv4 (both IPv4-mapped).
+    fn v4_addresses(&self) -> Option<([u8; 4], [u8; 4])> {
+        Some((as_v4(&self.src_ip)?, as_v4(&self.dst_ip)?))
     }
 
     /// Bytes of the IP header.
     fn ip_len(&self) -> usize {
-        if self.is_v4() { IPV4_LEN } else { IPV6_LEN }
+        if self.v4_addresses().is_some() {
+            IPV4_LEN
+        } else {
+            IPV6_LEN
+        }
+    }
+
+    /// Bytes of the TCP header (with the MSS option, if any).
+    fn tcp_header_len(&self) -> usize {
+        TCP_LEN + if self.mss.is_some() { 4 } else { 0 }
     }
 
     /// Bytes before the payload.
     pub fn headers_len(&self) -> usize {
-        ETHERNET_LEN + self.ip_len() + TCP_LEN + if self.mss.is_some() { 4 } else { 0 }
+        ETHERNET_LEN + self.ip_len() + self.tcp_header_len()
     }
 
     /// Fills in the headers of `frame`, whose payload (`frame[headers_len()..]`) is already in
     /// place, given the payload's partial sum (from [`sum`] starting at 0, or
-    /// [`copy_and_sum`]), and the checksums.
+    /// [`copy_and_sum`]), and the checksums. The headers' own contributions to the checksums
+    /// are added from the fields, not read back from the bytes written (this runs for every
+    /// segment sent).
     pub fn write(&self, frame: &mut [u8], payload_sum: u32) {
-        let header_len = self.headers_len();
-        let ip_len = self.ip_len();
-        let payload_len = frame.len() - header_len;
-        let tcp_len = header_len - ETHERNET_LEN - ip_len + payload_len;
+        let v4 = self.v4_addresses();
+        let ip_len = if v4.is_some() { IPV4_LEN } else { IPV6_LEN };
+        let tcp_header_len = self.tcp_header_len();
+        let header_len = ETHERNET_LEN + ip_len + tcp_header_len;
+        let tcp_len = frame.len() - ETHERNET_LEN - ip_len;
         frame[0..6].copy_from_slice(&self.dst_mac);
         frame[6..12].copy_from_slice(&self.src_mac);
-        match (as_v4(&self.src_ip), as_v4(&self.dst_ip)) {
-            (Some(src), Some(dst)) => {
+        let pair =
+            |bytes: &[u8], at: usize| u32::from(u16::from_be_bytes([bytes[at], bytes[at + 1]]));
+        let len = tcp_len as u32;
+        let pseudo = match v4 {
+            Some((src, dst)) => {
                 frame[12..14].copy_from_slice(&ETHERTYPE_IPV4);
                 let ip = &mut frame[ETHERNET_LEN..ETHERNET_LEN + IPV4_LEN];
+                let total_len = (IPV4_LEN + tcp_len) as u16;
                 ip[0] = 0x45;
                 ip[1] = 0;
-                ip[2..4].copy_from_slice(&((IPV4_LEN + tcp_len) as u16).to_be_bytes());
+                ip[2..4].copy_from_slice(&total_len.to_be_bytes());
                 ip[4..6].copy_from_slice(&self.ip_id.to_be_bytes());
                 // Don't Fragment: our segments fit the MTU.
                 ip[6..8].copy_from_slice(&[0x40, 0x00]);
                 ip[8] = 64;
                 ip[9] = TCP_PROTOCOL;
-                ip[10..12].copy_from_slice(&[0, 0]);
                 ip[12..16].copy_from_slice(&src);
                 ip[16..20].copy_from_slice(&dst);
-                let ip_checksum = !fold(sum(0, ip));
-                ip[10..12].copy_from_slice(&ip_checksum.to_be_bytes());
+                let addresses = pair(&src, 0) + pair(&src, 2) + pair(&dst, 0) + pair(&dst, 2);
+                // The header's 16-bit words as just written, the checksum field as zero.
+                let header = 0x4500
+                    + u32::from(total_len)
+                    + u32::from(self.ip_id)
+                    + 0x4000
+                    + (64 << 8 | u32::from(TCP_PROTOCOL))
+                    + addresses;
+                ip[10..12].copy_from_slice(&(!fold(header)).to_be_bytes());
+                addresses + u32::from(TCP_PROTOCOL) + len
             }
-            _ => {
+            None => {
                 frame[12..14].copy_from_slice(&ETHERTYPE_IPV6);
                 let ip = &mut frame[ETHERNET_LEN..ETHERNET_LEN + IPV6_LEN];
                 // Version 6, traffic class 0, flow label 0.
@@ -395,27 +418,38 @@ impl Outgoing {
                 ip[7] = 64;
                 ip[8..24].copy_from_slice(&self.src_ip);
                 ip[24..40].copy_from_slice(&self.dst_ip);
+                pseudo_sum(&self.src_ip, &self.dst_ip, tcp_len)
             }
-        }
+        };
         let tcp_at = ETHERNET_LEN + ip_len;
         let tcp = &mut frame[tcp_at..header_len];
+        let offset_flags = u16::from_be_bytes([((tcp_header_len / 4) as u8) << 4, self.flags]);
         tcp[0..2].copy_from_slice(&self.src_port.to_be_bytes());
         tcp[2..4].copy_from_slice(&self.dst_port.to_be_bytes());
         tcp[4..8].copy_from_slice(&self.seq.to_be_bytes());
         tcp[8..12].copy_from_slice(&self.ack.to_be_bytes());
-        tcp[12] = ((tcp.len() / 4) as u8) << 4;
-        tcp[13] = self.flags;
+        tcp[12..14].copy_from_slice(&offset_flags.to_be_bytes());
         tcp[14..16].copy_from_slice(&self.window.to_be_bytes());
+        // Checksum (filled in below) and urgent pointer.
         tcp[16..20].copy_from_slice(&[0, 0, 0, 0]);
+        let halves = |word: u32| (word >> 16) + (word & 0xffff);
+        // The TCP header's 16-bit words as just written, the checksum field as zero: at most
+        // a dozen words and the pseudo-header's (below 2^21), far from overflowing.
+        let mut total = pseudo
+            + u32::from(self.src_port)
+            + u32::from(self.dst_port)
+            + halves(self.seq)
+            + halves(self.ack)
+            + u32::from(offset_flags)
+            + u32::from(self.window);
         if let Some(mss) = self.mss {
             tcp[20..22].copy_from_slice(&[2, 4]);
             tcp[22..24].copy_from_slice(&mss.to_be_bytes());
+            total += 0x0204 + u32::from(mss);
         }
-        let mut total = pseudo_sum(&self.src_ip, &self.dst_ip, tcp_len);
-        total = sum(total, tcp);
         // The payload starts at an even offset of the TCP segment (its header is a whole
         // number of 32-bit words), so its sum adds in directly.
-        total = add_sums(total, payload_sum);
+        let total = add_sums(total, payload_sum);
         let checksum = !fold(total);
         frame[tcp_at + 16..tcp_at + 18].copy_from_slice(&checksum.to_be_bytes());
     }
@@ -423,18 +457,23 @@ impl Outgoing {
 
 /// The pseudo-header's contribution to a TCP checksum: RFC 9293 §3.1 for IPv4-mapped
 /// addresses (the 4-byte addresses, protocol and TCP length), RFC 8200 §8.1 otherwise (the
-/// 16-byte addresses, the upper-layer length as 32 bits, next header).
+/// 16-byte addresses, the upper-layer length as 32 bits, next header). Pairs written out: this
+/// runs for every segment received.
 fn pseudo_sum(src: &Address, dst: &Address, tcp_len: usize) -> u32 {
-    let words = |bytes: &[u8]| -> u32 {
-        bytes
-            .chunks_exact(2)
-            .map(|pair| u32::from(u16::from_be_bytes([pair[0], pair[1]])))
-            .sum()
+    let pair = |address: &Address, at: usize| {
+        u32::from(u16::from_be_bytes([address[at], address[at + 1]]))
     };
     let len = tcp_len as u32;
-    let addresses = match (as_v4(src), as_v4(dst)) {
-        (Some(_), Some(_)) => words(&src[12..]) + words(&dst[12..]),
-        _ => words(src) + words(dst),
+    let addresses = if as_v4(src).is_some() && as_v4(dst).is_some() {
+        pair(src, 12) + pair(src, 14) + pair(dst, 12) + pair(dst, 14)
+    } else {
+        let mut total = 0;
+        let mut at = 0;
+        while at < 16 {
+            total += pair(src, at) + pair(dst, at);
+            at += 2;
+        }
+        total
     };
     addresses + u32::from(TCP_PROTOCOL) + (len >> 16) + (len & 0xffff)
 }
