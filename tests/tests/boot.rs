@@ -170,3 +170,16 @@ fn idle_loop_sleeps_without_card_or_network() {
         "busy {busy} us of {elapsed} us: the idle loop is not sleeping"
     );
 }
+
+#[test]
+fn the_kernels_memory_routines_match_byte_by_byte_references() {
+    // boot/src/mem.s (memcpy, memset, memcmp and their EABI forms) is ARM assembly that only
+    // runs in the guest: the kernel checks it against references on the console.
+    let mut guest = boot(Machine::Raspi1ap);
+    guest.expect_line("ready:", BOOT_TIMEOUT);
+    guest.send_line("selftest memory");
+    let line = guest.expect_line("selftest: memory", Duration::from_secs(120));
+    eprintln!("{line}");
+    assert!(line.contains("selftest: memory ok"), "{line}");
+    assert!(number_after(&line, "ok,") > 20_000, "{line}");
+}

@@ -1,5 +1,5 @@
-//! Operator commands on the serial console: status, cache clear, reboot, timer, fault and hang
-//! self-tests.
+//! Operator commands on the serial console: status, cache clear, reboot, timer, fault, hang and
+//! memory-routine self-tests.
 
 use crate::health::{self, ResetReason};
 use crate::platform::TIMER;
@@ -33,7 +33,8 @@ impl Commands {
             (Some("help"), _) => log::info!(
                 "commands: status | cache clear (empty the card cache, to measure the card) | \
                  reboot | sleep MS (timer interrupt check) | \
-                 crash undefined|data|prefetch|panic|hang (fault and watchdog checks)"
+                 crash undefined|data|prefetch|panic|hang (fault and watchdog checks) | \
+                 selftest memory (the kernel's memcpy, memset and memcmp against references)"
             ),
             (Some("status"), _) => return Some(Request::Status),
             (Some("cache"), Some("clear")) => return Some(Request::ClearCache),
@@ -49,6 +50,16 @@ impl Commands {
                 _ => log::warn!("sleep takes milliseconds, at most 60000"),
             },
             (Some("crash"), Some(kind)) => crash(kind),
+            (Some("selftest"), Some("memory")) => match crate::selftest::memory() {
+                Ok(cases) => log::info!("selftest: memory ok, {cases} cases"),
+                Err(failure) => log::error!(
+                    "selftest: memory FAILED: {} with destination +{}, source +{}, {} bytes",
+                    failure.routine,
+                    failure.dst_align,
+                    failure.src_align,
+                    failure.len
+                ),
+            },
             (Some(other), _) => log::warn!("unknown command '{other}' (try 'help')"),
             (None, _) => {}
         }

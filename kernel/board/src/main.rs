@@ -19,6 +19,7 @@ mod faults;
 mod health;
 mod network;
 mod platform;
+mod selftest;
 mod storage;
 mod tls;
 

@@ -1,0 +1,211 @@
+//! `selftest memory` on the console: the kernel's own memcpy, memset and memcmp (boot/src/mem.s,
+//! assembly that replaces compiler_builtins' versions) checked on the real CPU against
+//! byte-by-byte references, for every pair of source and destination alignments within 8
+//! bytes, lengths 0-100 (memcmp: 0-24, a difference at each position) and both ends of the destination guarded against overruns. Host tests
+//! cannot reach this code (it is ARM assembly), so the QEMU test suite runs it
+//! (tests/tests/boot.rs); on a board it is a field check.
+
+use core::ptr::{read_volatile, write_volatile};
+
+unsafe extern "C" {
+    fn memcpy(dst: *mut u8, src: *const u8, n: usize) -> *mut u8;
+    fn __aeabi_memcpy(dst: *mut u8, src: *const u8, n: usize);
+    fn __aeabi_memcpy4(dst: *mut u8, src: *const u8, n: usize);
+    fn __aeabi_memcpy8(dst: *mut u8, src: *const u8, n: usize);
+    fn memset(dst: *mut u8, c: i32, n: usize) -> *mut u8;
+    fn __aeabi_memset(dst: *mut u8, n: usize, c: i32);
+    fn __aeabi_memclr(dst: *mut u8, n: usize);
+    fn __aeabi_memclr4(dst: *mut u8, n: usize);
+    fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32;
+}
+
+/// Longest length tried: two turns of the 8-words-a-turn loops and more, with every remainder.
+const MAX_LEN: usize = 100;
+/// Longest length memcmp is tried with (each with a difference at every position).
+const MAX_COMPARE_LEN: usize = 24;
+/// Alignments tried (offsets within an 8-byte-aligned buffer).
+const ALIGNMENTS: usize = 8;
+/// Bytes around the destination that must stay untouched.
+const GUARD: usize = 16;
+const BUFFER: usize = GUARD + ALIGNMENTS + MAX_LEN + GUARD;
+const GUARD_BYTE: u8 = 0xA5;
+
+#[repr(C, align(8))]
+struct Buffer([u8; BUFFER]);
+
+/// What a failed case was.
+#[derive(Debug)]
+pub struct Failure {
+    /// The routine under test.
+    pub routine: &'static str,
+    /// Destination (or first operand) offset from an 8-byte boundary.
+    pub dst_align: usize,
+    /// Source (or second operand) offset.
+    pub src_align: usize,
+    /// Length.
+    pub len: usize,
+}
+
+/// Source bytes: different in every position and every case, never the guard byte.
+fn source_byte(i: usize, case: usize) -> u8 {
+    let b = (i.wrapping_mul(31) ^ case.wrapping_mul(7)) as u8;
+    if b == GUARD_BYTE { 0x5A } else { b }
+}
+
+/// Reads byte `i` of `buffer` so that the compiler cannot turn the reference loops into calls
+/// of the routines under test.
+fn byte(buffer: &Buffer, i: usize) -> u8 {
+    // SAFETY: `i` < BUFFER (callers index inside the array); a volatile read of an
+    // initialised u8 in a live array.
+    unsafe { read_volatile(buffer.0.as_ptr().add(i)) }
+}
+
+/// Writes `f(i)` into the first `end` bytes (those a case with its length can touch, and its
+/// guards).
+fn fill(buffer: &mut Buffer, end: usize, f: impl Fn(usize) -> u8) {
+    for i in 0..end.min(BUFFER) {
+        // SAFETY: i < BUFFER; a volatile write into the array we own.
+        unsafe { write_volatile(buffer.0.as_mut_ptr().add(i), f(i)) };
+    }
+}
+
+/// Checks `dst` after a routine wrote `len` bytes at `start`: `expected(i)` inside, the guard
+/// byte everywhere else up to a guard's length past the end (every byte [`fill`] set).
+fn check(dst: &Buffer, start: usize, len: usize, expected: impl Fn(usize) -> u8) -> bool {
+    (0..(start + len + GUARD).min(BUFFER)).all(|i| {
+        let inside = i >= start && i < start + len;
+        byte(dst, i)
+            == if inside {
+                expected(i - start)
+            } else {
+                GUARD_BYTE
+            }
+    })
+}
+
+/// Runs every case; returns how many passed, or the first failure.
+pub fn memory() -> Result<u32, Failure> {
+    let mut src = Buffer([0; BUFFER]);
+    let mut dst = Buffer([0; BUFFER]);
+    let mut passed = 0u32;
+    let mut case = 0usize;
+    type Copy = unsafe extern "C" fn(*mut u8, *const u8, usize);
+    unsafe extern "C" fn memcpy_void(dst: *mut u8, src: *const u8, n: usize) {
+        // SAFETY: forwarded as given by the caller.
+        unsafe { memcpy(dst, src, n) };
+    }
+    let copies: [(&'static str, Copy, usize); 4] = [
+        ("memcpy", memcpy_void, 1),
+        ("__aeabi_memcpy", __aeabi_memcpy, 1),
+        ("__aeabi_memcpy4", __aeabi_memcpy4, 4),
+        ("__aeabi_memcpy8", __aeabi_memcpy8, 8),
+    ];
+    for (routine, copy, step) in copies {
+        for dst_align in (0..ALIGNMENTS).step_by(step) {
+            for src_align in (0..ALIGNMENTS).step_by(step) {
+                for len in 0..=MAX_LEN {
+                    case += 1;
+                    let from = GUARD + src_align;
+                    let to = GUARD + dst_align;
+                    fill(&mut src, from + len, |i| source_byte(i, case));
+                    fill(&mut dst, to + len + GUARD, |_| GUARD_BYTE);
+                    // SAFETY: both ranges lie inside their buffers (GUARD + 8 + MAX_LEN +
+                    // GUARD bytes), do not overlap (two arrays), and meet the routine's
+                    // alignment (`step`).
+                    unsafe { copy(dst.0.as_mut_ptr().add(to), src.0.as_ptr().add(from), len) };
+                    if !check(&dst, to, len, |i| source_byte(from + i, case)) {
+                        return Err(Failure {
+                            routine,
+                            dst_align,
+                            src_align,
+                            len,
+                        });
+                    }
+                    passed += 1;
+                }
+            }
+        }
+    }
+    let sets: [(&'static str, bool); 4] = [
+        ("memset", false),
+        ("__aeabi_memset", false),
+        ("__aeabi_memclr", true),
+        ("__aeabi_memclr4", true),
+    ];
+    for (routine, clears) in sets {
+        let step = if routine == "__aeabi_memclr4" { 4 } else { 1 };
+        for dst_align in (0..ALIGNMENTS).step_by(step) {
+            for len in 0..=MAX_LEN {
+                case += 1;
+                let value = if clears { 0 } else { source_byte(0, case) };
+                let to = GUARD + dst_align;
+                fill(&mut dst, to + len + GUARD, |_| GUARD_BYTE);
+                let start = dst.0[to..].as_mut_ptr();
+                // SAFETY: `len` bytes from `start` lie inside `dst`, aligned as each routine
+                // needs (4 for __aeabi_memclr4: `step`).
+                unsafe {
+                    match routine {
+                        "memset" => _ = memset(start, i32::from(value) | 0x100, len),
+                        "__aeabi_memset" => __aeabi_memset(start, len, i32::from(value)),
+                        "__aeabi_memclr" => __aeabi_memclr(start, len),
+                        _ => __aeabi_memclr4(start, len),
+                    }
+                }
+                if !check(&dst, to, len, |_| value) {
+                    return Err(Failure {
+                        routine,
+                        dst_align,
+                        src_align: 0,
+                        len,
+                    });
+                }
+                passed += 1;
+            }
+        }
+    }
+    // memcmp: equal ranges give 0; a difference at `at` gives the sign of the bytes there
+    // (as unsigned), whatever follows it.
+    for a_align in 0..ALIGNMENTS {
+        for b_align in 0..ALIGNMENTS {
+            for len in 0..=MAX_COMPARE_LEN {
+                for at in (0..len).chain(core::iter::once(len)) {
+                    case += 1;
+                    let a = GUARD + a_align;
+                    let b = GUARD + b_align;
+                    fill(&mut src, a + len, |i| source_byte(i, case));
+                    fill(&mut dst, b + len, |i| {
+                        if i >= b && i < b + len {
+                            let same = source_byte(a + i - b, case);
+                            if i - b == at {
+                                same ^ 0x80
+                            } else if i - b > at {
+                                !same
+                            } else {
+                                same
+                            }
+                        } else {
+                            0
+                        }
+                    });
+                    // SAFETY: both ranges lie inside their buffers; memcmp only reads.
+                    let got = unsafe { memcmp(src.0.as_ptr().add(a), dst.0.as_ptr().add(b), len) };
+                    let want = if at == len {
+                        0
+                    } else {
+                        i32::from(byte(&src, a + at)) - i32::from(byte(&dst, b + at))
+                    };
+                    if got.signum() != want.signum() {
+                        return Err(Failure {
+                            routine: "memcmp",
+                            dst_align: a_align,
+                            src_align: b_align,
+                            len,
+                        });
+                    }
+                    passed += 1;
+                }
+            }
+        }
+    }
+    Ok(passed)
+}
