@@ -157,6 +157,9 @@ pub struct ApplianceCounters {
     /// Calls of [`Appliance::poll_timers`] that only ran the device's timed work and left
     /// the network stack alone.
     pub quiet_polls: u64,
+    /// Times the appliance stopped taking received frames because the stream pool's
+    /// control replies had no room (a SYN is then held where it waits, never dropped).
+    pub receive_held: u64,
 }
 
 /// The network appliance: interface, sockets, HTTP connections, mDNS.
@@ -502,6 +505,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// frames the pool sends what they asked for.
     fn receive_frames(&mut self, now: Instant) {
         for taken in 1..=FRAMES_PER_POLL {
+            if !self.pool.has_control_room() {
+                // A frame may need a control reply (a SYN its SYN-ACK): send what the device
+                // takes, and if there is still no room, leave the frames where they wait
+                // (in the device, on the link) until the next poll: held, not dropped.
+                self.pool.poll(now, &mut self.phy);
+                if !self.pool.has_control_room() {
+                    self.counters.receive_held += 1;
+                    break;
+                }
+            }
             let pool = &mut self.pool;
             match self.phy.pull_into_pool(|frame| pool.receive(frame, now)) {
                 Held::Nothing => break,

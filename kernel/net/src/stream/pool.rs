@@ -966,6 +966,13 @@ impl<'a, S: Service> StreamPool<'a, S> {
         NONE
     }
 
+    /// Whether a control reply (a SYN-ACK or a reset) could be queued now. While not, the
+    /// appliance leaves received frames where they wait (in the device, on the link) rather
+    /// than take a SYN it has no room to answer.
+    pub fn has_control_room(&self) -> bool {
+        !self.control.is_full()
+    }
+
     /// Handles one received frame (one that [`StreamPool::wants`]).
     pub fn receive(&mut self, frame: &[u8], now: Instant) {
         if self.ours.is_empty() {

@@ -471,3 +471,72 @@ fn clients_beyond_the_sessions_wait_their_turn_and_a_full_pool_makes_room() {
     assert_eq!(appliance.pool_counters().evicted_idle, 1);
     assert_eq!(appliance.open_connections(), 3);
 }
+
+/// A raw SYN to the guest's port 80 from `port` of 10.0.0.1.
+fn syn_to_guest(port: u16) -> Vec<u8> {
+    use crate::stream::wire::{self, Outgoing, flags};
+    let out = Outgoing {
+        dst_mac: GUEST_MAC,
+        src_mac: CLIENT_MAC,
+        src_ip: wire::v4_mapped([10, 0, 0, 1]),
+        dst_ip: wire::v4_mapped([10, 0, 0, 2]),
+        src_port: port,
+        dst_port: 80,
+        seq: u32::from(port).wrapping_mul(2_654_435_761),
+        ack: 0,
+        flags: flags::SYN,
+        window: 65535,
+        mss: Some(1460),
+        ip_id: 1,
+    };
+    let mut frame = std::vec![0u8; out.headers_len()];
+    out.write(&mut frame, 0);
+    frame
+}
+
+#[test]
+fn syns_beyond_the_room_for_their_answers_are_held_in_the_device_not_dropped() {
+    let mut appliance = Appliance::new(
+        MockDevice::new(GUEST_MAC),
+        static_ipv4_only(false),
+        memory(1),
+        server(),
+        at(0),
+    )
+    .unwrap();
+    appliance.poll(at(0));
+    // The transmit path is busy while a burst of SYNs arrives, more than the pool's
+    // control queue holds answers for.
+    let burst = 600u16;
+    appliance.device_mut().tx_ready = false;
+    appliance.device_mut().tx.clear();
+    for k in 0..burst {
+        appliance
+            .device_mut()
+            .rx
+            .push_back(Ok(syn_to_guest(20_000 + k)));
+    }
+    appliance.poll(at(1_000));
+    assert!(
+        !appliance.device().rx.is_empty(),
+        "the rest wait in the device"
+    );
+    assert_eq!(appliance.pool_counters().control_dropped, 0);
+    assert!(appliance.counters().receive_held > 0);
+    // Once frames can go out, every SYN is answered.
+    appliance.device_mut().tx_ready = true;
+    for step in 0..20u64 {
+        appliance.poll(at(2_000 + step * 1_000));
+    }
+    assert!(appliance.device().rx.is_empty());
+    let counters = appliance.pool_counters();
+    assert_eq!(counters.syns, u64::from(burst), "{counters}");
+    assert_eq!(counters.control_dropped, 0, "{counters}");
+    let syn_acks = appliance
+        .device()
+        .tx
+        .iter()
+        .filter(|frame| frame.len() > 47 && frame[47] == 0x12)
+        .count();
+    assert_eq!(syn_acks, usize::from(burst));
+}
