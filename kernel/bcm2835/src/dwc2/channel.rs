@@ -78,8 +78,13 @@ impl Dwc2Host {
 
     /// Programs and enables `channel` for one transaction sequence (§2.5 start sequence).
     pub(super) fn start_channel(&self, channel: usize, t: &Transaction) -> u32 {
-        let mps = t.max_packet.max(1) as usize;
-        let packets = if t.len == 0 { 1 } else { t.len.div_ceil(mps) } as u32;
+        let (whole, rest) = super::transfer::packets(t.len, t.max_packet);
+        // A zero-length packet is one packet.
+        let packets = if t.len == 0 {
+            1
+        } else {
+            whole + usize::from(rest != 0)
+        } as u32;
         if self.ch(channel, reg::HCCHAR).is_set(Hcchar::ENABLE) {
             self.halt_channel(channel);
         }

@@ -143,6 +143,20 @@ enum QuietHalt {
     NotQuiet,
 }
 
+/// `len` bytes in packets of `max_packet` bytes: the whole packets and the bytes left over.
+/// Bulk and control endpoints' sizes are powers of two (8 to 512), and for them this is a shift
+/// and a mask: the ARM1176 has no divide instruction, and the division routine it calls
+/// instead cost about 80 instructions per USB transfer (twice per transfer, ten transfers per
+/// page request). Other sizes (interrupt endpoints may have any) are divided.
+pub(super) fn packets(len: usize, max_packet: u16) -> (usize, usize) {
+    let mps = usize::from(max_packet.max(1));
+    if mps.is_power_of_two() {
+        (len >> mps.trailing_zeros(), len & (mps - 1))
+    } else {
+        (len / mps, len % mps)
+    }
+}
+
 /// The earlier of two optional times.
 fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     match (a, b) {
@@ -343,8 +357,8 @@ impl Dwc2Host {
         if matches!(p.state, PipeState::Active(_)) {
             return Err(UsbError::InvalidRequest);
         }
-        let mps = p.config.max_packet.max(1) as usize;
-        if direction_in && !len.is_multiple_of(mps) {
+        let whole_packets = packets(len, p.config.max_packet).1 == 0;
+        if direction_in && !whole_packets {
             return Err(UsbError::InvalidRequest);
         }
         if p.config.device.translator.is_some() {
@@ -360,7 +374,7 @@ impl Dwc2Host {
             zlp_pending: !direction_in
                 && p.config.zero_length_termination
                 && len > 0
-                && len.is_multiple_of(mps),
+                && whole_packets,
             restart_at: None,
             deadline: (!direction_in).then_some(now + OUT_TRANSFER_TIMEOUT_US),
             seen_progress: 0,
@@ -454,9 +468,8 @@ impl Dwc2Host {
                 .read()
                 .get(Hctsiz::TRANSFER_SIZE) as usize;
             let got = a.segment_len.saturating_sub(remaining);
-            let mps = config.max_packet.max(1) as usize;
             if got > 0
-                && got.is_multiple_of(mps)
+                && packets(got, config.max_packet).1 == 0
                 && got == a.seen_progress
                 && fresh.is_set(Hcint::NAK)
             {
@@ -641,6 +654,20 @@ mod tests {
         longest_interval_micros: 200_000,
         parked_check_micros: 5_000,
     };
+
+    #[test]
+    fn packets_agree_with_division_for_every_size() {
+        for max_packet in [0u16, 1, 3, 8, 16, 32, 63, 64, 100, 512, 1023, 1024] {
+            let mps = usize::from(max_packet.max(1));
+            for len in (0..2100).chain([usize::MAX - 1, usize::MAX]) {
+                assert_eq!(
+                    packets(len, max_packet),
+                    (len / mps, len % mps),
+                    "len {len} max_packet {max_packet}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn receive_waits_are_counted_in_their_buckets() {
