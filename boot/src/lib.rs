@@ -1,6 +1,7 @@
 //! The Pi boot stub: entry at 0x8000, exception stacks, BSS, VFP, vectors, MMU and caches.
 //!
-//! `mem.s` holds the kernel's memcpy, memset and memcmp (see there). `start.s` runs first
+//! `mem.s` holds the kernel's memcpy, memset and memcmp, `checksum.s` the copy-and-sum loop
+//! of the Internet checksum (see there). `start.s` runs first
 //! (stacks, BSS, VFP), then [`__bramble_boot_rust`] installs the vector
 //! table, builds the identity map, turns on the MMU, caches and branch prediction, and calls
 //! the kernel. The kernel crate links this crate and must define three symbols:
@@ -23,6 +24,9 @@ core::arch::global_asm!(include_str!("start.s"), options(raw));
 // memcpy, memset, memcmp and their EABI forms, word- and block-wise: they replace
 // compiler_builtins' portable ones (weak symbols) in every binary that links this crate.
 core::arch::global_asm!(include_str!("mem.s"), options(raw));
+// The Internet checksum's copy-and-sum word loop, for the stream pool (kernel/board's
+// checksum.rs).
+core::arch::global_asm!(include_str!("checksum.s"), options(raw));
 
 /// What the assembly fault entries save on the faulting mode's stack.
 #[repr(C)]

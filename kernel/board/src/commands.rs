@@ -34,7 +34,7 @@ impl Commands {
                 "commands: status | cache clear (empty the card cache, to measure the card) | \
                  reboot | sleep MS (timer interrupt check) | \
                  crash undefined|data|prefetch|panic|hang (fault and watchdog checks) | \
-                 selftest memory (the kernel's memcpy, memset and memcmp against references)"
+                 selftest memory (the kernel's memcpy, memset, memcmp and checksum copy against references)"
             ),
             (Some("status"), _) => return Some(Request::Status),
             (Some("cache"), Some("clear")) => return Some(Request::ClearCache),

@@ -13,6 +13,7 @@
 
 mod acme;
 mod arena;
+mod checksum;
 mod commands;
 mod console;
 mod faults;

@@ -279,6 +279,7 @@ pub fn start(
     );
     match Appliance::new(nic, config, memory, server, Instant::from_micros(micros())) {
         Ok(mut appliance) => {
+            appliance.set_copy_words(crate::checksum::copy_sum_words);
             if let Some((config, memory)) = clock {
                 appliance.start_clock(config, memory, Instant::from_micros(micros()));
             }

@@ -1,7 +1,8 @@
 //! `selftest memory` on the console: the kernel's own memcpy, memset and memcmp (boot/src/mem.s,
 //! assembly that replaces compiler_builtins' versions) checked on the real CPU against
 //! byte-by-byte references, for every pair of source and destination alignments within 8
-//! bytes, lengths 0-100 (memcmp: 0-24, a difference at each position) and both ends of the destination guarded against overruns. Host tests
+//! bytes, lengths 0-100 (memcmp: 0-24, a difference at each position) and both ends of the destination guarded against overruns,
+//! and the checksum's copy-and-sum words (boot/src/checksum.s) against the portable routine. Host tests
 //! cannot reach this code (it is ARM assembly), so the QEMU test suite runs it
 //! (tests/tests/boot.rs); on a board it is a field check.
 
@@ -199,6 +200,55 @@ pub fn memory() -> Result<u32, Failure> {
                             routine: "memcmp",
                             dst_align: a_align,
                             src_align: b_align,
+                            len,
+                        });
+                    }
+                    passed += 1;
+                }
+            }
+        }
+    }
+    // The checksum's copy-and-sum words (boot/src/checksum.s): word-aligned destinations,
+    // every source alignment, 0-25 words (three turns of its eight-word loop and every
+    // remainder), bytes that vary and bytes that are all ones (a carry from every word), the
+    // sum against the portable routine's (the same modulo 2^32 - 1).
+    let mut reference = [0u32; MAX_LEN / 4];
+    for saturated in [false, true] {
+        for dst_align in (0..ALIGNMENTS).step_by(4) {
+            for src_align in 0..ALIGNMENTS {
+                for words in 0..=MAX_LEN / 4 {
+                    case += 1;
+                    let len = 4 * words;
+                    let from = GUARD + src_align;
+                    let to = GUARD + dst_align;
+                    let value = |i: usize| {
+                        if saturated {
+                            0xff
+                        } else {
+                            source_byte(i, case)
+                        }
+                    };
+                    fill(&mut src, from + len, value);
+                    fill(&mut dst, to + len + GUARD, |_| GUARD_BYTE);
+                    let source = &src.0[from..from + len];
+                    let want =
+                        bramble_net::stream::wire::copy_words(&mut reference[..words], source);
+                    // SAFETY: `to` is a multiple of 4 in an 8-aligned buffer, and `words` words
+                    // from it lie inside `dst` (GUARD + 8 + MAX_LEN + GUARD bytes), initialised,
+                    // borrowed by nothing else while `out` lives.
+                    let out = unsafe {
+                        core::slice::from_raw_parts_mut(
+                            dst.0.as_mut_ptr().add(to).cast::<u32>(),
+                            words,
+                        )
+                    };
+                    let got = crate::checksum::copy_sum_words(out, source);
+                    let same_sum = u64::from(got) % 0xffff_ffff == u64::from(want) % 0xffff_ffff;
+                    if !same_sum || !check(&dst, to, len, |i| value(from + i)) {
+                        return Err(Failure {
+                            routine: "bramble_copy_sum_words",
+                            dst_align,
+                            src_align,
                             len,
                         });
                     }

@@ -485,6 +485,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         Ok(size)
     }
 
+    /// Has the HTTP responses copied into frames (and summed) with `copy_words`, a faster
+    /// routine of the platform's than the portable [`crate::stream::wire::copy_words`].
+    pub fn set_copy_words(&mut self, copy_words: crate::stream::wire::CopyWords) {
+        self.pool.service_mut().copy_words = copy_words;
+    }
+
     /// Socket slots not yet used.
     pub(super) fn sockets_free(&self) -> usize {
         self.sockets_capacity - self.sockets.iter().count()

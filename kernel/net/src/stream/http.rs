@@ -9,12 +9,18 @@ use bramble_http::{Activity, Connection, Server};
 pub struct HttpService<'a> {
     /// The site, the configuration and the counters.
     pub server: Server<'a>,
+    /// How response bytes are copied into frames and summed ([`wire::copy_words`] unless
+    /// the platform has a faster routine: the Pi kernel's is in assembly).
+    pub copy_words: wire::CopyWords,
 }
 
 impl<'a> HttpService<'a> {
     /// Serves `server`'s site.
     pub fn new(server: Server<'a>) -> Self {
-        Self { server }
+        Self {
+            server,
+            copy_words: wire::copy_words,
+        }
     }
 }
 
@@ -82,9 +88,10 @@ impl Service for HttpService<'_> {
         // payload adds in turned round.
         let mut total = 0u32;
         let mut position = 0usize;
+        let copy_words = self.copy_words;
         let n = session.read_at_into(&self.server, offset, out, |to, from| {
             let piece = match from {
-                Some(from) => wire::copy_and_sum(to, from),
+                Some(from) => wire::copy_and_sum_with(to, from, copy_words),
                 None => wire::sum(0, to),
             };
             let piece = if position % 2 == 1 {

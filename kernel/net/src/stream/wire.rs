@@ -561,6 +561,21 @@ fn fold32(total: u32) -> u32 {
 /// stored aligned to `dst`; when `src` is aligned otherwise, each word is put together from
 /// two aligned source words by shifts (little-endian machines; others copy, then sum).
 pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u32 {
+    copy_and_sum_with(dst, src, copy_words)
+}
+
+/// Copies whole words into a word-aligned buffer and sums them, for [`copy_and_sum_with`]:
+/// `out[i]` becomes the source bytes `4i..4i+4` in memory order (`source`, of any alignment,
+/// holds `4 * out.len()` bytes; a routine given fewer copies the whole words it has), and the
+/// result is the ones' complement sum of the words stored, read in the machine's byte order,
+/// with the carries added back in (any 32-bit value that is congruent to that sum modulo
+/// 2^32 - 1, 0 only if every word is). [`copy_words`] is the portable one; a platform can
+/// give its own (the Pi kernel's is in assembly).
+pub type CopyWords = fn(out: &mut [u32], source: &[u8]) -> u32;
+
+/// [`copy_and_sum`] with `copy_words` moving the whole words (the bytes before the first
+/// aligned word of `dst` and after its last are copied and summed here).
+pub fn copy_and_sum_with(dst: &mut [u8], src: &[u8], copy_words: CopyWords) -> u32 {
     let len = dst.len().min(src.len());
     let (dst, src) = (&mut dst[..len], &src[..len]);
     if cfg!(target_endian = "big") || len < 16 {
@@ -577,12 +592,34 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u32 {
         dst.copy_from_slice(src);
         return sum(0, dst);
     };
+    let total = copy_words(out, source);
+    tail.copy_from_slice(&src[head + words * 4..]);
+    let halves = fold(fold32(total));
+    // Little-endian halves are swapped pairs; pairs from an odd offset are swapped again.
+    let odd = head % 2 == 1;
+    let middle_sum = if odd { halves } else { halves.swap_bytes() };
+    let tail_sum = if odd {
+        pairs(tail).swap_bytes()
+    } else {
+        pairs(tail)
+    };
+    let total = add_sums(u32::from(pairs(&dst[..head])), u32::from(middle_sum));
+    add_sums(total, u32::from(tail_sum))
+}
+
+/// The portable [`CopyWords`]: four words a turn when `source` is word-aligned too, words
+/// shifted together from two aligned ones when it is not.
+pub fn copy_words(out: &mut [u32], source: &[u8]) -> u32 {
+    let words = out.len().min(source.len() / 4);
+    let (out, source) = (&mut out[..words], &source[..words * 4]);
     let mut total: u64 = 0;
     let lead = source.as_ptr().align_offset(4).min(source.len());
     if lead == 0 {
         let Ok(input) = bytemuck::try_cast_slice::<u8, u32>(source) else {
-            dst.copy_from_slice(src);
-            return sum(0, dst);
+            // Cannot happen (aligned, a whole number of words).
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+            bytes.copy_from_slice(source);
+            return sum_words(out);
         };
         // Four words a turn, as in [`sum`].
         let mut to_quads = out.chunks_exact_mut(4);
@@ -603,7 +640,7 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u32 {
             *to = word;
             total += u64::from(word);
         }
-    } else {
+    } else if words > 0 {
         // Output word i is source bytes 4i..4i+4: the last `lead` bytes of aligned word
         // i-1 and the first 4-lead of aligned word i, where aligned word j starts at
         // source byte lead + 4j. The first and last output words are put together from
@@ -611,8 +648,10 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u32 {
         let aligned_len = (source.len() - lead) / 4 * 4;
         let Ok(input) = bytemuck::try_cast_slice::<u8, u32>(&source[lead..lead + aligned_len])
         else {
-            dst.copy_from_slice(src);
-            return sum(0, dst);
+            // Cannot happen (the split aligned it).
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(out);
+            bytes.copy_from_slice(source);
+            return sum_words(out);
         };
         let low = (8 * lead) as u32;
         let high = 32 - low;
@@ -639,20 +678,17 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u32 {
             }
         }
     }
-    tail.copy_from_slice(&src[head + words * 4..]);
     let total = (total & 0xffff_ffff) + (total >> 32);
     let total = (total & 0xffff_ffff) + (total >> 32);
-    let halves = fold(fold32(total as u32));
-    // Little-endian halves are swapped pairs; pairs from an odd offset are swapped again.
-    let odd = head % 2 == 1;
-    let middle_sum = if odd { halves } else { halves.swap_bytes() };
-    let tail_sum = if odd {
-        pairs(tail).swap_bytes()
-    } else {
-        pairs(tail)
-    };
-    let total = add_sums(u32::from(pairs(&dst[..head])), u32::from(middle_sum));
-    add_sums(total, u32::from(tail_sum))
+    total as u32
+}
+
+/// The ones' complement sum of `words` in the machine's order, as [`CopyWords`] returns it.
+fn sum_words(words: &[u32]) -> u32 {
+    let total: u64 = words.iter().map(|&word| u64::from(word)).sum();
+    let total = (total & 0xffff_ffff) + (total >> 32);
+    let total = (total & 0xffff_ffff) + (total >> 32);
+    total as u32
 }
 
 /// A partial sum of bytes that begin at an odd offset of the data summed, made fit to add
@@ -929,6 +965,85 @@ mod tests {
         let (a, b) = whole.split_at(51);
         let pieces = add_sums(sum(0, a), at_odd_offset(sum(0, b)));
         assert_eq!(fold(pieces), naive(whole));
+    }
+
+    /// The words of `source` in the machine's order, summed with end-around carries: what a
+    /// [`CopyWords`] returns, as plainly as it can be written.
+    fn naive_words(source: &[u8]) -> u64 {
+        let mut total: u64 = 0;
+        for word in source.chunks_exact(4) {
+            total += u64::from(u32::from_ne_bytes([word[0], word[1], word[2], word[3]]));
+            total = (total & 0xffff_ffff) + (total >> 32);
+        }
+        total % 0xffff_ffff
+    }
+
+    #[test]
+    fn the_portable_copy_words_copies_and_sums_at_every_alignment() {
+        let data: Vec<u8> = (0..300u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
+            .collect();
+        for from in 0..8 {
+            for words in 0..40 {
+                for fill in [None, Some(0xffu8)] {
+                    let source: Vec<u8> = match fill {
+                        Some(byte) => vec![byte; from + 4 * words],
+                        None => data[..from + 4 * words].to_vec(),
+                    };
+                    let source = &source[from..];
+                    let mut out = vec![0xeeee_eeeeu32; words + 1];
+                    let total = copy_words(&mut out[..words], source);
+                    let copied: Vec<u8> =
+                        out[..words].iter().flat_map(|w| w.to_ne_bytes()).collect();
+                    assert_eq!(copied, source, "from {from} words {words}");
+                    assert_eq!(out[words], 0xeeee_eeee, "wrote past the end");
+                    assert_eq!(
+                        u64::from(total) % 0xffff_ffff,
+                        naive_words(source),
+                        "from {from} words {words}"
+                    );
+                    assert_eq!(total == 0, source.iter().all(|&b| b == 0));
+                }
+            }
+        }
+        // Given fewer bytes than words: the whole words it has.
+        let mut out = [0u32; 4];
+        let total = copy_words(&mut out, &data[..9]);
+        assert_eq!(out[2..], [0, 0]);
+        assert_eq!(u64::from(total), naive_words(&data[..8]));
+    }
+
+    #[test]
+    fn copy_and_sum_with_another_word_routine_gives_the_same_sums() {
+        /// A [`CopyWords`] that sums the plain way, and returns its sum as 0xffff_ffff
+        /// rather than 0 when it is a multiple of 2^32 - 1 (both are allowed).
+        fn plain(out: &mut [u32], source: &[u8]) -> u32 {
+            for (to, word) in out.iter_mut().zip(source.chunks_exact(4)) {
+                *to = u32::from_ne_bytes([word[0], word[1], word[2], word[3]]);
+            }
+            let total = naive_words(&source[..out.len() * 4]) as u32;
+            if total == 0 && source.iter().any(|&b| b != 0) {
+                u32::MAX
+            } else {
+                total
+            }
+        }
+        let data: Vec<u8> = (0..700u32)
+            .map(|i| (i.wrapping_mul(2_246_822_519) >> 9) as u8)
+            .collect();
+        let mut buffer = vec![0u8; 800];
+        for from in 0..4 {
+            for to in 0..4 {
+                for len in [0, 1, 15, 16, 17, 19, 64, 65, 66, 67, 601] {
+                    buffer.fill(0xee);
+                    let src = &data[from..from + len];
+                    let got = copy_and_sum_with(&mut buffer[to..to + len], src, plain);
+                    assert_eq!(&buffer[to..to + len], src, "from {from} to {to} len {len}");
+                    assert_eq!(buffer[to + len], 0xee, "wrote past the end");
+                    assert_eq!(fold(got), naive(src), "from {from} to {to} len {len}");
+                }
+            }
+        }
     }
 
     #[test]
