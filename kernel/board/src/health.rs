@@ -1,8 +1,9 @@
 //! Unattended recovery: watchdogs, the reason for the last reset, and the ACT LED.
 //!
 //! Two watchdogs guard the main loop, which calls [`feed`] each time it makes progress:
-//! - a software watchdog on system-timer channel 3: a tick interrupt every second checks how
-//!   long ago the loop last fed it and resets the board past the budget. It catches hangs that
+//! - a software watchdog on system-timer channel 3: a tick interrupt every two seconds checks
+//!   how long ago the loop last fed it and resets the board past the budget (so within 2 s of
+//!   it; a tick is a wake-up from WFI, which idle costs count). It catches hangs that
 //!   leave interrupts on (a stuck driver wait, a livelock) and works everywhere, QEMU included;
 //! - the PM hardware watchdog, restarted by every feed, which also catches hangs with
 //!   interrupts off. QEMU 7.2 models the PM reset but not the watchdog countdown (any arming
@@ -24,7 +25,8 @@ pub const BOOT_BUDGET_MICROS: u64 = 300_000_000;
 /// Hardware watchdog timeout: longer than any budget above would allow is pointless, and the
 /// counter holds at most about 16 s.
 const HARDWARE_TIMEOUT_MILLIS: u32 = 15_000;
-const TICK_MICROS: u32 = 1_000_000;
+/// The software watchdog's tick: a hang is caught between the budget and the budget plus this.
+const TICK_MICROS: u32 = 2_000_000;
 
 static LAST_FEED: AtomicU64 = AtomicU64::new(0);
 static BUDGET: AtomicU64 = AtomicU64::new(BOOT_BUDGET_MICROS);

@@ -108,16 +108,19 @@ fn seed_for_nonces(nic: &ReprobingNic<Dwc2Host>) -> u64 {
 }
 
 /// Under QEMU: after 2 s without a received frame, look for one every 10 ms instead of
-/// keeping the bulk-IN parked, then less often as the silence goes on (1/100 of it, at most
-/// every 200 ms; every 10 ms again after anything is sent); while parked, look at its
+/// keeping the bulk-IN parked, then less often as the silence goes on (1/50 of it, at most
+/// every second, reached after 50 s; every 10 ms again after anything is sent). Each look
+/// costs QEMU's host CPU and, in wall time, a wake-up of 100-300 µs (QEMU emulating the USB
+/// controller's registers), so after a long silence they are as rare as the watchdog tick;
+/// the first frame after a silence of T waits at most T/50 (1 s at most). While parked, look at its
 /// progress every 5 ms (a message without a zero-length packet raises no interrupt). See
 /// `Dwc2Host::quiet_receive`; idle QEMU host CPU and the latency costs are measured in the
 /// README.
 const QUIET_RECEIVE: dwc2::QuietReceive = dwc2::QuietReceive {
     after_micros: 2_000_000,
     interval_micros: 10_000,
-    silence_share: 100,
-    longest_interval_micros: 200_000,
+    silence_share: 50,
+    longest_interval_micros: 1_000_000,
     parked_check_micros: 5_000,
 };
 

@@ -73,7 +73,8 @@ impl Dwc2Host {
             haintmsk: core::cell::Cell::new(0),
             hcsplt_cleared: core::cell::Cell::new(0),
             receive_waits: super::ReceiveWaits::default(),
-            last_sent_at: 0,
+            last_activity_at: 0,
+            quiet_restart_waiting: false,
         };
         host.reset_core()?;
         Ok(Dwc2Starting {

@@ -141,9 +141,15 @@ pub struct Dwc2Host {
     hcsplt_cleared: core::cell::Cell<u32>,
     /// See [`Dwc2Host::receive_waits`].
     receive_waits: ReceiveWaits,
-    /// When an OUT transfer last started, µs: an answer to what was sent is likely soon, so
-    /// a quiet bulk-IN polls at its shortest interval again (see [`QuietReceive`]).
-    last_sent_at: u64,
+    /// When an OUT transfer last started or a pipe was opened, µs: an answer to what was
+    /// sent is likely soon, so a bulk-IN parks again, or polls at its shortest interval (see
+    /// [`QuietReceive`]). A frame received without anything sent back does not count: on an
+    /// idle link such strays (a neighbour's multicast) each held the receive path parked for
+    /// 2 s and restarted its polling from 10 ms, most of the idle cost over a TAP link.
+    last_activity_at: u64,
+    /// A quiet bulk-IN waits for its next single attempt (`restart_at`): the next send makes
+    /// it due at once (see [`Dwc2Host::start_transfer`]).
+    quiet_restart_waiting: bool,
 }
 
 /// Orders normal-memory writes (DMA buffers) before the device register write that starts
@@ -278,6 +284,7 @@ impl UsbHost for Dwc2Host {
         }
         let offset = self.arena_used;
         self.arena_used += len;
+        let now = self.micros();
         self.pipes[index] = Some(Pipe {
             config,
             channel: index + 1,
@@ -285,8 +292,10 @@ impl UsbHost for Dwc2Host {
             len: config.buffer_len,
             pid: pid::DATA0,
             state: PipeState::Idle,
-            last_data_at: self.micros(),
+            last_data_at: now,
         });
+        // A new pipe starts parked, for `after_micros`, like one that has just sent.
+        self.last_activity_at = now;
         Ok(PipeId(index as u8))
     }
 

@@ -95,7 +95,8 @@ pub(super) struct Pipe {
     pub(super) len: usize,
     pub(super) pid: u32,
     pub(super) state: PipeState,
-    /// When an IN transfer on this pipe last received data (or when it was opened), µs.
+    /// When an IN transfer on this pipe last received data (or when it was opened), µs: a
+    /// parked bulk-IN stays parked while data comes (see [`Dwc2Host::quiet_receive`]).
     pub(super) last_data_at: u64,
 }
 
@@ -166,8 +167,8 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 }
 
 /// Decides the outcome of a halted quiet segment from its HCINT bits, the bytes the whole
-/// transfer has received so far and the time since the pipe last had news (data received or
-/// anything sent).
+/// transfer has received so far and the time of the last activity (anything sent, or a pipe
+/// opened: a frame received without an answer does not shorten the interval).
 fn quiet_halt(
     status: Value<Hcint>,
     received: usize,
@@ -184,9 +185,27 @@ fn quiet_halt(
     }
 }
 
-/// Whether a bulk-IN segment started now goes out as a single quiet attempt.
-fn starts_quiet(quiet: Option<QuietReceive>, last_data_at: u64, now: u64) -> bool {
-    quiet.is_some_and(|q| now.saturating_sub(last_data_at) >= q.after_micros)
+/// Whether a bulk-IN segment started now goes out as a single quiet attempt: nothing has
+/// happened for `after_micros` since `since` (the last activity; see
+/// [`Dwc2Host::quiet_receive`]).
+fn starts_quiet(quiet: Option<QuietReceive>, since: u64, now: u64) -> bool {
+    quiet.is_some_and(|q| now.saturating_sub(since) >= q.after_micros)
+}
+
+/// Makes every quiet bulk-IN's pending single attempt due at `now` (something was just sent,
+/// and its answer should not wait out a long interval); returns how many there were.
+fn pull_quiet_restarts(pipes: &mut [Option<Pipe>], now: u64) -> usize {
+    let mut pulled = 0;
+    for pipe in pipes.iter_mut().flatten() {
+        if let PipeState::Active(a) = &mut pipe.state
+            && a.quiet
+            && a.restart_at.is_some_and(|at| at > now)
+        {
+            a.restart_at = Some(now);
+            pulled += 1;
+        }
+    }
+    pulled
 }
 
 impl Dwc2Host {
@@ -200,11 +219,13 @@ impl Dwc2Host {
         self.end_bulk_in_on_idle_nak = on;
     }
 
-    /// Polls a quiet bulk-IN instead of parking it: once a bulk-IN pipe has received nothing
-    /// for `after_micros`, each of its segments is a single attempt (programmed as an
-    /// interrupt transfer, which QEMU's model ends on the first NAK) repeated after
-    /// [`QuietReceive::interval_after`] the silence so far, until data arrives; after that
-    /// the pipe is parked again. QEMU's DWC2
+    /// Polls a quiet bulk-IN instead of parking it: once nothing has been sent for
+    /// `after_micros` (and a parked pipe has also received nothing for that long), each of
+    /// its segments is a single attempt (programmed as an interrupt transfer, which QEMU's
+    /// model ends on the first NAK) repeated after [`QuietReceive::interval_after`] the time
+    /// since anything was last sent; the next send makes a waiting attempt due at once, and
+    /// the pipe is parked again from then on. A frame that comes in and gets no answer
+    /// leaves the pipe quiet and the interval as it was. QEMU's DWC2
     /// model retries a parked NAK every 250 µs on the host's CPU for as long as the transfer
     /// stays open, which is most of an idle QEMU's CPU use. The cost is up to one interval
     /// of extra latency for the first frame after a quiet spell. Only for QEMU: a real
@@ -294,7 +315,7 @@ impl Dwc2Host {
         let offset = pipe.offset + active.done;
         let quiet = config.is_in()
             && config.transfer_type == TransferType::Bulk
-            && starts_quiet(self.quiet_receive, pipe.last_data_at, now);
+            && starts_quiet(self.quiet_receive, self.last_activity_at, now);
         if quiet {
             self.quiet_attempts = self.quiet_attempts.wrapping_add(1);
         }
@@ -348,7 +369,11 @@ impl Dwc2Host {
         }
         let now = self.micros();
         if !direction_in {
-            self.last_sent_at = now;
+            self.last_activity_at = now;
+            if self.quiet_restart_waiting {
+                self.quiet_restart_waiting = false;
+                pull_quiet_restarts(&mut self.pipes, now);
+            }
         }
         let p = self.pipe_mut(pipe)?;
         if p.config.is_in() != direction_in || len > p.len {
@@ -433,7 +458,11 @@ impl Dwc2Host {
             && config.transfer_type == TransferType::Bulk
             && a.done == 0
             && a.status.is_set(Hcint::NAK)
-            && starts_quiet(self.quiet_receive, last_data_at, now)
+            && starts_quiet(
+                self.quiet_receive,
+                last_data_at.max(self.last_activity_at),
+                now,
+            )
         {
             // Only when the device NAKs (HCINT.NAK seen): that is QEMU retrying a synchronous
             // device such as usb-net every 250 us. A device behind usb-redir answers
@@ -545,10 +574,10 @@ impl Dwc2Host {
         if a.quiet
             && let Some(quiet) = self.quiet_receive
         {
-            let silent_since = last_data_at.max(self.last_sent_at);
-            match quiet_halt(status, a.done, now, silent_since, quiet) {
+            match quiet_halt(status, a.done, now, self.last_activity_at, quiet) {
                 QuietHalt::TryAgainAt(at) => {
                     a.restart_at = Some(at);
+                    self.quiet_restart_waiting = true;
                     a.waited = true;
                     self.set_active(index, a);
                     return Ok(TransferStatus::Pending);
@@ -654,6 +683,99 @@ mod tests {
         longest_interval_micros: 200_000,
         parked_check_micros: 5_000,
     };
+
+    /// A bulk-IN pipe whose transfer is a quiet single attempt waiting until `restart_at`
+    /// (`quiet = false`: a parked one).
+    fn waiting_pipe(quiet: bool, restart_at: Option<u64>) -> Option<Pipe> {
+        Some(Pipe {
+            config: PipeConfig {
+                device: bramble_hal::usb::DeviceTarget {
+                    address: 3,
+                    speed: bramble_hal::usb::Speed::Full,
+                    ep0_max_packet: 64,
+                    translator: None,
+                },
+                endpoint: 0x81,
+                transfer_type: TransferType::Bulk,
+                max_packet: 64,
+                interval_ms: 0,
+                buffer_len: 1600,
+                zero_length_termination: false,
+            },
+            channel: 1,
+            offset: 0,
+            len: 1600,
+            pid: pid::DATA0,
+            state: PipeState::Active(Active {
+                requested: 1600,
+                done: 0,
+                segment_len: 1600,
+                segment_packets: 25,
+                status: Value::from_bits(0),
+                tries: 0,
+                zlp_pending: false,
+                restart_at,
+                deadline: None,
+                seen_progress: 0,
+                quiet,
+                check_at: None,
+                started_at: 0,
+                waited: true,
+            }),
+            last_data_at: 0,
+        })
+    }
+
+    fn restart_of(pipe: &Option<Pipe>) -> Option<u64> {
+        match pipe.as_ref().map(|p| p.state) {
+            Some(PipeState::Active(a)) => a.restart_at,
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_send_makes_a_waiting_quiet_attempt_due_at_once() {
+        // A quiet pipe waiting a long interval, a parked pipe, an interrupt-style restart
+        // already due, and an empty slot.
+        let mut pipes = [
+            waiting_pipe(true, Some(60_900_000)),
+            waiting_pipe(false, None),
+            waiting_pipe(true, Some(59_000_000)),
+            None,
+        ];
+        assert_eq!(pull_quiet_restarts(&mut pipes, 60_000_000), 1);
+        assert_eq!(restart_of(&pipes[0]), Some(60_000_000));
+        assert_eq!(restart_of(&pipes[1]), None, "a parked pipe is left alone");
+        assert_eq!(
+            restart_of(&pipes[2]),
+            Some(59_000_000),
+            "one already due keeps its time"
+        );
+        assert_eq!(
+            pull_quiet_restarts(&mut pipes, 60_000_000),
+            0,
+            "nothing left to pull"
+        );
+    }
+
+    #[test]
+    fn a_received_frame_alone_neither_parks_the_pipe_nor_shortens_the_interval() {
+        // Last sent at 0; a stray frame came at 59 s. The decisions take the last activity
+        // (0), not the frame: the next segment is still a quiet attempt, and its interval is
+        // the one for a minute of silence.
+        let last_activity = 0;
+        assert!(starts_quiet(Some(QUIET), last_activity, 59_000_001));
+        assert_eq!(
+            quiet_halt(halted_with(Hcint::NAK), 0, 60_000_000, last_activity, QUIET),
+            QuietHalt::TryAgainAt(60_200_000)
+        );
+        // After a send at 59.5 s the pipe parks and polls at the shortest interval.
+        assert!(!starts_quiet(Some(QUIET), 59_500_000, 60_000_000));
+        assert_eq!(
+            quiet_halt(halted_with(Hcint::NAK), 0, 60_000_000, 59_995_000, QUIET),
+            QuietHalt::TryAgainAt(60_010_000)
+        );
+    }
 
     #[test]
     fn packets_agree_with_division_for_every_size() {
