@@ -1,6 +1,7 @@
 //! The host side of Bramble as a library: the `bramble` binary, the integration tests and the
 //! benchmarks (bench/) share it.
 
+pub mod bench_cmd;
 pub mod check;
 pub mod firmware;
 pub mod flash;

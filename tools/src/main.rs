@@ -36,6 +36,10 @@ enum Command {
     /// Check a site as the appliance serves it (for CI): every file's bytes, every same-site
     /// link, page weight, 404.html, what the packer leaves out.
     Check(bramble::check::CheckArgs),
+    /// Benchmark Bramble against Linux + busybox in QEMU (the bench/ harness, built from the
+    /// source tree; `--tap` for a TAP link with every client judged; `bramble bench --help`
+    /// lists its flags).
+    Bench(bramble::bench_cmd::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Command::Flash(args) => bramble::flash::run(args),
         Command::Serve(args) => bramble::serve::run(args),
         Command::Check(args) => bramble::check::run(args),
+        Command::Bench(args) => bramble::bench_cmd::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
