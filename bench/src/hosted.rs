@@ -101,6 +101,7 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         server_cpu_method: Some(accounting.describe()),
         tap: false,
         idle_floor_qemu_cpu_percent: None,
+        tap_queue_frames: None,
     };
     eprintln!(
         "bench: hosted: {} on this host, levels {:?}, {} s each; logs in {}",
@@ -672,6 +673,41 @@ impl Namespace {
         Ok(namespace)
     }
 
+    /// Sets the TAP device's transmit queue (towards whoever holds the device: QEMU) to
+    /// `frames` (`ip link set bbench0 txqueuelen FRAMES`; the tun driver sizes its ring from
+    /// it), and returns the length the device reports afterwards.
+    pub(crate) fn set_tap_queue(&self, frames: u32) -> anyhow::Result<u32> {
+        let frames = frames.to_string();
+        ip(&[
+            "netns",
+            "exec",
+            &self.name,
+            "ip",
+            "link",
+            "set",
+            TAP,
+            "txqueuelen",
+            &frames,
+        ])?;
+        self.tap_queue()
+    }
+
+    /// The TAP device's transmit queue length, as `ip link show` reports it (`qlen N`).
+    pub(crate) fn tap_queue(&self) -> anyhow::Result<u32> {
+        let output = Command::new("ip")
+            .args(["netns", "exec", &self.name, "ip", "-o", "link", "show", TAP])
+            .output()
+            .context("running ip (apt-get install iproute2)")?;
+        ensure!(
+            output.status.success(),
+            "ip link show {TAP} in {} failed: {}",
+            self.name,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+        let text = String::from_utf8_lossy(&output.stdout);
+        parse_qlen(&text).with_context(|| format!("no qlen in {text:?}"))
+    }
+
     /// Sets a per-namespace sysctl (`ip netns exec NAME sysctl -w KEY=VALUE`).
     pub(crate) fn sysctl(&self, key: &str, value: &str) -> anyhow::Result<()> {
         let output = Command::new("ip")
@@ -717,6 +753,15 @@ impl Drop for Namespace {
             );
         }
     }
+}
+
+/// The `qlen N` of an `ip link show` line.
+fn parse_qlen(text: &str) -> Option<u32> {
+    let mut words = text.split_whitespace();
+    words.find(|&word| word == "qlen")?;
+    // `ip -o` ends each line of its record with a backslash: `qlen 1000\`.
+    let word = words.next()?;
+    word.strip_suffix('\\').unwrap_or(word).parse().ok()
 }
 
 fn ip(args: &[&str]) -> anyhow::Result<()> {
@@ -1023,6 +1068,15 @@ fn stat_cpu_ticks(stat: &str) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_queue_length_is_read_from_ip_link_show() {
+        let line = "2: bbench0: <BROADCAST,MULTICAST,UP> mtu 1500 qdisc pfifo_fast state DOWN \
+                    mode DEFAULT group default qlen 20000\\    link/ether fa:b8:53:fa:a3:da";
+        assert_eq!(parse_qlen(line), Some(20000));
+        assert_eq!(parse_qlen("2: bbench0: <UP> mtu 1500"), None);
+        assert_eq!(parse_qlen("qlen many"), None);
+    }
 
     #[test]
     fn proc_stat_cpu_fields_are_found_after_the_name() {

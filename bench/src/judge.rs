@@ -81,6 +81,42 @@ impl Percentiles {
     }
 }
 
+/// How a count spreads over the clients: the least, the 1st percentile, the median, the 99th
+/// percentile and the most.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Least.
+    pub min: u32,
+    /// 1st percentile (99% of the clients have at least this many).
+    pub p1: u32,
+    /// Median.
+    pub p50: u32,
+    /// 99th percentile.
+    pub p99: u32,
+    /// Most.
+    pub max: u32,
+}
+
+impl Spread {
+    fn of(mut counts: Vec<u32>) -> Spread {
+        if counts.is_empty() {
+            return Spread::default();
+        }
+        counts.sort_unstable();
+        let at = |q: f64| {
+            let index = ((counts.len() as f64 * q).ceil() as usize).clamp(1, counts.len()) - 1;
+            counts[index]
+        };
+        Spread {
+            min: counts[0],
+            p1: at(0.01),
+            p50: at(0.50),
+            p99: at(0.99),
+            max: counts[counts.len() - 1],
+        }
+    }
+}
+
 /// Failed attempts by kind.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failures {
@@ -129,6 +165,10 @@ pub struct JudgeReport {
     pub first_answer_within_2s_percent: f64,
     /// Connections open at once at most.
     pub most_connected: u32,
+    /// How the good answers spread over the clients (fairness: with every client asking
+    /// again as soon as it is answered, a fair server gives each about as many).
+    #[serde(default)]
+    pub answers_per_client: Spread,
 }
 
 /// Where a client is.
@@ -153,6 +193,8 @@ struct Client {
     /// The connection has answered at least once.
     reused: bool,
     first_answer: Option<Duration>,
+    /// Good answers so far.
+    answers: u32,
 }
 
 fn connect(target: SocketAddrV4) -> std::io::Result<TcpStream> {
@@ -219,6 +261,7 @@ pub fn run(run: &JudgeRun) -> JudgeReport {
             retry_from: None,
             reused: false,
             first_answer: None,
+            answers: 0,
         })
         .collect();
     let mut report = JudgeReport {
@@ -340,6 +383,7 @@ pub fn run(run: &JudgeRun) -> JudgeReport {
                         if (200..400).contains(&status) {
                             report.good += 1;
                             latencies.push(took.as_micros() as u64);
+                            client.answers += 1;
                             client
                                 .first_answer
                                 .get_or_insert(now.duration_since(started));
@@ -412,6 +456,7 @@ pub fn run(run: &JudgeRun) -> JudgeReport {
     let within = firsts.iter().filter(|&&f| f <= 2_000_000).count();
     report.first_answer_within_2s_percent = 100.0 * within as f64 / clients as f64;
     report.first_answer_ms = Percentiles::of(firsts);
+    report.answers_per_client = Spread::of(all.iter().map(|c| c.answers).collect());
     report
 }
 
@@ -530,6 +575,13 @@ mod tests {
         assert_eq!(Percentiles::of(Vec::new()), Percentiles::default());
     }
 
+    #[test]
+    fn the_spread_of_answers_over_clients() {
+        let s = Spread::of((1..=200).rev().collect());
+        assert_eq!((s.min, s.p1, s.p50, s.p99, s.max), (1, 2, 100, 198, 200));
+        assert_eq!(Spread::of(Vec::new()), Spread::default());
+    }
+
     /// A server on 127.0.0.1 that answers each connection's first `answers` requests, then
     /// closes it (or, with `answers` = 0, resets without answering).
     fn server(answers: usize) -> (SocketAddrV4, std::thread::JoinHandle<()>) {
@@ -580,6 +632,8 @@ mod tests {
         assert_eq!(report.failures.total(), 0, "{report:?}");
         assert!(report.good >= 60, "{report:?}");
         assert!(report.reconnects > 0, "{report:?}");
+        let spread = &report.answers_per_client;
+        assert!(spread.min >= 1 && spread.max >= spread.p50, "{report:?}");
     }
 
     #[test]
@@ -596,6 +650,7 @@ mod tests {
         handle.join().unwrap();
         assert_eq!(report.good, 0);
         assert_eq!(report.clients_never_served, 5);
+        assert_eq!(report.answers_per_client, Spread::default());
         assert!(
             report.failures.read + report.failures.timeout > 0,
             "{report:?}"

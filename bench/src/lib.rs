@@ -128,7 +128,20 @@ pub struct BenchArgs {
     /// bench/results/<date>-<commit>-tap/.
     #[arg(long, conflicts_with = "hosted")]
     pub tap: bool,
+    /// With --tap: the TAP device's transmit queue towards QEMU, in frames (its txqueuelen,
+    /// which also sizes the tun driver's ring; `ip tuntap` makes 1,000). QEMU's usb-net holds
+    /// one received frame at a time, where a real B+'s LAN9514 has a receive FIFO and packs
+    /// several frames into one USB transfer, so a burst of SYNs or requests waits in this
+    /// queue; the frames it cannot hold are dropped (the report counts them) and come back
+    /// only with the clients' TCP back-off. The report gives the length used.
+    #[arg(long, value_name = "FRAMES", default_value_t = DEFAULT_TAP_QUEUE, requires = "tap",
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub tap_queue: u32,
 }
+
+/// The TAP queue `--tap-queue` gives by default, in frames: room for a SYN from each of
+/// 10,000 clients and their first requests at once.
+pub const DEFAULT_TAP_QUEUE: u32 = 20_000;
 
 impl BenchArgs {
     /// The systems to measure: `--systems`, or every system of the chosen mode.
@@ -199,6 +212,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         server_cpu_method: None,
         tap: false,
         idle_floor_qemu_cpu_percent: None,
+        tap_queue_frames: None,
     };
     eprintln!(
         "bench: {} on raspi1ap, levels {:?}, {} s each; logs in {}",

@@ -47,6 +47,10 @@ pub struct Report {
     /// attached, in percent of one core (TAP runs): the floor of QEMU's own models.
     #[serde(default)]
     pub idle_floor_qemu_cpu_percent: Option<f64>,
+    /// The TAP device's transmit queue towards QEMU, in frames (`--tap-queue`, as the device
+    /// reported it after it was set; TAP runs).
+    #[serde(default)]
+    pub tap_queue_frames: Option<u32>,
 }
 
 /// The host the run happened on.
@@ -285,6 +289,11 @@ pub const TARGETS: [(&str, &str); 9] = [
     ),
 ];
 
+/// The TAP run's counter of frames the TAP device passed to QEMU (the guest's receive side).
+pub const TAP_TO_QEMU: &str = "tap frames to QEMU";
+/// The TAP run's counter of frames the TAP device dropped because QEMU had not read them.
+pub const TAP_TO_QEMU_DROPPED: &str = "tap frames to QEMU dropped";
+
 /// Whether `target` is one of the HTTPS targets.
 pub fn is_tls_target(target: &str) -> bool {
     target.starts_with("tls-")
@@ -364,6 +373,13 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
             &|s| number(idle(s), 1),
             pair(&idle, false),
         );
+        if let Some(frames) = report.tap_queue_frames {
+            row(
+                "TAP device's queue towards QEMU (frames, --tap-queue)".into(),
+                &|_| frames.to_string(),
+                "-".into(),
+            );
+        }
         if report.tap {
             let busy = |s: &SystemReport| s.idle_guest_busy_percent;
             row(
@@ -521,6 +537,28 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
                         })
                     },
                     pair(&first, false),
+                );
+                row(
+                    format!("{target} c={level}: answers per client min/p1/p50/p99/max"),
+                    &|s| {
+                        judged(s).map_or("-".into(), |j| {
+                            let a = &j.answers_per_client;
+                            format!("{}/{}/{}/{}/{}", a.min, a.p1, a.p50, a.p99, a.max)
+                        })
+                    },
+                    String::new(),
+                );
+                row(
+                    format!("{target} c={level}: TAP frames to QEMU / dropped there"),
+                    &|s| {
+                        let events = s.load(target, level).map(|l| &l.guest_events);
+                        let get = |name: &str| events.and_then(|e| e.get(name).copied());
+                        match (get(TAP_TO_QEMU), get(TAP_TO_QEMU_DROPPED)) {
+                            (Some(sent), Some(dropped)) => format!("{sent} / {dropped}"),
+                            _ => "-".into(),
+                        }
+                    },
+                    String::new(),
                 );
                 row(
                     format!("{target} c={level}: first answer within 2 s (% of clients)"),
