@@ -145,6 +145,9 @@ pub struct PoolCounters {
     pub timeout_close: u64,
     /// Requests parked in a cell to wait for a session.
     pub parked: u64,
+    /// Sessions given back by a keep-alive connection whose next request came with the
+    /// acknowledgment of its last answer, because others waited (that request parked).
+    pub yielded: u64,
     /// Connections reset by the peer.
     pub peer_resets: u64,
     /// Connections reset because the session could not complete (or data came after close).
@@ -195,7 +198,7 @@ impl core::fmt::Display for PoolCounters {
             f,
             "open {} (peak {}), leased {}, waiting {}, syn {}, accepted {} ({} IPv6), bad cookies {}, \
              refused full {} per-source {}, evicted closing {} idle {} incomplete {} \
-             stalled {} (narrow {}), timeouts first-byte {} header {} idle {} send {} close {}, parked {}, \
+             stalled {} (narrow {}), timeouts first-byte {} header {} idle {} send {} close {}, parked {}, yielded {}, \
              peer resets {}, aborted {}, retransmits {}+{} fast, segments in {} out {}, \
              malformed {}, control dropped {}",
             self.open,
@@ -219,6 +222,7 @@ impl core::fmt::Display for PoolCounters {
             self.timeout_send,
             self.timeout_close,
             self.parked,
+            self.yielded,
             self.peer_resets,
             self.aborted,
             self.retransmit_timeouts,
@@ -1487,6 +1491,23 @@ impl<'a, S: Service> StreamPool<'a, S> {
     /// bytes were taken.
     fn deliver(&mut self, i: u32, data: &[u8], now: Instant) -> usize {
         let idx = i as usize;
+        // A keep-alive client that sends its next request in the segment that acknowledges
+        // the end of its last answer (as Linux's delayed ACK does) reaches this point still
+        // holding that answer's session, now idle: settling after the segment would be too
+        // late to give it back. While others wait, it gives it back here and its request
+        // parks at the tail of the queue, so that it takes turns with them instead of
+        // keeping the session for as long as it asks. (A request too large for a cell keeps
+        // the session: parking would drop what does not fit.)
+        if self.tcbs[idx].lease != NONE
+            && self.waiting_len() > 0
+            && data.len() <= CELL_LEN
+            && self.tcbs[idx].state == State::Established
+            && !self.tcbs[idx].has(FIN_RECEIVED)
+            && self.lease_phase(i) == Some(SessionPhase::Idle)
+        {
+            self.release(i);
+            self.counters.yielded += 1;
+        }
         if self.tcbs[idx].lease == NONE
             && self.tcbs[idx].cell == NONE
             && self.free_lease != NONE

@@ -666,6 +666,103 @@ fn more_clients_than_sessions_are_all_served_in_turn() {
     assert!(counters.peak_open >= clients as u32);
 }
 
+/// The replies to `port` that the pool has sent and the test has not taken yet, taken.
+fn replies_to(net: &mut Net, port: u16) -> Vec<(u8, u32, u32, usize)> {
+    let mut replies = Vec::new();
+    net.link.to_client.retain(|reply| {
+        let Ok(segment) = wire::parse(reply, CLIENT_MAC, &[wire::v4_mapped(CLIENT_IP)]) else {
+            return true;
+        };
+        if segment.dst_port != port {
+            return true;
+        }
+        replies.push((
+            segment.flags,
+            segment.seq,
+            segment.ack,
+            segment.payload.len(),
+        ));
+        false
+    });
+    replies
+}
+
+/// A raw client's handshake from `port`; returns the server's first sequence number.
+fn raw_handshake(net: &mut Net, port: u16, isn: u32) -> u32 {
+    let syn_ack = exchange(net, &client_segment(port, flags::SYN, isn, 0, &[]), port);
+    let (reply_flags, cookie, _, _) = syn_ack[0];
+    assert_eq!(reply_flags, flags::SYN | flags::ACK);
+    let ack = client_segment(port, flags::ACK, isn + 1, cookie.wrapping_add(1), &[]);
+    assert!(exchange(net, &ack, port).is_empty());
+    cookie.wrapping_add(1)
+}
+
+/// Whether `replies` carry `n` bytes of answer.
+fn answered(replies: &[(u8, u32, u32, usize)], n: usize) -> bool {
+    replies.iter().map(|&(_, _, _, len)| len).sum::<usize>() == n
+}
+
+/// Issue 13 ("a keep-alive connection yields its slot after a response when others are
+/// waiting"): a client that sends its next request in the same segment as the ACK of its
+/// last answer (Linux's delayed ACK rides on the request) gives its session back when
+/// another request waits, and its request waits behind that one. Before, the session was
+/// still leased when the request arrived, so the request went straight into it: over TAP
+/// at 10,000 clients the 512 sessions stayed with about 512 clients (answers per client:
+/// median 2, top 1% 84 or more) while the others timed out.
+#[test]
+fn a_request_riding_on_the_last_answers_ack_waits_its_turn_behind_others() {
+    let mut net = Net::new(8, 1, 8, limits());
+    let (a, b) = (46000, 46001);
+    let (isn_a, isn_b) = (1_000_000u32, 2_000_000u32);
+    let server_a = raw_handshake(&mut net, a, isn_a);
+    let server_b = raw_handshake(&mut net, b, isn_b);
+    let get = b"GET 100\n";
+    let request = |port, isn: u32, requests: u32, server: u32, answered: u32| {
+        client_segment(
+            port,
+            flags::ACK | flags::PSH,
+            isn + 1 + requests * get.len() as u32,
+            server.wrapping_add(answered),
+            get,
+        )
+    };
+    // A takes the one session and is answered; B's request waits for it.
+    assert!(answered(
+        &exchange(&mut net, &request(a, isn_a, 0, server_a, 0), a),
+        100
+    ));
+    assert!(answered(
+        &exchange(&mut net, &request(b, isn_b, 0, server_b, 0), b),
+        0
+    ));
+    assert_eq!(net.pool.counters().waiting, 1);
+    // A's next request acknowledges the answer: B is answered, A waits.
+    let replies = exchange(&mut net, &request(a, isn_a, 1, server_a, 100), a);
+    assert!(answered(&replies, 0), "A kept the session: {replies:?}");
+    assert!(answered(&replies_to(&mut net, b), 100));
+    let counters = net.pool.counters();
+    assert_eq!((counters.waiting, counters.yielded), (1, 1), "{counters}");
+    // B does the same: A is answered.
+    let replies = exchange(&mut net, &request(b, isn_b, 1, server_b, 100), b);
+    assert!(answered(&replies, 0), "B kept the session: {replies:?}");
+    assert!(answered(&replies_to(&mut net, a), 100));
+    // A acknowledges its second answer on its own: B's second request gets the session.
+    let ack_a = client_segment(
+        a,
+        flags::ACK,
+        isn_a + 1 + 2 * get.len() as u32,
+        server_a.wrapping_add(200),
+        &[],
+    );
+    assert!(answered(&exchange(&mut net, &ack_a, a), 0));
+    assert!(answered(&replies_to(&mut net, b), 100));
+    assert_eq!(net.pool.counters().waiting, 0);
+    // With nobody waiting, a request on the last answer's ACK keeps the session.
+    let replies = exchange(&mut net, &request(b, isn_b, 2, server_b, 200), b);
+    assert!(answered(&replies, 100), "{replies:?}");
+    assert_eq!(net.pool.counters().yielded, 2);
+}
+
 /// Slow readers (a window of a few bytes, never read) hold every session and more of them
 /// wait; a client that can take its answer, arriving last, is served within a second or
 /// so: a slow reader's session is taken back for it, and it goes ahead of the slow readers
