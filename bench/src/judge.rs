@@ -146,8 +146,14 @@ pub struct JudgeReport {
     pub duration_seconds: f64,
     /// Good answers (2xx/3xx, whole).
     pub good: u64,
-    /// Good answers per second of the run.
+    /// Good answers per second of the run: those that arrived within the run's duration
+    /// (the answers to requests still waiting when the clients stop asking, which arrive
+    /// after it, would add up to one per client to a run that is not longer for it).
     pub requests_per_second: f64,
+    /// Good answers that arrived after the clients stopped asking (in `good`, not in
+    /// `requests_per_second`).
+    #[serde(default)]
+    pub good_after_duration: u64,
     /// Failures by kind.
     pub failures: Failures,
     /// New connections made because the server closed a kept-alive one (not failures).
@@ -382,6 +388,9 @@ pub fn run(run: &JudgeRun) -> JudgeReport {
                         }
                         if (200..400).contains(&status) {
                             report.good += 1;
+                            if !asking {
+                                report.good_after_duration += 1;
+                            }
                             latencies.push(took.as_micros() as u64);
                             client.answers += 1;
                             client
@@ -446,7 +455,8 @@ pub fn run(run: &JudgeRun) -> JudgeReport {
     }
     let elapsed = duration.as_secs_f64();
     report.duration_seconds = elapsed;
-    report.requests_per_second = report.good as f64 / elapsed.max(1e-9);
+    let in_duration = report.good - report.good_after_duration;
+    report.requests_per_second = in_duration as f64 / elapsed.max(1e-9);
     report.latency_ms = Percentiles::of(latencies);
     let firsts: Vec<u64> = all
         .iter()
@@ -632,6 +642,11 @@ mod tests {
         assert_eq!(report.failures.total(), 0, "{report:?}");
         assert!(report.good >= 60, "{report:?}");
         assert!(report.reconnects > 0, "{report:?}");
+        // At most one answer per client comes after the clients stop asking, and those are
+        // left out of the rate.
+        assert!(report.good_after_duration <= 20, "{report:?}");
+        let in_duration = (report.good - report.good_after_duration) as f64;
+        assert_eq!(report.requests_per_second, in_duration / 2.0, "{report:?}");
         let spread = &report.answers_per_client;
         assert!(spread.min >= 1 && spread.max >= spread.p50, "{report:?}");
     }
