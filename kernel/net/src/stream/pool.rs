@@ -2120,8 +2120,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
                     mss: (control.mss != 0).then_some(control.mss),
                     ip_id: self.next_ip_id(),
                 };
-                let len = reply.headers_len();
-                if tx.transmit(len, |frame| reply.write(frame, 0)) {
+                let layout = reply.layout();
+                if tx.transmit(layout.headers_len(), |frame| {
+                    reply.write_laid_out(&layout, frame, 0)
+                }) {
                     self.counters.segments_out += 1;
                 }
                 if !tx.can_transmit() {
@@ -2190,7 +2192,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
             self.tcbs[idx].flags &= !PERSIST;
             let seq = self.tcbs[idx].snd_una.wrapping_sub(1);
             let out = self.outgoing(i, seq, flags::ACK);
-            if tx.transmit(out.headers_len(), |frame| out.write(frame, 0)) {
+            let layout = out.layout();
+            if tx.transmit(layout.headers_len(), |frame| {
+                out.write_laid_out(&layout, frame, 0)
+            }) {
                 self.counters.segments_out += 1;
             }
             let unsent = self.send_len(i) > self.tcbs[idx].data_sent();
@@ -2268,7 +2273,8 @@ impl<'a, S: Service> StreamPool<'a, S> {
             let last = len == unsent;
             let seg_flags = flags::ACK | if last { flags::PSH } else { 0 };
             let out = self.outgoing(i, seq, seg_flags);
-            let header = out.headers_len();
+            let layout = out.layout();
+            let header = layout.headers_len();
             let session = &mut self.leases[lease as usize].session;
             let service = &self.service;
             let mut alignment = self.payload_alignment;
@@ -2276,7 +2282,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 let payload = &mut frame[header..];
                 alignment = payload.as_ptr() as usize % 4;
                 let (_, payload_sum) = service.read_summed(session, offset, payload);
-                out.write(frame, payload_sum);
+                out.write_laid_out(&layout, frame, payload_sum);
             });
             self.payload_alignment = alignment;
             if !ok {
@@ -2313,7 +2319,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
         if fin_pending && tx.can_transmit() {
             let seq = tcb.snd_nxt;
             let out = self.outgoing(i, seq, flags::FIN | flags::ACK);
-            if tx.transmit(out.headers_len(), |frame| out.write(frame, 0)) {
+            let layout = out.layout();
+            if tx.transmit(layout.headers_len(), |frame| {
+                out.write_laid_out(&layout, frame, 0)
+            }) {
                 self.counters.segments_out += 1;
                 let tcb = &mut self.tcbs[idx];
                 tcb.flags |= FIN_SENT;
@@ -2341,7 +2350,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
         if self.tcbs[idx].has(ACK_NOW) && tx.can_transmit() {
             let seq = self.tcbs[idx].snd_nxt;
             let out = self.outgoing(i, seq, flags::ACK);
-            if tx.transmit(out.headers_len(), |frame| out.write(frame, 0)) {
+            let layout = out.layout();
+            if tx.transmit(layout.headers_len(), |frame| {
+                out.write_laid_out(&layout, frame, 0)
+            }) {
                 self.counters.segments_out += 1;
                 self.tcbs[idx].flags &= !ACK_NOW;
             }
