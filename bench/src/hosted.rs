@@ -694,17 +694,7 @@ impl Namespace {
 
     /// The TAP device's transmit queue length, as `ip link show` reports it (`qlen N`).
     pub(crate) fn tap_queue(&self) -> anyhow::Result<u32> {
-        let output = Command::new("ip")
-            .args(["netns", "exec", &self.name, "ip", "-o", "link", "show", TAP])
-            .output()
-            .context("running ip (apt-get install iproute2)")?;
-        ensure!(
-            output.status.success(),
-            "ip link show {TAP} in {} failed: {}",
-            self.name,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-        let text = String::from_utf8_lossy(&output.stdout);
+        let text = ip(&["netns", "exec", &self.name, "ip", "-o", "link", "show", TAP])?;
         parse_qlen(&text).with_context(|| format!("no qlen in {text:?}"))
     }
 
@@ -764,7 +754,7 @@ fn parse_qlen(text: &str) -> Option<u32> {
     word.strip_suffix('\\').unwrap_or(word).parse().ok()
 }
 
-fn ip(args: &[&str]) -> anyhow::Result<()> {
+fn ip(args: &[&str]) -> anyhow::Result<String> {
     let output = Command::new("ip")
         .args(args)
         .output()
@@ -775,7 +765,7 @@ fn ip(args: &[&str]) -> anyhow::Result<()> {
         args.join(" "),
         String::from_utf8_lossy(&output.stderr).trim()
     );
-    Ok(())
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
 /// How the servers' CPU time is counted.

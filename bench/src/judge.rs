@@ -49,6 +49,12 @@ pub struct JudgeRun {
     pub timeout: Duration,
 }
 
+/// The `q` quantile (0-1) of `sorted` (ascending, not empty) by the nearest-rank method.
+fn nearest_rank<T: Copy>(sorted: &[T], q: f64) -> T {
+    let index = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[index]
+}
+
 /// Latency percentiles in milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
@@ -68,10 +74,7 @@ impl Percentiles {
             return Percentiles::default();
         }
         samples.sort_unstable();
-        let at = |q: f64| {
-            let index = ((samples.len() as f64 * q).ceil() as usize).clamp(1, samples.len()) - 1;
-            samples[index] as f64 / 1000.0
-        };
+        let at = |q: f64| nearest_rank(&samples, q) as f64 / 1000.0;
         Percentiles {
             p50: at(0.50),
             p90: at(0.90),
@@ -103,10 +106,7 @@ impl Spread {
             return Spread::default();
         }
         counts.sort_unstable();
-        let at = |q: f64| {
-            let index = ((counts.len() as f64 * q).ceil() as usize).clamp(1, counts.len()) - 1;
-            counts[index]
-        };
+        let at = |q: f64| nearest_rank(&counts, q);
         Spread {
             min: counts[0],
             p1: at(0.01),

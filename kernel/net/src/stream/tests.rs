@@ -996,23 +996,7 @@ fn exchange(net: &mut Net, frame: &[u8], port: u16) -> Vec<(u8, u32, u32, usize)
         link: &mut net.link,
     };
     net.pool.poll(now, &mut tx);
-    let mut replies = Vec::new();
-    net.link.to_client.retain(|reply| {
-        let Ok(segment) = wire::parse(reply, CLIENT_MAC, &[wire::v4_mapped(CLIENT_IP)]) else {
-            return true;
-        };
-        if segment.dst_port != port {
-            return true;
-        }
-        replies.push((
-            segment.flags,
-            segment.seq,
-            segment.ack,
-            segment.payload.len(),
-        ));
-        false
-    });
-    replies
+    replies_to(net, port)
 }
 
 /// Issue 12: "a SYN that finds no room is answered by a RST or kept waiting by design, never
