@@ -291,7 +291,7 @@ impl Lab {
     }
 
     /// Boots `card` on the TAP link with `bramble qemu --image CARD --tap TAP` (the kernel on
-    /// the card). For the README's figure, `BRAMBLE_ACME_ICOUNT` starts QEMU itself with the
+    /// the card). For the figure in doc/benchmarks.md, `BRAMBLE_ACME_ICOUNT` starts QEMU itself with the
     /// same card and link under `-icount`: the guest clock then counts instructions, so the
     /// status line's busy time is instructions (thousands per "us").
     fn boot_card(&self, card: &Path) -> BrambleQemu {

@@ -114,8 +114,8 @@ fn seed_for_nonces(nic: &ReprobingNic<Dwc2Host>) -> u64 {
 /// controller's registers), so after a long silence they are as rare as the watchdog tick;
 /// the first frame after a silence of T waits at most T/50 (1 s at most). While parked, look at its
 /// progress every 5 ms (a message without a zero-length packet raises no interrupt). See
-/// `Dwc2Host::quiet_receive`; idle QEMU host CPU and the latency costs are measured in the
-/// README.
+/// `Dwc2Host::quiet_receive`; idle QEMU host CPU and the latency costs are measured in
+/// doc/benchmarks.md.
 const QUIET_RECEIVE: dwc2::QuietReceive = dwc2::QuietReceive {
     after_micros: 2_000_000,
     interval_micros: 10_000,

@@ -27,8 +27,8 @@
 //! repository: a second model of the chip, written from the datasheet and checked against
 //! Linux's own smsc95xx driver in QEMU, which then runs Bramble's driver in QEMU over
 //! usb-redir at high speed (`tests/tests/smsc95xx_model.rs`) and compares its register
-//! sequence with Linux's (`usbredir/tests/register_sequence.rs`). The README's "The B+'s
-//! Ethernet, judged by Linux" says what that proves, what it does not (the LAN9514's hub, the
+//! sequence with Linux's (`usbredir/tests/register_sequence.rs`). usbredir/README.md ("The B+'s
+//! Ethernet, judged by Linux") says what that proves, what it does not (the LAN9514's hub, the
 //! real DWC2's timing, power sequencing are still only modelled), and which differences
 //! between QEMU's DWC2 and the real one the driver relies on.
 #![no_std]

@@ -53,6 +53,22 @@
 //!   [`PoolLimits::idle_micros`], less when the pool is nearly full. Every decision is
 //!   counted in [`PoolCounters`].
 //!
+//! # On the Pi
+//!
+//! The board serves plain HTTP on port 80 (IPv4 and IPv6 alike) through this pool: up to
+//! 16,384 control blocks as its RAM allows, 512 HTTP sessions, 512-byte cells for waiting
+//! requests. A waiting complete request takes the session of an incomplete header, else of
+//! a response that made no progress for 5 s; an answer to a narrow window without progress
+//! for 1 s gives its session back while an open window's request waits. Deadlines: the
+//! first request byte within 10 s, a header within 20 s (extended while 500 bytes/s
+//! arrive), a response the client does not read for 30 s is cut off; the idle keep-alive
+//! allowance shrinks as the pool fills. `connections_per_address` (off by default) caps one
+//! IPv4 address or one IPv6 /64. Each decision is counted on the `status` line (`status:
+//! connections open ..., syn ..., accepted ..., refused full/per-source, evicted
+//! closing/idle/incomplete/stalled, timeouts first-byte/header/idle/send/close ...`); the
+//! attack suite that holds these rules against real attack tools is described in
+//! doc/robustness.md.
+//!
 //! # TCP subset
 //!
 //! Passive open only (IPv4), MSS option (no window scaling, SACK or timestamps: windows stay
