@@ -48,6 +48,12 @@ _start:
     mcr     p15, 0, r0, c7, c5, 4       // flush prefetch buffer (ISB on ARMv6)
     mov     r0, #0x40000000
     vmsr    fpexc, r0
+    // FPSCR: flush-to-zero (bit 24) and default NaN (bit 25), every trap off, round to
+    // nearest: the VFP11's RunFast mode, in which it handles every operand in hardware. Without
+    // it a subnormal operand bounces to a support-code handler (VFP11 TRM 2.3.1), which Bramble
+    // does not have: the bounce would arrive as an undefined-instruction fault and reset.
+    mov     r0, #0x03000000
+    vmsr    fpscr, r0
 
     bl      __bramble_boot_rust         // never returns
 2:  mcr     p15, 0, r0, c7, c0, 4       // wait for interrupt, forever
@@ -96,6 +102,11 @@ irq_entry:
     vmrs    r0, fpscr
     stmfd   sp!, {r0, r1}               // FPSCR plus a pad word for alignment
     bl      __bramble_irq
+    // A barrier between the handler's last peripheral access and the interrupted code's next
+    // one (BCM2835 ARM Peripherals §1.3): every register access is preceded by one
+    // (bramble_bcm2835::mmio), but the interrupted code may have passed its own already.
+    mov     r0, #0
+    mcr     p15, 0, r0, c7, c10, 5      // DMB
     ldmfd   sp!, {r0, r1}
     vmsr    fpscr, r0
     vpop    {d0-d7}

@@ -22,6 +22,8 @@ const DEBUG: Offset<Debug> = Offset::new(0x20);
 
 /// Offset of the global enable register (ENABLE, §4.2.1.3) from the controller's base.
 const ENABLE: usize = 0xFF0;
+/// Most reads of CS [`DmaChannel::abort`] waits through for outstanding writes.
+pub const ABORT_WAIT_READS: u32 = 10_000;
 /// Bytes between two channels' register blocks.
 const CHANNEL_STRIDE: usize = 0x100;
 
@@ -34,6 +36,8 @@ impl Cs {
     const END: Field<Self> = Field::bit(1);
     /// INT: the control block asked for an interrupt (write 1 to clear).
     const INTERRUPT: Field<Self> = Field::bit(2);
+    /// WAITING_FOR_OUTSTANDING_WRITES: writes of the channel are still on their way.
+    const WRITES_OUTSTANDING: Field<Self> = Field::bit(6);
     /// ERROR: the DEBUG register has an error flag set.
     const ERROR: Field<Self> = Field::bit(8);
     /// PRIORITY: AXI priority of normal transfers.
@@ -198,8 +202,18 @@ impl DmaChannel {
         self.registers.at(TXFR_LEN).read().bits()
     }
 
-    /// Stops the channel and resets it (after an error or a timeout).
+    /// Stops the channel and resets it (after an error or a timeout): pauses it (ACTIVE
+    /// cleared), waits for the writes it still has on the AXI bus to land, as Linux's
+    /// bcm2835-dma does before an abort, so that none lands in memory after the caller took
+    /// it back; then abandons the control block and resets the channel. The wait is bounded by
+    /// [`ABORT_WAIT_READS`] reads of CS (Linux's bound).
     pub fn abort(&mut self) {
+        self.registers.at(CS).write(Cs::ACTIVE.clear());
+        for _ in 0..ABORT_WAIT_READS {
+            if !self.registers.at(CS).read().is_set(Cs::WRITES_OUTSTANDING) {
+                break;
+            }
+        }
         self.registers.at(CS).write(Cs::ABORT.set());
         self.registers.at(CS).write(Cs::RESET.set());
         self.registers.at(DEBUG).write(Debug::ERRORS.set());
@@ -220,5 +234,42 @@ mod tests {
         assert_eq!(information.bits(), 0x000B_0418);
         assert_eq!(core::mem::size_of::<ControlBlock>(), 32);
         assert_eq!(core::mem::align_of::<ControlBlock>(), 32);
+    }
+
+    /// A channel whose writes stay outstanding for a few reads of CS after it is paused.
+    struct Channel(std::rc::Rc<std::cell::RefCell<(u32, std::vec::Vec<u32>, bool)>>);
+
+    impl crate::mmio::mock::Bus for Channel {
+        fn read(&mut self, _address: usize) -> u32 {
+            let mut state = self.0.borrow_mut();
+            state.0 = state.0.saturating_sub(1);
+            u32::from(state.0 > 0) << 6
+        }
+        fn write(&mut self, address: usize, value: u32) {
+            let mut state = self.0.borrow_mut();
+            if address & 0xFF == 0
+                && value & (Cs::ABORT.mask() | Cs::RESET.mask()) != 0
+                && state.0 > 0
+            {
+                state.2 = true; // aborted with writes in flight
+            }
+            state.1.push(value);
+        }
+    }
+
+    #[test]
+    fn an_abort_waits_for_outstanding_writes() {
+        let state = std::rc::Rc::new(std::cell::RefCell::new((5, std::vec::Vec::new(), false)));
+        let _bus = crate::mmio::mock::install(Channel(state.clone()));
+        let mut channel = DmaChannel {
+            // SAFETY: the registers are the mock's.
+            registers: unsafe { RegisterBlock::new(crate::memory_map::DMA) },
+            control_block: std::boxed::Box::leak(std::boxed::Box::default()),
+        };
+        channel.abort();
+        let state = state.borrow();
+        assert!(!state.2, "the channel was aborted with writes outstanding");
+        assert_eq!(state.1[0], 0, "paused first");
+        assert!(state.1.contains(&Cs::RESET.mask()));
     }
 }

@@ -18,8 +18,31 @@
 //! DREQ 11). QEMU 7.2's bcm2835 DMA model ignores DREQ and copies at once, which works as long
 //! as the read command is sent first (its SDHCI model then produces every block on demand),
 //! so that is the order used: command, then DMA.
+//!
+//! Rules the silicon enforces and QEMU's model does not (each kept here, each with a unit test
+//! against a recording register model below, and the first also checked by the board-rules
+//! plugin on every QEMU boot of the test command):
+//!
+//! - Write spacing. The Arasan core may lose a register write made within two SD clocks of
+//!   the previous one (a clock-domain crossing; U-Boot's bcm2835_sdhci.c and Linux's
+//!   sdhci-iproc.c space their writes, Circle waits around CONTROL1). Every write other than
+//!   to DATA goes through [`Emmc::write_register`], which waits until two card clocks have
+//!   passed since the previous one: by the system timer (rounded up to whole microseconds,
+//!   plus one for the timer's resolution) and by a count of wait-loop passes that at four
+//!   instructions each covers two card clocks at 700 MHz even if the timer were fast, which is
+//!   also what the plugin measures. While the clock changes, the slower of the two clocks
+//!   sets the gap.
+//! - R1b busy. After a command with a busy response (CMD7, CMD12) the card holds DAT0 low
+//!   until it is done; the next command waits until the data lines are free (DAT_INHIBIT
+//!   clear, or the transfer-complete flag), as Circle and Linux do.
+//! - CMD12 is sent as an abort command (CMDTM CMD_TYPE 3), which resets the controller's
+//!   data state machine along with the card's.
+//! - A base clock of 0 (the mailbox query failed) is replaced by [`FALLBACK_BASE_CLOCK_HZ`],
+//!   the fastest a Pi 1 reports: dividers computed from it can only make the card clock
+//!   slower than asked, never faster (the identification clock must stay at 400 kHz or
+//!   below).
 
-use crate::mmio::{Field, Offset, RegisterBlock, Word};
+use crate::mmio::{Field, FieldValue, Offset, RegisterBlock, Value, Word};
 use bramble_hal::block::{BLOCK_SIZE, BlockDevice, BlockError, BlockWrite};
 
 // Registers (BCM2835 ARM Peripherals §5.4).
@@ -113,6 +136,64 @@ impl Interrupt {
     /// Every flag.
     const ALL: Field<Self> = Field::bits(31, 0);
 }
+/// The EMMC base clock assumed when the mailbox could not say (a Pi 1 reports 200 to 250 MHz;
+/// assuming the highest keeps every card clock at or below its target).
+pub const FALLBACK_BASE_CLOCK_HZ: u32 = 250_000_000;
+
+/// The identification clock (SD Physical Layer Specification 4.2: at most 400 kHz).
+const IDENTIFICATION_HZ: u32 = 400_000;
+
+/// The CPU clock the write spacing counts instructions at (the B+'s default and maximum
+/// without overclocking).
+const CPU_HZ: u64 = 700_000_000;
+
+/// Instructions one pass of the spacing wait takes at least (a timer read alone is more).
+const INSTRUCTIONS_PER_SPIN: u64 = 4;
+
+/// The least time between two register writes other than to DATA at card clock `clock_hz`:
+/// two card clocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriteGap {
+    /// Microseconds by the system timer (two clocks rounded up, plus one for the timer's
+    /// resolution: a read just before a tick and one just after differ by one).
+    pub micros: u64,
+    /// Passes of the wait loop (each at least [`INSTRUCTIONS_PER_SPIN`] instructions), for two
+    /// clocks at 700 MHz.
+    pub spins: u64,
+}
+
+impl WriteGap {
+    /// The gap for card clock `clock_hz` (0, an unknown clock, counts as the identification
+    /// clock).
+    pub const fn for_clock(clock_hz: u32) -> Self {
+        let hz = if clock_hz == 0 {
+            IDENTIFICATION_HZ as u64
+        } else {
+            clock_hz as u64
+        };
+        WriteGap {
+            micros: (2_000_000u64).div_ceil(hz) + 1,
+            spins: (2 * CPU_HZ).div_ceil(hz * INSTRUCTIONS_PER_SPIN),
+        }
+    }
+
+    /// The longer of two gaps.
+    const fn max(self, other: Self) -> Self {
+        WriteGap {
+            micros: if self.micros > other.micros {
+                self.micros
+            } else {
+                other.micros
+            },
+            spins: if self.spins > other.spins {
+                self.spins
+            } else {
+                other.spins
+            },
+        }
+    }
+}
+
 /// How a command's response is checked and how long it is (CMDTM bits 16-21).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Response {
@@ -156,6 +237,21 @@ pub const fn command_word(index: u32, response: Response, read_blocks: u32) -> u
         word |= BLOCK_COUNT_ENABLE | MULTI_BLOCK | AUTO_CMD12;
     }
     word
+}
+
+/// CMDTM's CMD_TYPE field value for an abort command (bits 23:22 = 3).
+const COMMAND_TYPE_ABORT: u32 = 0b11 << 22;
+
+/// The CMDTM word for CMD12 (STOP_TRANSMISSION) sent to end a transfer: R1b, and the abort
+/// command type, which also resets the controller's data path once the command completes
+/// (SDHCI 2.2.6).
+pub const fn stop_command_word() -> u32 {
+    command_word(12, Response::ShortBusy, 0) | COMMAND_TYPE_ABORT
+}
+
+/// Whether CMDTM `word` asks for a response with busy (R1b).
+const fn has_busy(word: u32) -> bool {
+    (word >> 16) & 0b11 == 0b11
 }
 
 /// The CMDTM word for write command `index` (CMD24 or CMD25) moving `blocks` blocks from host
@@ -411,6 +507,10 @@ pub struct Emmc<C: Fn() -> u64> {
     dma_read: Option<DmaRead>,
     write_window: Option<WriteWindow>,
     writes: WriteCounters,
+    /// When the last register write other than to DATA was made, in microseconds.
+    last_write: u64,
+    /// The least time between two such writes now.
+    write_gap: WriteGap,
 }
 
 impl<C: Fn() -> u64> Emmc<C> {
@@ -421,6 +521,15 @@ impl<C: Fn() -> u64> Emmc<C> {
     /// # Safety
     /// Only one `Emmc` may exist, and GPIO48-53 must be routed to it (function ALT3).
     pub unsafe fn new(base_clock_hz: u32, now_micros: C) -> Result<Self, EmmcError> {
+        let base_clock_hz = if base_clock_hz == 0 {
+            log::warn!(
+                "sd: the EMMC base clock is unknown; assuming {} MHz",
+                FALLBACK_BASE_CLOCK_HZ / 1_000_000
+            );
+            FALLBACK_BASE_CLOCK_HZ
+        } else {
+            base_clock_hz
+        };
         let mut emmc = Emmc {
             // SAFETY: memory_map::EMMC is the EMMC controller on every BCM2835.
             registers: unsafe { RegisterBlock::new(crate::memory_map::EMMC) },
@@ -436,6 +545,8 @@ impl<C: Fn() -> u64> Emmc<C> {
             dma_read: None,
             write_window: None,
             writes: WriteCounters::default(),
+            last_write: 0,
+            write_gap: WriteGap::for_clock(0),
         };
         emmc.reset(base_clock_hz)?;
         emmc.identify(base_clock_hz)?;
@@ -489,31 +600,60 @@ impl<C: Fn() -> u64> Emmc<C> {
         }
     }
 
+    /// Writes `value` to register `offset` (anything but DATA) once two card clocks have
+    /// passed since the previous such write (see the module notes), and notes when.
+    fn write_register<R>(&mut self, offset: Offset<R>, value: Value<R>) {
+        let gap = self.write_gap;
+        let mut spins: u64 = 0;
+        loop {
+            // The timer is read on every pass, so a pass is never shorter than a timer read.
+            let elapsed = self.now().saturating_sub(self.last_write);
+            if elapsed >= gap.micros && spins >= gap.spins {
+                break;
+            }
+            spins += 1;
+        }
+        self.registers.at(offset).write_value(value);
+        self.last_write = self.now();
+    }
+
+    /// Writes the named fields of register `offset` (every other bit 0), spaced.
+    fn set<R>(&mut self, offset: Offset<R>, fields: FieldValue<R>) {
+        self.write_register(offset, Value::of(fields));
+    }
+
+    /// Reads register `offset`, replaces the named fields and writes it back, spaced.
+    fn change<R>(&mut self, offset: Offset<R>, fields: FieldValue<R>) {
+        let value = self.registers.at(offset).read().with(fields);
+        self.write_register(offset, value);
+    }
+
     fn reset(&mut self, base_clock_hz: u32) -> Result<(), EmmcError> {
-        let r = self.registers;
-        r.at(CONTROL0).write(Control0::FOUR_BIT.clear());
-        r.at(CONTROL1).write(Control1::RESET_HOST.set());
+        self.set(CONTROL0, Control0::FOUR_BIT.clear());
+        self.set(CONTROL1, Control1::RESET_HOST.set());
         if !self.wait(100_000, |e| {
             !e.registers.at(CONTROL1).read().is_set(Control1::RESET_HOST)
         }) {
             return Err(EmmcError::Controller);
         }
-        self.set_clock(base_clock_hz, 400_000)?;
+        self.set_clock(base_clock_hz, IDENTIFICATION_HZ)?;
         // Every status bit visible in INTERRUPT, none routed to the ARM interrupt line.
-        r.at(IRPT_EN).write(Word::ALL.val(0));
-        r.at(IRPT_MASK).write(Word::ALL.set());
-        r.at(INTERRUPT).write(Interrupt::ALL.set());
+        self.set(IRPT_EN, Word::ALL.val(0));
+        self.set(IRPT_MASK, Word::ALL.set());
+        self.set(INTERRUPT, Interrupt::ALL.set());
         Ok(())
     }
 
     fn set_clock(&mut self, base_clock_hz: u32, target_hz: u32) -> Result<(), EmmcError> {
-        let control = self.registers.at(CONTROL1);
-        control.modify(Control1::CLOCK_CARD.clear());
+        let new_hz = clock_hz(base_clock_hz, target_hz);
+        // While the divider changes, writes are spaced for the slower of the two clocks.
+        self.write_gap = WriteGap::for_clock(self.card.clock_hz).max(WriteGap::for_clock(new_hz));
+        self.change(CONTROL1, Control1::CLOCK_CARD.clear());
         let divider = clock_divider_bits(base_clock_hz, target_hz) >> 6;
         let value = Control1::CLOCK_INTERNAL.set()
             + Control1::DATA_TIMEOUT.val(0xE)
             + Control1::DIVIDER.val(divider);
-        control.write(value);
+        self.set(CONTROL1, value);
         if !self.wait(100_000, |e| {
             e.registers
                 .at(CONTROL1)
@@ -522,8 +662,9 @@ impl<C: Fn() -> u64> Emmc<C> {
         }) {
             return Err(EmmcError::Controller);
         }
-        control.write(value + Control1::CLOCK_CARD.set());
-        self.card.clock_hz = clock_hz(base_clock_hz, target_hz);
+        self.set(CONTROL1, value + Control1::CLOCK_CARD.set());
+        self.card.clock_hz = new_hz;
+        self.write_gap = WriteGap::for_clock(new_hz);
         Ok(())
     }
 
@@ -549,9 +690,9 @@ impl<C: Fn() -> u64> Emmc<C> {
         }) {
             return Err(EmmcError::CommandTimeout(index));
         }
-        r.at(INTERRUPT).write(Interrupt::ALL.set());
-        r.at(ARG1).write(Word::ALL.val(argument));
-        r.at(CMDTM).write(Word::ALL.val(word));
+        self.set(INTERRUPT, Interrupt::ALL.set());
+        self.set(ARG1, Word::ALL.val(argument));
+        self.set(CMDTM, Word::ALL.val(word));
         let finished = self.wait(limit, |e| {
             let status = e.registers.at(INTERRUPT).read();
             status.is_set(Interrupt::COMMAND_DONE) || status.is_set(Interrupt::ERRORS)
@@ -568,8 +709,32 @@ impl<C: Fn() -> u64> Emmc<C> {
                 status.bits() & Interrupt::ERRORS.mask(),
             ));
         }
-        r.at(INTERRUPT).write(Interrupt::COMMAND_DONE.set());
-        Ok(r.register(RESP0).read())
+        let response = r.register(RESP0).read();
+        if has_busy(word) {
+            // R1b: the card signals busy on DAT0 until it is done; the controller holds
+            // DAT_INHIBIT until then and raises DATA_DONE at the end.
+            let free = self.wait(limit, |e| {
+                let status = e.registers.at(INTERRUPT).read();
+                status.is_set(Interrupt::DATA_DONE)
+                    || status.is_set(Interrupt::ERRORS)
+                    || !e.registers.at(STATUS).read().is_set(Status::DATA_INHIBIT)
+            });
+            let status = r.at(INTERRUPT).read();
+            if !free || status.is_set(Interrupt::ERRORS) {
+                self.recover_lines();
+                return Err(EmmcError::Command(
+                    index,
+                    status.bits() & Interrupt::ERRORS.mask(),
+                ));
+            }
+            self.set(
+                INTERRUPT,
+                Interrupt::COMMAND_DONE.set() + Interrupt::DATA_DONE.set(),
+            );
+        } else {
+            self.set(INTERRUPT, Interrupt::COMMAND_DONE.set());
+        }
+        Ok(response)
     }
 
     /// After a failed command or transfer: reset the command circuit, then the data circuit,
@@ -578,22 +743,17 @@ impl<C: Fn() -> u64> Emmc<C> {
     /// next read then waited out its whole time limit for them).
     fn recover_lines(&mut self) {
         for reset in [Control1::RESET_COMMAND, Control1::RESET_DATA] {
-            self.registers.at(CONTROL1).modify(reset.set());
+            self.change(CONTROL1, reset.set());
             self.wait(100_000, |e| !e.registers.at(CONTROL1).read().is_set(reset));
         }
-        self.registers.at(INTERRUPT).write(Interrupt::ALL.set());
+        self.set(INTERRUPT, Interrupt::ALL.set());
     }
 
     /// After a read or write that went wrong mid-way: reset the lines and tell the card to
     /// stop (CMD12, STOP_TRANSMISSION; an error just means it had stopped already).
     fn abandon_transfer(&mut self) {
         self.recover_lines();
-        let _ = self.send(
-            12,
-            0,
-            command_word(12, Response::ShortBusy, 0),
-            TRANSFER_COMMAND_MICROS,
-        );
+        let _ = self.send(12, 0, stop_command_word(), TRANSFER_COMMAND_MICROS);
         self.recover_lines();
     }
 
@@ -617,8 +777,10 @@ impl<C: Fn() -> u64> Emmc<C> {
         out: &mut [u8],
     ) -> Result<(), EmmcError> {
         let r = self.registers;
-        r.at(BLKSIZECNT)
-            .write(BlockSizeCount::SIZE.val(out.len() as u32) + BlockSizeCount::COUNT.val(1));
+        self.set(
+            BLKSIZECNT,
+            BlockSizeCount::SIZE.val(out.len() as u32) + BlockSizeCount::COUNT.val(1),
+        );
         if application {
             self.command(55, self.card.rca << 16, Response::Short)?;
         }
@@ -636,7 +798,7 @@ impl<C: Fn() -> u64> Emmc<C> {
             self.recover_lines();
             return Err(EmmcError::Data(index));
         }
-        r.at(INTERRUPT).write(Interrupt::READ_READY.set());
+        self.set(INTERRUPT, Interrupt::READ_READY.set());
         for word in out.chunks_exact_mut(4) {
             word.copy_from_slice(&r.at(DATA).read().bits().to_le_bytes());
         }
@@ -645,7 +807,7 @@ impl<C: Fn() -> u64> Emmc<C> {
             status.is_set(Interrupt::DATA_DONE) || status.is_set(Interrupt::ERRORS)
         });
         let failed = r.at(INTERRUPT).read().is_set(Interrupt::ERRORS);
-        r.at(INTERRUPT).write(Interrupt::ALL.set());
+        self.set(INTERRUPT, Interrupt::ALL.set());
         if !done || failed {
             self.recover_lines();
             return Err(EmmcError::Data(index));
@@ -703,7 +865,7 @@ impl<C: Fn() -> u64> Emmc<C> {
         if four_bit {
             // SET_BUS_WIDTH to 4 bits, then match it on the host side.
             self.application_command(6, 2, Response::Short)?;
-            self.registers.at(CONTROL0).modify(Control0::FOUR_BIT.set());
+            self.change(CONTROL0, Control0::FOUR_BIT.set());
             self.card.bus_width = 4;
         }
         self.set_clock(base_clock_hz, default_hz)?;
@@ -792,7 +954,8 @@ impl<C: Fn() -> u64> Emmc<C> {
                 return Err(BlockError::Timeout);
             }
         }
-        self.registers.at(BLKSIZECNT).write(
+        self.set(
+            BLKSIZECNT,
             BlockSizeCount::SIZE.val(BLOCK_SIZE as u32) + BlockSizeCount::COUNT.val(blocks as u32),
         );
         Ok(self.send(index, address, word, limit)?)
@@ -914,7 +1077,7 @@ impl<C: Fn() -> u64> Emmc<C> {
                 BlockError::Timeout
             });
         }
-        self.registers.at(INTERRUPT).write(ready.set());
+        self.set(INTERRUPT, ready.set());
         Ok(())
     }
 
@@ -926,7 +1089,7 @@ impl<C: Fn() -> u64> Emmc<C> {
             status.is_set(Interrupt::DATA_DONE) || status.is_set(Interrupt::ERRORS)
         });
         let status = self.registers.at(INTERRUPT).read();
-        self.registers.at(INTERRUPT).write(Interrupt::ALL.set());
+        self.set(INTERRUPT, Interrupt::ALL.set());
         if !done || status.is_set(Interrupt::ERRORS) {
             self.abandon_transfer();
             return Err(if done {
@@ -1014,7 +1177,7 @@ impl<C: Fn() -> u64> Emmc<C> {
             {
                 return DmaReadPoll::Busy;
             }
-            self.registers.at(INTERRUPT).write(Interrupt::ALL.set());
+            self.set(INTERRUPT, Interrupt::ALL.set());
             self.dma_read = None;
             return DmaReadPoll::Done(Ok(()));
         }
@@ -1240,6 +1403,317 @@ mod tests {
         assert!(switch_selected_high_speed(&status));
         status[16] = 0x0F; // "no change possible"
         assert!(!switch_selected_high_speed(&status));
+    }
+
+    /// A recording model of the EMMC controller with an SDHC card behind it, on the mock bus
+    /// ([`crate::mmio::mock`]). Time is the test's clock, which moves one microsecond each
+    /// time the driver reads it. It notes every rule the driver breaks: a register write
+    /// (other than DATA) within two card clocks of the previous one, a command sent while the
+    /// card is busy after an R1b response, and a command sent at identification faster than
+    /// 400 kHz.
+    mod card_model {
+        use crate::mmio::mock;
+        use std::cell::{Cell, RefCell};
+        use std::rc::Rc;
+        use std::vec::Vec;
+
+        /// How long the card stays busy after CMD7 or CMD12, in microseconds.
+        pub const BUSY_MICROS: u64 = 40;
+
+        #[derive(Default)]
+        pub struct State {
+            /// The controller's real base clock.
+            pub base_hz: u32,
+            pub control1: u32,
+            pub interrupt: u32,
+            pub argument: u32,
+            pub response: [u32; 4],
+            pub data: Vec<u32>,
+            pub application: bool,
+            pub busy_until: Option<u64>,
+            /// The card clock the last CONTROL1 write set (0: none yet).
+            pub clock_hz: u32,
+            pub last_write: Option<u64>,
+            /// Writes other than DATA checked for spacing.
+            pub spaced_writes: u32,
+            /// (offset, microseconds since the previous write, card clock) of each write
+            /// made too soon.
+            pub too_close: Vec<(usize, u64, u32)>,
+            /// Commands sent while the card was busy.
+            pub unwaited_busy: Vec<u32>,
+            /// The card clock when each command was sent.
+            pub command_clocks: Vec<(u32, u32)>,
+            /// Every CMDTM word written.
+            pub commands: Vec<u32>,
+        }
+
+        pub struct Model {
+            pub state: Rc<RefCell<State>>,
+            pub now: Rc<Cell<u64>>,
+        }
+
+        fn clock_of(base_hz: u32, control1: u32) -> u32 {
+            let divider = ((control1 >> 8) & 0xFF) | (((control1 >> 6) & 0x3) << 8);
+            match divider {
+                0 => base_hz,
+                n => base_hz / (2 * n),
+            }
+        }
+
+        fn csd() -> [u32; 4] {
+            let mut response = [0u32; 4];
+            let mut set = |low: u32, width: u32, value: u64| {
+                for bit in 0..width {
+                    if value >> bit & 1 == 1 {
+                        let position = low + bit - 8;
+                        response[(position / 32) as usize] |= 1 << (position % 32);
+                    }
+                }
+            };
+            set(126, 2, 1); // version 2
+            set(48, 22, 15_159);
+            set(96, 8, 0x32); // 25 MHz
+            set(84, 12, 0x5B5); // classes with 10 (switch)
+            response
+        }
+
+        impl Model {
+            fn command(&mut self, word: u32) {
+                let now = self.now.get();
+                let mut s = self.state.borrow_mut();
+                s.commands.push(word);
+                let index = word >> 24;
+                let clock = s.clock_hz;
+                s.command_clocks.push((index, clock));
+                if s.busy_until.is_some_and(|until| now < until) {
+                    s.unwaited_busy.push(index);
+                }
+                let application = core::mem::take(&mut s.application);
+                let status = (4 << 9) | (1 << 8);
+                let mut done = 1; // CMD_DONE
+                match (index, application) {
+                    (0, _) | (16, _) => {}
+                    (8, _) => s.response[0] = s.argument & 0xFFF,
+                    (55, _) => {
+                        s.application = true;
+                        s.response[0] = status | (1 << 5);
+                    }
+                    (41, true) => s.response[0] = 0x80FF_8000 | (1 << 30),
+                    (2, _) => s.response = [1, 2, 3, 4],
+                    (3, _) => s.response[0] = 0x1234 << 16,
+                    (9, _) => s.response = csd(),
+                    (7, _) | (12, _) => {
+                        s.response[0] = status;
+                        s.busy_until = Some(now + BUSY_MICROS);
+                    }
+                    (13, _) | (6, true) => s.response[0] = status,
+                    (51, true) => {
+                        s.response[0] = status;
+                        let scr = [0x02u8, 0x35, 0x80, 0, 0, 0, 0, 0];
+                        s.data = scr
+                            .chunks(4)
+                            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                            .collect();
+                        done |= 1 << 5; // READ_READY
+                    }
+                    (6, false) => {
+                        s.response[0] = status;
+                        let mut block = [0u8; 64];
+                        block[13] = 0x03;
+                        block[16] = 0x01;
+                        s.data = block
+                            .chunks(4)
+                            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                            .collect();
+                        done |= 1 << 5;
+                    }
+                    (17, _) => {
+                        s.response[0] = status;
+                        s.data = std::vec![0; 128];
+                        done |= 1 << 5;
+                    }
+                    _ => done = (1 << 16) | (1 << 15), // no response
+                }
+                s.interrupt |= done;
+            }
+        }
+
+        impl mock::Bus for Model {
+            fn read(&mut self, address: usize) -> u32 {
+                let now = self.now.get();
+                let mut s = self.state.borrow_mut();
+                let busy = s.busy_until.is_some_and(|until| now < until);
+                if s.busy_until.is_some() && !busy {
+                    s.busy_until = None;
+                    s.interrupt |= 1 << 1; // DATA_DONE: the busy ended
+                }
+                match address - crate::memory_map::EMMC {
+                    0x10 => s.response[0],
+                    0x14 => s.response[1],
+                    0x18 => s.response[2],
+                    0x1C => s.response[3],
+                    0x20 => {
+                        let word = if s.data.is_empty() {
+                            0
+                        } else {
+                            s.data.remove(0)
+                        };
+                        if s.data.is_empty() {
+                            s.interrupt |= 1 << 1;
+                        }
+                        word
+                    }
+                    0x24 => u32::from(busy) << 1, // DAT_INHIBIT
+                    // Resets end at once; the clock is stable once on.
+                    0x2C => (s.control1 & !(0x7 << 24)) | ((s.control1 & 1) << 1),
+                    0x30 => s.interrupt,
+                    _ => 0,
+                }
+            }
+
+            fn write(&mut self, address: usize, value: u32) {
+                let now = self.now.get();
+                let offset = address - crate::memory_map::EMMC;
+                {
+                    let mut s = self.state.borrow_mut();
+                    if offset != 0x20 {
+                        // Two clocks of the clock running since the previous write (the
+                        // identification clock before any was set).
+                        let clock = if s.clock_hz == 0 { 400_000 } else { s.clock_hz };
+                        let needed = 2_000_000f64 / f64::from(clock);
+                        if let Some(last) = s.last_write {
+                            s.spaced_writes += 1;
+                            if ((now - last) as f64) < needed {
+                                s.too_close.push((offset, now - last, clock));
+                            }
+                        }
+                        s.last_write = Some(now);
+                    }
+                    match offset {
+                        0x08 => s.argument = value,
+                        0x2C => {
+                            s.control1 = value;
+                            if value & 1 != 0 {
+                                s.clock_hz = clock_of(s.base_hz, value);
+                            }
+                        }
+                        0x30 => s.interrupt &= !value,
+                        _ => {}
+                    }
+                }
+                if offset == 0x0C {
+                    self.command(value);
+                }
+            }
+        }
+
+        /// Installs a model with base clock `base_hz`; returns its state, the clock for the
+        /// driver and the guard.
+        pub fn install(base_hz: u32) -> (Rc<RefCell<State>>, impl Fn() -> u64, mock::Installed) {
+            let state = Rc::new(RefCell::new(State {
+                base_hz,
+                ..State::default()
+            }));
+            let now = Rc::new(Cell::new(1_000));
+            let clock = {
+                let now = now.clone();
+                move || {
+                    now.set(now.get() + 1);
+                    now.get()
+                }
+            };
+            let guard = mock::install(Model {
+                state: state.clone(),
+                now,
+            });
+            (state, clock, guard)
+        }
+    }
+
+    #[test]
+    fn register_writes_are_two_card_clocks_apart() {
+        let (state, clock, _bus) = card_model::install(250_000_000);
+        // SAFETY: the registers are the model's.
+        let emmc = unsafe { Emmc::new(250_000_000, clock) }.expect("the card initialises");
+        assert_eq!(emmc.card().bus_width, 4);
+        assert!(emmc.card().high_speed);
+        let s = state.borrow();
+        assert!(s.spaced_writes > 50, "{} writes", s.spaced_writes);
+        assert!(
+            s.too_close.is_empty(),
+            "writes within two card clocks (offset, us, clock): {:?}",
+            s.too_close
+        );
+    }
+
+    #[test]
+    fn the_gap_covers_two_clocks_by_timer_and_by_instructions() {
+        // 400 kHz: 5 us, plus one for the timer's resolution; 3,500 cycles at 700 MHz.
+        assert_eq!(
+            WriteGap::for_clock(400_000),
+            WriteGap {
+                micros: 6,
+                spins: 875
+            }
+        );
+        assert_eq!(WriteGap::for_clock(0), WriteGap::for_clock(400_000));
+        // 50 MHz: 40 ns, still one whole timer tick apart; 28 cycles.
+        assert_eq!(
+            WriteGap::for_clock(50_000_000),
+            WriteGap {
+                micros: 2,
+                spins: 7
+            }
+        );
+    }
+
+    #[test]
+    fn the_card_is_not_sent_a_command_while_busy_after_r1b() {
+        let (state, clock, _bus) = card_model::install(250_000_000);
+        // SAFETY: the registers are the model's.
+        let mut emmc = unsafe { Emmc::new(250_000_000, clock) }.expect("the card initialises");
+        assert!(
+            state.borrow().commands.iter().any(|word| word >> 24 == 7),
+            "CMD7 was sent"
+        );
+        // A failed transfer ends with CMD12, then the next command comes.
+        emmc.abandon_transfer();
+        emmc.card_status().expect("CMD13 after the stop");
+        let s = state.borrow();
+        assert!(
+            s.unwaited_busy.is_empty(),
+            "commands sent while the card was busy: {:?}",
+            s.unwaited_busy
+        );
+        let stop = s
+            .commands
+            .iter()
+            .find(|word| *word >> 24 == 12)
+            .expect("CMD12 was sent");
+        assert_eq!(*stop, stop_command_word());
+        assert_eq!((stop >> 22) & 0b11, 0b11, "CMD12 is an abort command");
+        assert!(s.too_close.is_empty(), "{:?}", s.too_close);
+    }
+
+    #[test]
+    fn an_unknown_base_clock_keeps_identification_at_400_khz() {
+        let (state, clock, _bus) = card_model::install(250_000_000);
+        // SAFETY: the registers are the model's.
+        let emmc = unsafe { Emmc::new(0, clock) }.expect("the card initialises");
+        let s = state.borrow();
+        let identification: std::vec::Vec<_> = s
+            .command_clocks
+            .iter()
+            .take_while(|(index, _)| *index != 7)
+            .collect();
+        assert!(!identification.is_empty());
+        for (index, hz) in identification {
+            assert!(
+                (1..=400_000).contains(hz),
+                "CMD{index} sent at {hz} Hz during identification"
+            );
+        }
+        assert!(emmc.card().clock_hz <= 50_000_000);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! write there is a data abort under QEMU.
 
 use crate::mmio::RegisterBlock;
+use core::cell::Cell;
 
 const CTRL: usize = 0x00;
 const STATUS: usize = 0x04;
@@ -18,8 +19,14 @@ const CTRL_ENABLE: u32 = 1;
 const WARMUP_COUNT: u32 = 0x4_0000;
 const STATUS_READY_SHIFT: u32 = 24;
 
-/// How long [`HardwareRng::fill`] waits for each word before giving up.
+/// How long [`HardwareRng::fill`] waits for each word before giving up, once the generator
+/// has given its first word.
 pub const WORD_TIMEOUT_MICROS: u64 = 250_000;
+/// How long it waits for the first word after the generator was enabled: the generator first
+/// throws away [`WARMUP_COUNT`] numbers, whose time nobody has published (Linux's
+/// bcm2835-rng waits for it without a bound, polling once a second). Five seconds keeps the
+/// boot inside the hardware watchdog's 15 s; the board logs how long the seed took.
+pub const WARMUP_TIMEOUT_MICROS: u64 = 5_000_000;
 
 /// The generator gave no number in time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +43,8 @@ pub const fn words_ready(status: u32) -> u32 {
 /// The BCM2835 hardware RNG.
 pub struct HardwareRng {
     registers: RegisterBlock,
+    /// A word has come since this value was made: the warm-up is over.
+    warmed_up: Cell<bool>,
 }
 
 impl HardwareRng {
@@ -47,6 +56,7 @@ impl HardwareRng {
         Self {
             // SAFETY: memory_map::RNG is the RNG block.
             registers: unsafe { RegisterBlock::new(crate::memory_map::RNG) },
+            warmed_up: Cell::new(false),
         }
     }
 
@@ -59,16 +69,23 @@ impl HardwareRng {
         self.registers.register(CTRL).write(CTRL_ENABLE);
     }
 
-    /// Fills `out` with generator output, waiting up to [`WORD_TIMEOUT_MICROS`] for each
-    /// word (`micros` reads the system timer).
+    /// Fills `out` with generator output, waiting up to [`WARMUP_TIMEOUT_MICROS`] for the
+    /// first word and [`WORD_TIMEOUT_MICROS`] for each later one (`micros` reads the system
+    /// timer).
     pub fn fill(&self, out: &mut [u8], micros: impl Fn() -> u64) -> Result<(), RngTimeout> {
         for (index, chunk) in out.chunks_mut(4).enumerate() {
             let started = micros();
+            let limit = if self.warmed_up.get() {
+                WORD_TIMEOUT_MICROS
+            } else {
+                WARMUP_TIMEOUT_MICROS
+            };
             while words_ready(self.registers.register(STATUS).read()) == 0 {
-                if micros().saturating_sub(started) > WORD_TIMEOUT_MICROS {
+                if micros().saturating_sub(started) > limit {
                     return Err(RngTimeout { filled: index * 4 });
                 }
             }
+            self.warmed_up.set(true);
             let word = self.registers.register(DATA).read().to_le_bytes();
             chunk.copy_from_slice(&word[..chunk.len()]);
         }
@@ -85,5 +102,50 @@ mod tests {
         assert_eq!(words_ready(0x0400_0000), 4);
         assert_eq!(words_ready(0x000F_FFFF), 0);
         assert_eq!(words_ready(0xFF00_0000), 255);
+    }
+
+    /// A generator that gives its first word `warmup` microseconds after it was enabled.
+    struct Generator {
+        now: std::rc::Rc<core::cell::Cell<u64>>,
+        enabled_at: Option<u64>,
+        warmup: u64,
+    }
+
+    impl crate::mmio::mock::Bus for Generator {
+        fn read(&mut self, address: usize) -> u32 {
+            let ready = self
+                .enabled_at
+                .is_some_and(|at| self.now.get() >= at + self.warmup);
+            match address - crate::memory_map::RNG {
+                STATUS if ready => 1 << STATUS_READY_SHIFT,
+                DATA => 0x5A5A_5A5A,
+                _ => 0,
+            }
+        }
+        fn write(&mut self, address: usize, value: u32) {
+            if address - crate::memory_map::RNG == CTRL && value & CTRL_ENABLE != 0 {
+                self.enabled_at = Some(self.now.get());
+            }
+        }
+    }
+
+    #[test]
+    fn a_warm_up_longer_than_a_word_timeout_is_waited_for() {
+        let now = std::rc::Rc::new(core::cell::Cell::new(0u64));
+        let _bus = crate::mmio::mock::install(Generator {
+            now: now.clone(),
+            enabled_at: None,
+            warmup: 2_000_000,
+        });
+        // SAFETY: the registers are the mock's.
+        let rng = unsafe { HardwareRng::new() };
+        rng.enable();
+        let clock = || {
+            now.set(now.get() + 100);
+            now.get()
+        };
+        let mut seed = [0u8; 32];
+        assert_eq!(rng.fill(&mut seed, clock), Ok(()));
+        assert_eq!(seed, [0x5A; 32]);
     }
 }
