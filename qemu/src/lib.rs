@@ -3,6 +3,8 @@
 //! The `bramble` tool, the integration tests and the benchmarks all build their QEMU command
 //! lines here, so what a test boots is exactly what a user boots.
 
+pub mod board_rules;
+
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -134,6 +136,8 @@ pub struct QemuConfig {
     /// `bramble qemu`, and for tests that run their own server on the host's loopback
     /// (10.0.2.2 to the guest), which must then give the guest addresses, never names.
     pub isolated: bool,
+    /// Run under the board-rules judge ([`board_rules`]): every boot of the test command does.
+    pub board_rules: Option<board_rules::BoardRules>,
 }
 
 impl QemuConfig {
@@ -148,6 +152,7 @@ impl QemuConfig {
             count_instructions: false,
             https_host_port: None,
             isolated: true,
+            board_rules: None,
         }
     }
 
@@ -223,6 +228,9 @@ impl QemuConfig {
         }
         if self.count_instructions {
             push(&["-icount", "shift=0"]);
+        }
+        if let Some(rules) = &self.board_rules {
+            args.extend(rules.args());
         }
         args
     }

@@ -8,7 +8,9 @@ pub mod sntp;
 
 use bramble::kernel::KernelArtifacts;
 use bramble_qemu::QemuConfig;
+use bramble_qemu::board_rules::{self, BoardRules};
 use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Mutex, OnceLock};
@@ -54,35 +56,111 @@ pub fn kernel() -> &'static KernelArtifacts {
     KERNEL.get_or_init(|| bramble::kernel::build_kernel().expect("kernel build"))
 }
 
-/// A running QEMU guest. Dropping it kills QEMU (by its PID) and reaps it, also when the test
-/// fails or panics.
+/// The board-rules plugin (qemu/plugin/boardrules.c), built once per test binary into
+/// target/board-rules/.
+pub fn board_rules_plugin() -> &'static PathBuf {
+    static PLUGIN: OnceLock<PathBuf> = OnceLock::new();
+    PLUGIN.get_or_init(|| {
+        board_rules::build_plugin(&bramble::workspace_root().join("target/board-rules"))
+            .unwrap_or_else(|message| panic!("{message}"))
+    })
+}
+
+/// The board-rules judge of one guest: its report and trace log in a folder of their own.
+pub struct Judge {
+    dir: tempfile::TempDir,
+    rules: BoardRules,
+}
+
+impl Judge {
+    /// Puts `config` under a fresh judge (see [`board_rules`]); every QEMU boot of the tests
+    /// goes through here.
+    pub fn attach(config: &mut QemuConfig) -> Judge {
+        let dir = tempfile::Builder::new()
+            .prefix("bramble-board-rules")
+            .tempdir()
+            .expect("a folder for the board-rules report");
+        let rules = BoardRules::in_dir(board_rules_plugin(), dir.path());
+        config.board_rules = Some(rules.clone());
+        Judge { dir, rules }
+    }
+
+    /// What the plugin reported so far.
+    pub fn verdict(&self) -> board_rules::Verdict {
+        board_rules::verdict(&std::fs::read_to_string(&self.rules.report).unwrap_or_default())
+    }
+
+    /// The folder holding the report and the trace log.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+}
+
+/// A running QEMU guest. Dropping it stops QEMU (SIGTERM by its PID, so the board-rules
+/// plugin writes its totals; SIGKILL if it has not exited within 5 s) and reaps it, also when
+/// the test fails or panics; then, unless the test is failing already, it fails the test if
+/// the board-rules judge saw a rule broken.
 pub struct Guest {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<String>,
     /// Every serial line seen so far, for failure messages.
     pub transcript: Vec<String>,
+    judge: Option<Judge>,
 }
 
 impl Guest {
-    /// Starts QEMU with `config`; serial output is collected line by line.
+    /// Starts QEMU with `config` under the board-rules judge; serial output is collected line
+    /// by line.
     pub fn start(config: &QemuConfig) -> Guest {
+        let mut config = config.clone();
+        let judge = Judge::attach(&mut config);
         let qemu = bramble_qemu::find_qemu().unwrap_or_else(|message| panic!("{message}"));
         let mut command = Command::new(qemu);
         command.args(config.args());
-        Guest::start_command(command)
+        Guest::start_judged(command, Some(judge))
     }
 
     /// Starts a prepared QEMU command line (for example through `nsenter` into a network
-    /// namespace, which replaces itself with QEMU, so the PID is still QEMU's).
-    pub fn start_command(mut command: Command) -> Guest {
+    /// namespace, which replaces itself with QEMU, so the PID is still QEMU's), built from a
+    /// config that went through [`Judge::attach`] (or `None`, for a process that is not QEMU
+    /// itself but starts one that its own code judges).
+    pub fn start_judged(mut command: Command, judge: Option<Judge>) -> Guest {
         let (child, stdin, lines) = spawn_with_lines(&mut command, "qemu-system-arm");
         Guest {
             child,
             stdin,
             lines,
             transcript: Vec::new(),
+            judge,
         }
+    }
+
+    /// Stops QEMU and returns what the board-rules judge saw (the guest is no longer judged on
+    /// drop: for a test that expects violations).
+    pub fn stop_and_judge(mut self) -> Option<board_rules::Verdict> {
+        self.stop();
+        self.judge.take().map(|judge| judge.verdict())
+    }
+
+    /// SIGTERM, up to 5 s for QEMU to exit (and the plugin to write its totals), then SIGKILL.
+    fn stop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        if let Some(pid) = rustix::process::Pid::from_raw(self.child.id() as i32) {
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        // Child::kill sends SIGKILL to exactly this PID; wait reaps it.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Collects the serial lines that arrived so far, without waiting.
@@ -144,9 +222,19 @@ impl Guest {
 
 impl Drop for Guest {
     fn drop(&mut self) {
-        // Child::kill sends SIGKILL to exactly this PID; wait reaps it.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.stop();
+        let Some(judge) = self.judge.take() else {
+            return;
+        };
+        let verdict = judge.verdict();
+        if !verdict.clean() && !std::thread::panicking() {
+            let (spacing, barrier) = verdict.counts();
+            panic!(
+                "the board-rules judge saw rules broken ({spacing} EMMC writes too close, \
+                 {barrier} peripheral switches without a barrier):\n{}",
+                verdict.violations.join("\n")
+            );
+        }
     }
 }
 

@@ -206,9 +206,11 @@ impl NetnsGuest {
     /// Starts `qemu-system-arm` with `config` inside `netns`.
     pub fn start(netns: &Netns, config: &QemuConfig) -> Guest {
         let qemu = bramble_qemu::find_qemu().unwrap_or_else(|message| panic!("{message}"));
+        let mut config = config.clone();
+        let judge = bramble_tests::Judge::attach(&mut config);
         let mut command = netns.command(qemu);
         command.args(config.args());
-        Guest::start_command(command)
+        Guest::start_judged(command, Some(judge))
     }
 }
 

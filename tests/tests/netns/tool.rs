@@ -123,6 +123,7 @@ pub fn start_bramble_qemu(netns: &Netns, args: &[String]) -> BrambleQemu {
         ])
         .env(ARGS_VAR, args.join("\n"));
     BrambleQemu {
-        guest: Some(Guest::start_command(command)),
+        // Not QEMU itself: `bramble qemu` in the helper starts it (unjudged here).
+        guest: Some(Guest::start_judged(command, None)),
     }
 }
