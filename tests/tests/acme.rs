@@ -12,6 +12,11 @@
 //! order; a card without the region (an older image) keeps it in RAM and is not written at
 //! all; and an ignored test cuts power at random moments of a save, 20 times.
 //!
+//! pebble's API presents a chain shaped like one of Let's Encrypt's, made by the test (see
+//! [`ApiChain`]): the main test an RSA-4096 root over RSA-2048 intermediate and leaf (ISRG
+//! Root X1, R-series), the CA-down test a P-384 root and intermediate over a P-256 leaf (ISRG
+//! Root X2, E-series); each root reaches the guest only through `--acme-ca`.
+//!
 //! No packet leaves the namespace: it has no route out, dnsmasq forwards nothing.
 //!
 //! `BRAMBLE_ACME_ICOUNT=1 cargo test -p bramble-tests --test acme obtains -- --nocapture`
@@ -104,30 +109,73 @@ impl Drop for Sntp {
     }
 }
 
-/// The test CA (for pebble's own HTTPS listener, `acme.test`) and pebble's configuration.
-fn make_ca(dir: &Path) {
+/// The shape of the chain pebble's API (`acme.test`) presents, made by the test: each is one
+/// of Let's Encrypt's, so the client's verifiers meet what the real API server sends.
+#[derive(Clone, Copy, Debug)]
+enum ApiChain {
+    /// ISRG Root X1 over an R-series intermediate: an RSA-4096 root over an RSA-2048
+    /// intermediate and leaf, sha256WithRSAEncryption (TLS 1.3 handshake signed with PSS).
+    Rsa,
+    /// ISRG Root X2 over an E-series intermediate: a P-384 root and intermediate over a P-256
+    /// leaf, ecdsa-with-SHA384.
+    P384,
+}
+
+/// The test CA for pebble's own HTTPS listener (`ca.pem`, the root only, goes on the card
+/// with `--acme-ca`; `wfe.pem` holds the leaf and the intermediate) and pebble's
+/// configuration.
+fn make_ca(dir: &Path, chain: ApiChain) {
     let openssl = |args: &[&str]| {
         run(Command::new("openssl").current_dir(dir).args(args));
     };
-    let key = |name: &str| {
+    let (root_key, intermediate_key, leaf_key, digest) = match chain {
+        ApiChain::Rsa => (
+            "rsa_keygen_bits:4096",
+            "rsa_keygen_bits:2048",
+            "rsa_keygen_bits:2048",
+            "-sha256",
+        ),
+        ApiChain::P384 => (
+            "ec_paramgen_curve:P-384",
+            "ec_paramgen_curve:P-384",
+            "ec_paramgen_curve:P-256",
+            "-sha384",
+        ),
+    };
+    let key = |name: &str, option: &str| {
+        let algorithm = if option.starts_with("rsa") {
+            "RSA"
+        } else {
+            "EC"
+        };
         openssl(&[
-            "ecparam",
-            "-name",
-            "prime256v1",
-            "-genkey",
-            "-noout",
+            "genpkey",
+            "-algorithm",
+            algorithm,
+            "-pkeyopt",
+            option,
             "-out",
             name,
-        ])
+        ]);
     };
-    key("ca.key");
+    std::fs::write(
+        dir.join("ext.txt"),
+        format!(
+            "[intermediate]\nbasicConstraints=critical,CA:TRUE\n\
+             keyUsage=critical,keyCertSign,cRLSign\n\
+             [leaf]\nsubjectAltName=DNS:acme.test,IP:{HOST_ADDRESS}\n\
+             extendedKeyUsage=serverAuth\n"
+        ),
+    )
+    .unwrap();
+    key("ca.key", root_key);
     openssl(&[
         "req",
         "-x509",
         "-new",
         "-key",
         "ca.key",
-        "-sha256",
+        digest,
         "-days",
         "3650",
         "-subj",
@@ -135,44 +183,65 @@ fn make_ca(dir: &Path) {
         "-out",
         "ca.pem",
     ]);
-    key("wfe.key");
-    openssl(&[
-        "req",
-        "-new",
-        "-key",
-        "wfe.key",
-        "-subj",
-        "/CN=acme.test",
-        "-out",
-        "wfe.csr",
-    ]);
-    std::fs::write(
-        dir.join("ext.txt"),
-        format!("subjectAltName=DNS:acme.test,IP:{HOST_ADDRESS}\nextendedKeyUsage=serverAuth\n"),
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "wfe.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-days",
-        "3650",
-        "-extfile",
-        "ext.txt",
-        "-out",
-        "wfe.pem",
-    ]);
+    // The intermediate, signed by the root; pebble's leaf, signed by the intermediate.
+    for (issuer, issuer_key, name, subject, section) in [
+        (
+            "ca.pem",
+            "ca.key",
+            "intermediate",
+            "/CN=Bramble test intermediate",
+            "intermediate",
+        ),
+        (
+            "intermediate.pem",
+            "intermediate.key",
+            "wfe",
+            "/CN=acme.test",
+            "leaf",
+        ),
+    ] {
+        let option = if section == "leaf" {
+            leaf_key
+        } else {
+            intermediate_key
+        };
+        let key_file = format!("{name}.key");
+        let csr = format!("{name}.csr");
+        let cert = format!("{name}.pem");
+        key(&key_file, option);
+        openssl(&[
+            "req", "-new", "-key", &key_file, "-subj", subject, "-out", &csr,
+        ]);
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            issuer,
+            "-CAkey",
+            issuer_key,
+            digest,
+            "-CAcreateserial",
+            "-days",
+            "3650",
+            "-extfile",
+            "ext.txt",
+            "-extensions",
+            section,
+            "-out",
+            &cert,
+        ]);
+    }
+    // pebble (Go) presents every certificate in its certificate file: leaf, intermediate.
+    let mut presented = std::fs::read(dir.join("wfe.pem")).unwrap();
+    presented.extend(std::fs::read(dir.join("intermediate.pem")).unwrap());
+    std::fs::write(dir.join("wfe-chain.pem"), presented).unwrap();
     std::fs::write(
         dir.join("pebble.json"),
         format!(
             r#"{{"pebble":{{"listenAddress":"{HOST_ADDRESS}:14000","managementListenAddress":"{HOST_ADDRESS}:15000","certificate":"{}","privateKey":"{}","httpPort":80,"tlsPort":443,"ocspResponderURL":"","externalAccountBindingRequired":false}}}}"#,
-            dir.join("wfe.pem").display(),
+            dir.join("wfe-chain.pem").display(),
             dir.join("wfe.key").display()
         ),
     )
@@ -201,10 +270,11 @@ struct Lab {
 }
 
 impl Lab {
-    fn new(dir: &Path) -> Lab {
+    /// The lab, pebble's API presenting a chain shaped as `chain`.
+    fn new(dir: &Path, chain: ApiChain) -> Lab {
         let netns = Netns::create();
         let sntp = Sntp::start(&netns);
-        make_ca(dir);
+        make_ca(dir, chain);
         let mut command = netns.command("dnsmasq");
         command.args([
             "--keep-in-foreground",
@@ -370,7 +440,7 @@ fn last_line(guest: &Guest, needle: &str) -> String {
 fn the_board_obtains_a_certificate_keeps_it_on_the_card_and_a_second_boot_reuses_it() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    let lab = Lab::new(dir);
+    let lab = Lab::new(dir, ApiChain::Rsa);
     let _pebble = lab.pebble(dir);
     let (card, files) = lab.make_card(dir, "card");
     let fresh = outside_store_region(&card);
@@ -526,7 +596,7 @@ fn the_board_obtains_a_certificate_keeps_it_on_the_card_and_a_second_boot_reuses
 fn with_the_ca_down_the_board_says_why_serves_plain_http_and_retries_after_backing_off() {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    let lab = Lab::new(dir);
+    let lab = Lab::new(dir, ApiChain::P384);
     // A card as an older `bramble image` made it: no certificate store partition (entry 2
     // of the MBR cleared). The kernel says so, keeps the store in RAM and writes nothing.
     let (card, files) = lab.make_card(dir, "card");
@@ -740,7 +810,7 @@ fn power_cuts_while_saving_leave_a_whole_certificate_and_the_rest_of_the_card_un
         .unwrap_or(20);
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
-    let lab = Lab::new(dir);
+    let lab = Lab::new(dir, ApiChain::Rsa);
     let _pebble = lab.pebble(dir);
     let (card, _files) = lab.make_card(dir, "card");
     let fresh = outside_store_region(&card);

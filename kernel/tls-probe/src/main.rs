@@ -56,6 +56,25 @@ const P256_CERT: &[u8] = include_bytes!("../../tls/tests/data/p256.pem");
 const P256_KEY: &[u8] = include_bytes!("../../tls/tests/data/p256.key");
 const ED25519_CERT: &[u8] = include_bytes!("../../tls/tests/data/ed25519.pem");
 const ED25519_KEY: &[u8] = include_bytes!("../../tls/tests/data/ed25519.key");
+// Chains shaped like Let's Encrypt's (kernel/tls/tests/data/chains/make.sh), and signatures
+// made by openssl over message.bin.
+const RSA_ROOT: &[u8] = include_bytes!("../../tls/tests/data/chains/rsa-root.pem");
+const RSA_INT: &[u8] = include_bytes!("../../tls/tests/data/chains/rsa-int.pem");
+const RSA_LEAF: &[u8] = include_bytes!("../../tls/tests/data/chains/rsa-leaf.pem");
+const EC_ROOT: &[u8] = include_bytes!("../../tls/tests/data/chains/ec-root.pem");
+const EC_INT: &[u8] = include_bytes!("../../tls/tests/data/chains/ec-int.pem");
+const EC_LEAF: &[u8] = include_bytes!("../../tls/tests/data/chains/ec-leaf.pem");
+const MESSAGE: &[u8] = include_bytes!("../../tls/tests/data/chains/message.bin");
+const RSA2048: &[u8] = include_bytes!("../../tls/tests/data/chains/rsa2048.pub.der");
+const RSA4096: &[u8] = include_bytes!("../../tls/tests/data/chains/rsa4096.pub.der");
+const P384: &[u8] = include_bytes!("../../tls/tests/data/chains/p384.pub.der");
+const SIG_RSA2048_PSS: &[u8] =
+    include_bytes!("../../tls/tests/data/chains/sig-rsa2048-pss-sha256.bin");
+const SIG_RSA2048_PKCS1: &[u8] =
+    include_bytes!("../../tls/tests/data/chains/sig-rsa2048-pkcs1-sha256.bin");
+const SIG_RSA4096_PKCS1: &[u8] =
+    include_bytes!("../../tls/tests/data/chains/sig-rsa4096-pkcs1-sha256.bin");
+const SIG_P384: &[u8] = include_bytes!("../../tls/tests/data/chains/sig-p384-sha384.bin");
 
 /// Guest nanoseconds (instructions under -icount shift=0) of `f`, a server step: its heap
 /// use is counted as the server's.
@@ -243,6 +262,105 @@ fn primitives() {
     }
 }
 
+/// The ACME client's certificate checks: one signature of each kind, and each chain shape
+/// as the client verifies it (webpki with the client provider's algorithms: parsing, path
+/// building, the signatures, the name and the dates).
+fn chain_verification() {
+    use alloc::string::String;
+    use rustls::SignatureScheme;
+    use rustls::client::WebPkiServerVerifier;
+    use rustls::client::danger::ServerCertVerifier;
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    let algorithms = bramble_tls::provider::verify::CLIENT_ALGORITHMS;
+    let check = |scheme: SignatureScheme| {
+        algorithms
+            .mapping
+            .iter()
+            .find(|(mapped, _)| *mapped == scheme)
+            .map(|(_, algorithms)| algorithms[0])
+            .unwrap()
+    };
+    for (name, scheme, key, signature) in [
+        (
+            "RSA-2048 PSS SHA-256",
+            SignatureScheme::RSA_PSS_SHA256,
+            RSA2048,
+            SIG_RSA2048_PSS,
+        ),
+        (
+            "RSA-2048 PKCS#1 SHA-256",
+            SignatureScheme::RSA_PKCS1_SHA256,
+            RSA2048,
+            SIG_RSA2048_PKCS1,
+        ),
+        (
+            "RSA-4096 PKCS#1 SHA-256",
+            SignatureScheme::RSA_PKCS1_SHA256,
+            RSA4096,
+            SIG_RSA4096_PKCS1,
+        ),
+        (
+            "P-384 SHA-384",
+            SignatureScheme::ECDSA_NISTP384_SHA384,
+            P384,
+            SIG_P384,
+        ),
+    ] {
+        let (result, cost) = measure(|| check(scheme).verify_signature(key, MESSAGE, signature));
+        say!(
+            "verify {name}: {cost} ({})",
+            if result.is_ok() { "ok" } else { "FAILED" }
+        );
+    }
+    let now = UnixTime::since_unix_epoch(core::time::Duration::from_secs(1_811_808_000));
+    let name = ServerName::try_from("bramble.test").unwrap();
+    for (label, root, chain) in [
+        (
+            "P-256 root over P-256 leaf (the test CA)",
+            CA,
+            &[P256_CERT][..],
+        ),
+        (
+            "RSA-4096 root, RSA-2048 intermediate and leaf (ISRG X1, R-series)",
+            RSA_ROOT,
+            &[RSA_LEAF, RSA_INT][..],
+        ),
+        (
+            "P-384 root and intermediate, P-256 leaf (ISRG X2, E-series)",
+            EC_ROOT,
+            &[EC_LEAF, EC_INT][..],
+        ),
+    ] {
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(root).unwrap())
+            .unwrap();
+        let verifier = WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(bramble_tls::provider::client_provider()),
+        )
+        .build()
+        .unwrap();
+        let certificates: Vec<CertificateDer<'static>> = chain
+            .iter()
+            .flat_map(|pem| CertificateDer::pem_slice_iter(pem).map(Result::unwrap))
+            .collect();
+        let mut costs = String::new();
+        for _ in 0..3 {
+            let (result, cost) = measure(|| {
+                verifier.verify_server_cert(&certificates[0], &certificates[1..], &name, &[], now)
+            });
+            let _ = write!(
+                costs,
+                " {cost}{}",
+                if result.is_ok() { "" } else { " FAILED" }
+            );
+        }
+        say!("chain verification, {label}:{costs}");
+    }
+}
+
 /// Called by the boot stub once the MMU and caches are on.
 #[unsafe(no_mangle)]
 fn kernel_main() -> ! {
@@ -261,6 +379,7 @@ fn kernel_main() -> ! {
     );
     RANDOM.seed(&seed).unwrap();
     primitives();
+    chain_verification();
     let roots = client::roots(CA);
     for (name, suites) in [
         ("TLS 1.3 ChaCha20-Poly1305", client::Suites::Chacha13),

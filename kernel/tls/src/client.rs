@@ -72,7 +72,7 @@ pub fn client_config(roots: RootCertStore) -> Result<Arc<ClientConfig>, ClientEr
         return Err(ClientError::Unseeded);
     }
     let mut config = ClientConfig::builder_with_details(
-        Arc::new(provider::provider()),
+        Arc::new(provider::client_provider()),
         Arc::new(ClockRef(&CLOCK)),
     )
     .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])

@@ -16,14 +16,30 @@ const CA: &[u8] = include_bytes!("data/ca.pem");
 const P256_CERT: &[u8] = include_bytes!("data/p256.pem");
 const P256_SEC1: &[u8] = include_bytes!("data/p256.key");
 const OTHER_CA_AS_ROOT: &[u8] = include_bytes!("data/expired.pem");
+// A chain shaped like Let's Encrypt's E-series: P-384 root and intermediate, P-256 leaf
+// (data/chains/make.sh).
+const EC_ROOT: &[u8] = include_bytes!("data/chains/ec-root.pem");
+const EC_INT: &[u8] = include_bytes!("data/chains/ec-int.pem");
+const EC_LEAF: &[u8] = include_bytes!("data/chains/ec-leaf.pem");
+const EC_LEAF_KEY: &[u8] = include_bytes!("data/chains/ec-leaf.key");
 
 fn new_server() -> ServerConnection {
-    let chain: Vec<_> = CertificateDer::pem_slice_iter(P256_CERT)
-        .map(Result::unwrap)
+    server_with(&[P256_CERT], P256_SEC1, rustls::DEFAULT_VERSIONS)
+}
+
+/// A server presenting the certificates in `pems` (leaf first) with `key`.
+fn server_with(
+    pems: &[&[u8]],
+    key: &[u8],
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> ServerConnection {
+    let chain: Vec<_> = pems
+        .iter()
+        .flat_map(|pem| CertificateDer::pem_slice_iter(pem).map(Result::unwrap))
         .collect();
-    let key = PrivateKeyDer::from_pem_slice(P256_SEC1).unwrap();
+    let key = PrivateKeyDer::from_pem_slice(key).unwrap();
     let config = ServerConfig::builder_with_provider(Arc::new(provider::provider()))
-        .with_safe_default_protocol_versions()
+        .with_protocol_versions(versions)
         .unwrap()
         .with_no_client_auth()
         .with_single_cert(chain, key)
@@ -113,4 +129,20 @@ fn refuses_wrong_names_and_untrusted_roots() {
         roots_from_pem(b"no pem here").err(),
         Some(ClientError::NoRoots)
     );
+}
+
+#[test]
+fn talks_to_a_server_whose_chain_is_signed_with_p384() {
+    setup();
+    for version in [&rustls::version::TLS13, &rustls::version::TLS12] {
+        let config = client_config(roots_from_pem(EC_ROOT).unwrap()).unwrap();
+        let mut client = TlsClient::new(config, "bramble.test").unwrap();
+        let mut server = server_with(&[EC_LEAF, EC_INT], EC_LEAF_KEY, &[version]);
+        client.write(b"ping");
+        pump(&mut client, &mut server);
+        assert!(client.is_open(), "{version:?}: {:?}", client.error());
+        let mut request = vec![0u8; 8];
+        let n = server.reader().read(&mut request).unwrap();
+        assert_eq!(&request[..n], b"ping");
+    }
 }
