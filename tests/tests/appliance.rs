@@ -112,6 +112,38 @@ fn hang_ends_in_watchdog_reset_and_serving_resumes() {
     assert!(status.contains("resets 1 (watchdog 1)"), "{status:?}");
 }
 
+/// The PM hardware watchdog's path as far as QEMU models it: `crash frozen` arms it (as a
+/// board does at boot) and stops with interrupts off, where the software watchdog cannot act.
+/// QEMU's PM model resets the machine at the arming write (RSTC with the password and the
+/// full-reset configuration, WDOG with the timeout), so the next boot shows that the arming
+/// reached PM_RSTC, and it reports the reset as one it did not record: the hardware watchdog's.
+#[test]
+fn frozen_ends_in_a_hardware_watchdog_reset() {
+    let dir = tempfile::tempdir().unwrap();
+    let card = card(dir.path());
+    let mut guest = guest_with_network(&card, free_port());
+    let first = guest.expect_line("reset: ", BOOT_TIMEOUT);
+    assert!(first.contains("reset: power on"), "{first:?}");
+    let watchdog = guest.expect_line("watchdog: ", BOOT_TIMEOUT);
+    assert!(
+        watchdog.contains("PM watchdog off (emulator)"),
+        "{watchdog:?}"
+    );
+    guest.expect_line("serving: http://10.0.2.15/", BOOT_TIMEOUT);
+    guest.send_line("crash frozen");
+    guest.expect_line("crash: causing a frozen", Duration::from_secs(10));
+    let reason = guest.expect_line("reset: ", Duration::from_secs(30));
+    assert!(
+        reason.contains("unrecorded reset (hardware watchdog or reset pin)"),
+        "{reason:?}"
+    );
+    assert!(
+        reason.contains("1 reset(s) since power on, 1 by watchdog"),
+        "{reason:?}"
+    );
+    guest.expect_line("serving: http://10.0.2.15/", BOOT_TIMEOUT);
+}
+
 #[test]
 fn boot_phases_are_reported_with_microsecond_stamps() {
     let dir = tempfile::tempdir().unwrap();

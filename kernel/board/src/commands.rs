@@ -33,7 +33,7 @@ impl Commands {
             (Some("help"), _) => log::info!(
                 "commands: status | cache clear (empty the card cache, to measure the card) | \
                  reboot | sleep MS (timer interrupt check) | \
-                 crash undefined|data|prefetch|panic|hang (fault and watchdog checks) | \
+                 crash undefined|data|prefetch|panic|hang|frozen (fault and watchdog checks) | \
                  selftest memory (the kernel's memcpy, memset, memcmp and checksum copy against references)"
             ),
             (Some("status"), _) => return Some(Request::Status),
@@ -113,6 +113,17 @@ fn crash(kind: &str) {
         "hang" => loop {
             core::hint::spin_loop();
         },
-        _ => log::warn!("crash kinds: undefined, data, prefetch, panic, hang"),
+        // Interrupts off as well, as a hang inside a critical section would be: the software
+        // watchdog's tick cannot run, and only the PM hardware watchdog gets the board back
+        // (armed here if the platform left it off: in QEMU, whose PM model resets the machine
+        // at the arming write itself).
+        "frozen" => {
+            crate::health::arm_hardware_watchdog();
+            bramble_boot::cpu::disable_irq();
+            loop {
+                core::hint::spin_loop();
+            }
+        }
+        _ => log::warn!("crash kinds: undefined, data, prefetch, panic, hang, frozen"),
     }
 }
