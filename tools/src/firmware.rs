@@ -5,7 +5,16 @@
 //! `start.elf` (the GPU firmware) with `fixup.dat` (its memory-layout companion); the firmware
 //! reads `config.txt` and loads `kernel.img`. With `gpu_mem=16` the firmware picks the cut-down
 //! pair `start_cd.elf` and `fixup_cd.dat`, which leaves out codecs and 3D that a server never
-//! uses, so Bramble ships both pairs. QEMU needs none of these: it loads the kernel itself.
+//! uses, so Bramble ships both pairs, and writes `gpu_mem=16` into config.txt only when the
+//! pair is on the card (whether the full `start.elf` accepts `gpu_mem=16` is not documented;
+//! a card made from a folder without the pair gets the firmware's default split instead).
+//! QEMU needs none of these: it loads the kernel itself.
+//!
+//! `--firmware DIR` takes the files from a folder, and checks them too: every file must have
+//! the pinned sum of one known release, all of them the same release ([`KNOWN_RELEASES`]:
+//! the fetched release, and Debian 12's `raspi-firmware` 1.20220830+ds-1 from the
+//! non-free-firmware component, the offline source, installed in /usr/lib/raspi-firmware).
+//! `--firmware-unpinned` skips that check, for a release Bramble does not know.
 //!
 //! The files come from the `boot/` folder of the Raspberry Pi firmware repository at the
 //! release tag [`RELEASE`]. The sums below are those of the files of that tag as repackaged,
@@ -42,8 +51,8 @@ pub struct FirmwareFile {
     pub size: u64,
     /// SHA-256 of the contents, lower-case hex.
     pub sha256: &'static str,
-    /// Whether a Pi cannot boot without it (`start_cd.elf`/`fixup_cd.dat` are optional: the
-    /// firmware falls back to `start.elf`/`fixup.dat` when they are absent).
+    /// Whether a Pi cannot boot without it (`start_cd.elf`/`fixup_cd.dat` are optional, as a
+    /// pair: without them config.txt leaves out `gpu_mem=16`).
     pub required: bool,
 }
 
@@ -80,6 +89,73 @@ pub const FILES: [FirmwareFile; 5] = [
         required: false,
     },
 ];
+
+/// Debian 12's `raspi-firmware` 1.20220830+ds-1 (non-free-firmware), the same five files as
+/// its package installs them in /usr/lib/raspi-firmware; sums computed from the package's
+/// files (`apt-get download raspi-firmware`, `dpkg-deb -x`).
+pub const DEBIAN_12_FILES: [FirmwareFile; 5] = [
+    FirmwareFile {
+        name: "bootcode.bin",
+        size: 52_460,
+        sha256: "098d5a2a61c485f757733390244319d4c992807e21ffd4e199b88de42d6e52ff",
+        required: true,
+    },
+    FirmwareFile {
+        name: "start.elf",
+        size: 2_973_536,
+        sha256: "9ab4a7281be2ae3c720b4d80209e3bf73dd5e787438e30d6a6820887d2e1adcc",
+        required: true,
+    },
+    FirmwareFile {
+        name: "fixup.dat",
+        size: 7_262,
+        sha256: "d07e005f90a24f46d0e8094dadd470593d333f028d9d0e5cf6fac7eb83654280",
+        required: true,
+    },
+    FirmwareFile {
+        name: "start_cd.elf",
+        size: 803_964,
+        sha256: "ffc3dd37e697c0a42020865a6ed460fdd09f084c41fa0d8f0697d36ef17304c0",
+        required: false,
+    },
+    FirmwareFile {
+        name: "fixup_cd.dat",
+        size: 3_170,
+        sha256: "b4df5747bfbdb77b1316f714f62aa6223fe918cf27d6b5e2e8f5f3d8335b937c",
+        required: false,
+    },
+];
+
+/// A firmware release whose files Bramble accepts from a folder, by their pinned sums.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnownRelease {
+    /// How the release is named in messages.
+    pub name: &'static str,
+    /// Its files.
+    pub files: &'static [FirmwareFile; 5],
+}
+
+/// The releases `--firmware DIR` accepts: the one `--fetch-firmware` downloads, and Debian
+/// 12's package.
+pub const KNOWN_RELEASES: [KnownRelease; 2] = [
+    KnownRelease {
+        name: "1.20240424 (github.com/raspberrypi/firmware, as --fetch-firmware)",
+        files: &FILES,
+    },
+    KnownRelease {
+        name: "1.20220830 (Debian 12 raspi-firmware 1.20220830+ds-1)",
+        files: &DEBIAN_12_FILES,
+    },
+];
+
+/// Whether `--firmware DIR`'s files are checked against the known releases' pins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pins {
+    /// Every file must match one known release (the default).
+    Checked,
+    /// `--firmware-unpinned`: the files go on the card as they are.
+    Skipped,
+}
 
 /// A firmware file's name and contents, ready to go on a card.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -125,6 +201,36 @@ pub enum FirmwareError {
         expected: &'static str,
         /// The sum of the bytes received.
         actual: String,
+    },
+    /// A file of `--firmware DIR` has no sum of a known release (or of the release its other
+    /// files are from).
+    #[error(
+        "{path}: SHA-256 is {actual}, which is not the file of a firmware release Bramble \
+         knows: {release} pins {expected} (a changed or damaged file, or another release; \
+         --firmware-unpinned puts the folder's files on the card without this check)"
+    )]
+    NotPinned {
+        /// The file.
+        path: PathBuf,
+        /// Its sum.
+        actual: String,
+        /// The known release the folder's other files match best.
+        release: &'static str,
+        /// That release's sum for the file.
+        expected: &'static str,
+    },
+    /// Only one half of the cut-down pair is in `--firmware DIR`.
+    #[error(
+        "{dir} has {present} but not {absent}; the firmware needs both files of the \
+         cut-down pair, or neither"
+    )]
+    HalfPair {
+        /// The folder.
+        dir: PathBuf,
+        /// The file that is there.
+        present: &'static str,
+        /// The one that is not.
+        absent: &'static str,
     },
     /// The download failed (no network, HTTP error, too large).
     #[error("downloading {url}: {message}")]
@@ -177,9 +283,82 @@ pub fn url_of(file: &FirmwareFile) -> String {
 }
 
 /// Reads the firmware files from a folder given with `--firmware`: the required files must be
-/// there, the optional ones are taken when present. The files are not checked against the pins,
-/// so that an owner can use another firmware release on purpose.
-pub fn load_dir(dir: &Path) -> Result<Vec<FirmwareBlob>, FirmwareError> {
+/// there, the cut-down pair is taken when both are present. With [`Pins::Checked`] every file
+/// must have the pinned sum of one [`KNOWN_RELEASES`] entry, the same for all; the error names
+/// the first file that does not. Returns the files and the release they are from (`None`
+/// with [`Pins::Skipped`]).
+pub fn load_dir(
+    dir: &Path,
+    pins: Pins,
+) -> Result<(Vec<FirmwareBlob>, Option<&'static str>), FirmwareError> {
+    let blobs = read_dir_files(dir)?;
+    let has = |name: &str| blobs.iter().any(|blob| blob.name == name);
+    match (has("start_cd.elf"), has("fixup_cd.dat")) {
+        (true, false) => {
+            return Err(FirmwareError::HalfPair {
+                dir: dir.to_path_buf(),
+                present: "start_cd.elf",
+                absent: "fixup_cd.dat",
+            });
+        }
+        (false, true) => {
+            return Err(FirmwareError::HalfPair {
+                dir: dir.to_path_buf(),
+                present: "fixup_cd.dat",
+                absent: "start_cd.elf",
+            });
+        }
+        _ => {}
+    }
+    if pins == Pins::Skipped {
+        return Ok((blobs, None));
+    }
+    let release = identify(dir, &blobs, &KNOWN_RELEASES)?;
+    Ok((blobs, Some(release)))
+}
+
+/// The release of `releases` all of `blobs` are from, or an error naming the first file
+/// that does not match the release the others match best.
+fn identify(
+    dir: &Path,
+    blobs: &[FirmwareBlob],
+    releases: &[KnownRelease],
+) -> Result<&'static str, FirmwareError> {
+    let sums: Vec<String> = blobs.iter().map(|blob| sha256_hex(&blob.bytes)).collect();
+    let pinned = |release: &KnownRelease, name: &str| {
+        release
+            .files
+            .iter()
+            .find(|file| file.name == name)
+            .map(|file| file.sha256)
+    };
+    let mismatches = |release: &KnownRelease| {
+        blobs
+            .iter()
+            .zip(&sums)
+            .filter(|(blob, sum)| pinned(release, blob.name) != Some(sum.as_str()))
+            .count()
+    };
+    let best = releases
+        .iter()
+        .min_by_key(|release| mismatches(release))
+        .expect("at least one known release");
+    for (blob, sum) in blobs.iter().zip(&sums) {
+        let expected = pinned(best, blob.name).unwrap_or("no such file");
+        if expected != sum {
+            return Err(FirmwareError::NotPinned {
+                path: dir.join(blob.name),
+                actual: sum.clone(),
+                release: best.name,
+                expected,
+            });
+        }
+    }
+    Ok(best.name)
+}
+
+/// The firmware files in `dir`: the required ones must be there.
+fn read_dir_files(dir: &Path) -> Result<Vec<FirmwareBlob>, FirmwareError> {
     let mut blobs = Vec::new();
     for file in &FILES {
         let path = dir.join(file.name);
@@ -394,16 +573,25 @@ mod tests {
         for file in FILES.iter().filter(|f| f.required) {
             fs::write(dir.path().join(file.name), file.name.as_bytes()).unwrap();
         }
-        let blobs = load_dir(dir.path()).unwrap();
+        let (blobs, release) = load_dir(dir.path(), Pins::Skipped).unwrap();
+        assert_eq!(release, None);
         let names: Vec<_> = blobs.iter().map(|b| b.name).collect();
         assert_eq!(names, ["bootcode.bin", "start.elf", "fixup.dat"]);
         assert_eq!(blobs[1].bytes, b"start.elf");
 
+        // Half of the cut-down pair is refused; both are taken.
         fs::write(dir.path().join("start_cd.elf"), b"cd").unwrap();
-        assert_eq!(load_dir(dir.path()).unwrap().len(), 4);
+        let err = load_dir(dir.path(), Pins::Skipped).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("start_cd.elf but not fixup_cd.dat"),
+            "{err}"
+        );
+        fs::write(dir.path().join("fixup_cd.dat"), b"cd").unwrap();
+        assert_eq!(load_dir(dir.path(), Pins::Skipped).unwrap().0.len(), 5);
 
         fs::remove_file(dir.path().join("fixup.dat")).unwrap();
-        let err = load_dir(dir.path()).unwrap_err();
+        let err = load_dir(dir.path(), Pins::Skipped).unwrap_err();
         assert!(
             matches!(
                 err,
@@ -414,6 +602,98 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    /// Two made-up releases of the five files: `a` and `b` hold each file's name with the
+    /// release letter.
+    fn releases() -> ([FirmwareFile; 5], [FirmwareFile; 5]) {
+        let names = [
+            "bootcode.bin",
+            "start.elf",
+            "fixup.dat",
+            "start_cd.elf",
+            "fixup_cd.dat",
+        ];
+        let release = |letter: &str| {
+            names.map(|name| FirmwareFile {
+                name,
+                size: 0,
+                sha256: Box::leak(
+                    sha256_hex(format!("{name}{letter}").as_bytes()).into_boxed_str(),
+                ),
+                required: !name.contains("_cd"),
+            })
+        };
+        (release("a"), release("b"))
+    }
+
+    #[test]
+    fn a_folder_is_accepted_as_one_known_release_and_a_changed_file_is_named() {
+        let (a, b) = releases();
+        let (a, b): (&'static _, &'static _) = (Box::leak(Box::new(a)), Box::leak(Box::new(b)));
+        let known = [
+            KnownRelease {
+                name: "A",
+                files: a,
+            },
+            KnownRelease {
+                name: "B",
+                files: b,
+            },
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        for file in b.iter() {
+            fs::write(dir.path().join(file.name), format!("{}b", file.name)).unwrap();
+        }
+        let blobs = read_dir_files(dir.path()).unwrap();
+        assert_eq!(identify(dir.path(), &blobs, &known).unwrap(), "B");
+
+        // One changed byte in start.elf: the error names the file and the release.
+        fs::write(dir.path().join("start.elf"), "start.elfB").unwrap();
+        let blobs = read_dir_files(dir.path()).unwrap();
+        let err = identify(dir.path(), &blobs, &known).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            matches!(&err, FirmwareError::NotPinned { path, release: "B", .. }
+                if path.ends_with("start.elf")),
+            "{message}"
+        );
+        assert!(message.contains("start.elf: SHA-256 is"), "{message}");
+        assert!(message.contains("--firmware-unpinned"), "{message}");
+
+        // Files of two releases mixed are refused too.
+        fs::write(dir.path().join("start.elf"), "start.elfb").unwrap();
+        fs::write(dir.path().join("fixup.dat"), "fixup.data").unwrap();
+        let blobs = read_dir_files(dir.path()).unwrap();
+        let err = identify(dir.path(), &blobs, &known).unwrap_err();
+        assert!(
+            matches!(&err, FirmwareError::NotPinned { path, release: "B", .. }
+                if path.ends_with("fixup.dat")),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_real_pins_accept_the_fetched_and_the_debian_releases() {
+        assert_eq!(KNOWN_RELEASES[0].files, &FILES);
+        for release in KNOWN_RELEASES {
+            let names: Vec<_> = release.files.iter().map(|f| f.name).collect();
+            assert_eq!(
+                names,
+                [
+                    "bootcode.bin",
+                    "start.elf",
+                    "fixup.dat",
+                    "start_cd.elf",
+                    "fixup_cd.dat"
+                ]
+            );
+            assert!(release.files.iter().all(|f| f.sha256.len() == 64));
+        }
+        // No file of one release has the other's sum.
+        for (a, b) in FILES.iter().zip(&DEBIAN_12_FILES) {
+            assert_ne!(a.sha256, b.sha256, "{}", a.name);
+        }
     }
 
     /// Serves `responses` (whole HTTP responses) to one connection each on 127.0.0.1 and

@@ -58,6 +58,12 @@ pub struct ImageArgs {
     /// Download the firmware files of the pinned release and check their SHA-256 sums.
     #[arg(long)]
     pub fetch_firmware: bool,
+    /// With --firmware: put the folder's files on the card without checking their SHA-256
+    /// sums. This skips the only check that they are the unmodified files of a firmware
+    /// release Bramble knows (1.20240424, or Debian 12's raspi-firmware 1.20220830); the
+    /// required files must still be there.
+    #[arg(long, requires = "firmware")]
+    pub firmware_unpinned: bool,
     /// A BRAMBLE.TXT to put on the card instead of the commented template (checked first).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -381,7 +387,13 @@ pub fn boot_files(inputs: &ImageInputs) -> Vec<BootFile> {
         .collect();
     files.push(BootFile {
         name: CONFIG_NAME.into(),
-        bytes: CONFIG_TXT.as_bytes().to_vec(),
+        bytes: config::config_txt(
+            inputs
+                .firmware
+                .iter()
+                .any(|blob| blob.name == "start_cd.elf"),
+        )
+        .into_bytes(),
     });
     files.push(BootFile {
         name: KERNEL_NAME.into(),
@@ -514,7 +526,22 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
         extra.push(BootFile { name, bytes });
     }
     let firmware = if let Some(dir) = &args.firmware {
-        firmware::load_dir(dir)?
+        let pins = if args.firmware_unpinned {
+            firmware::Pins::Skipped
+        } else {
+            firmware::Pins::Checked
+        };
+        let (files, release) = firmware::load_dir(dir, pins)?;
+        match release {
+            Some(release) => eprintln!("firmware: {} files of release {release}", files.len()),
+            None => eprintln!(
+                "firmware: {} files from {} NOT checked against any pinned release \
+                 (--firmware-unpinned)",
+                files.len(),
+                dir.display()
+            ),
+        }
+        files
     } else if args.fetch_firmware {
         firmware::fetch(&firmware::default_cache_dir())?
     } else {

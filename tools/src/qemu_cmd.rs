@@ -303,6 +303,7 @@ fn card_for_site(
         kernel: Some(kernel),
         firmware: None,
         fetch_firmware: false,
+        firmware_unpinned: false,
         config: args.config.clone(),
         size: None,
         tls_cert: args.tls_cert.clone(),

@@ -149,12 +149,18 @@ fn image_fast_size_and_firmware() {
         .arg(&kernel)
         .arg("--firmware")
         .arg(&firmware)
+        .arg("--firmware-unpinned")
         .arg("-o")
         .arg(&card)
         .env("XDG_CACHE_HOME", dir.path().join("cache"))
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("NOT checked against any pinned release"),
+        "{}",
+        text(&output.stderr)
+    );
     assert_eq!(fs::metadata(&card).unwrap().len(), 64 << 20, "--size 64");
     for (index, file) in bramble::firmware::FILES.iter().enumerate() {
         assert_eq!(
@@ -170,6 +176,96 @@ fn image_fast_size_and_firmware() {
         Encoding::Brotli.compress_with(&page("home"), Effort::Fast),
         "--fast"
     );
+}
+
+/// `bramble image --firmware DIR` with `DIR` holding files that are no known release's.
+fn image_with_firmware(dir: &Path, firmware: &Path) -> std::process::Output {
+    let site = site(dir);
+    let kernel = dir.join("kernel.img");
+    fs::write(&kernel, [0x5au8; 4096]).unwrap();
+    bramble()
+        .args(["image", "--fast", "--site"])
+        .arg(&site)
+        .arg("--kernel")
+        .arg(&kernel)
+        .arg("--firmware")
+        .arg(firmware)
+        .arg("-o")
+        .arg(dir.join("card.img"))
+        .env("XDG_CACHE_HOME", dir.join("cache"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn image_firmware_from_a_folder_must_be_a_pinned_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let firmware = dir.path().join("firmware");
+    fs::create_dir_all(&firmware).unwrap();
+    for (index, file) in bramble::firmware::FILES.iter().enumerate() {
+        fs::write(firmware.join(file.name), vec![index as u8; 1000 + index]).unwrap();
+    }
+    let output = image_with_firmware(dir.path(), &firmware);
+    assert!(!output.status.success());
+    let message = text(&output.stderr);
+    assert!(message.contains("bootcode.bin: SHA-256 is"), "{message}");
+    assert!(message.contains("--firmware-unpinned"), "{message}");
+    assert!(!dir.path().join("card.img").exists(), "no card on an error");
+}
+
+/// Debian 12's raspi-firmware files (the offline source): from `BRAMBLE_DEBIAN_FIRMWARE_DIR`,
+/// else /usr/lib/raspi-firmware where the package installs them (`apt-get download
+/// raspi-firmware` and `dpkg-deb -x` give them without installing); skipped without either.
+#[test]
+fn image_takes_debian_12_raspi_firmware_and_names_a_changed_file() {
+    let source = std::env::var_os("BRAMBLE_DEBIAN_FIRMWARE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/lib/raspi-firmware"));
+    if !source.join("start_cd.elf").is_file() {
+        eprintln!("{}: no raspi-firmware files; skipping", source.display());
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let firmware = dir.path().join("firmware");
+    fs::create_dir_all(&firmware).unwrap();
+    for file in &bramble::firmware::DEBIAN_12_FILES {
+        fs::copy(source.join(file.name), firmware.join(file.name)).unwrap();
+    }
+    let output = image_with_firmware(dir.path(), &firmware);
+    let message = text(&output.stderr);
+    assert!(output.status.success(), "{message}");
+    assert!(message.contains("release 1.20220830"), "{message}");
+    let card = dir.path().join("card.img");
+    for file in &bramble::firmware::DEBIAN_12_FILES {
+        assert_eq!(
+            read_from_card(&card, file.name, dir.path()),
+            fs::read(firmware.join(file.name)).unwrap(),
+            "{}",
+            file.name
+        );
+    }
+    let config = String::from_utf8(read_from_card(&card, "config.txt", dir.path())).unwrap();
+    assert!(
+        config.contains("\ngpu_mem=16\n"),
+        "with the cut-down pair: {config}"
+    );
+
+    // One changed byte: the error names the file.
+    fs::remove_file(&card).unwrap();
+    let mut start = fs::read(firmware.join("start.elf")).unwrap();
+    start[1000] ^= 1;
+    fs::write(firmware.join("start.elf"), start).unwrap();
+    let output = image_with_firmware(dir.path(), &firmware);
+    assert!(!output.status.success());
+    let message = text(&output.stderr);
+    assert!(
+        message.contains(&format!(
+            "{}: SHA-256 is",
+            firmware.join("start.elf").display()
+        )),
+        "{message}"
+    );
+    assert!(message.contains("1.20220830"), "{message}");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! config.txt: what the Pi's GPU firmware reads before it starts Bramble's kernel.
 
-/// The config.txt that `bramble image` writes, for a Raspberry Pi B+ (and the other BCM2835
-/// boards: A+, Zero, Zero W). Every line is commented for the owner who opens the card.
+/// The config.txt that `bramble image` writes on a card with the cut-down firmware pair, for a
+/// Raspberry Pi B+ (and the other BCM2835 boards: A+, Zero, Zero W). Every line is commented
+/// for the owner who opens the card. [`config_txt`] leaves out `gpu_mem=16` on a card without
+/// the pair.
 pub const CONFIG_TXT: &str = "\
 # config.txt - read by the Raspberry Pi's firmware (start.elf) before Bramble starts.
 # Written by `bramble image`. Bramble's own settings are in BRAMBLE.TXT, not here.
@@ -10,8 +12,8 @@ pub const CONFIG_TXT: &str = "\
 kernel=kernel.img
 
 # Give the graphics processor the least memory it accepts (16 MB), leaving the rest
-# for Bramble and the site it serves from RAM. With 16 the firmware also picks the
-# cut-down start_cd.elf/fixup_cd.dat when they are on the card.
+# for Bramble and the site it serves from RAM. With 16 the firmware picks the
+# cut-down start_cd.elf/fixup_cd.dat, which are on this card.
 gpu_mem=16
 
 # Keep the serial console (GPIO 14/15, 115200 baud) on and its clock steady.
@@ -25,9 +27,44 @@ boot_delay=0
 #uart_2ndstage=1
 ";
 
+/// The `gpu_mem` paragraph of [`CONFIG_TXT`].
+const GPU_MEM: &str = "\
+# Give the graphics processor the least memory it accepts (16 MB), leaving the rest
+# for Bramble and the site it serves from RAM. With 16 the firmware picks the
+# cut-down start_cd.elf/fixup_cd.dat, which are on this card.
+gpu_mem=16
+";
+
+/// What a card without the cut-down pair says instead.
+const NO_GPU_MEM: &str = "\
+# No gpu_mem line: this card has no start_cd.elf/fixup_cd.dat, which gpu_mem=16
+# needs, so the graphics processor keeps the firmware's default share of memory.
+";
+
+/// config.txt for a card with (`cut_down_firmware`) or without the cut-down firmware pair.
+pub fn config_txt(cut_down_firmware: bool) -> String {
+    if cut_down_firmware {
+        CONFIG_TXT.to_string()
+    } else {
+        CONFIG_TXT.replace(GPU_MEM, NO_GPU_MEM)
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::CONFIG_TXT;
+    use super::{CONFIG_TXT, config_txt};
+
+    #[test]
+    fn gpu_mem_only_with_the_cut_down_pair() {
+        assert_eq!(config_txt(true), CONFIG_TXT);
+        let without = config_txt(false);
+        assert!(
+            !without.lines().any(|line| line.starts_with("gpu_mem")),
+            "{without}"
+        );
+        assert!(without.contains("kernel=kernel.img"));
+        assert!(without.contains("No gpu_mem line"));
+    }
 
     /// The settings the boot path depends on, as `key=value` lines the firmware parses.
     #[test]
