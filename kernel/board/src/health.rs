@@ -15,7 +15,7 @@
 use crate::platform::{self, GPIO, TIMER, WATCHDOG};
 use bramble_bcm2835::gpio::Function;
 use bramble_bcm2835::timer::TICK_IRQ;
-pub use bramble_hal::{LedPattern, LedState};
+pub use bramble_hal::{LedPattern, LedState, Progress};
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 /// How long the main loop may go without progress once serving.

@@ -154,6 +154,9 @@ fn kernel_main() -> ! {
     platform::apply_power_settings(platform.mailbox_buffer, &card.settings);
 
     let site_ok = card.site.is_ok();
+    let card_ok = !matches!(card.site, Err(storage::StorageError::Card(_)));
+    let https_wanted = card.settings.https != bramble_settings::HttpsMode::Off;
+    let clock_needed = https_wanted || card.settings.acme;
     let mut store = None;
     let site = match card.site {
         Ok(site) => {
@@ -216,7 +219,14 @@ fn kernel_main() -> ! {
         // or after the poll changes it, and then we poll again instead of sleeping.
         let usb_interrupts = dwc2::interrupts_taken();
         let mut deadline = commands.next_deadline();
-        let mut serving = false;
+        let mut progress = health::Progress {
+            card: card_ok,
+            site: site_ok,
+            usb: nic_present,
+            clock_needed,
+            https_wanted,
+            ..health::Progress::default()
+        };
         // Card reads first: a segment that arrived lets its responses go on in this pass.
         if let Some(store) = store {
             store.poll(Instant::from_micros(TIMER.micros()));
@@ -232,6 +242,9 @@ fn kernel_main() -> ! {
                 appliance.poll(now)
             };
             polled_at_interrupt = Some(usb_interrupts);
+            progress.link = appliance.link() == bramble_hal::LinkState::Up;
+            progress.clock = appliance.unix_seconds(now).is_some();
+            progress.https = appliance.tls_counters().is_some();
             if !certificate_checked && let Some(unix) = appliance.unix_seconds(now) {
                 certificate_checked = true;
                 tls::check_certificate(unix);
@@ -242,7 +255,7 @@ fn kernel_main() -> ! {
                 timeline.print();
             }
             if let Some([a, b, c, d]) = appliance.ipv4_address() {
-                serving = true;
+                progress.address = true;
                 if timeline.address == 0 {
                     timeline.address = TIMER.micros();
                     timeline.ready = TIMER.micros();
@@ -255,11 +268,7 @@ fn kernel_main() -> ! {
             }
             deadline = earliest(deadline, next.map(|next| next.as_micros()));
         }
-        led.show(match (site_ok, serving) {
-            (false, _) => LedState::NoSite,
-            (true, false) => LedState::NoNetwork,
-            (true, true) => LedState::Serving,
-        });
+        led.show(LedState::for_progress(progress));
         deadline = earliest(deadline, led.poll(now));
         if let Some(store) = store {
             deadline = earliest(deadline, store.next_deadline().map(|at| at.as_micros()));

@@ -1,15 +1,54 @@
 //! Status LED patterns: what the ACT LED shows for each state of the appliance, as a
 //! sequence of on/off steps driven by the main loop's clock. The board only switches the pin.
+//!
+//! Each stage that can fail on a first boot has its own number of short flashes every two
+//! seconds, so that a board without a serial adapter still says where it stopped (the table
+//! is in doc/first-boot.md): 1 serving, 2 no address yet, 3 no site, 4 no card, 5 no USB
+//! network adapter, 6 no link, 7 no clock (HTTPS or ACME needs the time), 8 HTTPS not
+//! running. [`LedState::for_progress`] picks the first stage not reached.
 
 /// What the LED says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LedState {
     /// Serving: one short flash every two seconds.
     Serving,
-    /// Site loaded but no address yet or no NIC: two flashes every two seconds.
+    /// The link is up but there is no address yet (no DHCP answer): two flashes.
     NoNetwork,
-    /// No valid site on the card: three flashes every two seconds.
+    /// The card was read but has no valid site: three flashes.
     NoSite,
+    /// No card, or the card did not initialise: four flashes.
+    NoCard,
+    /// No USB network adapter was found (or the USB controller failed): five flashes.
+    NoUsb,
+    /// The network adapter is there but its link is down (no cable, no switch): six flashes.
+    NoLink,
+    /// Serving, but the clock is not set and HTTPS or ACME needs it: seven flashes.
+    NoClock,
+    /// Serving plain HTTP, but HTTPS was asked for and does not run: eight flashes.
+    NoHttps,
+}
+
+/// What the appliance has reached, for [`LedState::for_progress`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The card initialised.
+    pub card: bool,
+    /// SITE.BIN is on it and its index verified.
+    pub site: bool,
+    /// A USB network adapter is there.
+    pub usb: bool,
+    /// Its link is up.
+    pub link: bool,
+    /// The appliance has an IPv4 address.
+    pub address: bool,
+    /// HTTPS or ACME is configured, so the time matters.
+    pub clock_needed: bool,
+    /// The clock is set.
+    pub clock: bool,
+    /// HTTPS is configured.
+    pub https_wanted: bool,
+    /// HTTPS runs.
+    pub https: bool,
 }
 
 impl LedState {
@@ -19,6 +58,57 @@ impl LedState {
             LedState::Serving => 1,
             LedState::NoNetwork => 2,
             LedState::NoSite => 3,
+            LedState::NoCard => 4,
+            LedState::NoUsb => 5,
+            LedState::NoLink => 6,
+            LedState::NoClock => 7,
+            LedState::NoHttps => 8,
+        }
+    }
+
+    /// The time from one group of flashes to the next, in milliseconds: [`PERIOD_MILLIS`],
+    /// or longer for the states with many flashes.
+    pub const fn period_millis(self) -> u64 {
+        let flashes = self.flashes() as u64;
+        let group = flashes * FLASH_MILLIS + (flashes - 1) * GAP_MILLIS;
+        if group + DARK_MILLIS > PERIOD_MILLIS {
+            group + DARK_MILLIS
+        } else {
+            PERIOD_MILLIS
+        }
+    }
+
+    /// Every state, in flash order.
+    pub const ALL: [LedState; 8] = [
+        LedState::Serving,
+        LedState::NoNetwork,
+        LedState::NoSite,
+        LedState::NoCard,
+        LedState::NoUsb,
+        LedState::NoLink,
+        LedState::NoClock,
+        LedState::NoHttps,
+    ];
+
+    /// The first stage of a boot not reached, in boot order (card, site, USB, link, address,
+    /// clock, HTTPS), or [`LedState::Serving`].
+    pub const fn for_progress(progress: Progress) -> LedState {
+        if !progress.card {
+            LedState::NoCard
+        } else if !progress.site {
+            LedState::NoSite
+        } else if !progress.usb {
+            LedState::NoUsb
+        } else if !progress.link {
+            LedState::NoLink
+        } else if !progress.address {
+            LedState::NoNetwork
+        } else if progress.clock_needed && !progress.clock {
+            LedState::NoClock
+        } else if progress.https_wanted && !progress.https {
+            LedState::NoHttps
+        } else {
+            LedState::Serving
         }
     }
 }
@@ -27,8 +117,12 @@ impl LedState {
 pub const FLASH_MILLIS: u64 = 60;
 /// Dark time between the flashes of one group, in milliseconds.
 pub const GAP_MILLIS: u64 = 200;
-/// Every pattern repeats after this long, in milliseconds.
+/// Every pattern repeats after this long, in milliseconds, unless its flashes need a longer
+/// period to leave [`DARK_MILLIS`] after them.
 pub const PERIOD_MILLIS: u64 = 2_000;
+/// The least dark time between two groups of flashes, in milliseconds: clearly longer than
+/// the gaps inside a group, so that the flashes can be counted.
+pub const DARK_MILLIS: u64 = 1_000;
 
 /// One change of the LED asked for by [`LedPattern::poll`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +191,9 @@ impl LedPattern {
         } else if self.step < last_step {
             GAP_MILLIS
         } else {
-            PERIOD_MILLIS - flashes as u64 * FLASH_MILLIS - (flashes as u64 - 1) * GAP_MILLIS
+            self.state.period_millis()
+                - flashes as u64 * FLASH_MILLIS
+                - (flashes as u64 - 1) * GAP_MILLIS
         };
         self.step = if self.step >= last_step {
             0
@@ -136,24 +232,72 @@ mod tests {
     fn flashes_per_period(state: LedState) -> (usize, Vec<(u64, bool)>) {
         let mut pattern = LedPattern::new(true);
         pattern.show(state);
-        let changes = run(&mut pattern, 0, 3 * PERIOD_MILLIS);
+        let changes = run(&mut pattern, 0, 3 * state.period_millis());
         let ons = changes
             .iter()
-            .filter(|(at, on)| *on && *at < PERIOD_MILLIS * 1000)
+            .filter(|(at, on)| *on && *at < state.period_millis() * 1000)
             .count();
         (ons, changes)
     }
 
     #[test]
     fn each_state_has_its_own_number_of_flashes() {
-        assert_eq!(flashes_per_period(LedState::Serving).0, 1);
-        assert_eq!(flashes_per_period(LedState::NoNetwork).0, 2);
-        assert_eq!(flashes_per_period(LedState::NoSite).0, 3);
+        for (index, state) in LedState::ALL.iter().enumerate() {
+            assert_eq!(flashes_per_period(*state).0, index + 1, "{state:?}");
+        }
+    }
+
+    #[test]
+    fn the_first_stage_not_reached_is_shown() {
+        let all = Progress {
+            card: true,
+            site: true,
+            usb: true,
+            link: true,
+            address: true,
+            clock_needed: true,
+            clock: true,
+            https_wanted: true,
+            https: true,
+        };
+        assert_eq!(LedState::for_progress(all), LedState::Serving);
+        assert_eq!(
+            LedState::for_progress(Progress::default()),
+            LedState::NoCard
+        );
+        let without = |change: fn(&mut Progress)| {
+            let mut progress = all;
+            change(&mut progress);
+            LedState::for_progress(progress)
+        };
+        assert_eq!(without(|p| p.site = false), LedState::NoSite);
+        assert_eq!(without(|p| p.usb = false), LedState::NoUsb);
+        assert_eq!(without(|p| p.link = false), LedState::NoLink);
+        assert_eq!(without(|p| p.address = false), LedState::NoNetwork);
+        assert_eq!(without(|p| p.clock = false), LedState::NoClock);
+        assert_eq!(without(|p| p.https = false), LedState::NoHttps);
+        // Without HTTPS or ACME configured, neither the clock nor HTTPS matters.
+        let plain = Progress {
+            clock_needed: false,
+            clock: false,
+            https_wanted: false,
+            https: false,
+            ..all
+        };
+        assert_eq!(LedState::for_progress(plain), LedState::Serving);
+        // An earlier stage wins: no link and no address shows the link.
+        assert_eq!(
+            without(|p| {
+                p.link = false;
+                p.address = false
+            }),
+            LedState::NoLink
+        );
     }
 
     #[test]
     fn patterns_repeat_every_period_with_short_flashes() {
-        for state in [LedState::Serving, LedState::NoNetwork, LedState::NoSite] {
+        for state in LedState::ALL {
             let (_, changes) = flashes_per_period(state);
             let starts: Vec<u64> = changes
                 .iter()
@@ -163,7 +307,19 @@ mod tests {
             let per = state.flashes() as usize;
             assert_eq!(starts.len(), 3 * per, "{state:?}: {changes:?}");
             for (i, start) in starts.iter().enumerate().skip(per) {
-                assert_eq!(start - starts[i - per], PERIOD_MILLIS * 1000, "{state:?}");
+                assert_eq!(
+                    start - starts[i - per],
+                    state.period_millis() * 1000,
+                    "{state:?}"
+                );
+            }
+            // The dark time between groups is at least DARK_MILLIS, and longer than a gap.
+            for group in starts.chunks(per).collect::<Vec<_>>().windows(2) {
+                let last_flash_ends = group[0][per - 1] + FLASH_MILLIS * 1000;
+                assert!(
+                    group[1][0] - last_flash_ends >= DARK_MILLIS * 1000,
+                    "{state:?}"
+                );
             }
             for pair in changes.windows(2) {
                 if pair[0].1 {

@@ -23,5 +23,5 @@ pub mod usb;
 pub use block::{BlockDevice, BlockError};
 pub use clock::{Clock, Instant};
 pub use ethernet::{DeviceError, EthernetDevice, LinkState, MacAddress};
-pub use led::{LedPattern, LedState};
+pub use led::{LedPattern, LedState, Progress};
 pub use usb::{UsbError, UsbHost};

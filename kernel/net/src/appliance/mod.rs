@@ -496,6 +496,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.sockets_capacity - self.sockets.iter().count()
     }
 
+    /// The link as last polled.
+    pub fn link(&self) -> LinkState {
+        self.link
+    }
+
     /// The HTTPS pool's counts, once it runs.
     pub fn tls_counters(&self) -> Option<TlsCounters> {
         self.https.as_ref().map(|pool| pool.shared().counters())
