@@ -19,7 +19,7 @@ use crate::path::{MAX_TARGET_LEN, NormalPath, PathError, normalize_path, split_q
 use crate::response::{
     ByteWriter, ConnectionField, ContentRange, Head, write_error_page, write_error_page_paragraphs,
 };
-use crate::search::{SEARCH_JSON_PATH, SEARCH_PATH, SearchState};
+use crate::search::{SEARCH_JSON_PATH, SEARCH_PATH, SearchState, SearchTicket};
 use crate::server::{Limits, Server, SiteSource};
 
 /// Capacity of the request buffer: the largest header section accepted (431 beyond).
@@ -186,7 +186,7 @@ pub struct Connection {
     timed_out: Cell<bool>,
     /// The server's search slot holding the search being answered, when the response is a
     /// results page.
-    search_slot: Option<u8>,
+    search_slot: Option<SearchTicket>,
     /// When `action` first asked for a graceful close; the close deadline runs from here.
     close_asked: Cell<Option<Instant>>,
     // Access-log record of the response being sent.
@@ -1531,6 +1531,21 @@ const DIAGNOSTIC_DETAIL_LEN: usize = 768;
 /// when every other request is redirected to HTTPS.
 const ACME_CHALLENGE_PREFIX: &str = "/.well-known/acme-challenge/";
 
+/// Whether `target` (origin-form) asks for an HTTP-01 challenge answer, the one thing plain
+/// HTTP serves under `https = only`: the prefix, then a token of base64url characters and
+/// nothing else (a query aside). Dot segments or percent-encoding after the prefix
+/// (`/.well-known/acme-challenge/../page.html`) are not a token, so they are redirected.
+fn is_acme_challenge(target: &str) -> bool {
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    path.strip_prefix(ACME_CHALLENGE_PREFIX)
+        .is_some_and(|token| {
+            !token.is_empty()
+                && token
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
 /// The origin-form of a request target: the target itself, or the path and query of an
 /// absolute-form one (which servers must accept, RFC 9112 §3.2.2).
 fn origin_form(target: &str) -> &str {
@@ -1696,8 +1711,17 @@ fn respond(
         && !host.is_empty()
     {
         let target = origin_form(view.target);
-        if !target.starts_with(ACME_CHALLENGE_PREFIX) {
-            return response.redirect_to_https(host_without_port(host), port, target);
+        if !is_acme_challenge(target) {
+            // A Location is built only from an origin-form path: `GET @evil/` would
+            // otherwise become `https://host@evil/`.
+            if !target.starts_with('/') {
+                return response.page(400, "Malformed request target.", false, None);
+            }
+            let host = match &server.config.redirect_host {
+                Some(name) => name.as_str(),
+                None => host_without_port(host),
+            };
+            return response.redirect_to_https(host, port, target);
         }
     }
 

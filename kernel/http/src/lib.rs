@@ -80,5 +80,5 @@ pub use connection::{
 pub use path::MAX_TARGET_LEN;
 pub use server::{
     ADDRESSES_LEN, Counters, Limits, MAX_ACME_ANSWERS, MAX_ACME_KEY_AUTHORIZATION_LEN,
-    MAX_ACME_TOKEN_LEN, NOTICE_LEN, STATUSES, Server, ServerConfig, SiteSource,
+    MAX_ACME_TOKEN_LEN, NOTICE_LEN, RedirectHost, STATUSES, Server, ServerConfig, SiteSource,
 };

@@ -42,11 +42,26 @@ pub(crate) enum Format {
 pub const SEARCH_SLOTS: usize = 4;
 
 /// The server's search slots.
+///
+/// A connection holds its slot by a [`SearchTicket`]: the slot's number and the generation it
+/// was claimed in. A slot held past `stale_micros` may be handed to a new search (its holder
+/// went without giving it back), and that bumps the generation, so the old holder's ticket no
+/// longer reads, writes or frees it: a slow reader of an old search gets a failed response,
+/// never another visitor's results.
 #[derive(Debug)]
 pub(crate) struct SearchSlots {
     states: [SearchState; SEARCH_SLOTS],
     /// When each slot was taken (`None`: free).
     taken: [Option<Instant>; SEARCH_SLOTS],
+    /// Each slot's generation: bumped at every claim.
+    generation: [u32; SEARCH_SLOTS],
+}
+
+/// A claim on one search slot: valid while the slot has not been claimed again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SearchTicket {
+    slot: u8,
+    generation: u32,
 }
 
 impl SearchSlots {
@@ -54,42 +69,52 @@ impl SearchSlots {
         Self {
             states: [const { SearchState::new() }; SEARCH_SLOTS],
             taken: [None; SEARCH_SLOTS],
+            generation: [0; SEARCH_SLOTS],
         }
     }
 
-    /// Takes a free slot for `state`; a slot held longer than `stale_micros` (its connection
-    /// went without giving it back) counts as free.
+    /// Takes a free slot for `state`, or else one held longer than `stale_micros` (its
+    /// connection went without giving it back; the old ticket stops working).
     pub(crate) fn claim(
         &mut self,
         state: SearchState,
         now: Instant,
         stale_micros: u64,
-    ) -> Option<u8> {
-        let free = self
-            .taken
-            .iter()
-            .position(|taken| taken.is_none_or(|at| now.micros_since(at) > stale_micros))?;
+    ) -> Option<SearchTicket> {
+        let free = self.taken.iter().position(Option::is_none).or_else(|| {
+            self.taken
+                .iter()
+                .position(|taken| taken.is_some_and(|at| now.micros_since(at) > stale_micros))
+        })?;
         self.states[free] = state;
         self.taken[free] = Some(now);
-        u8::try_from(free).ok()
+        self.generation[free] = self.generation[free].wrapping_add(1);
+        Some(SearchTicket {
+            slot: u8::try_from(free).ok()?,
+            generation: self.generation[free],
+        })
     }
 
-    /// Frees `slot`.
-    pub(crate) fn release(&mut self, slot: u8) {
-        if let Some(taken) = self.taken.get_mut(usize::from(slot)) {
-            *taken = None;
+    /// The slot index of `ticket`, if the ticket still holds it.
+    fn held(&self, ticket: SearchTicket) -> Option<usize> {
+        let slot = usize::from(ticket.slot);
+        self.taken.get(slot)?.as_ref()?;
+        (*self.generation.get(slot)? == ticket.generation).then_some(slot)
+    }
+
+    /// Frees the slot of `ticket` (nothing if it was claimed again meanwhile).
+    pub(crate) fn release(&mut self, ticket: SearchTicket) {
+        if let Some(slot) = self.held(ticket) {
+            self.taken[slot] = None;
         }
     }
 
-    pub(crate) fn get(&self, slot: u8) -> Option<&SearchState> {
-        let slot = usize::from(slot);
-        self.taken.get(slot)?.as_ref()?;
-        self.states.get(slot)
+    pub(crate) fn get(&self, ticket: SearchTicket) -> Option<&SearchState> {
+        self.states.get(self.held(ticket)?)
     }
 
-    pub(crate) fn get_mut(&mut self, slot: u8) -> Option<&mut SearchState> {
-        let slot = usize::from(slot);
-        self.taken.get(slot)?.as_ref()?;
+    pub(crate) fn get_mut(&mut self, ticket: SearchTicket) -> Option<&mut SearchState> {
+        let slot = self.held(ticket)?;
         self.states.get_mut(slot)
     }
 }

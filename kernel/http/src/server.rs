@@ -104,6 +104,42 @@ pub struct ServerConfig {
     pub redirect_to_https_port: Option<u16>,
     /// Strict-Transport-Security max-age sent on HTTPS responses (`None`: not sent).
     pub hsts_seconds: Option<u32>,
+    /// The host name the 308 to HTTPS names (the first configured `domain`). `None`: the
+    /// request's Host, as it must be on a LAN without a name; never a name the request
+    /// target carries.
+    pub redirect_host: Option<RedirectHost>,
+}
+
+/// A DNS name for the `https = only` redirect's Location: up to 253 bytes of letters,
+/// digits, `-` and `.`, kept inline so that [`ServerConfig`] stays `Copy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RedirectHost {
+    bytes: [u8; 253],
+    len: u8,
+}
+
+impl RedirectHost {
+    /// `name` if it is a plain DNS name (letters, digits, `-`, `.`; 1-253 bytes).
+    pub fn new(name: &str) -> Option<Self> {
+        let len = u8::try_from(name.len())
+            .ok()
+            .filter(|&n| n > 0 && n <= 253)?;
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        {
+            return None;
+        }
+        let mut bytes = [0; 253];
+        bytes[..name.len()].copy_from_slice(name.as_bytes());
+        Some(Self { bytes, len })
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII was accepted in `new`.
+        core::str::from_utf8(&self.bytes[..usize::from(self.len)]).unwrap_or("")
+    }
 }
 
 impl Default for ServerConfig {
@@ -113,6 +149,7 @@ impl Default for ServerConfig {
             limits: Limits::DEFAULT,
             redirect_to_https_port: None,
             hsts_seconds: None,
+            redirect_host: None,
         }
     }
 }

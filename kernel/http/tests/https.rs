@@ -155,3 +155,57 @@ fn acme_answers_are_served_while_published_and_only_for_their_token() {
     let first = "GET /.well-known/acme-challenge/t0 HTTP/1.1\r\nHost: example.test\r\n\r\n";
     assert_eq!(one(&mut server, first).status, 404);
 }
+
+#[test]
+fn a_path_that_leaves_the_challenge_folder_is_redirected() {
+    // Under `https = only` only a challenge token is served over plain HTTP: a path that
+    // climbs out of the folder, plainly or percent-encoded, is redirected like any other.
+    let image = site_image(true);
+    let mut server = server_with(&image, only(443));
+    for target in [
+        "/.well-known/acme-challenge/../index.html",
+        "/.well-known/acme-challenge/%2e%2e/index.html",
+        "/.well-known/acme-challenge/a/../../index.html",
+        "/.well-known/acme-challenge/",
+    ] {
+        let response = one(
+            &mut server,
+            &format!("GET {target} HTTP/1.1\r\nHost: example.test\r\n\r\n"),
+        );
+        assert_eq!(response.status, 308, "{target} is not a challenge");
+    }
+    let token = one(
+        &mut server,
+        "GET /.well-known/acme-challenge/tok-en_1?x HTTP/1.1\r\nHost: example.test\r\n\r\n",
+    );
+    assert_eq!(token.status, 404, "a token is answered by plain HTTP");
+}
+
+#[test]
+fn the_redirect_names_the_configured_domain_and_never_a_target_host() {
+    let image = site_image(true);
+    let mut server = server_with(
+        &image,
+        ServerConfig {
+            redirect_host: bramble_http::RedirectHost::new("page.example"),
+            ..only(443)
+        },
+    );
+    let response = one(
+        &mut server,
+        "GET /a?b HTTP/1.1\r\nHost: evil.example\r\n\r\n",
+    );
+    assert_eq!(response.status, 308);
+    assert_eq!(
+        response.header("location"),
+        Some("https://page.example/a?b")
+    );
+
+    // Without a domain the Host is named, but a target that is not a path never is.
+    let mut server = server_with(&image, only(443));
+    let response = one(&mut server, "GET @evil/ HTTP/1.1\r\nHost: host\r\n\r\n");
+    assert_eq!(response.status, 400);
+    assert_eq!(response.header("location"), None);
+    assert!(bramble_http::RedirectHost::new("a/b").is_none());
+    assert!(bramble_http::RedirectHost::new("").is_none());
+}

@@ -338,3 +338,71 @@ fn a_few_searches_at_once_then_503() {
     let r = get(&mut server, "/search?q=install");
     assert_eq!(r.status, 200);
 }
+
+#[test]
+fn a_stale_slot_never_shows_one_visitor_anothers_results() {
+    // Four slow readers take every search slot and read a little of their pages; after the
+    // slots go stale, a new visitor's search takes one over. The slow reader whose slot it was
+    // must not go on to read the visitor's results (with its query echoed in them).
+    let bytes = site(None);
+    let mut server = support::server(&bytes);
+    let request = b"GET /search?q=common+words HTTP/1.1\r\nHost: a\r\n\r\n";
+    let mut slow: Vec<Client> = (0..4).map(|_| Client::open(&mut server)).collect();
+    let mut outputs = Vec::new();
+    for client in &mut slow {
+        let n = client.connection.receive(&mut server, request, client.now);
+        assert_eq!(n, request.len());
+        let mut buffer = vec![0u8; 600];
+        let n = client
+            .connection
+            .transmit(&mut server, &mut buffer, client.now);
+        assert!(n > 0, "the head and the start of the page went out");
+        outputs.push(buffer[..n].to_vec());
+    }
+    let stale = config().limits.response_micros;
+    let mut visitor = Client::open(&mut server);
+    visitor.advance_micros(stale + 1_000_000);
+    let request = b"GET /search?q=people HTTP/1.1\r\nHost: a\r\n\r\n";
+    let n = visitor
+        .connection
+        .receive(&mut server, request, visitor.now);
+    assert_eq!(n, request.len());
+    // The visitor's page is under way (its slot held) while the slow readers read on.
+    let mut visited = vec![0u8; 200];
+    let n = visitor
+        .connection
+        .transmit(&mut server, &mut visited, visitor.now);
+    visited.truncate(n);
+
+    for (client, out) in slow.iter_mut().zip(&mut outputs) {
+        client.advance_micros(stale + 2_000_000);
+        for _ in 0..400 {
+            let mut buffer = vec![0u8; 1460];
+            let n = client
+                .connection
+                .transmit(&mut server, &mut buffer, client.now);
+            out.extend_from_slice(&buffer[..n]);
+        }
+        let seen = String::from_utf8_lossy(out);
+        assert!(
+            !seen.contains("value=\"people\"") && !seen.contains("About"),
+            "a slow reader received another visitor's search"
+        );
+        client.connection.close(&mut server);
+    }
+    // The slow readers' closes did not free the visitor's slot under it: its page is whole.
+    for _ in 0..400 {
+        let mut buffer = vec![0u8; 1460];
+        let n = visitor
+            .connection
+            .transmit(&mut server, &mut buffer, visitor.now);
+        visited.extend_from_slice(&buffer[..n]);
+    }
+    let responses = parse_responses(&visited, &[false]);
+    assert_eq!(responses[0].status, 200);
+    assert!(text(&responses[0]).contains("value=\"people\""));
+    // And the slots work for the next searches.
+    let r = get(&mut server, "/search?q=people");
+    assert_eq!(r.status, 200);
+    assert!(text(&r).contains("value=\"people\""));
+}
