@@ -66,7 +66,8 @@ pub fn add_bramble_events(counters: &mut GuestCounters, line: &str) {
 
 /// Adds the handshake counters of Bramble's HTTPS status line (`status: https open N,
 /// handshakes full N resumed N, failures N, deferred N, heap ...`) to `counters`, as `tls
-/// full handshakes`, `tls resumed handshakes`, `tls failures` and `tls deferred`.
+/// full handshakes`, `tls resumed handshakes`, `tls failures`, `tls deferred` and `tls closed
+/// for memory`.
 pub fn add_bramble_tls_events(counters: &mut GuestCounters, line: &str) {
     let Some(start) = line.find("status: https open") else {
         return;
@@ -80,6 +81,7 @@ pub fn add_bramble_tls_events(counters: &mut GuestCounters, line: &str) {
         ("resumed", "tls resumed handshakes"),
         ("failures", "tls failures"),
         ("deferred", "tls deferred"),
+        ("memory", "tls closed for memory"),
     ] {
         if let Some(value) = words
             .windows(2)

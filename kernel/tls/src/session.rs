@@ -30,6 +30,11 @@ pub const MAX_RECORD_LEN: usize = 16_384 + 256 + 5;
 pub const RECORD_OVERHEAD: usize = 5 + 8 + 16;
 /// The largest plaintext one record carries.
 pub const MAX_FRAGMENT_LEN: usize = 16_384;
+/// Plaintext waiting for the application, at most: what [`TlsSession::receive`] lets wait
+/// before it takes no more ciphertext (a record's worth), plus what sealing a response must
+/// drain from a full receive buffer (rustls hands received records over before it seals).
+/// A session that would need more is closed ([`SessionError::PlaintextOverflow`]).
+pub const MAX_PENDING_LEN: usize = MAX_FRAGMENT_LEN + MAX_RECORD_LEN;
 
 /// Why a session stopped.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +47,11 @@ pub enum SessionError {
     /// The transmit buffer cannot hold a handshake flight (the certificate chain is too long
     /// for the buffer size the pool chose).
     TransmitBufferTooSmall,
+    /// The heap could not hold the plaintext waiting for the application: the connection is
+    /// closed rather than the board reset.
+    OutOfMemory,
+    /// More than [`MAX_PENDING_LEN`] bytes of plaintext would wait for the application.
+    PlaintextOverflow,
 }
 
 impl core::fmt::Display for SessionError {
@@ -52,6 +62,8 @@ impl core::fmt::Display for SessionError {
             Self::TransmitBufferTooSmall => {
                 f.write_str("TLS handshake flight larger than the transmit buffer")
             }
+            Self::OutOfMemory => f.write_str("no heap for the plaintext waiting to be read"),
+            Self::PlaintextOverflow => f.write_str("too much plaintext waiting to be read"),
         }
     }
 }
@@ -233,7 +245,12 @@ impl<'b> TlsSession<'b> {
                         Ok(record) => {
                             let taken = application.receive(record.payload);
                             if taken < record.payload.len() {
-                                self.pending.extend_from_slice(&record.payload[taken..]);
+                                let rest = record.payload.get(taken..).unwrap_or_default();
+                                if let Err(error) =
+                                    keep(&mut self.pending, &mut self.pending_start, rest)
+                                {
+                                    failure = Some(error);
+                                }
                                 break;
                             }
                         }
@@ -337,7 +354,14 @@ impl<'b> TlsSession<'b> {
                 Ok(ConnectionState::ReadTraffic(mut traffic)) => {
                     while let Some(record) = traffic.next_record() {
                         match record {
-                            Ok(record) => self.pending.extend_from_slice(record.payload),
+                            Ok(record) => {
+                                if let Err(error) =
+                                    keep(&mut self.pending, &mut self.pending_start, record.payload)
+                                {
+                                    failure = Some(error);
+                                    break;
+                                }
+                            }
                             Err(error) => {
                                 failure = Some(SessionError::Protocol(error));
                                 break;
@@ -460,6 +484,11 @@ impl<'b> TlsSession<'b> {
         self.incoming_len -= count;
     }
 
+    /// Bytes of plaintext waiting for the application (at most [`MAX_PENDING_LEN`]).
+    pub fn pending_len(&self) -> usize {
+        self.pending.len() - self.pending_start
+    }
+
     fn check(&self) -> Result<(), SessionError> {
         match &self.error {
             Some(error) => Err(error.clone()),
@@ -472,4 +501,25 @@ impl<'b> TlsSession<'b> {
         self.phase = Phase::Closed;
         Err(error)
     }
+}
+
+/// Appends `bytes` to the waiting plaintext: bounded by [`MAX_PENDING_LEN`], and with the
+/// allocation's failure an error (the session closes) instead of `handle_alloc_error`'s
+/// reset of the board.
+fn keep(pending: &mut Vec<u8>, start: &mut usize, bytes: &[u8]) -> Result<(), SessionError> {
+    if *start > 0 {
+        // What the application took is dropped before the buffer grows.
+        pending.drain(..(*start).min(pending.len()));
+        *start = 0;
+    }
+    let total = pending
+        .len()
+        .checked_add(bytes.len())
+        .filter(|&total| total <= MAX_PENDING_LEN)
+        .ok_or(SessionError::PlaintextOverflow)?;
+    pending
+        .try_reserve(total - pending.len())
+        .map_err(|_| SessionError::OutOfMemory)?;
+    pending.extend_from_slice(bytes);
+    Ok(())
 }

@@ -81,6 +81,22 @@ pub struct TlsCounters {
     pub failures: u64,
     /// Connection openings put off because the handshake budget was spent.
     pub deferred: u64,
+    /// Of `failures`: sessions closed because their waiting plaintext found no heap, or
+    /// would have passed its bound (`bramble_tls::session::MAX_PENDING_LEN`).
+    pub memory_closed: u64,
+}
+
+impl TlsCounters {
+    /// Counts a session that ended with `error`.
+    fn failed(&mut self, error: &bramble_tls::SessionError) {
+        self.failures += 1;
+        if matches!(
+            error,
+            bramble_tls::SessionError::OutOfMemory | bramble_tls::SessionError::PlaintextOverflow
+        ) {
+            self.memory_closed += 1;
+        }
+    }
 }
 
 /// What the TLS pool's connections share.
@@ -256,7 +272,7 @@ impl PooledConnection for TlsConnection<'_> {
             Ok(taken) => taken,
             Err(error) => {
                 log::debug!("tls: {error}");
-                shared.counters.failures += 1;
+                shared.counters.failed(&error);
                 data.len()
             }
         };
@@ -281,10 +297,17 @@ impl PooledConnection for TlsConnection<'_> {
         };
         // Plaintext the engine could not take while a response was going out is offered
         // again now that it may have room.
-        if session.error().is_none() && session.poll(&mut http).is_err() {
-            shared.counters.failures += 1;
+        if session.error().is_none()
+            && let Err(error) = session.poll(&mut http)
+        {
+            shared.counters.failed(&error);
         }
+        let healthy = session.error().is_none();
         let mut written = session.transmit(&mut http, out);
+        // Sealing can fail the session too (plaintext drained on the way found no heap).
+        if healthy && let Some(error) = session.error() {
+            shared.counters.failed(&error.clone());
+        }
         // The engine is done with the connection: close_notify goes after its last bytes
         // (RFC 8446 §6.1), and the TCP close after that.
         if session.error().is_none()
