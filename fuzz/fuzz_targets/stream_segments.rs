@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
         port: 80,
         limits: PoolLimits::DEFAULT,
         max_per_source: u32::from(shape >> 6),
-        seed: u64::from(shape),
+        seed: [u64::from(shape), 1],
     };
     let mut pool = StreamPool::new(memory, HttpService::new(server), config);
     exercise::run_script(&mut pool, script);

@@ -69,7 +69,19 @@ fn check_banner(machine: Machine) {
         mmu > 0 && banner > mmu,
         "boot microseconds in {boot_line:?}"
     );
+    // The CSPRNG is seeded from the health-tested hardware RNG at every boot, with no card
+    // and HTTPS off: the network's secrets come from it.
+    guest.expect_line(
+        "entropy: CSPRNG seeded from 1024 health-tested bytes of the hardware RNG",
+        Duration::from_secs(5),
+    );
     guest.expect_line("ready: idle in WFI", Duration::from_secs(5));
+    guest.send_line("status");
+    let entropy = guest.expect_line("status: entropy", Duration::from_secs(10));
+    assert!(
+        entropy.contains("status: entropy ok, hardware RNG bytes tested 1024,"),
+        "{entropy:?}"
+    );
 }
 
 #[test]

@@ -16,6 +16,7 @@ mod arena;
 mod checksum;
 mod commands;
 mod console;
+mod entropy;
 mod faults;
 mod health;
 mod network;
@@ -125,6 +126,8 @@ fn kernel_main() -> ! {
     }
     // SAFETY: the dispatcher (`__bramble_irq`) and every registered handler are ready.
     unsafe { cpu::enable_irq() };
+    // Before anything draws a key: the network's secrets, TLS and ACME all come from it.
+    entropy::seed_at_boot();
 
     let emmc_clock = platform
         .board
@@ -270,6 +273,7 @@ fn kernel_main() -> ! {
         }
         led.show(LedState::for_progress(progress));
         deadline = earliest(deadline, led.poll(now));
+        deadline = earliest(deadline, entropy::poll(TIMER.micros()));
         if let Some(store) = store {
             deadline = earliest(deadline, store.next_deadline().map(|at| at.as_micros()));
         }
@@ -366,6 +370,7 @@ fn print_status(
         );
         acme::print_card_writes(store);
     }
+    entropy::print_status();
     if let Some(appliance) = net {
         let http = appliance.server().counters();
         let phy = appliance.phy_counters();

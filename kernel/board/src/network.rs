@@ -7,7 +7,7 @@ use bramble_bcm2835::dma::DmaAllocator;
 use bramble_bcm2835::dwc2::{self, Dwc2Host, Dwc2Starting};
 use bramble_bcm2835::mailbox::{PropertyBuffer, device};
 use bramble_hal::{Instant, MacAddress};
-use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+use bramble_http::{Connection, RedirectHost, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS, Ipv6Config,
@@ -96,15 +96,9 @@ fn clock_config(
     ))
 }
 
-/// A seed for the SNTP nonces: from the CSPRNG when HTTPS seeded it, else the timer and MAC.
+/// A seed for the SNTP nonces, from the CSPRNG (see [`crate::entropy::network_secret`]).
 fn seed_for_nonces(nic: &ReprobingNic<Dwc2Host>) -> u64 {
-    let mut bytes = [0u8; 8];
-    if bramble_tls::random::RANDOM.fill_bytes(&mut bytes).is_ok() {
-        return u64::from_le_bytes(bytes);
-    }
-    let mac = bramble_hal::EthernetDevice::mac_address(nic).0;
-    micros().rotate_left(17)
-        ^ u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 1, 2])
+    crate::entropy::network_secret(bramble_hal::EthernetDevice::mac_address(nic).0, 1)
 }
 
 /// Under QEMU: after 2 s without a received frame, look for one every 10 ms instead of
@@ -244,8 +238,12 @@ pub fn start(
         },
     };
     let mac = bramble_hal::EthernetDevice::mac_address(&nic).0;
-    let seed =
-        micros() ^ u64::from_le_bytes([mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], 0x5a, 0xa5]);
+    // Every network secret from the CSPRNG, seeded at boot by the health-tested hardware RNG.
+    let seed = crate::entropy::network_secret(mac, 2);
+    let secret_key = [
+        crate::entropy::network_secret(mac, 3),
+        crate::entropy::network_secret(mac, 4),
+    ];
     let ipv6 = if settings.ipv6 {
         Ipv6Config {
             enabled: true,
@@ -265,6 +263,7 @@ pub fn start(
         http_port: settings.http_port,
         mdns: settings.mdns,
         random_seed: seed,
+        secret_key,
         limits: PoolLimits::DEFAULT,
         max_per_source: per_address,
     };
@@ -277,6 +276,10 @@ pub fn start(
             redirect_to_https_port: (settings.https == HttpsMode::Only && https.is_some())
                 .then_some(settings.https_port),
             hsts_seconds: settings.hsts_seconds,
+            redirect_host: settings
+                .domains
+                .first()
+                .and_then(|name| RedirectHost::new(name.as_str())),
             ..ServerConfig::default()
         },
     );

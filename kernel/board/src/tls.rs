@@ -9,7 +9,6 @@ use crate::arena::Arena;
 use crate::platform::micros;
 use crate::storage::TlsFiles;
 use alloc::sync::Arc;
-use bramble_bcm2835::rng::HardwareRng;
 use bramble_net::appliance::HttpsMemory;
 use bramble_net::appliance::secure::TlsConnection;
 use bramble_settings::{HttpsMode, Settings, SniPolicy};
@@ -25,8 +24,6 @@ const HTTPS_SHARE_DIVISOR: usize = 8;
 /// TCP receive and transmit buffers per HTTPS connection (as for plain HTTP).
 const TCP_RX_LEN: usize = 4 * 1024;
 const TCP_TX_LEN: usize = 32 * 1024;
-/// Bytes of hardware RNG output hashed into the CSPRNG's seed.
-const SEED_BYTES: usize = 64;
 
 /// The TLS heap: talc, with what is in use and the most ever in use counted.
 struct TlsHeap {
@@ -88,36 +85,6 @@ unsafe impl critical_section::Impl for IrqMask {
         if state != 0 {
             // SAFETY: IRQs were enabled when the section began, and its end restores that.
             unsafe { bramble_boot::cpu::enable_irq() };
-        }
-    }
-}
-
-/// Seeds the CSPRNG from the hardware RNG; says so, or why TLS cannot start.
-fn seed_entropy() -> bool {
-    // SAFETY: the only HardwareRng instance.
-    let rng = unsafe { HardwareRng::new() };
-    rng.enable();
-    let mut seed = [0u8; SEED_BYTES];
-    let started = micros();
-    match rng.fill(&mut seed, micros) {
-        Ok(()) => {
-            let seeded = bramble_tls::random::RANDOM.seed(&seed).is_ok();
-            seed.fill(0);
-            if seeded {
-                log::info!(
-                    "tls: CSPRNG seeded with {SEED_BYTES} bytes from the hardware RNG in {} us",
-                    micros() - started
-                );
-            }
-            seeded
-        }
-        Err(timeout) => {
-            log::error!(
-                "tls: the hardware RNG gave {} of {SEED_BYTES} bytes; without a seed HTTPS is \
-                 not started (plain HTTP is served)",
-                timeout.filled
-            );
-            false
         }
     }
 }
@@ -190,8 +157,13 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
             ));
         }
     };
-    if !seed_entropy() {
-        return not_started(format_args!("no entropy seed from the hardware RNG"));
+    // Seeded at boot from the health-tested hardware RNG (crate::entropy); never any
+    // other source for keys.
+    if let Some(problem) = crate::entropy::problem() {
+        return not_started(format_args!("{problem}"));
+    }
+    if !bramble_tls::random::RANDOM.is_seeded() {
+        return not_started(format_args!("the CSPRNG has no seed from the hardware RNG"));
     }
     // The certificate is parsed with the heap in place: rustls keeps it there.
     let per_connection = MAX_RECORD_LEN
@@ -392,7 +364,7 @@ pub fn check_certificate(unix_seconds: u64) {
     }
 }
 
-/// For ACME (`acme = on`): seeds entropy, claims the heap (the HTTPS pool's share and
+/// For ACME (`acme = on`): checks the entropy seeded at boot, claims the heap (the HTTPS pool's share and
 /// `extra_heap` more) and cuts the HTTPS pool's memory from `arena`, for the certificate that
 /// ACME obtains. Returns the memory and the pool's size; `None` (logged) if entropy or memory
 /// is missing.
@@ -400,7 +372,8 @@ pub fn prepare_pool(
     arena: &mut Arena,
     extra_heap: usize,
 ) -> Option<(&'static mut HttpsMemory<'static>, usize)> {
-    if !seed_entropy() {
+    if let Some(problem) = crate::entropy::problem() {
+        log::error!("acme: {problem}; ACME is not started (keys need the hardware RNG)");
         return None;
     }
     let per_connection = MAX_RECORD_LEN
@@ -492,11 +465,13 @@ pub fn print_status(appliance: &crate::network::Network) {
     };
     log::info!(
         "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
-         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}{uncovered}",
+         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}{uncovered}; \
+         closed for memory {}",
         appliance.open_https_connections(),
         counters.full_handshakes,
         counters.resumed_handshakes,
         counters.failures,
         counters.deferred,
+        counters.memory_closed,
     );
 }

@@ -495,6 +495,11 @@ fn serve<D: EthernetDevice>(
             access_log: config.access_log,
             redirect_to_https_port: (config.https_only && https.is_some()).then_some(443),
             hsts_seconds: config.hsts_seconds,
+            redirect_host: config
+                .acme
+                .as_ref()
+                .and_then(|acme| acme.names.first())
+                .and_then(|name| bramble_http::RedirectHost::new(name)),
             ..ServerConfig::default()
         },
     );
@@ -544,11 +549,18 @@ fn serve<D: EthernetDevice>(
             gateway: config.gateway.map(|g| g.octets()),
         },
     };
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
-        ^ u64::from(std::process::id());
+    // The network's secrets from the host's generator, as the Pi draws them from its CSPRNG.
+    let mut secrets = [0u8; 24];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut secrets))
+        .map_err(|error| HostedError::Tls(format!("no entropy from /dev/urandom: {error}")))?;
+    let word = |i: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&secrets[i * 8..i * 8 + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    let seed = word(0);
+    let secret_key = [word(1), word(2)];
     let ipv6 = if config.ipv6 {
         // Stable identifiers keyed with the MAC and host name: the same at every run of the
         // same configuration (a hosted run has no serial number to keep secret).
@@ -573,6 +585,7 @@ fn serve<D: EthernetDevice>(
         http_port: 80,
         mdns: config.mdns,
         random_seed: seed,
+        secret_key,
         limits: PoolLimits::DEFAULT,
         max_per_source: config.max_per_source,
     };
@@ -679,13 +692,14 @@ fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
         let _ = writeln!(
             out,
             "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}; \
-             abandoned at the 10 s handshake limit {}",
+             abandoned at the 10 s handshake limit {}, closed for memory {}",
             appliance.open_https_connections(),
             tls.full_handshakes,
             tls.resumed_handshakes,
             tls.failures,
             tls.deferred,
-            counters.handshakes_abandoned
+            counters.handshakes_abandoned,
+            tls.memory_closed
         );
     }
     let _ = out.flush();

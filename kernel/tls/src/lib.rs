@@ -15,6 +15,7 @@ pub mod certificate;
 pub mod client;
 pub mod clock;
 pub mod config;
+pub mod health;
 pub mod heap;
 pub mod provider;
 pub mod random;

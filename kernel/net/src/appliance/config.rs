@@ -71,9 +71,13 @@ pub struct NetworkConfig<'a> {
     pub http_port: u16,
     /// Whether to run the mDNS responder.
     pub mdns: bool,
-    /// Seed for the SYN-cookie key, DHCP transaction IDs and mDNS probe timing; should
-    /// differ between boots (the timer value at boot, mixed with the MAC, is enough).
+    /// Seed for smoltcp's generator (DHCP transaction IDs, DNS query IDs, local ports) and
+    /// mDNS probe timing: unpredictable (the board draws it from the CSPRNG), since guessed
+    /// IDs and ports let an off-path attacker spoof DNS answers.
     pub random_seed: u64,
+    /// The 128-bit secret keying the SYN cookies and the connection table (drawn from the
+    /// CSPRNG at each boot).
+    pub secret_key: [u64; 2],
     /// Deadlines of the HTTP connections.
     pub limits: PoolLimits,
     /// Most HTTP connections from one IPv4 address at once (0: no cap).
@@ -92,6 +96,10 @@ impl<'a> NetworkConfig<'a> {
             http_port: 80,
             mdns: true,
             random_seed,
+            secret_key: [
+                random_seed,
+                random_seed.rotate_left(32) ^ 0x6b65_795f_7365_6564,
+            ],
             limits: PoolLimits::DEFAULT,
             max_per_source: 0,
         }

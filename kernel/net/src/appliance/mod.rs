@@ -266,7 +266,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 port: config.http_port,
                 limits: config.limits,
                 max_per_source: config.max_per_source,
-                seed: config.random_seed,
+                seed: config.secret_key,
             },
         );
         phy.divert_tcp_port(Some(config.http_port));

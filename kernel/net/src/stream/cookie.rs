@@ -81,10 +81,11 @@ pub struct Cookies {
 }
 
 impl Cookies {
-    /// Cookies keyed from `seed` (differs between boots).
-    pub fn new(seed: u64) -> Self {
-        let k0 = siphash24([seed, 0x6272_616d_626c_6521], b"bramble syn cookie key 0");
-        let k1 = siphash24([seed, k0], b"bramble syn cookie key 1");
+    /// Cookies keyed from `seed`, a 128-bit secret drawn from the CSPRNG at each boot: an
+    /// attacker who saw cookies must not be able to search for it offline.
+    pub fn new(seed: [u64; 2]) -> Self {
+        let k0 = siphash24(seed, b"bramble syn cookie key 0");
+        let k1 = siphash24(seed, b"bramble syn cookie key 1");
         Self { key: [k0, k1] }
     }
 
@@ -166,7 +167,7 @@ mod tests {
 
     #[test]
     fn a_cookie_checks_for_its_client_within_two_periods_only() {
-        let cookies = Cookies::new(7);
+        let cookies = Cookies::new([7, 0]);
         let (cookie, mss) = cookies.make(&input(), Some(1460), 1000);
         assert_eq!(mss, 1460);
         assert_eq!(cookies.check(&input(), cookie, 1000), Some(1460));
@@ -184,12 +185,12 @@ mod tests {
         assert_eq!(cookies.check(&other, cookie, 1000), None);
         assert_eq!(cookies.check(&input(), cookie ^ 1, 1000), None);
         // Another boot's key rejects it.
-        assert_eq!(Cookies::new(8).check(&input(), cookie, 1000), None);
+        assert_eq!(Cookies::new([8, 0]).check(&input(), cookie, 1000), None);
     }
 
     #[test]
     fn the_mss_class_is_the_largest_the_client_takes() {
-        let cookies = Cookies::new(1);
+        let cookies = Cookies::new([1, 0]);
         assert_eq!(cookies.make(&input(), None, 0).1, 536);
         assert_eq!(cookies.make(&input(), Some(1400), 0).1, 1400);
         assert_eq!(cookies.make(&input(), Some(1399), 0).1, 1360);

@@ -102,8 +102,9 @@ pub struct PoolConfig {
     /// or one IPv6 /64 (a host picks any address of its /64 at will). Beyond it new
     /// connections from that source are refused with a reset.
     pub max_per_source: u32,
-    /// Seed for the cookie key and the hash table (should differ between boots).
-    pub seed: u64,
+    /// The 128-bit secret keying the SYN cookies and the connection table's hash: drawn from
+    /// the CSPRNG at each boot, so that neither can be predicted from what the pool sends.
+    pub seed: [u64; 2],
 }
 
 /// What the pool has done: every admission decision, eviction and deadline is counted.
@@ -785,8 +786,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
         sources.fill(Source::EMPTY);
         let cookies = Cookies::new(config.seed);
-        let hash_key =
-            (siphash24([config.seed, 0x7461_626c_655f_6b65], b"bramble table") as u32) | 1;
+        let hash_key = (siphash24(config.seed, b"bramble table") as u32) | 1;
         Self {
             free_tcb: if count > 0 { 0 } else { NONE },
             free_lease: if lease_count > 0 { 0 } else { NONE },
@@ -813,7 +813,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 cursor: 0,
             },
             control: heapless::Deque::new(),
-            ip_id: (config.seed >> 16) as u16,
+            ip_id: (siphash24(config.seed, b"bramble ip id") >> 16) as u16,
             payload_alignment: 2,
             narrow_passed: 0,
             counters: PoolCounters::default(),

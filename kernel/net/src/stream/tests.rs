@@ -286,7 +286,7 @@ impl Net {
                 port: PORT,
                 limits,
                 max_per_source: 0,
-                seed: 42,
+                seed: [42, 1],
             },
         )
     }
@@ -1180,7 +1180,7 @@ fn the_per_source_cap_refuses_beyond_it_and_counts() {
             port: PORT,
             limits: limits(),
             max_per_source: 2,
-            seed: 3,
+            seed: [3, 1],
         },
     );
     let handles: Vec<_> = (0..3)
@@ -1270,7 +1270,7 @@ fn random_scripts_keep_the_pool_sound() {
             port: 80,
             limits: PoolLimits::DEFAULT,
             max_per_source: if round % 3 == 0 { 2 } else { 0 },
-            seed: round,
+            seed: [round, 1],
         };
         let mut pool = StreamPool::new(memory, http::HttpService::new(server), config);
         let script: Vec<u8> = (0..900)
@@ -1364,7 +1364,7 @@ fn the_per_source_cap_counts_an_ipv6_64_as_one_source() {
             port: PORT,
             limits: limits(),
             max_per_source: 2,
-            seed: 5,
+            seed: [5, 1],
         },
     );
     // fd00::2 and fd00::3 are one /64: the third connection from it is refused, whichever

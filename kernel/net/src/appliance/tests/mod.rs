@@ -109,6 +109,7 @@ fn static_config(mdns: bool) -> NetworkConfig<'static> {
         http_port: 80,
         mdns,
         random_seed: 7,
+        secret_key: [7, 8],
         limits: crate::stream::PoolLimits::DEFAULT,
         max_per_source: 0,
     }
