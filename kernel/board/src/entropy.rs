@@ -62,17 +62,24 @@ fn draw(out: &mut [u8]) -> Result<(), Problem> {
     HEALTH.lock().check(out).map_err(Problem::Health)
 }
 
-/// Seeds the CSPRNG from [`STARTUP_BYTES`] health-tested bytes of the hardware RNG; on any
-/// problem, keeps it for [`problem`] and says so on the console.
-pub fn seed_at_boot() {
-    let started = micros();
-    let mut bytes = [0u8; STARTUP_BYTES];
+/// Mixes `N` health-tested hardware bytes into the CSPRNG (seeding it the first time); the
+/// bytes are wiped from the stack after.
+fn reseed<const N: usize>() -> Result<(), Problem> {
+    let mut bytes = [0u8; N];
     let result = draw(&mut bytes).and_then(|()| {
         RANDOM
             .seed(&bytes)
             .map_err(|_| Problem::Timeout(bytes.len()))
     });
     bytes.fill(0);
+    result
+}
+
+/// Seeds the CSPRNG from [`STARTUP_BYTES`] health-tested bytes of the hardware RNG; on any
+/// problem, keeps it for [`problem`] and says so on the console.
+pub fn seed_at_boot() {
+    let started = micros();
+    let result = reseed::<STARTUP_BYTES>();
     let took = micros().saturating_sub(started);
     BOOT_MICROS.store(took, Ordering::Relaxed);
     match result {
@@ -105,13 +112,7 @@ pub fn poll(now: u64) -> Option<u64> {
     if now < due {
         return Some(due);
     }
-    let mut bytes = [0u8; RESEED_BYTES];
-    let result = draw(&mut bytes).and_then(|()| {
-        RANDOM
-            .seed(&bytes)
-            .map_err(|_| Problem::Timeout(bytes.len()))
-    });
-    bytes.fill(0);
+    let result = reseed::<RESEED_BYTES>();
     match result {
         Ok(()) => {
             SEEDED_AT.store(now, Ordering::Relaxed);
