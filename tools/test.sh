@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
+# Every QEMU boot of this run goes under the board-rules judge (qemu/plugin/boardrules.c): the
+# integration tests' guests always, and with this the tool's own boots too (`bramble check`,
+# `bramble qemu`, in the tools' tests and below).
+export BRAMBLE_BOARD_RULES=on
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

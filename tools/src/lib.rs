@@ -2,6 +2,7 @@
 //! benchmarks (bench/) share it.
 
 pub mod bench_cmd;
+pub mod board_rules;
 pub mod check;
 pub mod firmware;
 pub mod flash;

@@ -141,11 +141,16 @@ pub fn run(args: QemuArgs) -> anyhow::Result<()> {
         "booting {} in QEMU; serial console follows. Stop with Ctrl-C.",
         args.machine
     );
+    let judge = crate::board_rules::attach(&mut config)?;
     let result = run_until_stopped(Command::new(qemu).args(config.args()));
     if let Some(Network::Smsc95xxModel { socket }) = &config.network {
         let _ = std::fs::remove_file(socket);
     }
-    result
+    result?;
+    match judge {
+        Some(judge) => judge.check(),
+        None => Ok(()),
+    }
 }
 
 /// The network card `args` ask for; `start_model` starts the LAN9514 model when one is
@@ -345,7 +350,7 @@ pub fn run_until_stopped(command: &mut Command) -> anyhow::Result<()> {
 }
 
 /// Sends SIGTERM to `pid`, a child we spawned and have not reaped (so the PID is still ours).
-fn terminate(pid: u32) {
+pub(crate) fn terminate(pid: u32) {
     // `kill` from procps is on every Linux machine; it keeps libc's unsafe API out of here.
     let _ = Command::new("kill")
         .args(["-TERM", &pid.to_string()])

@@ -451,6 +451,25 @@ pub fn run_checks(
 struct Guest {
     child: Child,
     port: u16,
+    /// The board-rules judge, with `BRAMBLE_BOARD_RULES=on`.
+    judge: Option<crate::board_rules::Judge>,
+}
+
+impl Guest {
+    /// Stops QEMU and, if it ran under the board-rules judge, fails on a violation: SIGTERM
+    /// first, so that the plugin writes its totals, and SIGKILL (on drop) after 5 s.
+    fn stop_and_judge(mut self) -> anyhow::Result<()> {
+        let Some(judge) = self.judge.take() else {
+            return Ok(());
+        };
+        crate::qemu_cmd::terminate(self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && matches!(self.child.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(self);
+        judge.check()
+    }
 }
 
 impl Drop for Guest {
@@ -479,6 +498,7 @@ fn boot(kernel: &Path, card: &Path) -> anyhow::Result<Guest> {
         host_port: port,
         topology: bramble_qemu::Topology::BehindHub,
     });
+    let judge = crate::board_rules::attach(&mut config)?;
     let mut child = Command::new(qemu)
         .args(config.args())
         .stdin(Stdio::null())
@@ -487,7 +507,7 @@ fn boot(kernel: &Path, card: &Path) -> anyhow::Result<Guest> {
         .spawn()
         .context("starting QEMU")?;
     let stdout = child.stdout.take().expect("piped");
-    let mut guest = Guest { child, port };
+    let mut guest = Guest { child, port, judge };
     let (lines, receive) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -689,7 +709,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<()> {
                 "QEMU raspi1ap",
                 budget,
             );
-            drop(guest);
+            guest.stop_and_judge()?;
             report
         }
     };
