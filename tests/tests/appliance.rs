@@ -144,6 +144,22 @@ fn frozen_ends_in_a_hardware_watchdog_reset() {
     guest.expect_line("serving: http://10.0.2.15/", BOOT_TIMEOUT);
 }
 
+/// `selftest board`'s network line on a guest with a NIC and an address.
+#[test]
+fn selftest_board_reports_the_link_and_the_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let card = card(dir.path());
+    let mut guest = guest_with_network(&card, free_port());
+    guest.expect_line("serving: http://10.0.2.15/", BOOT_TIMEOUT);
+    guest.send_line("selftest board");
+    guest.expect_line("selftest: card", Duration::from_secs(20));
+    let network = guest.expect_line("selftest: link", Duration::from_secs(20));
+    assert!(
+        network.contains("selftest: link Up, address 10.0.2.15"),
+        "{network:?}"
+    );
+}
+
 #[test]
 fn boot_phases_are_reported_with_microsecond_stamps() {
     let dir = tempfile::tempdir().unwrap();

@@ -408,3 +408,43 @@ fn a_site_larger_than_the_guest_ram_boots_and_serves_from_the_card() {
     // The cache is smaller than the site: RAM could not hold it.
     assert!(status_value(&cache, "KiB") < 600 * 1024, "{cache:?}");
 }
+
+/// `selftest board` (doc/first-boot.md): the RNG's health, the card's facts and a read of all
+/// of SITE.BIN whose SHA-256 must be the packed site's, and the network's state.
+#[test]
+fn selftest_board_hashes_site_bin_as_packed() {
+    let dir = tempfile::tempdir().unwrap();
+    let site_dir = dir.path().join("site");
+    make_site(&site_dir);
+    let packed = pack_site(&site_dir, &PackOptions::default()).expect("pack");
+    let expected: String = Sha256::digest(&packed.image)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    let path = dir.path().join("card.img");
+    let inputs = ImageInputs {
+        kernel: std::fs::read(&kernel().raw).unwrap(),
+        site: packed.image.clone(),
+        settings: bramble_settings::TEMPLATE.to_string(),
+        firmware: Vec::new(),
+        size_mib: None,
+        tls: None,
+    };
+    build_image(&inputs, &path).expect("build image");
+    let mut guest = boot_with(&path);
+    guest.expect_line("ready:", BOOT_TIMEOUT);
+    guest.send_line("selftest board");
+    let rng = guest.expect_line("selftest: rng", Duration::from_secs(20));
+    assert!(rng.ends_with(": ok"), "{rng:?}");
+    assert!(rng.contains("256 words"), "{rng:?}");
+    let card = guest.expect_line("selftest: card", Duration::from_secs(20));
+    assert!(card.contains("4-bit bus"), "{card:?}");
+    assert!(
+        card.contains(&format!("SITE.BIN {} bytes", packed.image.len())),
+        "{card:?}"
+    );
+    assert!(card.contains(&format!("SHA-256 {expected}")), "{card:?}");
+    // No -netdev: QEMU's DWC2 has nothing on its port.
+    let network = guest.expect_line("selftest: ", Duration::from_secs(20));
+    assert!(network.contains("no USB network adapter"), "{network:?}");
+}

@@ -93,6 +93,42 @@ impl HardwareRng {
     }
 }
 
+/// A quick health check of generator output (for `selftest board`, not a statistical
+/// certification): the share of one bits, and words equal to the one before them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RngHealth {
+    /// Words looked at.
+    pub words: u32,
+    /// One bits among them.
+    pub ones: u32,
+    /// Words equal to their predecessor (a stuck generator repeats).
+    pub repeats: u32,
+}
+
+impl RngHealth {
+    /// Counts `words`.
+    pub fn of(words: &[u32]) -> Self {
+        RngHealth {
+            words: words.len() as u32,
+            ones: words.iter().map(|word| word.count_ones()).sum(),
+            repeats: words.windows(2).filter(|pair| pair[0] == pair[1]).count() as u32,
+        }
+    }
+
+    /// Whether the counts look like random bits: no repeat, and the ones within five
+    /// standard deviations of half (sigma = sqrt(bits) / 2; a fair generator falls outside
+    /// about once in 1.7 million checks).
+    pub fn healthy(&self) -> bool {
+        let bits = u64::from(self.words) * 32;
+        if bits == 0 || self.repeats > 0 {
+            return false;
+        }
+        // |ones - bits/2| <= 5 * sqrt(bits) / 2, squared to stay in integers.
+        let deviation = (2 * u64::from(self.ones)).abs_diff(bits);
+        deviation * deviation <= 25 * bits
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +138,27 @@ mod tests {
         assert_eq!(words_ready(0x0400_0000), 4);
         assert_eq!(words_ready(0x000F_FFFF), 0);
         assert_eq!(words_ready(0xFF00_0000), 255);
+    }
+
+    #[test]
+    fn health_flags_stuck_and_biased_output() {
+        // xorshift32: good enough bits for the check.
+        let mut state = 0x1234_5678u32;
+        let words: std::vec::Vec<u32> = (0..256)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state
+            })
+            .collect();
+        let health = RngHealth::of(&words);
+        assert_eq!((health.words, health.repeats), (256, 0));
+        assert!(health.healthy(), "{health:?}");
+        assert!(!RngHealth::of(&[0xDEAD_BEEF; 256]).healthy(), "stuck");
+        let biased: std::vec::Vec<u32> = words.iter().map(|w| w | 0x0000_00FF).collect();
+        assert!(!RngHealth::of(&biased).healthy(), "biased");
+        assert!(!RngHealth::of(&[]).healthy());
     }
 
     /// A generator that gives its first word `warmup` microseconds after it was enabled.

@@ -12,6 +12,8 @@ pub enum Request {
     Status,
     /// Empty the card store's cache (and stop its warm-up): the next requests read the card.
     ClearCache,
+    /// `selftest board`: the RNG, the card and the link, for a first board.
+    SelftestBoard,
 }
 
 /// Parses and runs console commands; owns the state of those that take time.
@@ -34,7 +36,8 @@ impl Commands {
                 "commands: status | cache clear (empty the card cache, to measure the card) | \
                  reboot | sleep MS (timer interrupt check) | \
                  crash undefined|data|prefetch|panic|hang|frozen (fault and watchdog checks) | \
-                 selftest memory (the kernel's memcpy, memset, memcmp and checksum copy against references)"
+                 selftest memory (the kernel's memcpy, memset, memcmp and checksum copy against references) | \
+                 selftest board (RNG warm-up and health, card clock, bus and read speed with SITE.BIN's SHA-256, link)"
             ),
             (Some("status"), _) => return Some(Request::Status),
             (Some("cache"), Some("clear")) => return Some(Request::ClearCache),
@@ -50,6 +53,7 @@ impl Commands {
                 _ => log::warn!("sleep takes milliseconds, at most 60000"),
             },
             (Some("crash"), Some(kind)) => crash(kind),
+            (Some("selftest"), Some("board")) => return Some(Request::SelftestBoard),
             (Some("selftest"), Some("memory")) => match crate::selftest::memory() {
                 Ok(cases) => log::info!("selftest: memory ok, {cases} cases"),
                 Err(failure) => log::error!(

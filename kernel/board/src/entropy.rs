@@ -62,6 +62,17 @@ fn draw(out: &mut [u8]) -> Result<(), Problem> {
     HEALTH.lock().check(out).map_err(Problem::Health)
 }
 
+/// `selftest board`: `out.len()` bytes from the hardware RNG through the same health tests
+/// (not mixed into the CSPRNG), and how long the boot's seeding took (0: it failed).
+pub fn sample_for_selftest(out: &mut [u8]) -> Result<u64, Problem> {
+    draw(out)?;
+    Ok(if SEEDED_AT.load(Ordering::Relaxed) > 0 {
+        BOOT_MICROS.load(Ordering::Relaxed)
+    } else {
+        0
+    })
+}
+
 /// Mixes `N` health-tested hardware bytes into the CSPRNG (seeding it the first time); the
 /// bytes are wiped from the stack after.
 fn reseed<const N: usize>() -> Result<(), Problem> {

@@ -206,8 +206,10 @@ fn kernel_main() -> ! {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
         let mut status_asked = false;
+        let mut board_check_asked = false;
         lines.poll(|line| match commands.run(line) {
             Some(commands::Request::Status) => status_asked = true,
+            Some(commands::Request::SelftestBoard) => board_check_asked = true,
             Some(commands::Request::ClearCache) => {
                 if let Some(store) = store {
                     store.clear();
@@ -279,6 +281,9 @@ fn kernel_main() -> ! {
         }
         if status_asked {
             print_status(net.as_mut(), store, arena.remaining());
+        }
+        if board_check_asked {
+            selftest::board(net.as_ref(), store);
         }
         sleep_until(deadline, usb_interrupts);
     }

@@ -5,6 +5,11 @@
 //! and the checksum's copy-and-sum words (boot/src/checksum.s) against the portable routine. Host tests
 //! cannot reach this code (it is ARM assembly), so the QEMU test suite runs it
 //! (tests/tests/boot.rs); on a board it is a field check.
+//!
+//! `selftest board`, for a first board (doc/first-boot.md): the hardware RNG's warm-up time (as
+//! the CSPRNG's seeding measured it) and a health check of 256 fresh words, the card's clock,
+//! bus width and real read speed over all of SITE.BIN with its SHA-256 (to compare with the
+//! packed site's), and the link and address.
 
 use core::ptr::{read_volatile, write_volatile};
 
@@ -258,4 +263,79 @@ pub fn memory() -> Result<u32, Failure> {
         }
     }
     Ok(passed)
+}
+
+/// Words of RNG output `selftest board` checks.
+const RNG_WORDS: usize = 256;
+
+/// `selftest board`: one line each for the RNG, the card and the network.
+pub fn board(net: Option<&crate::network::Network>, store: Option<&crate::storage::Store>) {
+    use bramble_bcm2835::rng::RngHealth;
+    let mut bytes = [0u8; RNG_WORDS * 4];
+    let started = crate::platform::micros();
+    match crate::entropy::sample_for_selftest(&mut bytes) {
+        Ok(seeded) => {
+            let took = crate::platform::micros() - started;
+            let words: heapless::Vec<u32, RNG_WORDS> = bytes
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .collect();
+            let health = RngHealth::of(&words);
+            log::info!(
+                "selftest: rng seeded at boot in {seeded} us (warm-up included); {} words in \
+                 {took} us: {} of {} bits set, {} repeats: {}",
+                health.words,
+                health.ones,
+                health.words * 32,
+                health.repeats,
+                if health.healthy() { "ok" } else { "SUSPECT" }
+            );
+        }
+        Err(problem) => log::error!("selftest: rng FAILED: {problem}"),
+    }
+    match store.map(crate::storage::check_card) {
+        None => log::warn!("selftest: card: no site store (no card, or no SITE.BIN)"),
+        Some(None) => log::warn!("selftest: card busy with a read; try again"),
+        Some(Some(Err(error))) => log::error!("selftest: card read FAILED: {error:?}"),
+        Some(Some(Ok(check))) => {
+            let mut hex = heapless::String::<64>::new();
+            for byte in check.sha256 {
+                let _ = core::fmt::Write::write_fmt(&mut hex, format_args!("{byte:02x}"));
+            }
+            let info = check.info;
+            log::info!(
+                "selftest: card {}, {} MiB, {}-bit bus at {} Hz{}; SITE.BIN {} bytes read in {} us \
+                 ({} KB/s), SHA-256 {hex}",
+                if info.high_capacity {
+                    "SDHC/SDXC"
+                } else {
+                    "SDSC"
+                },
+                info.blocks / 2048,
+                info.bus_width,
+                info.clock_hz,
+                if info.high_speed { " (High Speed)" } else { "" },
+                check.bytes,
+                check.micros,
+                (u64::from(check.bytes) * 1000)
+                    .checked_div(check.micros)
+                    .unwrap_or(0),
+            );
+        }
+    }
+    match net {
+        None => log::warn!("selftest: network: no USB network adapter"),
+        Some(appliance) if !appliance.device().is_present() => {
+            log::warn!("selftest: network: no USB network adapter (still looking)")
+        }
+        Some(appliance) => {
+            let link = appliance.link();
+            match appliance.ipv4_address() {
+                Some([a, b, c, d]) => {
+                    log::info!("selftest: link {link:?}, address {a}.{b}.{c}.{d}")
+                }
+                None => log::info!("selftest: link {link:?}, no address yet"),
+            }
+        }
+    }
 }

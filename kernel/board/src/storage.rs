@@ -490,6 +490,60 @@ impl BlockWrite for StoreCard {
     }
 }
 
+/// What `selftest board` measured of the card.
+pub struct CardCheck {
+    /// What the driver set up.
+    pub info: bramble_bcm2835::emmc::CardInfo,
+    /// SITE.BIN's length in bytes.
+    pub bytes: u32,
+    /// How long reading it took, in microseconds.
+    pub micros: u64,
+    /// Its SHA-256.
+    pub sha256: [u8; 32],
+}
+
+/// Blocks `check_card` reads per call.
+const CHECK_BLOCKS: usize = 16;
+
+/// Reads all of SITE.BIN from the card (by its FAT runs, 8 KiB at a time, waiting) and hashes
+/// it, timing the reads: the card's real read speed and a hash to compare with the packed
+/// site's. `None` while the store's own read is in flight (try again).
+pub fn check_card(store: &Store) -> Option<Result<CardCheck, BlockError>> {
+    use sha2::Digest;
+    #[repr(C, align(32))]
+    struct Buffer([u8; CHECK_BLOCKS * BLOCK_SIZE]);
+    store.with_device(|reader| {
+        let info = reader.emmc.card();
+        let extents = fat::locate(reader, SITE_FILE).map_err(|_| BlockError::Transfer)?;
+        let mut buffer = Buffer([0; CHECK_BLOCKS * BLOCK_SIZE]);
+        let mut hasher = sha2::Sha256::new();
+        let mut left = extents.len() as usize;
+        let mut reading = 0;
+        for run in extents.runs() {
+            let mut block = 0;
+            while block < run.blocks && left > 0 {
+                let blocks = (run.blocks - block).min(CHECK_BLOCKS as u32) as usize;
+                let bytes = blocks * BLOCK_SIZE;
+                let started = micros();
+                reader.read_blocks(run.card_block + u64::from(block), &mut buffer.0[..bytes])?;
+                reading += micros() - started;
+                let take = bytes.min(left);
+                hasher.update(&buffer.0[..take]);
+                left -= take;
+                block += blocks as u32;
+                // A large site takes seconds: the main loop's watchdog must not fire.
+                crate::health::feed();
+            }
+        }
+        Ok(CardCheck {
+            info,
+            bytes: extents.len(),
+            micros: reading,
+            sha256: hasher.finalize().into(),
+        })
+    })
+}
+
 /// What the card's write path has done since boot, and its window (for the status line).
 pub fn write_counters(store: &Store) -> Option<(WriteCounters, Option<WriteWindow>)> {
     store.with_device(|reader| (reader.emmc.write_counters(), reader.emmc.write_window()))
