@@ -666,12 +666,102 @@ fn with_the_ca_down_the_board_says_why_serves_plain_http_and_retries_after_backi
     if lab.verified_get(dir, "https://bramble.test/").as_ref() != Some(&files[0].1) {
         fail(&guest, dir, "HTTPS did not verify after the retry");
     }
+    // The CA's name was looked up again for the retry, not kept from the failed order.
+    let lookups = std::fs::read_to_string(dir.join("dnsmasq.log"))
+        .unwrap_or_default()
+        .matches("query[A] acme.test")
+        .count();
+    assert!(lookups >= 2, "{lookups} lookups of acme.test");
     drop(guest);
     assert!(
         std::fs::read(&card).unwrap() == bytes,
         "a card without a store region was written"
     );
     eprintln!("{old_card}\n{failed}\n{status}\n{issued}");
+}
+
+/// pebble's configuration with certificates valid for `seconds` (pebble's default is five
+/// years).
+fn set_certificate_validity(dir: &Path, seconds: u64) {
+    let path = dir.join("pebble.json");
+    let mut config = std::fs::read_to_string(&path).unwrap();
+    if let Some(at) = config.find(r#","certificateValidityPeriod""#) {
+        let end = at + config[at..].find('}').unwrap();
+        config.replace_range(at..end, "");
+    }
+    let config = config.replace(
+        r#""externalAccountBindingRequired":false"#,
+        &format!(r#""externalAccountBindingRequired":false,"certificateValidityPeriod":{seconds}"#),
+    );
+    std::fs::write(path, config).unwrap();
+}
+
+/// Issuance stays bounded whatever the clock and the CA say (issue 26 item 4): with the
+/// guest's clock a year ahead of pebble's 90-day certificates, and then with pebble issuing
+/// certificates that expire a second after they start, the guest orders once, serves what it
+/// got, says the certificate is not valid by its clock, and puts the next order a day away
+/// rather than ordering (and saving) again at once.
+#[test]
+fn a_clock_a_year_ahead_or_expired_certificates_give_one_order_not_a_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let lab = Lab::new(dir, ApiChain::P384);
+    for (case, validity, ahead) in [
+        ("clock a year ahead", 90 * 86_400, 365 * 86_400),
+        ("expired certificates", 1, 0),
+    ] {
+        set_certificate_validity(dir, validity);
+        lab.sntp.offset.store(ahead, Ordering::Relaxed);
+        let _pebble = lab.pebble(dir);
+        let (card, _files) = lab.make_card(dir, "card");
+        let mut guest = lab.boot_card(&card);
+        let Some(issued) = guest.wait_for(
+            |line| line.contains("acme: certificate issued"),
+            ISSUE_TIMEOUT,
+        ) else {
+            fail(&guest, dir, &format!("{case}: no certificate"));
+        };
+        // The next order, as planned once the certificate is in: a day away, not now.
+        let Some(waits) = guest.wait_for(
+            |line| line.contains("acme: the next order waits"),
+            Duration::from_secs(60),
+        ) else {
+            fail(
+                &guest,
+                dir,
+                &format!("{case}: the next order is not held back"),
+            );
+        };
+        let wait: u64 = waits
+            .split("waits ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{case}: no wait in {waits:?}"));
+        assert!(wait > 86_000, "{case}: {waits}");
+        assert!(
+            guest
+                .transcript
+                .iter()
+                .any(|line| line.contains("not valid by this clock")),
+            "{case}: the certificate's dates were not checked"
+        );
+        guest.send_line("status");
+        let status = guest.expect_line("status: acme", Duration::from_secs(20));
+        assert!(
+            status.contains("orders 1,")
+                && status.contains("issued 1 (1 not valid by the clock)")
+                && status.contains("saves 2 (0 refused"),
+            "{case}: {status}"
+        );
+        let pebble = std::fs::read_to_string(dir.join("pebble.log")).unwrap_or_default();
+        assert_eq!(
+            pebble.matches("Added order").count(),
+            1,
+            "{case}: one order:\n{pebble}"
+        );
+        eprintln!("{case}:\n{issued}\n{waits}\n{status}");
+    }
 }
 
 /// Blocks of one certificate save on pebble's chain (the first boot's log says how many).

@@ -201,6 +201,9 @@ pub struct OrderRun {
     answered: Option<(String, ChallengeKind)>,
     polls: u32,
     bad_nonces: u32,
+    /// Whether this run re-made the account after `accountDoesNotExist` (once per run: a CA
+    /// that forgets every account would otherwise have one made, and saved, per request).
+    account_remade: bool,
     /// Requests sent so far (for the report).
     pub requests: u32,
 }
@@ -242,6 +245,7 @@ impl OrderRun {
             answered: None,
             polls: 0,
             bad_nonces: 0,
+            account_remade: false,
             requests: 0,
         }
     }
@@ -397,7 +401,9 @@ impl OrderRun {
                 .as_ref()
                 .is_some_and(|p| p.kind == "accountDoesNotExist")
                 && self.step != Step::Account
+                && !self.account_remade
             {
+                self.account_remade = true;
                 log::warn!("acme: the CA does not know the saved account; making a new one");
                 self.account_url = None;
                 self.step = Step::Account;

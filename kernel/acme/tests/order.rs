@@ -28,6 +28,8 @@ struct MockCa {
     nonce: u32,
     reject_next_nonce: bool,
     fail_challenge: bool,
+    /// Answers every new-order with `accountDoesNotExist`.
+    forget_accounts: bool,
     authz_polls: u32,
     seen: Vec<String>,
     csr: Option<Vec<u8>>,
@@ -51,6 +53,7 @@ impl MockCa {
             nonce: 0,
             reject_next_nonce: false,
             fail_challenge: false,
+            forget_accounts: false,
             authz_polls: 0,
             seen: Vec::new(),
             csr: None,
@@ -113,6 +116,14 @@ impl MockCa {
             );
         }
         let kid = header.str_field("kid");
+        if self.forget_accounts && url == "https://ca.test/new-order" {
+            return json_response(
+                400,
+                self.nonce,
+                r#"{"type":"urn:ietf:params:acme:error:accountDoesNotExist","detail":"who?"}"#,
+                None,
+            );
+        }
         if url != "https://ca.test/new-account" {
             assert_eq!(
                 kid,
@@ -407,4 +418,34 @@ fn the_tls_alpn_certificate_carries_the_acme_identifier() {
         der.windows(expected.len())
             .any(|w| w == expected.as_slice())
     );
+}
+
+#[test]
+fn a_ca_that_forgets_every_account_gets_one_new_account_per_order() {
+    let mut ca = MockCa::new(key(1));
+    ca.forget_accounts = true;
+    let mut run = OrderRun::new(
+        settings(),
+        key(1),
+        Some("https://ca.test/acct/7".into()),
+        key(2),
+    );
+    let (done, _, accounts) = drive(&mut run, &mut ca);
+    let Action::Failed(
+        AcmeError::Status {
+            status: 400,
+            problem,
+        },
+        _,
+    ) = done
+    else {
+        panic!("{done:?}");
+    };
+    assert_eq!(problem.unwrap().kind, "accountDoesNotExist");
+    assert_eq!(
+        accounts,
+        ["https://ca.test/acct/7"],
+        "one account made, not a loop"
+    );
+    assert_eq!(ca.seen.iter().filter(|s| *s == "new-account").count(), 1);
 }

@@ -184,7 +184,9 @@ impl core::fmt::Display for WindowText {
 }
 
 /// The status line's ACME part: where it stands, the certificate's end, the next order,
-/// failures and the last error.
+/// orders and certificates, the issuance bounds' counts (certificates not valid by the
+/// clock, card saves and those the daily cap refused, accounts made), failures and the last
+/// error.
 pub fn print_status(appliance: &crate::network::Network) {
     let now = bramble_hal::Instant::from_micros(crate::platform::micros());
     let Some(status) = appliance.acme_status(now) else {
@@ -192,7 +194,8 @@ pub fn print_status(appliance: &crate::network::Network) {
     };
     log::info!(
         "status: acme {:?}, certificate ends at Unix time {}, next order in {}, orders {}, \
-         issued {}, failures in a row {}, last error: {}",
+         issued {} ({} not valid by the clock), saves {} ({} refused by the daily cap), \
+         accounts made {}, failures in a row {}, last error: {}",
         status.phase,
         status.not_after.map_or_else(
             || alloc::string::String::from("(none yet)"),
@@ -204,6 +207,10 @@ pub fn print_status(appliance: &crate::network::Network) {
         ),
         status.orders,
         status.issued,
+        status.issued_invalid,
+        status.saves,
+        status.saves_refused,
+        status.accounts,
         status.failures,
         status.last_error.as_deref().unwrap_or("none")
     );

@@ -3,6 +3,12 @@
 //! answers HTTP-01 through the HTTP engine, keeps the certificate in the power-cut-safe store,
 //! and starts HTTPS, or swaps in the renewed certificate, once one is in hand.
 //!
+//! The CA's name is looked up (A and AAAA at once) when each order starts and again after
+//! any failed request, and an answer is kept at most [`RESOLVED_LIFETIME_MICROS`]; the
+//! addresses are tried in RFC 8305's order (IPv6 first when the board has a routable IPv6
+//! address, the families interleaved), the next when one refuses or stays silent for
+//! [`CONNECT_ATTEMPT_MICROS`].
+//!
 //! Faults (no address yet, DNS failing, the CA down or answering errors, a failed challenge,
 //! the clock not set, a corrupt store slot) are logged, counted in [`AcmeStatus`], and retried
 //! with exponential back-off; none of them touches plain HTTP or a certificate being served.
@@ -14,7 +20,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use bramble_acme::http::{Method, ResponseReader, parse_https_url, write_request};
-use bramble_acme::schedule::renewal_time;
+use bramble_acme::schedule::{IssuancePolicy, Planner, renewal_time, sane_unix_now};
 use bramble_acme::store::{BlockStore, CertificateStore, Record, SlotState};
 use bramble_acme::{Action, Backoff, BackoffPolicy, ChallengeKind, EcKey, OrderRun, OrderSettings};
 use bramble_hal::{EthernetDevice, Instant};
@@ -66,11 +72,12 @@ pub struct AcmeConfig<'a> {
     pub renew_after_seconds: Option<u64>,
 }
 
-/// Memory for the CA connection: one TCP socket's buffers and one DNS query slot.
+/// Memory for the CA connection: one TCP socket's buffers and two DNS query slots (A and
+/// AAAA at once).
 pub struct AcmeMemory {
     tcp_rx: [u8; ACME_TCP_RX_LEN],
     tcp_tx: [u8; ACME_TCP_TX_LEN],
-    dns_queries: [Option<dns::DnsQuery>; 1],
+    dns_queries: [Option<dns::DnsQuery>; 2],
 }
 
 impl AcmeMemory {
@@ -79,7 +86,7 @@ impl AcmeMemory {
         Self {
             tcp_rx: [0; ACME_TCP_RX_LEN],
             tcp_tx: [0; ACME_TCP_TX_LEN],
-            dns_queries: [None],
+            dns_queries: [None, None],
         }
     }
 }
@@ -122,11 +129,61 @@ pub struct AcmeStatus {
     pub last_error: Option<String>,
     /// Blocks the last save wrote.
     pub last_save_blocks: u32,
+    /// Card saves made since boot.
+    pub saves: u32,
+    /// Saves refused by the daily cap (bramble_acme::schedule's bounds).
+    pub saves_refused: u32,
+    /// Accounts the CA made since boot.
+    pub accounts: u32,
+    /// Certificates obtained that were not valid by the clock when they arrived.
+    pub issued_invalid: u32,
+}
+
+/// The CA's name being looked up: A and AAAA at once, each `None` until started and its
+/// answer (empty when it failed) once in.
+#[derive(Default)]
+struct Lookup {
+    started: bool,
+    a: Option<dns::QueryHandle>,
+    aaaa: Option<dns::QueryHandle>,
+    v4: Option<Vec<IpAddress>>,
+    v6: Option<Vec<IpAddress>>,
 }
 
 enum Stage {
-    Resolve(Option<dns::QueryHandle>),
+    Resolve(Lookup),
+    /// Connecting to `addresses[at]` (tried in turn until one answers).
     Exchange,
+}
+
+/// The CA's addresses, as looked up for the current order.
+struct Resolved {
+    host: String,
+    /// In Happy Eyeballs order ([`happy_eyeballs_order`]).
+    addresses: Vec<IpAddress>,
+    /// The one to try next (the last that answered, or the next after one that failed).
+    at: usize,
+    when: Instant,
+}
+
+/// Longest an answer is kept: smoltcp's DNS socket does not pass the records' TTLs on, so
+/// the bound is one of the short TTLs CAs give their API names (a CDN's). Beyond that, each
+/// order and every connection failure look the name up again anyway.
+const RESOLVED_LIFETIME_MICROS: u64 = 300_000_000;
+/// How long a connection to one of several addresses may take before the next is tried
+/// (RFC 8305 §5 staggers parallel attempts by 250 ms; with one socket they go in turn).
+const CONNECT_ATTEMPT_MICROS: u64 = 5_000_000;
+
+/// RFC 8305 §4: the addresses interleaved by family, starting with IPv6 when the board has
+/// a routable IPv6 address (`ipv6_usable`); without one, the IPv4 addresses only.
+fn happy_eyeballs_order(v6: &[IpAddress], v4: &[IpAddress], ipv6_usable: bool) -> Vec<IpAddress> {
+    let v6: &[IpAddress] = if ipv6_usable { v6 } else { &[] };
+    let mut out = Vec::with_capacity(v6.len() + v4.len());
+    for i in 0..v6.len().max(v4.len()) {
+        out.extend(v6.get(i));
+        out.extend(v4.get(i));
+    }
+    out
 }
 
 struct Transfer {
@@ -139,6 +196,8 @@ struct Transfer {
     tls: Option<bramble_tls::client::TlsClient>,
     reader: ResponseReader,
     connected: bool,
+    /// When the connection to the current address was opened.
+    attempt_started: Instant,
 }
 
 /// The agent: the store, the schedule and the order in progress.
@@ -159,13 +218,24 @@ pub(super) struct AcmeAgent<'a> {
     next_order: Option<Instant>,
     validity: Option<(i64, i64)>,
     backoff: Backoff,
-    resolved: Option<(String, IpAddress)>,
+    /// The bounds on orders, saves and accounts, whatever the clock and the CA say.
+    planner: Planner,
+    /// The record has changes a refused save did not keep.
+    unsaved: bool,
+    /// The CA's addresses for the current order: cleared when an order starts and after
+    /// any failed request, so the name is looked up again (the API can move).
+    resolved: Option<Resolved>,
     local_port: u16,
     phase: AcmePhase,
     orders: u32,
     issued: u32,
     last_error: Option<String>,
     logged_clock_wait: bool,
+}
+
+/// Seconds of uptime at `now`, the planner's time.
+fn seconds(now: Instant) -> u64 {
+    now.as_micros() / 1_000_000
 }
 
 fn names_text(names: &[&str]) -> String {
@@ -262,6 +332,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             next_order: None,
             validity: None,
             backoff: Backoff::new(config.backoff),
+            planner: Planner::new(IssuancePolicy::DEFAULT),
+            unsaved: false,
             resolved: None,
             local_port: FIRST_LOCAL_PORT + (self.mac[5] as u16) * 16,
             phase: AcmePhase::Idle,
@@ -308,6 +380,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             issued: agent.issued,
             last_error: agent.last_error.clone(),
             last_save_blocks: agent.store.last_save_blocks,
+            saves: agent.planner.saves_made,
+            saves_refused: agent.planner.saves_refused,
+            accounts: agent.planner.accounts_made,
+            issued_invalid: agent.planner.issued_invalid,
         })
     }
 
@@ -333,7 +409,18 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             AcmePhase::WaitingForClock | AcmePhase::WaitingForNetwork => {
                 Some(now.add_micros(WAITING_RECHECK_MICROS))
             }
-            _ => agent.next_order.map(|at| at.max(now)),
+            _ => {
+                let order = agent.next_order.map(|at| at.max(now));
+                if !agent.unsaved {
+                    return order;
+                }
+                let save_in = agent
+                    .planner
+                    .save_allowed_at(seconds(now))
+                    .saturating_sub(seconds(now));
+                let save = now.add_micros(save_in.saturating_mul(1_000_000));
+                Some(order.map_or(save, |order| order.min(save)))
+            }
         }
     }
 }
@@ -351,6 +438,10 @@ impl<'a> AcmeAgent<'a> {
             self.phase = AcmePhase::WaitingForClock;
             return;
         };
+        let unix_now = sane_unix_now(i64::try_from(unix_now).unwrap_or(i64::MAX));
+        if self.unsaved && self.planner.save_allowed_at(seconds(now)) <= seconds(now) {
+            self.save(now);
+        }
         if self.run.is_none() {
             if appliance.iface.ipv4_addr().is_none() {
                 self.phase = AcmePhase::WaitingForNetwork;
@@ -359,7 +450,7 @@ impl<'a> AcmeAgent<'a> {
             let due = match self.next_order {
                 Some(at) => at,
                 None => {
-                    let at = self.planned_order(unix_now as i64, now);
+                    let at = self.planned_order(unix_now, now);
                     self.next_order = Some(at);
                     at
                 }
@@ -376,6 +467,10 @@ impl<'a> AcmeAgent<'a> {
                 match self.drive_transfer(appliance, now) {
                     Some(answer) => {
                         self.transfer = None;
+                        if answer.is_err() {
+                            // The API may have moved: look it up again for the next request.
+                            self.resolved = None;
+                        }
                         if let Some(run) = &mut self.run {
                             run.receive(answer);
                         }
@@ -414,8 +509,11 @@ impl<'a> AcmeAgent<'a> {
                 },
                 Action::AccountReady(url) => {
                     log::info!("acme: account {url}");
+                    if self.record.account_url != url {
+                        self.planner.account_made(seconds(now));
+                    }
                     self.record.account_url = url;
-                    self.save();
+                    self.save(now);
                 }
                 Action::Issued(issued) => {
                     appliance.pool.service_mut().server.clear_acme_answers();
@@ -451,21 +549,38 @@ impl<'a> AcmeAgent<'a> {
         }
     }
 
-    /// When to order, from the certificate's dates (now if there is none).
+    /// When to order: from the certificate's dates (now if there is none), within the
+    /// planner's bounds (a day after a certificate obtained in this boot; the account cap
+    /// when the order must make one).
     fn planned_order(&self, unix_now: i64, now: Instant) -> Instant {
-        let Some((not_before, not_after)) = self.validity else {
-            return now;
-        };
-        let renew_at = match self.config.renew_after_seconds {
-            Some(after) => not_before.saturating_add(after as i64),
-            None => renewal_time(not_before, not_after),
-        };
-        let wait = renew_at.saturating_sub(unix_now).max(0) as u64;
-        log::info!(
-            "acme: the certificate is valid for {} more days; renewal in {} s",
-            (not_after - unix_now).max(0) / 86_400,
-            wait
-        );
+        let renew_at =
+            self.validity.map(
+                |(not_before, not_after)| match self.config.renew_after_seconds {
+                    Some(after) => not_before.saturating_add(after as i64),
+                    None => renewal_time(not_before, not_after),
+                },
+            );
+        let needs_account = self.record.account_url.is_empty();
+        let at = self
+            .planner
+            .next_order(seconds(now), unix_now, renew_at, needs_account);
+        let wait = at.saturating_sub(seconds(now));
+        if let (Some((_, not_after)), Some(renew_at)) = (self.validity, renew_at) {
+            log::info!(
+                "acme: the certificate is valid for {} more days; renewal in {} s",
+                (not_after - unix_now).max(0) / 86_400,
+                wait
+            );
+            if wait > renew_at.saturating_sub(unix_now).max(0) as u64 {
+                log::warn!(
+                    "acme: the next order waits {wait} s: at most one certificate a day, \
+                     {} accounts a day, whatever the clock and the CA say",
+                    IssuancePolicy::DEFAULT.max_accounts_per_day
+                );
+            }
+        } else if wait > 0 {
+            log::warn!("acme: the next order waits {wait} s for the daily account cap");
+        }
         now.add_micros(wait.saturating_mul(1_000_000))
     }
 
@@ -493,6 +608,7 @@ impl<'a> AcmeAgent<'a> {
             self.config.directory_url
         );
         self.orders += 1;
+        self.resolved = None;
         self.run_started = now;
         self.run = Some(OrderRun::new(
             settings,
@@ -519,11 +635,29 @@ impl<'a> AcmeAgent<'a> {
                     "acme: certificate issued for {} in {elapsed_ms} ms; serving it",
                     names_text(self.config.names)
                 );
+                let unix_now = CLOCK
+                    .unix_seconds()
+                    .map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
+                if let Some((not_before, not_after)) = self.validity
+                    && !self
+                        .planner
+                        .issued(seconds(now), unix_now, not_before, not_after)
+                {
+                    log::warn!(
+                        "acme: the new certificate is not valid by this clock (valid from \
+                         Unix time {not_before} to {not_after}, clock {}): the clock or the \
+                         CA is wrong; served anyway, and no new order for a day",
+                        sane_unix_now(unix_now)
+                    );
+                    self.last_error = Some(String::from(
+                        "the certificate obtained is not valid by this clock",
+                    ));
+                }
                 self.config.renew_after_seconds = None;
                 self.record.names = names_text(self.config.names);
                 self.record.certificate_key = issued.key.secret();
                 self.record.chain_pem = issued.chain_pem;
-                self.save();
+                self.save(now);
                 self.next_order = None;
                 self.phase = AcmePhase::Idle;
             }
@@ -538,9 +672,24 @@ impl<'a> AcmeAgent<'a> {
         }
     }
 
-    /// Saves the record; a failure is logged (the certificate is still served, and the next
-    /// boot orders again).
-    fn save(&mut self) {
+    /// Saves the record, if the daily save cap allows (else once it does); a failure is
+    /// logged (the certificate is still served, and the next boot orders again).
+    fn save(&mut self, now: Instant) {
+        if !self.planner.take_save(seconds(now)) {
+            if !self.unsaved {
+                log::warn!(
+                    "acme: not saved now: {} card saves in the last 24 h already (the card's \
+                     wear bound); saved in {} s, served meanwhile",
+                    IssuancePolicy::DEFAULT.max_saves_per_day,
+                    self.planner
+                        .save_allowed_at(seconds(now))
+                        .saturating_sub(seconds(now))
+                );
+            }
+            self.unsaved = true;
+            return;
+        }
+        self.unsaved = false;
         match self.store.save(&self.record) {
             Ok(()) => log::info!(
                 "acme: saved to the certificate store: {} bytes in {} blocks",
@@ -601,11 +750,12 @@ impl<'a> AcmeAgent<'a> {
             host: String::from(url.host),
             port: url.port,
             request: bytes,
-            stage: Stage::Resolve(None),
+            stage: Stage::Resolve(Lookup::default()),
             started: now,
             tls: None,
             reader: ResponseReader::new(request.method == Method::Head),
             connected: false,
+            attempt_started: now,
         });
     }
 
@@ -622,6 +772,36 @@ impl<'a> AcmeAgent<'a> {
         result
     }
 
+    /// Opens the connection to the resolved address in turn for the transfer under way.
+    fn connect<D: EthernetDevice>(
+        &mut self,
+        appliance: &mut Appliance<'a, D>,
+        now: Instant,
+    ) -> Result<(), &'static str> {
+        let (Some(transfer), Some(resolved)) = (&mut self.transfer, &self.resolved) else {
+            return Err("no address for the CA");
+        };
+        let address = *resolved
+            .addresses
+            .get(resolved.at)
+            .ok_or("no address for the CA")?;
+        self.local_port = if self.local_port >= 65_000 {
+            FIRST_LOCAL_PORT
+        } else {
+            self.local_port + 1
+        };
+        transfer.attempt_started = now;
+        let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
+        socket.abort();
+        socket
+            .connect(
+                appliance.iface.context(),
+                IpEndpoint::new(address, transfer.port),
+                self.local_port,
+            )
+            .map_err(|_| "cannot open a connection to the CA")
+    }
+
     fn step_transfer<D: EthernetDevice>(
         &mut self,
         appliance: &mut Appliance<'a, D>,
@@ -631,58 +811,89 @@ impl<'a> AcmeAgent<'a> {
         if now.micros_since(transfer.started) > REQUEST_TIMEOUT_MICROS {
             return Some(Err("the CA did not answer within 30 s"));
         }
-        if let Stage::Resolve(query) = &mut transfer.stage {
-            let address = if let Ok(address) = Ipv4Address::from_str(&transfer.host) {
-                IpAddress::Ipv4(address)
-            } else if let Some((host, address)) = &self.resolved
-                && *host == transfer.host
-            {
-                *address
-            } else {
-                let socket = appliance.sockets.get_mut::<dns::Socket>(self.dns);
-                match query {
-                    None => {
-                        // DHCP's (else the configured) name servers, then the IPv6
-                        // routers' (RFC 8106), as the clock's lookups use them.
-                        let advertised = appliance
-                            .ipv6
-                            .iter()
-                            .flat_map(|state| state.config.dns_servers());
-                        let servers = super::clock::name_servers(
-                            self.config.dns_servers,
-                            &appliance.address.dhcp_dns_servers,
-                            advertised,
-                        );
-                        if servers.is_empty() {
-                            return Some(Err("no name server known to look up the CA"));
-                        }
-                        socket.update_servers(&servers);
-                        match socket.start_query(
-                            appliance.iface.context(),
-                            &transfer.host,
-                            DnsQueryType::A,
-                        ) {
-                            Ok(handle) => *query = Some(handle),
-                            Err(_) => return Some(Err("the CA's name cannot be looked up")),
-                        }
-                        return None;
+        if let Stage::Resolve(lookup) = &mut transfer.stage {
+            let fresh = self.resolved.as_ref().is_some_and(|resolved| {
+                resolved.host == transfer.host
+                    && now.micros_since(resolved.when) < RESOLVED_LIFETIME_MICROS
+            });
+            if let Ok(address) = Ipv4Address::from_str(&transfer.host) {
+                self.resolved = Some(Resolved {
+                    host: transfer.host.clone(),
+                    addresses: alloc::vec![IpAddress::Ipv4(address)],
+                    at: 0,
+                    when: now,
+                });
+            } else if !fresh {
+                let ipv6_usable = appliance.ipv6_router().is_some()
+                    && appliance.ipv6_addresses().iter().any(|entry| {
+                        entry.is_assigned()
+                            && !(entry.address[0] == 0xfe && entry.address[1] & 0xc0 == 0x80)
+                    });
+                if !lookup.started {
+                    // DHCP's (else the configured) name servers, then the IPv6 routers'
+                    // (RFC 8106), as the clock's lookups use them.
+                    let advertised = appliance
+                        .ipv6
+                        .iter()
+                        .flat_map(|state| state.config.dns_servers());
+                    let servers = super::clock::name_servers(
+                        self.config.dns_servers,
+                        &appliance.address.dhcp_dns_servers,
+                        advertised,
+                    );
+                    if servers.is_empty() {
+                        return Some(Err("no name server known to look up the CA"));
                     }
-                    Some(handle) => match socket.get_query_result(*handle) {
-                        Ok(addresses) => match addresses.first() {
-                            Some(address) => {
-                                log::info!("acme: {} is {address}", transfer.host);
-                                self.resolved = Some((transfer.host.clone(), *address));
-                                *address
-                            }
-                            None => return Some(Err("the CA's name has no address")),
-                        },
-                        Err(GetQueryResultError::Pending) => return None,
-                        Err(GetQueryResultError::Failed) => {
-                            return Some(Err("DNS lookup of the CA's name failed"));
+                    let socket = appliance.sockets.get_mut::<dns::Socket>(self.dns);
+                    socket.update_servers(&servers);
+                    lookup.started = true;
+                    let context = appliance.iface.context();
+                    match socket.start_query(context, &transfer.host, DnsQueryType::A) {
+                        Ok(handle) => lookup.a = Some(handle),
+                        Err(_) => lookup.v4 = Some(Vec::new()),
+                    }
+                    if ipv6_usable {
+                        match socket.start_query(context, &transfer.host, DnsQueryType::Aaaa) {
+                            Ok(handle) => lookup.aaaa = Some(handle),
+                            Err(_) => lookup.v6 = Some(Vec::new()),
                         }
-                    },
+                    } else {
+                        lookup.v6 = Some(Vec::new());
+                    }
+                    if lookup.a.is_none() && lookup.aaaa.is_none() {
+                        return Some(Err("the CA's name cannot be looked up"));
+                    }
+                    return None;
                 }
-            };
+                let socket = appliance.sockets.get_mut::<dns::Socket>(self.dns);
+                for (handle, answer) in [(lookup.a, &mut lookup.v4), (lookup.aaaa, &mut lookup.v6)]
+                {
+                    if let (Some(handle), None) = (handle, &answer) {
+                        match socket.get_query_result(handle) {
+                            Ok(addresses) => *answer = Some(addresses.iter().copied().collect()),
+                            Err(GetQueryResultError::Pending) => {}
+                            Err(GetQueryResultError::Failed) => *answer = Some(Vec::new()),
+                        }
+                    }
+                }
+                let (Some(v4), Some(v6)) = (&lookup.v4, &lookup.v6) else {
+                    return None;
+                };
+                let addresses = happy_eyeballs_order(v6, v4, ipv6_usable);
+                if addresses.is_empty() {
+                    return Some(Err(
+                        "DNS lookup of the CA's name failed, or it has no address",
+                    ));
+                }
+                let listed: Vec<String> = addresses.iter().map(|a| format!("{a}")).collect();
+                log::info!("acme: {} is {}", transfer.host, listed.join(", "));
+                self.resolved = Some(Resolved {
+                    host: transfer.host.clone(),
+                    addresses,
+                    at: 0,
+                    when: now,
+                });
+            }
             let Some(config) = self.client_config.clone() else {
                 return Some(Err("no TLS client"));
             };
@@ -692,25 +903,34 @@ impl<'a> AcmeAgent<'a> {
             };
             tls.write(&transfer.request);
             transfer.tls = Some(tls);
-            self.local_port = if self.local_port >= 65_000 {
-                FIRST_LOCAL_PORT
-            } else {
-                self.local_port + 1
-            };
-            let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
-            socket.abort();
-            if socket
-                .connect(
-                    appliance.iface.context(),
-                    IpEndpoint::new(address, transfer.port),
-                    self.local_port,
-                )
-                .is_err()
-            {
-                return Some(Err("cannot open a connection to the CA"));
-            }
             transfer.stage = Stage::Exchange;
+            if let Err(problem) = self.connect(appliance, now) {
+                return Some(Err(problem));
+            }
         }
+        let transfer = self.transfer.as_mut()?;
+        // Happy Eyeballs, in turn: an address that refuses, or does not answer within
+        // CONNECT_ATTEMPT_MICROS while others are left, gives way to the next.
+        let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
+        if !transfer.connected && socket.state() != tcp::State::Established {
+            let stalled = now.micros_since(transfer.attempt_started) > CONNECT_ATTEMPT_MICROS;
+            if let Some(resolved) = &mut self.resolved
+                && (!socket.is_open() || stalled)
+                && resolved.at + 1 < resolved.addresses.len()
+            {
+                log::warn!(
+                    "acme: no connection to {}; trying {}",
+                    resolved.addresses[resolved.at],
+                    resolved.addresses[resolved.at + 1]
+                );
+                resolved.at += 1;
+                if let Err(problem) = self.connect(appliance, now) {
+                    return Some(Err(problem));
+                }
+                return None;
+            }
+        }
+        let transfer = self.transfer.as_mut()?;
         let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
         let tls = transfer.tls.as_mut()?;
         if socket.state() == tcp::State::Established {
@@ -765,5 +985,31 @@ impl<'a> AcmeAgent<'a> {
         }
         let _ = transfer.method;
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use smoltcp::wire::Ipv6Address;
+
+    #[test]
+    fn happy_eyeballs_interleaves_the_families_ipv6_first_when_usable() {
+        let v4 = |n: u8| IpAddress::Ipv4(Ipv4Address::new(192, 0, 2, n));
+        let v6 = |n: u16| IpAddress::Ipv6(Ipv6Address::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, n));
+        assert_eq!(
+            happy_eyeballs_order(&[v6(1), v6(2), v6(3)], &[v4(1)], true),
+            [v6(1), v4(1), v6(2), v6(3)]
+        );
+        assert_eq!(
+            happy_eyeballs_order(&[v6(1)], &[v4(1), v4(2)], true),
+            [v6(1), v4(1), v4(2)]
+        );
+        // Without a routable IPv6 address, IPv4 only.
+        assert_eq!(
+            happy_eyeballs_order(&[v6(1)], &[v4(1), v4(2)], false),
+            [v4(1), v4(2)]
+        );
+        assert!(happy_eyeballs_order(&[], &[], true).is_empty());
     }
 }
