@@ -64,6 +64,19 @@ pub fn irq_enabled() -> bool {
     cpsr & (1 << 7) == 0
 }
 
+/// FPSCR's flush-to-zero bit (24) and default-NaN bit (25): the VFP11's RunFast mode, which
+/// start.s sets at entry.
+pub const FPSCR_RUN_FAST: u32 = (1 << 24) | (1 << 25);
+
+/// The VFP status and control register.
+#[inline(always)]
+pub fn fpscr() -> u32 {
+    let value: u32;
+    // SAFETY: reading FPSCR has no side effects (VFP is enabled by start.s before Rust runs).
+    unsafe { asm!("vmrs {0}, fpscr", out(reg) value, options(nomem, nostack, preserves_flags)) };
+    value
+}
+
 /// Runs `f` with IRQs masked, restoring the previous mask afterwards.
 #[inline]
 pub fn without_interrupts<R>(f: impl FnOnce() -> R) -> R {

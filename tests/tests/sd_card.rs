@@ -444,6 +444,12 @@ fn selftest_board_hashes_site_bin_as_packed() {
         "{card:?}"
     );
     assert!(card.contains(&format!("SHA-256 {expected}")), "{card:?}");
+    // FPSCR as start.s left it: flush-to-zero and default NaN.
+    let cpu = guest.expect_line("selftest: cpu", Duration::from_secs(20));
+    assert!(
+        cpu.contains("FPSCR 0x03000000: flush-to-zero and default NaN"),
+        "{cpu:?}"
+    );
     // No -netdev: QEMU's DWC2 has nothing on its port.
     let network = guest.expect_line("selftest: ", Duration::from_secs(20));
     assert!(network.contains("no USB network adapter"), "{network:?}");

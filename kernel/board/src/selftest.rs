@@ -9,7 +9,8 @@
 //! `selftest board`, for a first board (doc/first-boot.md): the hardware RNG's warm-up time (as
 //! the CSPRNG's seeding measured it) and a health check of 256 fresh words, the card's clock,
 //! bus width and real read speed over all of SITE.BIN with its SHA-256 (to compare with the
-//! packed site's), and the link and address.
+//! packed site's), the VFP's FPSCR (RunFast: flush-to-zero and default NaN, set by start.s),
+//! and the link and address.
 
 use core::ptr::{read_volatile, write_volatile};
 
@@ -323,6 +324,15 @@ pub fn board(net: Option<&crate::network::Network>, store: Option<&crate::storag
             );
         }
     }
+    let fpscr = bramble_boot::cpu::fpscr();
+    log::info!(
+        "selftest: cpu FPSCR {fpscr:#010x}: {}",
+        if fpscr & bramble_boot::cpu::FPSCR_RUN_FAST == bramble_boot::cpu::FPSCR_RUN_FAST {
+            "flush-to-zero and default NaN (RunFast)"
+        } else {
+            "NOT RunFast: a subnormal operand would trap"
+        }
+    );
     match net {
         None => log::warn!("selftest: network: no USB network adapter"),
         Some(appliance) if !appliance.device().is_present() => {
