@@ -2,9 +2,11 @@
 //! pieces (split where the first byte says) and must never panic or exceed its limits; then
 //! an order is driven to its end with every request answered from the same bytes (each
 //! answer a slice of them, with the status the slice's first bytes give), which must end in
-//! an issued certificate or a failure, never a panic or a loop.
+//! an issued certificate or a failure, never a panic or a loop; a renewal-information check
+//! (RFC 9773) answered the same way must end.
 #![no_main]
 
+use bramble_acme::ari::{AriAction, RenewalInfoRun};
 use bramble_acme::http::{MAX_BODY_LEN, Response, ResponseReader};
 use bramble_acme::{Action, ChallengeKind, EcKey, OrderRun, OrderSettings};
 use libfuzzer_sys::fuzz_target;
@@ -26,6 +28,30 @@ fuzz_target!(|data: &[u8]| {
         assert!(response.body.len() <= MAX_BODY_LEN);
     }
 
+    // A renewal-information check (RFC 9773) answered from the same bytes: it ends.
+    let chunks: Vec<&[u8]> = data.split(|&b| b == 0xff).collect();
+    let mut check = RenewalInfoRun::new("https://ca.test/dir".into(), "aYhb.AIdl".into());
+    let mut ended = false;
+    for step in 0..8 {
+        match check.poll() {
+            AriAction::Send(_) => {
+                let chunk = chunks[step % chunks.len()];
+                check.receive(Ok(Response {
+                    status: if chunk.first().is_some_and(|b| b % 5 == 0) { 404 } else { 200 },
+                    retry_after: chunk.get(1).map(|&b| u64::from(b)),
+                    body: chunk.to_vec(),
+                    ..Response::default()
+                }));
+            }
+            AriAction::Waiting => panic!("waiting with no request out"),
+            AriAction::Done(_) => {
+                ended = true;
+                break;
+            }
+        }
+    }
+    assert!(ended, "the renewal-information check did not end");
+
     let key = EcKey::from_secret(&[7; 32]).unwrap();
     let mut run = OrderRun::new(
         OrderSettings {
@@ -33,6 +59,7 @@ fuzz_target!(|data: &[u8]| {
             email: None,
             names: vec!["bramble.test".into()],
             challenges: vec![ChallengeKind::Http01, ChallengeKind::TlsAlpn01],
+            replaces: Some("aYhb.AIdl".into()),
         },
         key.clone(),
         None,

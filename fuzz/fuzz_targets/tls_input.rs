@@ -1,5 +1,5 @@
 //! Fuzz target: the TLS server's untrusted inputs. The first byte picks one: a certificate's
-//! DER (the validity reader), a PEM chain and key split at the second byte (what the card
+//! DER (the validity and renewal-information readers), a PEM chain and key split at the second byte (what the card
 //! holds), or bytes from a client fed to a session in pieces (what the network sends). None
 //! may panic; a session must either go on or end with an error, never both.
 #![no_main]
@@ -45,6 +45,7 @@ fuzz_target!(|data: &[u8]| {
             if let Some(validity) = bramble_tls::certificate::validity(rest) {
                 let _ = validity.contains(0);
             }
+            let _ = bramble_tls::certificate::renewal_parts(rest);
         }
         1 => {
             let split = rest.first().map_or(0, |&b| usize::from(b)).min(rest.len());

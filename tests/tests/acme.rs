@@ -746,6 +746,15 @@ fn a_clock_a_year_ahead_or_expired_certificates_give_one_order_not_a_loop() {
                 .any(|line| line.contains("not valid by this clock")),
             "{case}: the certificate's dates were not checked"
         );
+        // pebble 2.4 offers no ACME Renewal Information: the guest asked (RFC 9773) and
+        // fell back to two thirds of the lifetime.
+        assert!(
+            guest
+                .transcript
+                .iter()
+                .any(|line| line.contains("acme: the CA offers no renewal information")),
+            "{case}: renewal information was not asked for"
+        );
         guest.send_line("status");
         let status = guest.expect_line("status: acme", Duration::from_secs(20));
         assert!(

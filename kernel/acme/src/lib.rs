@@ -13,6 +13,7 @@
 
 extern crate alloc;
 
+pub mod ari;
 pub mod base64;
 pub mod csr;
 pub mod der;

@@ -33,6 +33,9 @@ pub struct OrderSettings {
     pub names: Vec<String>,
     /// The challenge types this device answers, preferred first.
     pub challenges: Vec<ChallengeKind>,
+    /// The ARI identifier of the certificate this order replaces (RFC 9773 §5), sent as
+    /// `replaces` when the CA's directory offers renewalInfo.
+    pub replaces: Option<String>,
 }
 
 /// A request to send.
@@ -317,7 +320,14 @@ impl OrderRun {
                     write_string(&mut payload, name);
                     payload.push('}');
                 }
-                payload.push_str("]}");
+                payload.push(']');
+                if let (Some(replaces), Some(_)) =
+                    (&self.settings.replaces, &directory.renewal_info)
+                {
+                    payload.push_str(",\"replaces\":");
+                    write_string(&mut payload, replaces);
+                }
+                payload.push('}');
                 (directory.new_order.clone(), payload.into_bytes())
             }
             Step::Authorization(i) | Step::PollAuthorization(i) => {

@@ -233,6 +233,102 @@ pub struct Problem {
     pub detail: String,
 }
 
+/// The renewal window a CA suggests for a certificate (RFC 9773 §4.2), Unix seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RenewalWindow {
+    /// The window's start.
+    pub start: i64,
+    /// The window's end.
+    pub end: i64,
+}
+
+impl RenewalWindow {
+    /// Reads a RenewalInfo object: `suggestedWindow` with RFC 3339 `start` and `end`, the
+    /// start before the end.
+    pub fn from_json(value: &Value) -> Result<Self, Malformed> {
+        let window = value
+            .get("suggestedWindow")
+            .ok_or(Malformed("suggestedWindow"))?;
+        let time = |name: &'static str| {
+            window
+                .str_field(name)
+                .and_then(|text| rfc3339(text.as_bytes()))
+                .ok_or(Malformed(name))
+        };
+        let (start, end) = (time("start")?, time("end")?);
+        if end <= start {
+            return Err(Malformed("suggestedWindow"));
+        }
+        Ok(Self { start, end })
+    }
+}
+
+/// An RFC 3339 date-time (`2025-01-02T04:00:00Z`, fractions of a second dropped, `Z` or a
+/// `+hh:mm`/`-hh:mm` offset) as Unix seconds, if it is one.
+pub fn rfc3339(text: &[u8]) -> Option<i64> {
+    let number = |range: core::ops::Range<usize>| -> Option<i64> {
+        let digits = text.get(range)?;
+        digits.iter().try_fold(0i64, |value, &byte| {
+            byte.is_ascii_digit()
+                .then(|| value * 10 + i64::from(byte - b'0'))
+        })
+    };
+    let separators = [(4, b'-'), (7, b'-'), (13, b':'), (16, b':')];
+    if separators
+        .iter()
+        .any(|&(at, byte)| text.get(at) != Some(&byte))
+        || !matches!(text.get(10), Some(b'T' | b't' | b' '))
+    {
+        return None;
+    }
+    let date = bramble_hal::calendar::CivilDate {
+        year: number(0..4)?,
+        month: u32::try_from(number(5..7)?).ok()?,
+        day: u32::try_from(number(8..10)?).ok()?,
+    };
+    let (hour, minute, second) = (number(11..13)?, number(14..16)?, number(17..19)?);
+    if !date.is_valid() || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut rest = text.get(19..)?;
+    if rest.first() == Some(&b'.') {
+        let digits = rest[1..].iter().take_while(|b| b.is_ascii_digit()).count();
+        if digits == 0 {
+            return None;
+        }
+        rest = &rest[1 + digits..];
+    }
+    let offset = match rest {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let hours = [*h1, *h2];
+            let minutes = [*m1, *m2];
+            if !hours.iter().chain(&minutes).all(u8::is_ascii_digit) {
+                return None;
+            }
+            let hours = i64::from((h1 - b'0') * 10 + (h2 - b'0'));
+            let minutes = i64::from((m1 - b'0') * 10 + (m2 - b'0'));
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let offset = hours * 3600 + minutes * 60;
+            if *sign == b'+' { offset } else { -offset }
+        }
+        _ => return None,
+    };
+    Some(date.days_since_epoch() * 86_400 + hour * 3600 + minute * 60 + second - offset)
+}
+
+/// A certificate's ARI identifier (RFC 9773 §4.1): its Authority Key Identifier's
+/// keyIdentifier and its serial number's bytes, each base64url without padding, joined by a
+/// dot.
+pub fn cert_id(key_identifier: &[u8], serial: &[u8]) -> String {
+    let mut id = crate::base64::url_encode(key_identifier);
+    id.push('.');
+    id.push_str(&crate::base64::url_encode(serial));
+    id
+}
+
 /// The ACME error namespace.
 const ERROR_PREFIX: &str = "urn:ietf:params:acme:error:";
 
@@ -309,5 +405,42 @@ mod tests {
         assert_eq!(Order::from_json(&order), Err(Malformed("authorizations")));
         let authz = parse(br#"{"status":"pending","identifier":{"value":"x"},"challenges":[{"type":"http-01","url":"https://ca/c","token":"../etc","status":"pending"}]}"#).unwrap();
         assert_eq!(Authorization::from_json(&authz), Err(Malformed("token")));
+    }
+
+    #[test]
+    fn reads_renewal_windows_and_names_certificates_as_rfc_9773_does() {
+        // RFC 9773 §4.1's example.
+        let key_id = [
+            0x69, 0x88, 0x5b, 0x6b, 0x87, 0x46, 0x40, 0x41, 0xe1, 0xb3, 0x7b, 0x84, 0x7b, 0xa0,
+            0xae, 0x2c, 0xde, 0x01, 0xc8, 0xd4,
+        ];
+        assert_eq!(
+            cert_id(&key_id, &[0x00, 0x87, 0x65, 0x43, 0x21]),
+            "aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE"
+        );
+        let info = parse(br#"{"suggestedWindow":{"start":"2025-01-02T04:00:00Z","end":"2025-01-03T04:00:00Z"},"explanationURL":"https://acme.example.com/docs/ari"}"#).unwrap();
+        let window = RenewalWindow::from_json(&info).unwrap();
+        assert_eq!(window.start, 1_735_790_400);
+        assert_eq!(window.end, 1_735_790_400 + 86_400);
+        let reversed = parse(
+            br#"{"suggestedWindow":{"start":"2025-01-03T04:00:00Z","end":"2025-01-02T04:00:00Z"}}"#,
+        )
+        .unwrap();
+        assert!(RenewalWindow::from_json(&reversed).is_err());
+        assert!(RenewalWindow::from_json(&parse(br#"{"suggestedWindow":{}}"#).unwrap()).is_err());
+        assert_eq!(rfc3339(b"2025-01-02T04:00:00.123456Z"), Some(1_735_790_400));
+        assert_eq!(rfc3339(b"2025-01-02T06:30:00+02:30"), Some(1_735_790_400));
+        assert_eq!(rfc3339(b"2025-01-02T01:00:00-03:00"), Some(1_735_790_400));
+        for bad in [
+            &b"2025-01-02T04:00:00"[..],
+            b"2025-13-02T04:00:00Z",
+            b"2025-01-02T24:00:00Z",
+            b"2025-01-02T04:00:00.Z",
+            b"2025-01-02T04:00:00+2:00",
+            b"",
+            b"2025-01-02",
+        ] {
+            assert_eq!(rfc3339(bad), None, "{bad:?}");
+        }
     }
 }

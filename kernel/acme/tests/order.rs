@@ -19,6 +19,7 @@ fn settings() -> OrderSettings {
         email: Some("owner@example.org".into()),
         names: vec!["bramble.test".into(), "www.bramble.test".into()],
         challenges: vec![ChallengeKind::Http01, ChallengeKind::TlsAlpn01],
+        replaces: None,
     }
 }
 
@@ -30,6 +31,10 @@ struct MockCa {
     fail_challenge: bool,
     /// Answers every new-order with `accountDoesNotExist`.
     forget_accounts: bool,
+    /// The directory offers renewalInfo (RFC 9773).
+    offer_ari: bool,
+    /// The `replaces` of the last newOrder.
+    replaces: Option<String>,
     authz_polls: u32,
     seen: Vec<String>,
     csr: Option<Vec<u8>>,
@@ -54,6 +59,8 @@ impl MockCa {
             reject_next_nonce: false,
             fail_challenge: false,
             forget_accounts: false,
+            offer_ari: false,
+            replaces: None,
             authz_polls: 0,
             seen: Vec::new(),
             csr: None,
@@ -94,6 +101,12 @@ impl MockCa {
             assert_ne!(url, "https://ca.test/new-order");
             self.nonce += 1;
             return match url {
+                "https://ca.test/dir" if self.offer_ari => json_response(
+                    200,
+                    self.nonce,
+                    r#"{"newNonce":"https://ca.test/nonce","newAccount":"https://ca.test/new-account","newOrder":"https://ca.test/new-order","renewalInfo":"https://ca.test/renewal-info"}"#,
+                    None,
+                ),
                 "https://ca.test/dir" => json_response(
                     200,
                     self.nonce,
@@ -149,6 +162,7 @@ impl MockCa {
             }
             "https://ca.test/new-order" => {
                 let payload = json::parse(&payload).unwrap();
+                self.replaces = payload.str_field("replaces").map(String::from);
                 let ids = payload.get("identifiers").unwrap().as_array().unwrap();
                 assert_eq!(ids.len(), 2);
                 json_response(
@@ -448,4 +462,21 @@ fn a_ca_that_forgets_every_account_gets_one_new_account_per_order() {
         "one account made, not a loop"
     );
     assert_eq!(ca.seen.iter().filter(|s| *s == "new-account").count(), 1);
+}
+
+#[test]
+fn a_renewal_names_the_certificate_it_replaces_when_the_ca_offers_ari() {
+    for offer_ari in [true, false] {
+        let mut ca = MockCa::new(key(1));
+        ca.offer_ari = offer_ari;
+        let mut settings = settings();
+        settings.replaces = Some("aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE".into());
+        let mut run = OrderRun::new(settings, key(1), None, key(2));
+        let (done, _, _) = drive(&mut run, &mut ca);
+        assert!(matches!(done, Action::Issued(_)), "{done:?}");
+        assert_eq!(
+            ca.replaces.as_deref(),
+            offer_ari.then_some("aYhba4dGQEHhs3uEe6CuLN4ByNQ.AIdlQyE")
+        );
+    }
 }

@@ -80,6 +80,69 @@ pub fn validity(certificate_der: &[u8]) -> Option<Validity> {
     })
 }
 
+const CONTEXT_3: u8 = 0xa3;
+const OID: u8 = 0x06;
+const BOOLEAN: u8 = 0x01;
+const OCTET_STRING: u8 = 0x04;
+const INTEGER: u8 = 0x02;
+/// id-ce-authorityKeyIdentifier, 2.5.29.35 (RFC 5280 §4.2.1.1).
+const AUTHORITY_KEY_IDENTIFIER: &[u8] = &[0x55, 0x1d, 0x23];
+/// AuthorityKeyIdentifier's keyIdentifier, `[0] IMPLICIT OCTET STRING`.
+const KEY_IDENTIFIER: u8 = 0x80;
+
+/// What ACME Renewal Information (RFC 9773 §4.1) names a certificate by: the keyIdentifier
+/// of its Authority Key Identifier extension and the contents of its serialNumber INTEGER
+/// (leading zero included), or `None` if the DER is not a certificate or lacks the extension.
+pub fn renewal_parts(certificate_der: &[u8]) -> Option<(&[u8], &[u8])> {
+    let (certificate, _) = expect(certificate_der, SEQUENCE)?;
+    let (tbs, _) = expect(certificate, SEQUENCE)?;
+    let mut rest = tbs;
+    if rest.first() == Some(&VERSION) {
+        rest = element(rest)?.1;
+    }
+    let (serial, mut rest) = expect(rest, INTEGER)?;
+    // signature, issuer, validity, subject, subjectPublicKeyInfo, then optional fields up to
+    // the extensions ([3]).
+    let mut extensions = None;
+    while !rest.is_empty() {
+        let (field, after) = element(rest)?;
+        if field.tag == CONTEXT_3 {
+            extensions = Some(field.contents);
+        }
+        rest = after;
+    }
+    let (mut list, _) = expect(extensions?, SEQUENCE)?;
+    while !list.is_empty() {
+        let (extension, after) = expect(list, SEQUENCE)?;
+        list = after;
+        let (oid, mut fields) = expect(extension, OID)?;
+        if oid != AUTHORITY_KEY_IDENTIFIER {
+            continue;
+        }
+        if fields.first() == Some(&BOOLEAN) {
+            fields = element(fields)?.1;
+        }
+        let (value, _) = expect(fields, OCTET_STRING)?;
+        let (identifier, _) = expect(value, SEQUENCE)?;
+        let (key_id, _) = expect(identifier, KEY_IDENTIFIER)?;
+        if key_id.is_empty() || serial.is_empty() {
+            return None;
+        }
+        return Some((key_id, serial));
+    }
+    None
+}
+
+/// [`renewal_parts`] of the first certificate of a PEM chain (the leaf), owned.
+pub fn leaf_renewal_parts(chain_pem: &[u8]) -> Option<(alloc::vec::Vec<u8>, alloc::vec::Vec<u8>)> {
+    use pki_types::pem::PemObject;
+    let leaf = pki_types::CertificateDer::pem_slice_iter(chain_pem)
+        .next()?
+        .ok()?;
+    let (key_id, serial) = renewal_parts(&leaf)?;
+    Some((key_id.to_vec(), serial.to_vec()))
+}
+
 /// UTCTime `YYMMDDHHMMSSZ` (years 1950-2049, RFC 5280 §4.1.2.5.1) or GeneralizedTime
 /// `YYYYMMDDHHMMSSZ` (§4.1.2.5.2) as Unix seconds.
 fn time(element: &Element<'_>) -> Option<i64> {

@@ -264,3 +264,19 @@ fn the_client_offers_rsa_and_p384_schemes_in_its_hello() {
         assert!(schemes.contains(&scheme), "{scheme:?}");
     }
 }
+
+#[test]
+fn renewal_information_names_a_certificate_by_its_issuer_key_and_serial() {
+    // openssl x509 -in rsa-leaf.pem -noout -serial -ext authorityKeyIdentifier
+    let leaf = certificate("rsa-leaf.pem");
+    let (key_id, serial) = bramble_tls::certificate::renewal_parts(&leaf).unwrap();
+    assert_eq!(
+        key_id,
+        [
+            0xdf, 0x0f, 0xe3, 0x3d, 0x44, 0xfb, 0xf9, 0xde, 0x86, 0x75, 0x7c, 0x37, 0x2a, 0x05,
+            0xe6, 0x88, 0xa7, 0x88, 0xda, 0x35
+        ]
+    );
+    assert_eq!(serial, [0x03]);
+    assert!(bramble_tls::certificate::renewal_parts(b"\x30\x03\x02\x01\x01").is_none());
+}

@@ -19,8 +19,12 @@ use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
+use bramble_acme::ari::{AriAction, RenewalInfo, RenewalInfoRun};
 use bramble_acme::http::{Method, ResponseReader, parse_https_url, write_request};
-use bramble_acme::schedule::{IssuancePolicy, Planner, renewal_time, sane_unix_now};
+use bramble_acme::protocol::RenewalWindow;
+use bramble_acme::schedule::{
+    IssuancePolicy, Planner, renewal_time, sane_unix_now, time_in_window,
+};
 use bramble_acme::store::{BlockStore, CertificateStore, Record, SlotState};
 use bramble_acme::{Action, Backoff, BackoffPolicy, ChallengeKind, EcKey, OrderRun, OrderSettings};
 use bramble_hal::{EthernetDevice, Instant};
@@ -222,6 +226,17 @@ pub(super) struct AcmeAgent<'a> {
     planner: Planner,
     /// The record has changes a refused save did not keep.
     unsaved: bool,
+    /// The renewal-information check under way (RFC 9773), outside any order.
+    ari: Option<RenewalInfoRun>,
+    /// The served certificate's ARI identifier (`None` without one, or without an AKI).
+    cert_id: Option<String>,
+    /// The CA's window for the served certificate, and the point in it to renew at.
+    ari_window: Option<RenewalWindow>,
+    ari_renew_at: Option<i64>,
+    /// When to ask for renewal information next (`None`: at once).
+    ari_next_check: Option<Instant>,
+    /// The CA's directory has no renewalInfo: renew at two thirds of the lifetime.
+    ari_not_offered: bool,
     /// The CA's addresses for the current order: cleared when an order starts and after
     /// any failed request, so the name is looked up again (the API can move).
     resolved: Option<Resolved>,
@@ -334,6 +349,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             backoff: Backoff::new(config.backoff),
             planner: Planner::new(IssuancePolicy::DEFAULT),
             unsaved: false,
+            ari: None,
+            cert_id: None,
+            ari_window: None,
+            ari_renew_at: None,
+            ari_next_check: None,
+            ari_not_offered: false,
             resolved: None,
             local_port: FIRST_LOCAL_PORT + (self.mac[5] as u16) * 16,
             phase: AcmePhase::Idle,
@@ -405,12 +426,20 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         if agent.run.is_some() {
             return Some(agent.wait_until.unwrap_or(now).max(now));
         }
+        if agent.ari.is_some() {
+            return Some(now);
+        }
         match agent.phase {
             AcmePhase::WaitingForClock | AcmePhase::WaitingForNetwork => {
                 Some(now.add_micros(WAITING_RECHECK_MICROS))
             }
             _ => {
-                let order = agent.next_order.map(|at| at.max(now));
+                let mut order = agent.next_order.map(|at| at.max(now));
+                if agent.ari_wanted()
+                    && let Some(check) = agent.ari_next_check
+                {
+                    order = Some(order.map_or(check, |order| order.min(check)).max(now));
+                }
                 if !agent.unsaved {
                     return order;
                 }
@@ -442,11 +471,22 @@ impl<'a> AcmeAgent<'a> {
         if self.unsaved && self.planner.save_allowed_at(seconds(now)) <= seconds(now) {
             self.save(now);
         }
-        if self.run.is_none() {
+        if self.run.is_none() && self.ari.is_none() {
             if appliance.iface.ipv4_addr().is_none() {
                 self.phase = AcmePhase::WaitingForNetwork;
                 return;
             }
+            if let Some(cert_id) = &self.cert_id
+                && self.ari_wanted()
+                && self.ari_next_check.is_none_or(|at| now >= at)
+            {
+                self.ari = Some(RenewalInfoRun::new(
+                    String::from(self.config.directory_url),
+                    cert_id.clone(),
+                ));
+            }
+        }
+        if self.run.is_none() && self.ari.is_none() {
             let due = match self.next_order {
                 Some(at) => at,
                 None => {
@@ -461,7 +501,9 @@ impl<'a> AcmeAgent<'a> {
             }
             self.begin_order(now);
         }
-        self.phase = AcmePhase::Ordering;
+        if self.run.is_some() {
+            self.phase = AcmePhase::Ordering;
+        }
         for _ in 0..32 {
             if self.transfer.is_some() {
                 match self.drive_transfer(appliance, now) {
@@ -471,12 +513,26 @@ impl<'a> AcmeAgent<'a> {
                             // The API may have moved: look it up again for the next request.
                             self.resolved = None;
                         }
-                        if let Some(run) = &mut self.run {
+                        if let Some(ari) = &mut self.ari {
+                            ari.receive(answer);
+                        } else if let Some(run) = &mut self.run {
                             run.receive(answer);
                         }
                     }
                     None => return,
                 }
+            }
+            if let Some(ari) = &mut self.ari {
+                match ari.poll() {
+                    AriAction::Send(request) => self.begin_transfer(request, now),
+                    AriAction::Waiting => return,
+                    AriAction::Done(info) => {
+                        self.ari = None;
+                        self.finish_ari(info, now);
+                        return;
+                    }
+                }
+                continue;
             }
             if self.wait_until.is_some_and(|at| now < at) {
                 return;
@@ -557,7 +613,9 @@ impl<'a> AcmeAgent<'a> {
             self.validity.map(
                 |(not_before, not_after)| match self.config.renew_after_seconds {
                     Some(after) => not_before.saturating_add(after as i64),
-                    None => renewal_time(not_before, not_after),
+                    None => self
+                        .ari_renew_at
+                        .unwrap_or_else(|| renewal_time(not_before, not_after)),
                 },
             );
         let needs_account = self.record.account_url.is_empty();
@@ -599,6 +657,7 @@ impl<'a> AcmeAgent<'a> {
                 .map(|name| String::from(*name))
                 .collect(),
             challenges: alloc::vec![ChallengeKind::Http01],
+            replaces: self.validity.and(self.cert_id.clone()),
         };
         let account_url =
             (!self.record.account_url.is_empty()).then(|| self.record.account_url.clone());
@@ -733,13 +792,64 @@ impl<'a> AcmeAgent<'a> {
             }
         }
         self.validity = Some((validity.not_before, validity.not_after));
+        self.cert_id = bramble_tls::certificate::leaf_renewal_parts(chain_pem.as_bytes())
+            .map(|(key_id, serial)| bramble_acme::protocol::cert_id(&key_id, &serial));
+        self.ari_window = None;
+        self.ari_renew_at = None;
+        self.ari_next_check = None;
         Ok(())
+    }
+
+    /// Whether renewal information is asked for: a certificate is served and the CA has
+    /// not said it offers none.
+    fn ari_wanted(&self) -> bool {
+        self.validity.is_some() && self.cert_id.is_some() && !self.ari_not_offered
+    }
+
+    /// Takes a renewal-information check's outcome (RFC 9773): a new window gets a random
+    /// renewal point inside it (§4.2); the next check follows the CA's Retry-After, between
+    /// an hour and a day (6 h without one); without ARI, two thirds of the lifetime.
+    fn finish_ari(&mut self, info: RenewalInfo, now: Instant) {
+        const HOUR: u64 = 3600;
+        match info {
+            RenewalInfo::Window(window, retry_after) => {
+                if self.ari_window != Some(window) {
+                    let mut random = [0u8; 4];
+                    fill_random(&mut random);
+                    let at = time_in_window(window.start, window.end, u32::from_le_bytes(random));
+                    log::info!(
+                        "acme: the CA suggests renewing between Unix time {} and {}; renewal \
+                         at {at}",
+                        window.start,
+                        window.end
+                    );
+                    self.ari_window = Some(window);
+                    self.ari_renew_at = Some(at);
+                }
+                let wait = retry_after.unwrap_or(6 * HOUR).clamp(HOUR, 24 * HOUR);
+                self.ari_next_check = Some(now.add_micros(wait.saturating_mul(1_000_000)));
+            }
+            RenewalInfo::NotOffered => {
+                log::info!(
+                    "acme: the CA offers no renewal information (RFC 9773); renewing at two \
+                     thirds of the lifetime"
+                );
+                self.ari_not_offered = true;
+            }
+            RenewalInfo::Failed(why) => {
+                log::warn!("acme: renewal information: {why}; asking again in an hour");
+                self.ari_next_check = Some(now.add_micros(HOUR * 1_000_000));
+            }
+        }
+        self.next_order = None;
     }
 
     fn begin_transfer(&mut self, request: bramble_acme::Request, now: Instant) {
         let Some(url) = parse_https_url(&request.url) else {
             self.transfer = None;
-            if let Some(run) = &mut self.run {
+            if let Some(ari) = &mut self.ari {
+                ari.receive(Err("the CA gave a URL that is not https://"));
+            } else if let Some(run) = &mut self.run {
                 run.receive(Err("the CA gave a URL that is not https://"));
             }
             return;
