@@ -129,6 +129,8 @@ fn kernel_main() -> ! {
     // Before anything draws a key: the network's secrets, TLS and ACME all come from it.
     entropy::seed_at_boot();
 
+    // 0 when the mailbox could not say: the EMMC driver then assumes the fastest base clock a
+    // Pi 1 reports (250 MHz), so every card clock it sets errs slow.
     let emmc_clock = platform
         .board
         .as_ref()
