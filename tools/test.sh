@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: sets up what is missing, checks formatting and lints (host crates and the
-# kernel), then runs every test: host unit tests, the hosted network tests in namespaces, the
-# QEMU boot tests, and the portable crates' tests once more on a 32-bit target.
+# kernel), then runs every test tier (`cargo test-all`, .cargo/config.toml): host unit tests,
+# the hosted network tests in namespaces, the QEMU and attack tests, and the portable crates'
+# tests once more on a 32-bit target. A plain `cargo test` is the quick host tier alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
@@ -12,8 +13,8 @@ export BRAMBLE_BOARD_RULES=on
 
 echo "== cargo fmt --check"
 cargo fmt --all --check
-echo "== clippy (host crates)"
-cargo clippy --all-targets -- -D warnings
+echo "== clippy (host crates, every tier's tests)"
+cargo clippy-all -- -D warnings
 echo "== clippy (kernel, armv6-none-eabihf)"
 cargo kernel-clippy -- -D warnings
 echo "== bramble check site/default (the default site as the appliance serves it, in QEMU)"
@@ -27,9 +28,9 @@ if ! sh fuzz/run.sh 15 > target/fuzz.log 2>&1; then
     exit 1
 fi
 grep -E '^(target: |Done [0-9]+ runs)' target/fuzz.log || true
-echo "== tests"
+echo "== tests (every tier)"
 set +e +o pipefail
-cargo test --no-fail-fast 2>&1 | tee target/test-output.txt
+cargo test-all --no-fail-fast 2>&1 | tee target/test-output.txt
 status=${PIPESTATUS[0]}
 # The portable crates again on a 32-bit target (the Pi's usize is 32 bits): host tests only,
 # a few seconds once std is built (about a minute the first time).

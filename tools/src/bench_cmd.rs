@@ -36,8 +36,9 @@ fn profile(env: impl Fn(&str) -> Option<OsString>) -> OsString {
 
 /// The command that runs the harness from the source tree at `root`.
 fn cargo_command(root: &Path, profile: &OsString, args: &[OsString]) -> Command {
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    // The workspace's own target directory and a clean package environment
+    // (`crate::nested_cargo`), whatever the caller's environment says.
+    let mut command = crate::nested_cargo();
     command
         .current_dir(root)
         .args([
@@ -51,10 +52,7 @@ fn cargo_command(root: &Path, profile: &OsString, args: &[OsString]) -> Command 
         ])
         .arg(profile)
         .arg("--")
-        .args(args)
-        // The workspace's own target directory, whatever the caller's environment says.
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("CARGO_BUILD_TARGET");
+        .args(args);
     command
 }
 

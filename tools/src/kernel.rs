@@ -9,7 +9,6 @@
 
 use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 pub use crate::kernel_id::{LOAD_ADDRESS, kernel_id};
 
@@ -181,12 +180,10 @@ pub struct KernelArtifacts {
 pub fn build_kernel() -> anyhow::Result<KernelArtifacts> {
     let root = crate::workspace_root();
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo)
+    // The alias names its own target directory; an inherited one must not override it.
+    let status = crate::nested_cargo()
         .arg("kernel")
         .current_dir(&root)
-        // The alias names its own target directory; an inherited one must not override it.
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("CARGO_BUILD_TARGET")
         .status()
         .with_context(|| format!("could not run {}", Path::new(&cargo).display()))?;
     if !status.success() {

@@ -423,22 +423,25 @@ fn watch(
         }
         let started = std::time::Instant::now();
         match pack(dir, skip_broken_links, true, options, false) {
+            // Published before the terminal says so: whoever reads the line and then asks
+            // gets the new site.
             Ok((image, summary)) => {
+                let took = started.elapsed().as_secs_f64();
+                site.publish(Published::Image(Arc::new(image)));
                 eprintln!(
-                    "re-packed {} after changes to {} in {:.2} s: {summary}",
+                    "re-packed {} after changes to {} in {took:.2} s: {summary}",
                     dir.display(),
                     describe(&changed),
-                    started.elapsed().as_secs_f64()
                 );
-                site.publish(Published::Image(Arc::new(image)));
             }
             Err(error) => {
-                eprintln!(
-                    "re-packing after changes to {} failed ({:.2} s): {error}",
+                let took = started.elapsed().as_secs_f64();
+                let message = format!(
+                    "re-packing after changes to {} failed ({took:.2} s): {error}",
                     describe(&changed),
-                    started.elapsed().as_secs_f64()
                 );
                 site.publish(Published::Error(Arc::new(error)));
+                eprintln!("{message}");
             }
         }
     }

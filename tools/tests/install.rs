@@ -7,7 +7,7 @@
 //! kernel already built) at 220 CPU s (199 user, 20 system) and 1.9 GB of peak memory, over
 //! 2 minutes on 2 idle cores before the boot, plus 600 MB of target/release on CI's disk
 //! (which has already run out once); with its dependencies already built, 70-125 CPU s. Run it
-//! with `cargo test -p bramble --test install -- --ignored`.
+//! with `cargo test -p bramble --features system-tests --test install -- --ignored`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -1,4 +1,10 @@
-//! `cargo xtask dist`: a release of the `bramble` tool that carries its kernel.
+//! Project steps beyond plain cargo: `cargo xtask test [--all]` and `cargo xtask dist`.
+//!
+//! `cargo xtask test` runs the quick host tier (a plain `cargo test`); `cargo xtask test --all`
+//! runs every tier, the QEMU, namespace and attack tests included (`cargo test-all`, the
+//! alias in .cargo/config.toml that tools/test.sh runs). Further arguments go to cargo.
+//!
+//! `cargo xtask dist`, a release of the `bramble` tool that carries its kernel:
 //!
 //! 1. builds the kernel with the pinned toolchain (`cargo kernel`, rust-toolchain.toml) and
 //!    writes kernel.img;
@@ -19,13 +25,31 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("dist") => dist(),
+        Some("test") => test(&args[1..]),
         _ => {
             eprintln!(
-                "usage: cargo xtask dist   (a release archive with checksums in target/dist)"
+                "usage: cargo xtask test [--all] [CARGO ARGS...]   (--all: QEMU, namespace and \
+                 attack tiers too)\n       cargo xtask dist   (a release archive with \
+                 checksums in target/dist)"
             );
             std::process::exit(2);
         }
     }
+}
+
+/// `cargo test` (the host tier) or, with `--all` first, `cargo test-all` (every tier), with
+/// the remaining arguments passed on; exits with cargo's status.
+fn test(args: &[String]) -> anyhow::Result<()> {
+    let (alias, rest) = match args.split_first() {
+        Some((first, rest)) if first == "--all" => ("test-all", rest),
+        _ => ("test", args),
+    };
+    let status = bramble::nested_cargo()
+        .arg(alias)
+        .args(rest)
+        .status()
+        .with_context(|| format!("cannot run cargo {alias}"))?;
+    std::process::exit(status.code().unwrap_or(1));
 }
 
 /// The tree's `git describe`, the revision both the kernel and the tool are stamped with.
