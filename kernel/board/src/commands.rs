@@ -33,13 +33,14 @@ impl Commands {
         let mut words = line.split_ascii_whitespace();
         match (words.next(), words.next()) {
             (Some("help"), _) => log::info!(
-                "commands: status | cache clear (empty the card cache, to measure the card) | \
+                "commands: status | log (the last lines logged) | cache clear (empty the card cache, to measure the card) | \
                  reboot | sleep MS (timer interrupt check) | \
                  crash undefined|data|prefetch|panic|hang|frozen (fault and watchdog checks) | \
                  selftest memory (the kernel's memcpy, memset, memcmp and checksum copy against references) | \
                  selftest board (RNG warm-up and health, card clock, bus and read speed with SITE.BIN's SHA-256, link)"
             ),
             (Some("status"), _) => return Some(Request::Status),
+            (Some("log"), _) => crate::console::print_ring(),
             (Some("cache"), Some("clear")) => return Some(Request::ClearCache),
             (Some("reboot"), _) => {
                 log::info!("rebooting");

@@ -7,8 +7,59 @@
 
 use crate::platform::{CONSOLE, TIMER};
 use bramble_boot::cpu;
+use bramble_net::syslog::{self, Kind, Line, LineSource, LogRing};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// The last log lines (about 60 KiB), for the `log` command and the syslog sender.
+static mut LOG_RING: LogRing = LogRing::new();
+
+/// The log ring as the syslog sender reads it: copies taken with IRQs masked.
+pub struct RingSource;
+
+/// The one [`RingSource`].
+pub static RING_SOURCE: RingSource = RingSource;
+
+impl LineSource for RingSource {
+    fn next_sequence(&self) -> u64 {
+        // SAFETY: read with IRQs masked, so no logger call runs meanwhile (one core).
+        cpu::without_interrupts(|| unsafe { &*core::ptr::addr_of!(LOG_RING) }.next_sequence())
+    }
+
+    fn copy_line(&self, sequence: u64) -> Result<Line, u64> {
+        cpu::without_interrupts(|| {
+            // SAFETY: as above.
+            let ring = unsafe { &*core::ptr::addr_of!(LOG_RING) };
+            ring.get(sequence).copied().ok_or(ring.oldest_sequence())
+        })
+    }
+}
+
+/// The `log` command: prints the lines the ring keeps, oldest first, with the time each
+/// was logged (straight to the UART: printing them through the logger would add them again).
+pub fn print_ring() {
+    let next = RING_SOURCE.next_sequence();
+    let mut sequence = next.saturating_sub(syslog::RING_LINES as u64);
+    let _ = writeln!(
+        ConsoleWriter,
+        "--- log: the last {} of {} lines since boot ---",
+        next - sequence,
+        next
+    );
+    while sequence < next {
+        if let Ok(line) = RING_SOURCE.copy_line(sequence) {
+            let _ = writeln!(
+                ConsoleWriter,
+                "[{:>5}.{:06}] {}",
+                line.micros / 1_000_000,
+                line.micros % 1_000_000,
+                line.text()
+            );
+        }
+        sequence += 1;
+    }
+    let _ = writeln!(ConsoleWriter, "--- end of log ---");
+}
 
 struct SerialLogger;
 
@@ -44,6 +95,19 @@ impl log::Log for SerialLogger {
                 );
             }
             let _ = writeln!(console, "] {:<5} {}", record.level(), record.args());
+            let kind = if record.target() == "bramble_http::access" {
+                Kind::Access
+            } else {
+                Kind::Event
+            };
+            // SAFETY: the ring is only touched with IRQs masked, on the one core.
+            unsafe { &mut *core::ptr::addr_of_mut!(LOG_RING) }.push(
+                micros,
+                wall,
+                syslog::severity(record.level()),
+                kind,
+                *record.args(),
+            );
         });
     }
 

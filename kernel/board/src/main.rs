@@ -405,6 +405,13 @@ fn print_status(
             counters.ipv6_connections_opened
         );
         log::info!("status: connections {pool}");
+        if let Some(syslog) = appliance.syslog_counters() {
+            log::info!(
+                "status: syslog sent {}, dropped {}",
+                syslog.sent,
+                syslog.dropped
+            );
+        }
         tls::print_status(appliance);
         acme::print_status(appliance);
         let nic = appliance.device_mut();

@@ -9,6 +9,7 @@ use bramble_bcm2835::mailbox::{PropertyBuffer, device};
 use bramble_hal::{Instant, MacAddress};
 use bramble_http::{Connection, RedirectHost, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
+use bramble_net::appliance::syslog::{SyslogConfig, SyslogMemory};
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS, Ipv6Config,
     NetworkConfig, PoolSizes,
@@ -208,7 +209,8 @@ pub fn start(
     let clock_sockets = if settings.ntp { CLOCK_SOCKETS } else { 0 };
     let reserved = https.as_ref().map_or(0, |https| https.sockets)
         + acme.as_ref().map_or(0, |acme| acme.sockets)
-        + clock_sockets;
+        + clock_sockets
+        + usize::from(settings.syslog.is_some());
     let per_address = settings.connections_per_address.map_or(0, u32::from);
     let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
     let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;
@@ -228,6 +230,10 @@ pub fn start(
         None
     };
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
+    let syslog = match settings.syslog {
+        Some(target) => Some((target, arena.value(SyslogMemory::new())?)),
+        None => None,
+    };
     USED_BYTES.store(arena_before - arena.remaining(), Ordering::Relaxed);
     let address = match settings.address {
         AddressMode::Dhcp => AddressConfig::Dhcp,
@@ -288,6 +294,14 @@ pub fn start(
             appliance.set_copy_words(crate::checksum::copy_sum_words);
             if let Some((config, memory)) = clock {
                 appliance.start_clock(config, memory, Instant::from_micros(micros()));
+            }
+            if let Some((target, memory)) = syslog {
+                let config = SyslogConfig {
+                    collector: (target.address, target.port),
+                    hostname,
+                    lines: &crate::console::RING_SOURCE,
+                };
+                appliance.start_syslog(config, memory, Instant::from_micros(micros()));
             }
             if let Some(https) = https {
                 let now = Instant::from_micros(micros());

@@ -22,6 +22,7 @@ pub mod phy;
 pub mod slaac;
 pub mod sntp;
 pub mod stream;
+pub mod syslog;
 
 #[cfg(test)]
 mod test_support;

@@ -15,6 +15,10 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+mod remote;
+
+pub use remote::{DEFAULT_SYSLOG_PORT, SyslogTarget};
+
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
 use core::str::FromStr;
@@ -495,6 +499,10 @@ pub struct Settings {
     pub acme_ca_certificate: Option<CardFileName>,
     /// `certificate_store`: `card` (default) or `ram`.
     pub certificate_store: CertificateStore,
+    /// `syslog`: `off` (default) or the collector the log is also sent to over UDP
+    /// (RFC 5424 messages): `192.168.1.9`, `192.168.1.9:1514`, `2001:db8::9` or
+    /// `[2001:db8::9]:1514`; port [`DEFAULT_SYSLOG_PORT`] unless named.
+    pub syslog: Option<SyslogTarget>,
 }
 
 /// Default `tls_certificate`.
@@ -537,6 +545,7 @@ impl Default for Settings {
             acme_email: None,
             acme_ca_certificate: None,
             certificate_store: CertificateStore::Card,
+            syslog: None,
         }
     }
 }
@@ -573,10 +582,11 @@ enum Key {
     AcmeEmail,
     AcmeCaCertificate,
     CertificateStore,
+    Syslog,
 }
 
 impl Key {
-    const ALL: [Key; 29] = [
+    const ALL: [Key; 30] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -606,6 +616,7 @@ impl Key {
         Key::AcmeEmail,
         Key::AcmeCaCertificate,
         Key::CertificateStore,
+        Key::Syslog,
     ];
 
     fn name(self) -> &'static str {
@@ -639,6 +650,7 @@ impl Key {
             Key::AcmeEmail => "acme_email",
             Key::AcmeCaCertificate => "acme_ca_certificate",
             Key::CertificateStore => "certificate_store",
+            Key::Syslog => "syslog",
         }
     }
 
@@ -735,6 +747,8 @@ pub enum Problem {
     NotACertificateStore,
     /// `acme = on` without a `domain` to ask a certificate for.
     AcmeWithoutDomain,
+    /// `syslog` is neither `off` nor an IPv4 or IPv6 address with an optional port.
+    NotASyslogTarget,
 }
 
 impl fmt::Display for Problem {
@@ -838,6 +852,10 @@ impl fmt::Display for Problem {
             Problem::AcmeWithoutDomain => f.write_str(
                 "acme = on needs the names to ask for, for example `domain = example.org`; \
                  ACME stays off",
+            ),
+            Problem::NotASyslogTarget => f.write_str(
+                "expected `off` or a collector's address with an optional port, such as \
+                 192.168.1.9, 192.168.1.9:1514 or [2001:db8::9]:1514",
             ),
         }
     }
@@ -1148,6 +1166,7 @@ impl Settings {
                 )
                 .ok_or(Problem::NotACertificateStore)?
             }
+            Key::Syslog => self.syslog = remote::parse_syslog(value)?,
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
                     UsbProtocol::Rndis

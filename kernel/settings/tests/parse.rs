@@ -63,6 +63,7 @@ fn template_mentions_every_setting() {
         "acme_email",
         "acme_ca_certificate",
         "certificate_store",
+        "syslog",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }

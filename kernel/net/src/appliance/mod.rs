@@ -27,6 +27,7 @@ mod mdns_socket;
 mod memory;
 mod pool;
 pub mod secure;
+pub mod syslog;
 #[cfg(test)]
 mod tests;
 
@@ -176,6 +177,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     clock: Option<clock::ClockState<'a>>,
     /// The ACME agent, once [`Appliance::start_acme`] has run.
     acme: Option<acme::AcmeAgent<'a>>,
+    /// The syslog sender, once [`Appliance::start_syslog`] has run.
+    syslog: Option<syslog::SyslogState<'a>>,
     /// The IPv4 address the pool was last told.
     pool_address: Option<[u8; 4]>,
     address: AddressState,
@@ -330,6 +333,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             https: None,
             clock: None,
             acme: None,
+            syslog: None,
             pool_address: None,
             address,
             ipv6,
@@ -410,6 +414,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_mdns(now);
         self.poll_clock(now);
         self.poll_acme(now);
+        self.poll_syslog(now);
     }
 
     /// Moves every HTTPS connection on.
@@ -622,6 +627,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             next = earliest(next, responder.next_deadline());
         }
         next = earliest(next, self.acme_deadline(now));
+        next = earliest(next, self.syslog_deadline(now));
         next = earliest(next, self.address.link_local_deadline(self.link));
         if self.link == LinkState::Up {
             next = earliest(next, self.ipv6_deadline());

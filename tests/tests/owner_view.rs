@@ -1,0 +1,423 @@
+//! The owner's view from afar (issue 31): `bramble qemu --tap` boots the guest in a network
+//! namespace with `syslog` set; a collector in the namespace receives its log as UDP
+//! datagrams and parses every one strictly as RFC 5424 (the boot's events and one access-log
+//! line per request, with the client's address), and the console's `log` command prints the
+//! RAM ring. One boot serves every check.
+
+mod netns;
+
+use bramble_tests::{BOOT_TIMEOUT, kernel};
+use netns::tool::start_bramble_qemu;
+use netns::{HOST_ADDRESS, Netns, TAP};
+use std::io::{BufRead, BufReader};
+use std::net::UdpSocket;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+bramble_qemu_helper!();
+
+/// The collector subprocess stops once a datagram contains this (the last request's path).
+const UNTIL_VAR: &str = "BRAMBLE_SYSLOG_UNTIL";
+/// The collector's port (not 514, to show the port setting is honoured).
+const COLLECTOR_PORT: u16 = 1514;
+/// The longest the collector listens.
+const COLLECT_LIMIT: Duration = Duration::from_secs(150);
+/// Each datagram the collector prints starts with this, then its bytes in hex.
+const DATAGRAM_PREFIX: &str = "syslog-datagram: ";
+
+/// The collector: run inside the namespace by the test below; prints every datagram it
+/// receives on the collector port, in hex, until one contains the text in [`UNTIL_VAR`].
+#[test]
+#[ignore = "helper: run by the syslog test inside its namespace"]
+fn syslog_collector_in_namespace() {
+    let Ok(until) = std::env::var(UNTIL_VAR) else {
+        eprintln!("{UNTIL_VAR} is not set: nothing to collect");
+        return;
+    };
+    let socket = UdpSocket::bind((HOST_ADDRESS, COLLECTOR_PORT)).expect("binding the collector");
+    socket
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    println!("collector: listening");
+    let deadline = Instant::now() + COLLECT_LIMIT;
+    let mut buffer = [0u8; 2048];
+    while Instant::now() < deadline {
+        let Ok((len, _)) = socket.recv_from(&mut buffer) else {
+            continue;
+        };
+        let datagram = &buffer[..len];
+        let hex: String = datagram.iter().map(|b| format!("{b:02x}")).collect();
+        println!("{DATAGRAM_PREFIX}{hex}");
+        if String::from_utf8_lossy(datagram).contains(&until) {
+            return;
+        }
+    }
+    println!("collector: time limit reached");
+}
+
+/// One RFC 5424 message, as the strict parser below reads it.
+#[derive(Debug)]
+struct Message {
+    priority: u8,
+    timestamp: String,
+    hostname: String,
+    app_name: String,
+    msgid: String,
+    /// The structured data's elements: (SD-ID, [(name, value)]).
+    elements: Vec<(String, Vec<(String, String)>)>,
+    text: String,
+}
+
+/// PRINTUSASCII (RFC 5424 §6): 33 to 126.
+fn printable(byte: u8) -> bool {
+    (33..=126).contains(&byte)
+}
+
+/// A header field: 1 to `max` printable characters, then a space.
+fn field<'d>(rest: &mut &'d [u8], max: usize, name: &str) -> Result<&'d str, String> {
+    let end = rest
+        .iter()
+        .position(|&b| b == b' ')
+        .ok_or(format!("{name}: no space after it"))?;
+    let value = &rest[..end];
+    if value.is_empty() || value.len() > max || !value.iter().all(|&b| printable(b)) {
+        return Err(format!(
+            "{name}: {:?} is not 1-{max} printable characters",
+            value
+        ));
+    }
+    *rest = &rest[end + 1..];
+    Ok(std::str::from_utf8(value).unwrap())
+}
+
+fn digits(text: &str, count: usize) -> bool {
+    text.len() == count && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// TIMESTAMP: `-` or FULL-DATE "T" FULL-TIME (RFC 5424 §6.2.3, RFC 3339).
+fn check_timestamp(text: &str) -> Result<(), String> {
+    if text == "-" {
+        return Ok(());
+    }
+    let bad = || format!("timestamp {text:?}");
+    let (date, time) = text.split_once('T').ok_or_else(bad)?;
+    let parts: Vec<&str> = date.split('-').collect();
+    if parts.len() != 3 || !digits(parts[0], 4) || !digits(parts[1], 2) || !digits(parts[2], 2) {
+        return Err(bad());
+    }
+    let month: u32 = parts[1].parse().unwrap();
+    let day: u32 = parts[2].parse().unwrap();
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return Err(bad());
+    }
+    let time = time.strip_suffix('Z').ok_or_else(bad)?;
+    let (hms, fraction) = match time.split_once('.') {
+        Some((hms, fraction)) => (hms, Some(fraction)),
+        None => (time, None),
+    };
+    if let Some(fraction) = fraction
+        && (fraction.is_empty()
+            || fraction.len() > 6
+            || !fraction.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err(bad());
+    }
+    let hms: Vec<&str> = hms.split(':').collect();
+    if hms.len() != 3 || !hms.iter().all(|part| digits(part, 2)) {
+        return Err(bad());
+    }
+    let (h, m, s): (u32, u32, u32) = (
+        hms[0].parse().unwrap(),
+        hms[1].parse().unwrap(),
+        hms[2].parse().unwrap(),
+    );
+    if h > 23 || m > 59 || s > 60 {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+/// SD-NAME: 1 to 32 printable characters except `=`, space, `]` and `"`.
+fn sd_name<'d>(rest: &mut &'d [u8]) -> Result<&'d str, String> {
+    let end = rest
+        .iter()
+        .position(|&b| !printable(b) || matches!(b, b'=' | b']' | b'"'))
+        .unwrap_or(rest.len());
+    if end == 0 || end > 32 {
+        return Err(format!("SD-NAME in {:?}", String::from_utf8_lossy(rest)));
+    }
+    let name = std::str::from_utf8(&rest[..end]).unwrap();
+    *rest = &rest[end..];
+    Ok(name)
+}
+
+/// Parses one datagram strictly as an RFC 5424 message (§6).
+fn parse_5424(datagram: &[u8]) -> Result<Message, String> {
+    let mut rest = datagram;
+    // PRI: "<" 1-3 digits ">", at most 191, no leading zero.
+    let close = rest.iter().position(|&b| b == b'>').ok_or("PRI: no '>'")?;
+    if rest.first() != Some(&b'<') || !(2..=4).contains(&close) {
+        return Err("PRI: malformed".into());
+    }
+    let pri_text = std::str::from_utf8(&rest[1..close]).map_err(|_| "PRI: not text")?;
+    if !pri_text.bytes().all(|b| b.is_ascii_digit())
+        || (pri_text.len() > 1 && pri_text.starts_with('0'))
+    {
+        return Err(format!("PRI: {pri_text:?}"));
+    }
+    let priority: u8 = pri_text.parse().map_err(|_| "PRI: number")?;
+    if priority > 191 {
+        return Err(format!("PRI {priority} over 191"));
+    }
+    rest = &rest[close + 1..];
+    // VERSION 1.
+    rest = rest.strip_prefix(b"1 ").ok_or("VERSION is not 1")?;
+    let timestamp = field(&mut rest, 64, "TIMESTAMP")?.to_string();
+    check_timestamp(&timestamp)?;
+    let hostname = field(&mut rest, 255, "HOSTNAME")?.to_string();
+    let app_name = field(&mut rest, 48, "APP-NAME")?.to_string();
+    field(&mut rest, 128, "PROCID")?;
+    let msgid = field(&mut rest, 32, "MSGID")?.to_string();
+    // STRUCTURED-DATA: "-" or one or more elements.
+    let mut elements = Vec::new();
+    if let Some(after) = rest.strip_prefix(b"-") {
+        rest = after;
+    } else {
+        while let Some(after) = rest.strip_prefix(b"[") {
+            rest = after;
+            let id = sd_name(&mut rest)?.to_string();
+            let mut params = Vec::new();
+            while let Some(after) = rest.strip_prefix(b" ") {
+                rest = after;
+                let name = sd_name(&mut rest)?.to_string();
+                rest = rest.strip_prefix(b"=\"").ok_or("SD-PARAM: no =\"")?;
+                let mut value = Vec::new();
+                loop {
+                    match rest.first() {
+                        None => return Err("PARAM-VALUE: unterminated".into()),
+                        Some(b'"') => {
+                            rest = &rest[1..];
+                            break;
+                        }
+                        Some(b'\\') if matches!(rest.get(1), Some(b'"' | b'\\' | b']')) => {
+                            value.push(rest[1]);
+                            rest = &rest[2..];
+                        }
+                        Some(b']') => return Err("PARAM-VALUE: unescaped ]".into()),
+                        Some(&byte) => {
+                            value.push(byte);
+                            rest = &rest[1..];
+                        }
+                    }
+                }
+                let value = String::from_utf8(value).map_err(|_| "PARAM-VALUE: not UTF-8")?;
+                params.push((name, value));
+            }
+            rest = rest.strip_prefix(b"]").ok_or("SD-ELEMENT: no ]")?;
+            elements.push((id, params));
+        }
+        if elements.is_empty() {
+            return Err("STRUCTURED-DATA: neither - nor an element".into());
+        }
+    }
+    // MSG: absent, or a space and the rest (UTF-8 when it starts with a BOM; any octets
+    // otherwise, but Bramble sends text).
+    let text = match rest {
+        [] => String::new(),
+        [b' ', message @ ..] => {
+            let message = message.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(message);
+            String::from_utf8(message.to_vec()).map_err(|_| "MSG: not UTF-8")?
+        }
+        _ => return Err("no space before MSG".into()),
+    };
+    Ok(Message {
+        priority,
+        timestamp,
+        hostname,
+        app_name,
+        msgid,
+        elements,
+        text,
+    })
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+#[test]
+fn strict_parser_refuses_what_rfc_5424_forbids() {
+    let good = b"<134>1 2026-12-02T04:33:20Z sill bramble - access [meta sequenceId=\"2\"] GET /";
+    assert!(parse_5424(good).is_ok());
+    for bad in [
+        &b"<192>1 - sill bramble - event - x"[..],
+        b"<013>1 - sill bramble - event - x",
+        b"<13>2 - sill bramble - event - x",
+        b"<13>1 2026-13-02T04:33:20Z sill bramble - event - x",
+        b"<13>1 2026-12-02 04:33:20 sill bramble - event - x",
+        b"<13>1 - sill bramble - event [meta sequenceId=2] x",
+        b"<13>1 - sill bramble - event [me=ta] x",
+        b"<13>1 - sill bramble - event",
+        b"<13>1 - sill bramble - event -x",
+        b"<13>1 -  bramble - event - x",
+    ] {
+        assert!(
+            parse_5424(bad).is_err(),
+            "accepted {:?}",
+            String::from_utf8_lossy(bad)
+        );
+    }
+}
+
+#[test]
+fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    netns::write_site(&site);
+    let settings = dir.path().join("BRAMBLE.TXT");
+    std::fs::write(
+        &settings,
+        format!(
+            "address = 192.168.77.2/24\nhostname = sill\nntp = off\n\
+             syslog = {HOST_ADDRESS}:{COLLECTOR_PORT}\n"
+        ),
+    )
+    .unwrap();
+    let netns = Netns::create();
+    // The collector listens before the guest boots, so the boot's lines (kept in the ring
+    // until the address is up) reach it.
+    let mut collector = netns
+        .command(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "syslog_collector_in_namespace",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(UNTIL_VAR, "GET /missing-page")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("starting the collector");
+    let mut collector_out = BufReader::new(collector.stdout.take().unwrap());
+    let mut line = String::new();
+    while collector_out.read_line(&mut line).unwrap() > 0 && !line.contains("collector: listening")
+    {
+        line.clear();
+    }
+    let args: Vec<String> = vec![
+        "--kernel".into(),
+        kernel().raw.display().to_string(),
+        "--site".into(),
+        site.display().to_string(),
+        "--config".into(),
+        settings.display().to_string(),
+        "--tap".into(),
+        TAP.into(),
+    ];
+    let mut qemu = start_bramble_qemu(&netns, &args);
+    let guest = qemu.guest();
+    guest.expect_line("Bramble", BOOT_TIMEOUT);
+    guest.expect_line("serving: http://192.168.77.2/", BOOT_TIMEOUT);
+    for path in ["/", "/blob.bin"] {
+        assert!(
+            netns.curl(&format!("http://192.168.77.2{path}")).is_some(),
+            "curl {path}"
+        );
+    }
+    // A missing page (curl --fail: no body) is the collector's signal to stop.
+    let _ = netns.curl("http://192.168.77.2/missing-page");
+    guest.expect_line("GET /missing-page 404", Duration::from_secs(20));
+
+    // The console's ring, in order.
+    guest.send_line("log");
+    guest.expect_line("--- log: the last", Duration::from_secs(10));
+    guest.expect_line("--- end of log ---", Duration::from_secs(10));
+    let transcript = guest.transcript.join("\n");
+    let ring = transcript
+        .rsplit("--- log: the last")
+        .next()
+        .unwrap()
+        .to_string();
+    for needle in [
+        "a web server with no operating system",
+        "syslog: sending the log to 192.168.77.1 port 1514",
+        "GET /blob.bin 200",
+        "GET /missing-page 404",
+    ] {
+        assert!(ring.contains(needle), "ring lacks {needle:?}:\n{ring}");
+    }
+
+    // The collector stops at the missing page's line (or its time limit).
+    let mut datagrams = Vec::new();
+    line.clear();
+    while collector_out.read_line(&mut line).unwrap() > 0 {
+        if let Some((_, hex)) = line.trim().split_once(DATAGRAM_PREFIX) {
+            datagrams.push(unhex(hex));
+        }
+        line.clear();
+    }
+    let _ = collector.wait();
+    let messages: Vec<Message> = datagrams
+        .iter()
+        .map(|datagram| {
+            parse_5424(datagram)
+                .unwrap_or_else(|error| panic!("{error}: {:?}", String::from_utf8_lossy(datagram)))
+        })
+        .collect();
+    let texts: Vec<String> = messages
+        .iter()
+        .map(|m| format!("{} {} {}", m.priority, m.msgid, m.text))
+        .collect();
+    let listing = texts.join("\n");
+    for message in &messages {
+        assert_eq!(message.hostname, "sill");
+        assert_eq!(message.app_name, "bramble");
+        // No clock (ntp = off): RFC 5424's NILVALUE.
+        assert_eq!(message.timestamp, "-");
+        assert_eq!(message.priority / 8, 16, "facility local0");
+        assert_eq!(message.elements.len(), 1);
+        assert_eq!(message.elements[0].0, "meta");
+    }
+    // Sequence numbers rise by one: nothing was dropped at this pace.
+    let sequence: Vec<u64> = messages
+        .iter()
+        .map(|m| m.elements[0].1[0].1.parse().unwrap())
+        .collect();
+    assert!(
+        sequence.windows(2).all(|pair| pair[1] == pair[0] + 1),
+        "sequence ids {sequence:?}\n{listing}"
+    );
+    assert_eq!(
+        sequence.first(),
+        Some(&1),
+        "the first line of the boot:\n{listing}"
+    );
+    let event = |needle: &str| {
+        messages
+            .iter()
+            .any(|m| m.msgid == "event" && m.text.contains(needle))
+    };
+    for needle in [
+        "a web server with no operating system",
+        "reset: ",
+        "net: static address 192.168.77.2/24",
+        "serving: http://192.168.77.2/",
+    ] {
+        assert!(event(needle), "no event {needle:?}:\n{listing}");
+    }
+    for (path, status) in [("/", 200), ("/blob.bin", 200), ("/missing-page", 404)] {
+        let line = format!("GET {path} {status} ");
+        assert!(
+            messages.iter().any(|m| m.msgid == "access"
+                && m.priority == 16 * 8 + 6
+                && m.text.starts_with(&line)
+                && m.text.ends_with(" 192.168.77.1")),
+            "no access line {line:?} from 192.168.77.1:\n{listing}"
+        );
+    }
+}
