@@ -42,10 +42,10 @@ pub const MAX_MESSAGE_LEN: usize = 160 + LINE_LEN;
 /// What a line is about: the MSGID of its syslog message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// One request's access-log line.
-    Access,
     /// Anything else: boot, reset reason, link, address, clock, certificate, card.
     Event,
+    /// One request's access-log line.
+    Access,
 }
 
 /// One logged line as the ring keeps it.
@@ -66,12 +66,13 @@ pub struct Line {
 }
 
 impl Line {
-    /// An empty line (the ring's slots before they are used).
+    /// An empty line (the ring's slots before they are used): all zero bytes, so that the
+    /// kernel's ring lies in .bss, not in kernel.img.
     pub const EMPTY: Line = Line {
         sequence: 0,
         micros: 0,
         unix_seconds: None,
-        severity: 6,
+        severity: 0,
         kind: Kind::Event,
         len: 0,
         text: [0; LINE_LEN],
