@@ -6,8 +6,8 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-pub use bramble_http_response::Response;
-use bramble_http_response::{Parsed, parse_response};
+pub use bramble_testkit::Response;
+use bramble_testkit::{Parsed, parse_response};
 
 /// GET `path` from 127.0.0.1:`port` with extra header lines; `None` on any failure or timeout.
 pub fn get(port: u16, path: &str, extra: &[(&str, &str)], timeout: Duration) -> Option<Response> {

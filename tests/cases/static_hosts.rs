@@ -10,14 +10,14 @@
 //! Cloudflare Pages' documentation describes for these files (where the two differ, Netlify's:
 //! an existing file shadows a rule that is not forced).
 //!
-//! Needs only std and bramble-http-response (a dependency of both crates that include it).
+//! Needs only std and bramble-testkit (a dependency of both crates that include it).
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use bramble_http_response::{Parsed, Response, parse_response};
+use bramble_testkit::{Parsed, Response, parse_response};
 
 /// The site options both runs pack with, as `bramble pack` / `bramble serve` flags.
 pub const FLAGS: &[&str] = &["--search", "--listing", "downloads/"];

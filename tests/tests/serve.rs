@@ -3,8 +3,8 @@
 
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
-use bramble_http_response::{Parsed, parse_response};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use bramble_testkit::{Parsed, parse_response};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use std::io::{Read, Write};
 use std::net::TcpStream;

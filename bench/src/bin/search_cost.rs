@@ -24,8 +24,8 @@ use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, SiteOptions, pack_site};
 use bramble_bench::counters::parse_bramble_status;
 use bramble_bench::guest::Guest;
-use bramble_http_response::{Parsed, parse_response};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use bramble_testkit::{Parsed, parse_response};
 use clap::Parser;
 
 /// Options of `search-cost`.

@@ -1,6 +1,6 @@
 //! Helpers shared by the end-to-end HTTP tests: boot a guest serving a site through a
 //! forwarded 127.0.0.1 port, speak raw HTTP/1.1 to it, read its responses (through the one
-//! parser, bramble-http-response), read access-log lines.
+//! parser, bramble-testkit), read access-log lines.
 
 #![allow(dead_code)] // each test binary uses a different part of this module
 
@@ -8,8 +8,8 @@ pub mod chromium;
 
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
-pub use bramble_http_response::{Parsed, Response, parse_response};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+pub use bramble_testkit::{Parsed, Response, parse_response};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};

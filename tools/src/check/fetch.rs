@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use bramble_hal::Instant;
 use bramble_http::{Connection, ConnectionAction, Server, ServerConfig, SiteSource};
-use bramble_http_response::{Parsed, Response, parse_response};
 use bramble_site::SiteImage;
+use bramble_testkit::{Parsed, Response, parse_response};
 
 /// A server to ask.
 pub trait Fetch {

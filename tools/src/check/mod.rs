@@ -167,7 +167,7 @@ fn follow(
     method: &str,
     path: &str,
     accept_encoding: &str,
-) -> Result<Option<bramble_http_response::Response>, String> {
+) -> Result<Option<bramble_testkit::Response>, String> {
     let mut path = path.to_string();
     for _ in 0..8 {
         let response = server.fetch(method, &percent_encode(&path), accept_encoding)?;
@@ -189,7 +189,7 @@ fn follow(
 }
 
 /// The body of `response` with its Content-Encoding removed.
-fn decoded_body(response: &bramble_http_response::Response) -> Result<Vec<u8>, String> {
+fn decoded_body(response: &bramble_testkit::Response) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     match response.header("content-encoding") {
         None | Some("identity") => return Ok(response.body.clone()),

@@ -4,8 +4,8 @@
 
 use bramble_hal::Instant;
 use bramble_http::{Connection, ConnectionAction, Server, ServerConfig, SiteSource};
-pub use bramble_http_response::{Parsed, Response, parse_response};
 use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
+pub use bramble_testkit::{Parsed, Response, parse_response};
 
 /// Last-Modified of every fixture file: Sun, 06 Nov 1994 08:49:37 GMT.
 pub const MTIME: u64 = 784_111_777;

@@ -1,4 +1,6 @@
-//! The one HTTP/1.x response parser of Bramble's tests and benchmarks (host side only).
+//! Bramble's host-side test kit: the one HTTP/1.x response parser.
+//!
+//! Host only; nothing of it goes into the kernel. `bramble check` reads answers with it too.
 //!
 //! The engine tests (kernel/http), the QEMU and hosted integration tests (tests/) and the
 //! benchmark's probes (bench/) all read servers' answers through [`parse_response`]: one
