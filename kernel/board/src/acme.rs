@@ -182,36 +182,3 @@ impl core::fmt::Display for WindowText {
         }
     }
 }
-
-/// The status line's ACME part: where it stands, the certificate's end, the next order,
-/// orders and certificates, the issuance bounds' counts (certificates not valid by the
-/// clock, card saves and those the daily cap refused, accounts made), failures and the last
-/// error.
-pub fn print_status(appliance: &crate::network::Network) {
-    let now = bramble_hal::Instant::from_micros(crate::platform::micros());
-    let Some(status) = appliance.acme_status(now) else {
-        return;
-    };
-    log::info!(
-        "status: acme {:?}, certificate ends at Unix time {}, next order in {}, orders {}, \
-         issued {} ({} not valid by the clock), saves {} ({} refused by the daily cap), \
-         accounts made {}, failures in a row {}, last error: {}",
-        status.phase,
-        status.not_after.map_or_else(
-            || alloc::string::String::from("(none yet)"),
-            |end| alloc::format!("{end}")
-        ),
-        status.next_order_in.map_or_else(
-            || alloc::string::String::from("-"),
-            |s| alloc::format!("{s} s")
-        ),
-        status.orders,
-        status.issued,
-        status.issued_invalid,
-        status.saves,
-        status.saves_refused,
-        status.accounts,
-        status.failures,
-        status.last_error.as_deref().unwrap_or("none")
-    );
-}

@@ -22,6 +22,7 @@ mod health;
 mod network;
 mod platform;
 mod selftest;
+mod status;
 mod storage;
 mod tls;
 
@@ -412,8 +413,8 @@ fn print_status(
                 syslog.dropped
             );
         }
-        tls::print_status(appliance);
-        acme::print_status(appliance);
+        status::print_https(appliance);
+        status::print_acme(appliance);
         let nic = appliance.device_mut();
         let usb = nic.counters();
         let kind = nic.kind();

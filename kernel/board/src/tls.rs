@@ -6,7 +6,6 @@
 //! handler resets the board). Nothing else in the kernel allocates.
 
 use crate::arena::Arena;
-use crate::platform::micros;
 use crate::storage::TlsFiles;
 use alloc::sync::Arc;
 use bramble_net::appliance::HttpsMemory;
@@ -117,6 +116,16 @@ static NOT_STARTED: spin::Once<heapless::String<REASON_LEN>> = spin::Once::new()
 /// The `domain` names of BRAMBLE.TXT that the card's certificate does not cover (browsers
 /// asking for them refuse HTTPS), for the status line and the diagnostic page.
 static UNCOVERED: spin::Once<heapless::String<REASON_LEN>> = spin::Once::new();
+
+/// Why HTTPS is not running although the settings ask for it, if it is not.
+pub fn not_started_reason() -> Option<&'static str> {
+    NOT_STARTED.get().map(|reason| reason.as_str())
+}
+
+/// The `domain` names the certificate does not cover, if any.
+pub fn uncovered_names() -> Option<&'static str> {
+    UNCOVERED.get().map(|names| names.as_str())
+}
 
 /// Reports on the console that HTTPS is not started and why, keeps the reason for the
 /// status line, and returns `None` (plain HTTP goes on serving).
@@ -323,7 +332,7 @@ fn pool_memory(pool: usize, arena: &mut Arena) -> Option<&'static mut HttpsMemor
 }
 
 /// A Unix time (seconds) as an IMF-fixdate, or as the number where it is before 1970.
-struct Date(i64);
+pub struct Date(pub i64);
 
 impl core::fmt::Display for Date {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -407,71 +416,3 @@ const TLS_TRANSMIT_LEN: usize = 12 * 1024;
 /// The server's first flight besides the chain: ServerHello, EncryptedExtensions,
 /// CertificateVerify, Finished, record framing, a ticket.
 const FLIGHT_OVERHEAD: usize = 2 * 1024;
-
-/// The status line's clock and HTTPS parts: clock state, handshakes, failures, deferrals,
-/// heap, and the certificate's validity against the clock.
-pub fn print_status(appliance: &crate::network::Network) {
-    let now = bramble_hal::Instant::from_micros(micros());
-    match appliance.clock_status(now) {
-        Some(clock) => match (clock.unix_seconds, clock.last_sync) {
-            (Some(unix), Some((stratum, ago))) => log::info!(
-                "status: clock set, Unix time {unix}, from a stratum {stratum} server {ago} s ago"
-            ),
-            _ => log::info!(
-                "status: clock not set yet ({} time servers known); no Date on responses",
-                clock.servers
-            ),
-        },
-        None => log::info!("status: clock off"),
-    }
-    let Some(counters) = appliance.tls_counters() else {
-        if let Some(reason) = NOT_STARTED.get() {
-            log::info!("status: https not started: {reason}; plain HTTP is served");
-        }
-        return;
-    };
-    let (in_use, peak, size) = heap_usage();
-    let certificate = certificate().map(|identity| identity.validity());
-    let unix = appliance
-        .unix_seconds(now)
-        .map(|unix| i64::try_from(unix).unwrap_or(i64::MAX));
-    let state = match (certificate, unix) {
-        (None, _) => match appliance.acme_status(now).and_then(|acme| acme.not_after) {
-            Some(end) => alloc::format!("from ACME, expires {}", Date(end)),
-            None if appliance.acme_status(now).is_some() => {
-                alloc::string::String::from("from ACME, none yet")
-            }
-            None => alloc::string::String::from("none"),
-        },
-        (Some(validity), None) => alloc::format!(
-            "not checked (no clock), expires {}",
-            Date(validity.not_after)
-        ),
-        (Some(validity), Some(unix)) if unix > validity.not_after => {
-            alloc::format!("EXPIRED on {}", Date(validity.not_after))
-        }
-        (Some(validity), Some(unix)) if unix < validity.not_before => {
-            alloc::format!("NOT YET VALID, from {}", Date(validity.not_before))
-        }
-        (Some(validity), Some(unix)) => alloc::format!(
-            "valid, expires {} (in {} days)",
-            Date(validity.not_after),
-            (validity.not_after - unix) / 86_400
-        ),
-    };
-    let uncovered = match UNCOVERED.get() {
-        Some(names) => alloc::format!(", does not cover {names}"),
-        None => alloc::string::String::new(),
-    };
-    log::info!(
-        "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
-         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}{uncovered}; \
-         closed for memory {}",
-        appliance.open_https_connections(),
-        counters.full_handshakes,
-        counters.resumed_handshakes,
-        counters.failures,
-        counters.deferred,
-        counters.memory_closed,
-    );
-}
