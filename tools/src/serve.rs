@@ -24,9 +24,10 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use bramble_hal::Instant;
 use bramble_http::{Connection, ConnectionAction, Server, ServerConfig, SiteSource};
-use bramble_net::appliance::PooledConnection;
 use bramble_net::appliance::secure::{TlsConnection, TlsShared};
+use bramble_net::appliance::{FirstBytes, Opening, PooledConnection};
 use bramble_site::SiteImage;
+use bramble_tls::hello::CertificateKey;
 
 use crate::pack::{PackOptions, SiteOptions, pack_site};
 
@@ -263,8 +264,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The TLS configuration for `bramble serve` and its certificate's key type.
+type TlsSetup = (Arc<bramble_tls::ServerConfig>, CertificateKey);
+
 /// The TLS configuration for `bramble serve`, checked as `bramble image` checks it.
-fn tls_config(certificate: &Path, key: &Path) -> anyhow::Result<Arc<bramble_tls::ServerConfig>> {
+fn tls_config(certificate: &Path, key: &Path) -> anyhow::Result<TlsSetup> {
     let (certificate_pem, key_pem, check) =
         crate::image::check_tls_files(certificate, key, unix_now())?;
     if let Some(warning) = check.warning {
@@ -280,10 +284,11 @@ fn tls_config(certificate: &Path, key: &Path) -> anyhow::Result<Arc<bramble_tls:
     bramble_tls::clock::CLOCK.set(unix_now() as u64 * 1_000_000, 0);
     let identity = bramble_tls::Identity::from_pem(&certificate_pem, &key_pem)
         .map_err(|problem| anyhow::anyhow!("{}: {problem}", certificate.display()))?;
-    Ok(bramble_tls::server_config(
-        identity,
-        bramble_tls::SniPolicy::AnyName,
-    )?)
+    let key = identity.certificate_key();
+    Ok((
+        bramble_tls::server_config(identity, bramble_tls::SniPolicy::AnyName)?,
+        key,
+    ))
 }
 
 fn unix_now() -> i64 {
@@ -299,7 +304,7 @@ fn accept(
     site: &Arc<Site>,
     config: ServerConfig,
     active: &Arc<AtomicUsize>,
-    tls: Option<Arc<bramble_tls::ServerConfig>>,
+    tls: Option<TlsSetup>,
     live_reload: bool,
 ) {
     for stream in listener.incoming() {
@@ -326,11 +331,11 @@ fn accept(
                     None => {
                         serve_connection(stream, &site, config, &mut Connection::new(), &mut ())
                     }
-                    Some(tls) => {
+                    Some((tls, key)) => {
                         let mut incoming = vec![0u8; bramble_tls::session::MAX_RECORD_LEN];
                         let mut outgoing = vec![0u8; 16 * 1024];
                         let mut connection = TlsConnection::new(&mut incoming, &mut outgoing);
-                        let mut shared = TlsShared::new(tls, Instant::from_micros(0));
+                        let mut shared = TlsShared::new(tls, key, Instant::from_micros(0));
                         serve_connection(stream, &site, config, &mut connection, &mut shared);
                     }
                 }
@@ -549,9 +554,16 @@ fn serve_connection<C: PooledConnection>(
             server.set_wall_clock(since_epoch.as_secs(), instant(origin));
         }
         if !opened {
-            // A new TLS connection spends a token of the handshake budget (one per thread
-            // here: a preview has one author).
-            if !connection.open(shared, &mut server, instant(origin)) {
+            // A TLS connection's ClientHello is priced by the handshake budget (one per
+            // thread here: a preview has one author), so its bytes are read first.
+            if !open_connection(
+                &mut stream,
+                connection,
+                shared,
+                &mut server,
+                origin,
+                &mut pending,
+            ) {
                 return;
             }
             opened = true;
@@ -572,6 +584,52 @@ fn serve_connection<C: PooledConnection>(
         }
         // Otherwise a new image was published and no response is in flight: switch.
     }
+}
+
+/// Opens the connection once its first message is in (`pending` keeps what was read, for
+/// the engine). Returns false when it is not to be served: refused, or nothing usable came
+/// within the pool's handshake limit.
+fn open_connection<C: PooledConnection>(
+    stream: &mut TcpStream,
+    connection: &mut C,
+    shared: &mut C::Shared,
+    server: &mut Server,
+    origin: std::time::Instant,
+    pending: &mut Vec<u8>,
+) -> bool {
+    let mut input = [0u8; 4096];
+    let limit = Duration::from_micros(bramble_net::appliance::HANDSHAKE_LIMIT_MICROS);
+    while origin.elapsed() < limit {
+        let queued = pending.len();
+        let mut peek = |buffer: &mut [u8]| {
+            let n = buffer.len().min(pending.len());
+            buffer[..n].copy_from_slice(&pending[..n]);
+            n
+        };
+        let first = FirstBytes {
+            queued,
+            peek: &mut peek,
+            finished: false,
+            full: queued >= MAX_PENDING,
+            behind: false,
+        };
+        match connection.open(shared, server, first, instant(origin)) {
+            Opening::Open => return true,
+            Opening::Refuse => return false,
+            Opening::Deferred => std::thread::sleep(Duration::from_millis(10)),
+            Opening::WaitForBytes => match stream.read(&mut input) {
+                Ok(0) => return false,
+                Ok(n) => pending.extend_from_slice(&input[..n]),
+                Err(error)
+                    if matches!(
+                        error.kind(),
+                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                    ) => {}
+                Err(_) => return false,
+            },
+        }
+    }
+    false
 }
 
 /// Drives the connection against one image. Returns true when the connection is over,

@@ -306,7 +306,7 @@ pub fn start(
             if let Some(https) = https {
                 let now = Instant::from_micros(micros());
                 if let Err(error) =
-                    appliance.start_https(https.config, https.memory, https.port, now)
+                    appliance.start_https(https.config, https.key, https.memory, https.port, now)
                 {
                     crate::tls::not_started(format_args!("{error}"));
                 }

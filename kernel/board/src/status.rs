@@ -68,13 +68,19 @@ pub fn print_https(appliance: &Network) {
     log::info!(
         "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
          heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}{uncovered}; \
-         closed for memory {}",
+         closed for memory {}; refused: budget {} no hello {} not TLS {}; priced P-256 {}, \
+         handshake work {} M instructions",
         appliance.open_https_connections(),
         counters.full_handshakes,
         counters.resumed_handshakes,
         counters.failures,
         counters.deferred,
         counters.memory_closed,
+        counters.refused_budget,
+        counters.refused_no_hello,
+        counters.refused_not_tls,
+        counters.priced_p256,
+        counters.charged_millions,
     );
 }
 

@@ -92,6 +92,8 @@ unsafe impl critical_section::Impl for IrqMask {
 pub struct Https {
     /// The rustls configuration (certificate, key, tickets).
     pub config: Arc<ServerConfig>,
+    /// The certificate's key (what the handshake budget charges for its signatures).
+    pub key: bramble_tls::hello::CertificateKey,
     /// The pool's connections and buffers.
     pub memory: &'static mut HttpsMemory<'static>,
     /// Sockets to keep back from the HTTP pool.
@@ -237,6 +239,7 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
     CERTIFICATE.call_once(|| identity.clone());
     Some(Https {
         config,
+        key: identity.certificate_key(),
         memory,
         sockets: pool,
         port: settings.https_port,

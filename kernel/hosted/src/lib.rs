@@ -325,17 +325,17 @@ fn start_acme<D: EthernetDevice>(
 const HTTPS_RX_LEN: usize = 4096;
 const HTTPS_TX_LEN: usize = 16384;
 
+/// What HTTPS needs: the rustls configuration, its certificate's key type and the pool's
+/// memory.
+type PreparedHttps = (
+    std::sync::Arc<bramble_tls::ServerConfig>,
+    bramble_tls::hello::CertificateKey,
+    &'static mut HttpsMemory<'static>,
+);
+
 /// What HTTPS needs, made from the certificate files: the rustls configuration and the
 /// pool's memory (leaked: it lives as long as the process).
-fn prepare_https(
-    config: &HostedConfig,
-) -> Result<
-    Option<(
-        std::sync::Arc<bramble_tls::ServerConfig>,
-        &'static mut HttpsMemory<'static>,
-    )>,
-    HostedError,
-> {
+fn prepare_https(config: &HostedConfig) -> Result<Option<PreparedHttps>, HostedError> {
     let Some((certificate, key)) = &config.tls else {
         return Ok(None);
     };
@@ -353,10 +353,11 @@ fn prepare_https(
                 key.display()
             ))
         })?;
+    let key = identity.certificate_key();
     let tls = bramble_tls::server_config(identity, bramble_tls::SniPolicy::AnyName)
         .map_err(|error| HostedError::Tls(error.to_string()))?;
     let memory = https_memory(config);
-    Ok(Some((tls, memory)))
+    Ok(Some((tls, key, memory)))
 }
 
 /// Monotonic time since the process started.
@@ -607,9 +608,9 @@ fn serve<D: EthernetDevice>(
             clock.now(),
         );
     }
-    if let Some((tls, memory)) = https {
+    if let Some((tls, key, memory)) = https {
         appliance
-            .start_https(tls, memory, 443, clock.now())
+            .start_https(tls, key, memory, 443, clock.now())
             .map_err(HostedError::Net)?;
     }
     if let Some(acme) = &config.acme {
@@ -692,14 +693,20 @@ fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
         let _ = writeln!(
             out,
             "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}; \
-             abandoned at the 10 s handshake limit {}, closed for memory {}",
+             abandoned at the 10 s handshake limit {}, closed for memory {}; refused: budget {} \
+             no hello {} not TLS {}; priced P-256 {}, handshake work {} M instructions",
             appliance.open_https_connections(),
             tls.full_handshakes,
             tls.resumed_handshakes,
             tls.failures,
             tls.deferred,
             counters.handshakes_abandoned,
-            tls.memory_closed
+            tls.memory_closed,
+            tls.refused_budget,
+            tls.refused_no_hello,
+            tls.refused_not_tls,
+            tls.priced_p256,
+            tls.charged_millions,
         );
     }
     let _ = out.flush();

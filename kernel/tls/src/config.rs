@@ -94,6 +94,15 @@ impl Identity {
             .unwrap_or(false)
     }
 
+    /// The key that signs each full handshake (what [`crate::hello::HandshakeCost`] prices).
+    pub fn certificate_key(&self) -> crate::hello::CertificateKey {
+        match self.certified.key.algorithm() {
+            rustls::SignatureAlgorithm::ED25519 => crate::hello::CertificateKey::Ed25519,
+            // Identity::from_pem takes only ECDSA P-256 besides.
+            _ => crate::hello::CertificateKey::EcdsaP256,
+        }
+    }
+
     /// Bytes of the whole chain as sent in the Certificate message (for sizing buffers).
     pub fn chain_len(&self) -> usize {
         self.certified.cert.iter().map(|cert| cert.len() + 3).sum()

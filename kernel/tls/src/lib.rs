@@ -17,6 +17,7 @@ pub mod clock;
 pub mod config;
 pub mod health;
 pub mod heap;
+pub mod hello;
 pub mod provider;
 pub mod random;
 pub mod session;

@@ -771,17 +771,18 @@ impl<'a> AcmeAgent<'a> {
         let identity = bramble_tls::Identity::from_pem(chain_pem.as_bytes(), key_pem.as_bytes())
             .map_err(|problem| format!("{problem}"))?;
         let validity = identity.validity();
+        let key = identity.certificate_key();
         let config = bramble_tls::server_config(identity, bramble_tls::SniPolicy::AnyName)
             .map_err(|problem| format!("{problem}"))?;
         if let Some(https) = &mut appliance.https {
-            https.shared_mut().replace_config(config);
+            https.shared_mut().replace_config(config, key);
         } else {
             let memory = self
                 .https_memory
                 .take()
                 .ok_or_else(|| String::from("no memory for HTTPS"))?;
             appliance
-                .start_https(config, memory, self.config.https_port, now)
+                .start_https(config, key, memory, self.config.https_port, now)
                 .map_err(|problem| format!("{problem}"))?;
             if self.config.redirect_plain_http {
                 appliance

@@ -38,7 +38,10 @@ pub use memory::{
     ApplianceMemory, ClockMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, HttpsMemory,
     MDNS_BUFFER_LEN, MDNS_PACKETS, PoolSizes,
 };
-pub use pool::{CLOSE_LIMIT_MICROS, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS, PooledConnection};
+pub use pool::{
+    CLOSE_LIMIT_MICROS, FirstBytes, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS, Opening,
+    PooledConnection,
+};
 
 use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, Held, PhyCounters};
@@ -453,12 +456,13 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.phy.limit_connection_requests([https, None]);
     }
 
-    /// Starts serving HTTPS on `port` with `config`, in `memory` and the socket slots
+    /// Starts serving HTTPS on `port` with `config` (whose certificate has `key`), in `memory` and the socket slots
     /// [`ApplianceMemory::reserved_sockets`] kept back. Returns the HTTPS pool's size. Can be
     /// called once, at start-up or later (once a certificate is at hand).
     pub fn start_https(
         &mut self,
         config: Arc<bramble_tls::ServerConfig>,
+        key: bramble_tls::hello::CertificateKey,
         memory: &'a mut HttpsMemory<'a>,
         port: u16,
         now: Instant,
@@ -477,7 +481,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.https = Some(ConnectionPool::new(
             &mut self.sockets,
             connections,
-            TlsShared::new(config, now),
+            TlsShared::new(config, key, now),
             tcp_buffers,
             (*tcp_rx_len, *tcp_tx_len),
             size,

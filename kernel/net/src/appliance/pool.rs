@@ -25,9 +25,18 @@ const PROGRESS_ROUNDS: usize = 8;
 pub trait PooledConnection {
     /// What the pool's connections share (the TLS configuration and handshake budget).
     type Shared;
-    /// Starts serving an established TCP connection. `false` defers it: the pool asks again
-    /// on a later pass (the TLS handshake budget is spent), within the handshake limit.
-    fn open(&mut self, shared: &mut Self::Shared, server: &mut Server<'_>, now: Instant) -> bool;
+    /// Starts serving an established TCP connection, whose first bytes (`queued` of them
+    /// wait in the socket) `peek` copies without taking them. Anything but
+    /// [`Opening::Open`] leaves the connection to the pool, which asks again on later passes
+    /// within [`HANDSHAKE_LIMIT_MICROS`]. `behind` says that an older connection waits for
+    /// the handshake budget: a new one must not take it first.
+    fn open(
+        &mut self,
+        shared: &mut Self::Shared,
+        server: &mut Server<'_>,
+        first_bytes: FirstBytes<'_>,
+        now: Instant,
+    ) -> Opening;
     /// Bytes from the peer; returns how many were taken.
     fn receive(
         &mut self,
@@ -58,13 +67,52 @@ pub trait PooledConnection {
     fn shared_deadline(_shared: &Self::Shared, _now: Instant) -> Option<Instant> {
         None
     }
+    /// The pool reset a connection that was not opened in time, having last said `waited`.
+    fn gave_up(_shared: &mut Self::Shared, _waited: Opening) {}
+    /// The TCP connection `open` was shown is gone before it opened: forget what was read
+    /// of it.
+    fn not_opened(&mut self) {}
+}
+
+/// What [`PooledConnection::open`] sees of a new connection.
+pub struct FirstBytes<'s> {
+    /// Bytes waiting in the socket.
+    pub queued: usize,
+    /// Copies the first waiting bytes into a buffer, leaving them in the socket; returns
+    /// how many.
+    pub peek: &'s mut dyn FnMut(&mut [u8]) -> usize,
+    /// The peer has sent its FIN: no more bytes will come.
+    pub finished: bool,
+    /// The socket's receive buffer is full: no more bytes fit until some are taken.
+    pub full: bool,
+    /// An older connection waits for the shared budget.
+    pub behind: bool,
+}
+
+/// What [`PooledConnection::open`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opening {
+    /// Serve it from this pass on.
+    Open,
+    /// Its first message is not all in yet (a TLS ClientHello).
+    WaitForBytes,
+    /// The shared budget is spent (TLS handshakes): it waits its turn, oldest first.
+    Deferred,
+    /// Not to be served (not a TLS client on the TLS port): reset.
+    Refuse,
 }
 
 impl PooledConnection for Connection {
     type Shared = ();
-    fn open(&mut self, _: &mut (), server: &mut Server<'_>, now: Instant) -> bool {
+    fn open(
+        &mut self,
+        _: &mut (),
+        server: &mut Server<'_>,
+        _: FirstBytes<'_>,
+        now: Instant,
+    ) -> Opening {
         Connection::open(self, server, now);
-        true
+        Opening::Open
     }
     fn receive(&mut self, _: &mut (), server: &mut Server<'_>, data: &[u8], now: Instant) -> usize {
         Connection::receive(self, server, data, now)
@@ -110,6 +158,14 @@ pub(super) struct PoolSlot {
     /// spent); it must open within [`HANDSHAKE_LIMIT_MICROS`] of this, and the longest
     /// waiting opens first.
     pub(super) deferred_since: Option<Instant>,
+    /// When the established connection was first found without its whole first message (a
+    /// ClientHello); it must come within [`HANDSHAKE_LIMIT_MICROS`] (a slow ClientHello, or
+    /// none at all, holds no slot for longer).
+    pub(super) waiting_since: Option<Instant>,
+    /// This slot reset its connection before opening it: it listens again only once the
+    /// RST has gone out (listening forgets the peer, and smoltcp sends the RST only to a
+    /// peer it knows).
+    pub(super) reset_pending: bool,
 }
 
 /// The TCP sockets on one port (in the appliance's socket set) and the connection each one
@@ -156,6 +212,8 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
                 closing: false,
                 since: None,
                 deferred_since: None,
+                waiting_since: None,
+                reset_pending: false,
             });
         }
         Self {
@@ -204,12 +262,16 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
         counters: &mut ApplianceCounters,
         now: Instant,
     ) {
-        self.open_deferred(sockets, server, counters, now);
+        let behind = self.open_deferred(sockets, server, counters, now);
         let port = self.port;
         let shared = &mut self.shared;
         for (slot, connection) in self.slots.iter_mut().zip(self.connections.iter_mut()) {
             let socket = sockets.get_mut::<tcp::Socket>(slot.handle);
-            if !slot.open && !slot.admit(socket, connection, shared, server, counters, port, now) {
+            if !slot.open
+                && !slot.admit(
+                    socket, connection, shared, server, counters, port, behind, now,
+                )
+            {
                 continue;
             }
             let wrote = exchange(socket, connection, shared, server, now);
@@ -227,14 +289,17 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
     /// left of the budget (in [`ConnectionPool::poll`]'s walk, in slot order). Without this a
     /// waiting connection in a high slot lost every token to newer ones in lower slots (new
     /// connections take the lowest listening socket) and could be reset at the handshake
-    /// limit while the budget was being spent on clients that came after it.
+    /// limit while the budget was being spent on clients that came after it. Returns whether
+    /// one is still waiting (then no newer connection may take the budget in this pass: with
+    /// handshakes priced by their cost, a cheap newcomer would otherwise pass a dear one for
+    /// ever).
     fn open_deferred(
         &mut self,
         sockets: &mut SocketSet<'a>,
         server: &mut Server<'a>,
         counters: &mut ApplianceCounters,
         now: Instant,
-    ) {
+    ) -> bool {
         let port = self.port;
         // Each turn opens one connection or ends a wait (a reset client, the limit) or
         // stops: at most one turn per slot.
@@ -247,12 +312,12 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
                 .filter_map(|(index, slot)| slot.deferred_since.map(|since| (since, index)))
                 .min();
             let Some((_, index)) = oldest else {
-                return;
+                return false;
             };
             let (Some(slot), Some(connection)) =
                 (self.slots.get_mut(index), self.connections.get_mut(index))
             else {
-                return;
+                return false;
             };
             let socket = sockets.get_mut::<tcp::Socket>(slot.handle);
             let opened = slot.admit(
@@ -262,13 +327,15 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
                 server,
                 counters,
                 port,
+                false,
                 now,
             );
             if !opened && slot.deferred_since.is_some() {
                 // Deferred again: the budget is spent for this pass.
-                return;
+                return true;
             }
         }
+        false
     }
 
     /// The earliest of the open connections' deadlines and the handshake and close limits.
@@ -286,7 +353,10 @@ impl<'a, C: PooledConnection> ConnectionPool<'a, C> {
                 };
                 next = earliest(next, Some(since.add_micros(limit)));
             }
-            if let Some(since) = slot.deferred_since {
+            for since in [slot.deferred_since, slot.waiting_since]
+                .into_iter()
+                .flatten()
+            {
                 next = earliest(next, Some(since.add_micros(HANDSHAKE_LIMIT_MICROS)));
             }
         }
@@ -307,28 +377,68 @@ impl PoolSlot {
         server: &mut Server<'_>,
         counters: &mut ApplianceCounters,
         port: u16,
+        behind: bool,
         now: Instant,
     ) -> bool {
         match socket.state() {
             // CLOSE-WAIT: the client sent its request and its FIN before we looked; the
             // request is still in the buffer and gets its answer.
             tcp::State::Established | tcp::State::CloseWait => {
-                // The TCP handshake's clock stops here; a deferral has a clock of its own.
+                // The TCP handshake's clock stops here; waiting has clocks of its own.
                 self.since = None;
-                if !connection.open(shared, server, now) {
-                    // Deferred (the TLS handshake budget is spent): the request waits in the
-                    // socket, within the same limit as a handshake.
-                    let since = *self.deferred_since.get_or_insert(now);
-                    if now.micros_since(since) >= HANDSHAKE_LIMIT_MICROS {
+                let queued = socket.recv_queue();
+                let finished = !socket.may_recv();
+                let full = queued >= socket.recv_capacity();
+                let opening = connection.open(
+                    shared,
+                    server,
+                    FirstBytes {
+                        queued,
+                        peek: &mut |buffer| socket.peek_slice(buffer).unwrap_or(0),
+                        finished,
+                        full,
+                        behind,
+                    },
+                    now,
+                );
+                let clock = match opening {
+                    Opening::Open => None,
+                    Opening::Refuse => {
                         socket.abort();
+                        self.reset_pending = true;
+                        connection.not_opened();
                         self.deferred_since = None;
+                        self.waiting_since = None;
+                        counters.connections_aborted += 1;
+                        return false;
+                    }
+                    // The first message waits in the socket, within the same limit as a
+                    // handshake; so does a message the budget defers.
+                    Opening::Deferred => {
+                        self.waiting_since = None;
+                        Some(&mut self.deferred_since)
+                    }
+                    Opening::WaitForBytes => Some(&mut self.waiting_since),
+                };
+                if let Some(clock) = clock {
+                    let since = *clock.get_or_insert(now);
+                    // A peer that finished sending without a whole first message never will.
+                    let hopeless = opening == Opening::WaitForBytes && finished;
+                    if hopeless || now.micros_since(since) >= HANDSHAKE_LIMIT_MICROS {
+                        socket.abort();
+                        self.reset_pending = true;
+                        connection.not_opened();
+                        self.deferred_since = None;
+                        self.waiting_since = None;
                         counters.handshakes_abandoned += 1;
+                        C::gave_up(shared, opening);
                     }
                     return false;
                 }
                 self.open = true;
                 self.closing = false;
                 self.deferred_since = None;
+                self.waiting_since = None;
                 counters.connections_opened += 1;
                 if let Some(peer) = socket.remote_endpoint() {
                     let address = core::net::IpAddr::from(peer.addr);
@@ -343,14 +453,24 @@ impl PoolSlot {
                 let since = *self.since.get_or_insert(now);
                 if now.micros_since(since) >= HANDSHAKE_LIMIT_MICROS {
                     socket.abort();
+                    self.reset_pending = true;
                     self.since = None;
                     counters.handshakes_abandoned += 1;
                 }
                 false
             }
             _ => {
+                if self.deferred_since.is_some() || self.waiting_since.is_some() {
+                    // The client left while its connection waited.
+                    connection.not_opened();
+                }
                 self.since = None;
                 self.deferred_since = None;
+                self.waiting_since = None;
+                if core::mem::take(&mut self.reset_pending) {
+                    // The RST goes out in the interface pass after this one.
+                    return false;
+                }
                 if !socket.is_open() {
                     // Cannot fail: the port is not zero and the socket is not open.
                     let _ = socket.listen(port);

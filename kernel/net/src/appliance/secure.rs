@@ -1,28 +1,43 @@
 //! HTTPS: a pool slot that runs the HTTP engine inside a TLS session ([`TlsConnection`]),
 //! the configuration its slots share ([`TlsShared`]), and the budget that rate-limits new
-//! handshakes ([`HandshakeBudget`]) so that a flood of them cannot starve plain HTTP.
+//! handshakes by their cost ([`HandshakeBudget`]) so that no mix of them can starve plain
+//! HTTP.
+//!
+//! The budget is spent when the ClientHello is in, not at TCP accept: a connection that
+//! sends nothing costs no handshake, only its slot for [`super::pool::HANDSHAKE_LIMIT_MICROS`].
+//! The pool shows [`TlsConnection::open`] the bytes waiting in the socket without taking them;
+//! [`bramble_tls::hello`] reads the group rustls will pick and prices the handshake in
+//! instructions measured on the target (6.62 M with X25519 and an ECDSA P-256 certificate,
+//! 19.5 M with P-256 key exchange, 3.63 M with an Ed25519 certificate). A resumed handshake is
+//! given its signature back once rustls has resumed it. Hellos the budget defers wait in
+//! arrival order (the pool's [`super::pool::Opening::Deferred`]), and newer ones do not pass
+//! them, so a flood of cheap hellos cannot starve a client that offers only P-256.
 
-use super::pool::PooledConnection;
+use super::pool::{FirstBytes, Opening, PooledConnection};
 use alloc::sync::Arc;
 use bramble_hal::Instant;
 use bramble_http::{Connection, ConnectionAction, Server};
+use bramble_tls::hello::{self, CertificateKey, Group, HandshakeCost, Peek};
 use bramble_tls::session::{Phase, TlsSession};
 use bramble_tls::{Application, ServerConfig};
 
-/// New TLS handshakes allowed per second, on average. A full handshake costs about 6.6 M
-/// instructions (P-256 certificate, X25519; measured with the tls-probe under -icount), so
-/// 48 a second is under half of a 700 MHz ARM1176 at one instruction per cycle, leaving the
-/// rest for plain HTTP and for the open connections.
-pub const HANDSHAKES_PER_SECOND: u32 = 48;
-/// Handshakes that may start back to back after a quiet spell.
-pub const HANDSHAKE_BURST: u32 = 16;
+/// The CPU handshakes may take, in thousands of instructions a second: 45% of a 700 MHz
+/// ARM1176 at about one instruction a cycle (what 48 X25519 handshakes a second took), so
+/// that plain HTTP and the open connections keep the rest whatever groups the clients offer:
+/// 47 full handshakes a second with X25519, 16 with P-256 only, 86 with an Ed25519
+/// certificate, about 100 resumptions.
+pub const HANDSHAKE_SHARE_PER_SECOND: u32 = 315_000;
+/// Handshake work that may start back to back after a quiet spell (thousands of
+/// instructions): 16 full X25519 handshakes, more than the dearest one (19.5 M).
+pub const HANDSHAKE_BURST: u32 = 16 * 6_620;
 
-/// A token bucket of handshakes: refills at a fixed rate up to a burst.
+/// A token bucket of handshake work (thousands of instructions): refills at a fixed rate up
+/// to a burst.
 #[derive(Clone, Copy, Debug)]
 pub struct HandshakeBudget {
     per_second: u32,
     burst: u32,
-    /// Tokens in millionths.
+    /// Work in millionths of a unit.
     micro_tokens: u64,
     refilled_at: Instant,
 }
@@ -30,7 +45,7 @@ pub struct HandshakeBudget {
 const ONE_TOKEN: u64 = 1_000_000;
 
 impl HandshakeBudget {
-    /// A full bucket of `burst` tokens refilling at `per_second`.
+    /// A full bucket of `burst` units refilling at `per_second` units a second.
     pub fn new(per_second: u32, burst: u32, now: Instant) -> Self {
         Self {
             per_second: per_second.max(1),
@@ -50,22 +65,38 @@ impl HandshakeBudget {
             .min(u64::from(self.burst) * ONE_TOKEN);
     }
 
-    /// Takes one handshake's token if there is one.
-    pub fn take(&mut self, now: Instant) -> bool {
+    /// What `cost` needs in the bucket: all of it, or a full bucket for work beyond a burst.
+    fn needed(&self, cost: u32) -> u64 {
+        u64::from(cost.min(self.burst)) * ONE_TOKEN
+    }
+
+    /// Takes `cost` units if the bucket holds them.
+    pub fn take(&mut self, cost: u32, now: Instant) -> bool {
         self.refill(now);
-        if self.micro_tokens >= ONE_TOKEN {
-            self.micro_tokens -= ONE_TOKEN;
+        if self.micro_tokens >= self.needed(cost) {
+            self.micro_tokens = self
+                .micro_tokens
+                .saturating_sub(u64::from(cost) * ONE_TOKEN);
             true
         } else {
             false
         }
     }
 
-    /// When the next token will be there (now, if one is).
-    pub fn next_token(&self, now: Instant) -> Instant {
+    /// Returns `units` taken for work that was not done (up to the burst).
+    pub fn give_back(&mut self, units: u32, now: Instant) {
+        self.refill(now);
+        self.micro_tokens = self
+            .micro_tokens
+            .saturating_add(u64::from(units) * ONE_TOKEN)
+            .min(u64::from(self.burst) * ONE_TOKEN);
+    }
+
+    /// When `cost` units will be there (now, if they are).
+    pub fn next_token(&self, cost: u32, now: Instant) -> Instant {
         let mut copy = *self;
         copy.refill(now);
-        let missing = ONE_TOKEN.saturating_sub(copy.micro_tokens);
+        let missing = self.needed(cost).saturating_sub(copy.micro_tokens);
         now.add_micros(missing.div_ceil(u64::from(self.per_second)))
     }
 }
@@ -79,8 +110,21 @@ pub struct TlsCounters {
     pub resumed_handshakes: u64,
     /// Sessions ended by a TLS error (bad record, failed handshake, refused name).
     pub failures: u64,
-    /// Connection openings put off because the handshake budget was spent.
+    /// ClientHellos put off because the handshake budget was spent.
     pub deferred: u64,
+    /// Of those, the connections reset after waiting the handshake limit for the budget.
+    pub refused_budget: u64,
+    /// Connections reset for sending no whole ClientHello within the handshake limit (or
+    /// ending before one).
+    pub refused_no_hello: u64,
+    /// Connections reset because their first bytes were no TLS handshake record.
+    pub refused_not_tls: u64,
+    /// ClientHellos priced with P-256 key exchange (offered only P-256, first, or asked for
+    /// a retry; or unreadable, priced as dearest).
+    pub priced_p256: u64,
+    /// Handshake work charged to the budget, in millions of instructions (resumptions' given
+    /// back signatures deducted).
+    pub charged_millions: u64,
     /// Of `failures`: sessions closed because their waiting plaintext found no heap, or
     /// would have passed its bound (`bramble_tls::session::MAX_PENDING_LEN`).
     pub memory_closed: u64,
@@ -102,35 +146,58 @@ impl TlsCounters {
 /// What the TLS pool's connections share.
 pub struct TlsShared {
     config: Arc<ServerConfig>,
+    /// The certificate's key (what a full handshake's signature costs).
+    key: CertificateKey,
     budget: HandshakeBudget,
-    /// Connections waiting for a handshake token (deferred on this or an earlier pass).
-    waiting: bool,
+    /// The cheapest price deferred since the budget last opened a connection: when to look
+    /// again.
+    waiting: Option<u32>,
+    /// Charged work not yet counted in whole millions.
+    charged_thousands: u64,
     counters: TlsCounters,
 }
 
 impl TlsShared {
-    /// Shares `config` among the pool's connections, with the default handshake budget.
-    pub fn new(config: Arc<ServerConfig>, now: Instant) -> Self {
+    /// Shares `config` (whose certificate has `key`) among the pool's connections, with the
+    /// default handshake budget.
+    pub fn new(config: Arc<ServerConfig>, key: CertificateKey, now: Instant) -> Self {
         Self::with_budget(
             config,
-            HandshakeBudget::new(HANDSHAKES_PER_SECOND, HANDSHAKE_BURST, now),
+            key,
+            HandshakeBudget::new(HANDSHAKE_SHARE_PER_SECOND, HANDSHAKE_BURST, now),
         )
     }
 
     /// As [`TlsShared::new`] with a budget of one's own (tests).
-    pub fn with_budget(config: Arc<ServerConfig>, budget: HandshakeBudget) -> Self {
+    pub fn with_budget(
+        config: Arc<ServerConfig>,
+        key: CertificateKey,
+        budget: HandshakeBudget,
+    ) -> Self {
         Self {
             config,
+            key,
             budget,
-            waiting: false,
+            waiting: None,
+            charged_thousands: 0,
             counters: TlsCounters::default(),
         }
     }
 
-    /// Serves `config` (a renewed certificate) to connections opened from now on; open
-    /// ones finish with the one they started with.
-    pub fn replace_config(&mut self, config: Arc<ServerConfig>) {
+    /// Serves `config` (a renewed certificate, with `key`) to connections opened from now
+    /// on; open ones finish with the one they started with.
+    pub fn replace_config(&mut self, config: Arc<ServerConfig>, key: CertificateKey) {
         self.config = config;
+        self.key = key;
+    }
+
+    fn charge(&mut self, thousands: u32, given_back: bool) {
+        if given_back {
+            self.charged_thousands = self.charged_thousands.saturating_sub(u64::from(thousands));
+        } else {
+            self.charged_thousands = self.charged_thousands.saturating_add(u64::from(thousands));
+        }
+        self.counters.charged_millions = self.charged_thousands / 1000;
     }
 
     /// The counts so far.
@@ -173,6 +240,13 @@ pub struct TlsConnection<'a> {
     session: Session<'a>,
     /// The handshake's completion has been counted.
     counted: bool,
+    /// The ClientHello's price, once read (kept while the budget defers it).
+    price: Option<HandshakeCost>,
+    /// The deferral of this connection's ClientHello has been counted.
+    deferral_counted: bool,
+    /// Bytes that waited in the socket at the last look for a ClientHello: no new look
+    /// until more come.
+    looked_at: usize,
 }
 
 impl<'a> TlsConnection<'a> {
@@ -182,7 +256,56 @@ impl<'a> TlsConnection<'a> {
             http: Connection::new(),
             session: Session::Idle(Some((incoming, outgoing))),
             counted: false,
+            price: None,
+            deferral_counted: false,
+            looked_at: 0,
         }
+    }
+
+    /// Reads the ClientHello waiting in the socket (into the idle receive buffer) and
+    /// prices it, or says why the connection cannot open yet.
+    fn price_hello(
+        &mut self,
+        shared: &mut TlsShared,
+        first: &mut FirstBytes<'_>,
+    ) -> Result<HandshakeCost, Opening> {
+        if first.queued == 0 || first.queued == self.looked_at {
+            return Err(Opening::WaitForBytes);
+        }
+        self.looked_at = first.queued;
+        let Session::Idle(Some((incoming, _))) = &mut self.session else {
+            return Err(Opening::Refuse);
+        };
+        let len = first.queued.min(incoming.len());
+        let Some(scratch) = incoming.get_mut(..len) else {
+            return Err(Opening::Refuse);
+        };
+        let seen = (first.peek)(scratch).min(len);
+        let peeked = match hello::peek(scratch.get(..seen).unwrap_or_default()) {
+            // The socket is full and the record is still not whole: rustls reads it in
+            // pieces, at the dearest price.
+            Peek::Incomplete if first.full => None,
+            Peek::Incomplete => return Err(Opening::WaitForBytes),
+            Peek::NotTls => {
+                shared.counters.refused_not_tls += 1;
+                return Err(Opening::Refuse);
+            }
+            Peek::Hello(summary) => Some(summary),
+            Peek::Unreadable => None,
+        };
+        let p256 = match peeked {
+            Some(summary) => summary.group == Some(Group::P256) || summary.retry,
+            None => true,
+        };
+        shared.counters.priced_p256 += u64::from(p256);
+        Ok(HandshakeCost::of(peeked, shared.key))
+    }
+
+    /// Ready for the next TCP connection's ClientHello.
+    fn forget_hello(&mut self) {
+        self.price = None;
+        self.deferral_counted = false;
+        self.looked_at = 0;
     }
 
     fn end_session(&mut self) {
@@ -197,7 +320,7 @@ impl<'a> TlsConnection<'a> {
         }
     }
 
-    fn count_handshake(&mut self, shared: &mut TlsShared) {
+    fn count_handshake(&mut self, shared: &mut TlsShared, now: Instant) {
         if let Session::Active(session) = &self.session
             && !self.counted
             && session.phase() != Phase::Handshaking
@@ -206,6 +329,11 @@ impl<'a> TlsConnection<'a> {
             self.counted = true;
             if session.is_resumed() {
                 shared.counters.resumed_handshakes += 1;
+                // No signature was made: its price goes back to the budget.
+                if let Some(price) = self.price {
+                    shared.budget.give_back(price.signature, now);
+                    shared.charge(price.signature, true);
+                }
             } else {
                 shared.counters.full_handshakes += 1;
             }
@@ -216,35 +344,57 @@ impl<'a> TlsConnection<'a> {
 impl PooledConnection for TlsConnection<'_> {
     type Shared = TlsShared;
 
-    fn open(&mut self, shared: &mut TlsShared, server: &mut Server<'_>, now: Instant) -> bool {
-        if !shared.budget.take(now) {
-            if !shared.waiting {
+    fn open(
+        &mut self,
+        shared: &mut TlsShared,
+        server: &mut Server<'_>,
+        mut first: FirstBytes<'_>,
+        now: Instant,
+    ) -> Opening {
+        self.end_session();
+        let price = match self.price {
+            Some(price) => price,
+            None => match self.price_hello(shared, &mut first) {
+                Ok(price) => {
+                    self.price = Some(price);
+                    price
+                }
+                Err(opening) => return opening,
+            },
+        };
+        if first.behind || !shared.budget.take(price.charged, now) {
+            if !self.deferral_counted {
+                self.deferral_counted = true;
                 shared.counters.deferred += 1;
             }
-            shared.waiting = true;
-            return false;
+            shared.waiting = Some(
+                shared
+                    .waiting
+                    .map_or(price.charged, |cheapest| cheapest.min(price.charged)),
+            );
+            return Opening::Deferred;
         }
-        shared.waiting = false;
-        self.end_session();
+        shared.waiting = None;
+        shared.charge(price.charged, false);
         let Session::Idle(buffers) = &mut self.session else {
-            return false;
+            return Opening::Refuse;
         };
         let Some((incoming, outgoing)) = buffers.take() else {
-            return false;
+            return Opening::Refuse;
         };
         match TlsSession::new(shared.config.clone(), incoming, outgoing) {
             Ok(session) => {
                 self.session = Session::Active(session);
                 self.counted = false;
                 self.http.open_secure(server, now);
-                true
+                Opening::Open
             }
             Err(error) => {
                 // Cannot happen with a checked configuration; the buffers are lost to this
                 // slot, which then never opens again.
                 log::error!("tls: cannot start a session: {error}");
                 shared.counters.failures += 1;
-                false
+                Opening::Refuse
             }
         }
     }
@@ -276,7 +426,7 @@ impl PooledConnection for TlsConnection<'_> {
                 data.len()
             }
         };
-        self.count_handshake(shared);
+        self.count_handshake(shared, now);
         taken
     }
 
@@ -325,7 +475,7 @@ impl PooledConnection for TlsConnection<'_> {
                 &mut out[written..],
             );
         }
-        self.count_handshake(shared);
+        self.count_handshake(shared, now);
         written
     }
 
@@ -365,6 +515,7 @@ impl PooledConnection for TlsConnection<'_> {
     fn close(&mut self, _shared: &mut TlsShared, server: &mut Server<'_>) {
         self.http.close(server);
         self.end_session();
+        self.forget_hello();
     }
 
     fn is_responding(&self) -> bool {
@@ -372,7 +523,21 @@ impl PooledConnection for TlsConnection<'_> {
     }
 
     fn shared_deadline(shared: &TlsShared, now: Instant) -> Option<Instant> {
-        shared.waiting.then(|| shared.budget.next_token(now))
+        shared
+            .waiting
+            .map(|cheapest| shared.budget.next_token(cheapest, now))
+    }
+
+    fn not_opened(&mut self) {
+        self.forget_hello();
+    }
+
+    fn gave_up(shared: &mut TlsShared, waited: Opening) {
+        match waited {
+            Opening::Deferred => shared.counters.refused_budget += 1,
+            Opening::WaitForBytes => shared.counters.refused_no_hello += 1,
+            Opening::Open | Opening::Refuse => {}
+        }
     }
 }
 
@@ -384,16 +549,53 @@ mod tests {
     fn the_budget_refills_at_its_rate_up_to_its_burst() {
         let start = Instant::from_micros(1_000_000);
         let mut budget = HandshakeBudget::new(10, 3, start);
-        assert!(budget.take(start) && budget.take(start) && budget.take(start));
-        assert!(!budget.take(start), "the burst is spent");
-        assert_eq!(budget.next_token(start), start.add_micros(100_000));
-        assert!(!budget.take(start.add_micros(99_999)));
-        assert!(budget.take(start.add_micros(100_000)));
+        assert!(budget.take(1, start) && budget.take(1, start) && budget.take(1, start));
+        assert!(!budget.take(1, start), "the burst is spent");
+        assert_eq!(budget.next_token(1, start), start.add_micros(100_000));
+        assert!(!budget.take(1, start.add_micros(99_999)));
+        assert!(budget.take(1, start.add_micros(100_000)));
         let later = start.add_micros(60_000_000);
-        assert!(budget.take(later) && budget.take(later) && budget.take(later));
+        assert!(budget.take(3, later));
         assert!(
-            !budget.take(later),
+            !budget.take(1, later),
             "a long quiet spell refills only the burst"
         );
+    }
+
+    #[test]
+    fn dear_handshakes_take_more_of_the_budget_and_resumptions_give_back() {
+        let start = Instant::from_micros(0);
+        let mut budget = HandshakeBudget::new(HANDSHAKE_SHARE_PER_SECOND, HANDSHAKE_BURST, start);
+        let ecdsa = CertificateKey::EcdsaP256;
+        let p256 = HandshakeCost::dearest(ecdsa);
+        // Flat out for ten seconds after the burst: only the share's worth of P-256 ones.
+        let mut done = 0u32;
+        let mut now = start;
+        while budget.take(p256.charged, now) {
+            done += 1;
+        }
+        let burst = done;
+        for _ in 0..10_000 {
+            now = now.add_micros(1_000);
+            while budget.take(p256.charged, now) {
+                done += 1;
+            }
+        }
+        let share = (done - burst) * p256.charged;
+        assert!(
+            share <= 10 * HANDSHAKE_SHARE_PER_SECOND,
+            "{share} k instructions in 10 s"
+        );
+        assert_eq!(done - burst, 10 * HANDSHAKE_SHARE_PER_SECOND / 19_500);
+        // A resumption's signature comes back.
+        let mut budget = HandshakeBudget::new(1, 6_620, start);
+        assert!(budget.take(6_620, start));
+        assert!(!budget.take(3_640, start));
+        budget.give_back(3_640, start);
+        assert!(budget.take(3_640, start));
+        // Work beyond a burst needs a full bucket, and is not refused for ever.
+        let mut small = HandshakeBudget::new(1_000, 1_000, start);
+        assert!(small.take(19_500, start));
+        assert_eq!(small.next_token(19_500, start), start.add_micros(1_000_000));
     }
 }

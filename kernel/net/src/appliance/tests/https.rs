@@ -5,6 +5,7 @@
 use super::pool::{Client, run_until};
 use super::*;
 use crate::appliance::secure::{HandshakeBudget, TlsConnection, TlsShared};
+use bramble_tls::hello::CertificateKey;
 use bramble_tls::session::MAX_RECORD_LEN;
 use bramble_tls::{Identity, SniPolicy};
 use rustls::pki_types::pem::PemObject;
@@ -62,7 +63,13 @@ fn appliance_with_https(pool: usize) -> (Appliance<'static, WiredDevice>, Client
         Appliance::new(guest, static_config(false), memory, server(), at(0)).unwrap();
     assert_eq!(appliance.pool_size(), 2);
     let size = appliance
-        .start_https(tls_config(), https_memory(pool), 443, at(0))
+        .start_https(
+            tls_config(),
+            CertificateKey::EcdsaP256,
+            https_memory(pool),
+            443,
+            at(0),
+        )
         .unwrap();
     assert_eq!(size, pool);
     (appliance, Client::new(host))
@@ -234,9 +241,17 @@ fn a_second_connection_resumes_and_close_notify_precedes_the_fin() {
     );
 }
 
-/// An appliance with `pool` HTTPS connections whose handshake budget is one a second, no
-/// burst beyond one.
+/// An appliance with `pool` HTTPS connections whose handshake budget is one full X25519
+/// handshake a second, no burst beyond one.
 fn appliance_with_slow_budget(pool: usize) -> (Appliance<'static, WiredDevice>, Client) {
+    appliance_with_budget(pool, HandshakeBudget::new(6_620, 6_620, at(0)))
+}
+
+/// An appliance with `pool` HTTPS connections and this handshake budget.
+fn appliance_with_budget(
+    pool: usize,
+    budget: HandshakeBudget,
+) -> (Appliance<'static, WiredDevice>, Client) {
     let (guest, host) = wired_pair(GUEST_MAC, CLIENT_MAC);
     let memory = memory(2 + pool);
     memory.reserved_sockets = pool;
@@ -250,7 +265,7 @@ fn appliance_with_slow_budget(pool: usize) -> (Appliance<'static, WiredDevice>, 
         tcp_rx_len,
         tcp_tx_len,
     } = https;
-    let shared = TlsShared::with_budget(tls_config(), HandshakeBudget::new(1, 1, at(0)));
+    let shared = TlsShared::with_budget(tls_config(), CertificateKey::EcdsaP256, budget);
     appliance.https = Some(ConnectionPool::new(
         &mut appliance.sockets,
         connections,
@@ -365,4 +380,118 @@ fn a_handshake_flood_is_held_to_the_budget_while_plain_http_is_served() {
         false
     });
     assert_eq!(appliance.tls_counters().unwrap().full_handshakes, 4);
+}
+
+/// A client configuration offering only P-256 key exchange (the dearest handshake).
+fn p256_only_client_config() -> Arc<rustls::ClientConfig> {
+    let mut provider = bramble_tls::provider::provider();
+    provider
+        .kx_groups
+        .retain(|group| group.name() == rustls::NamedGroup::secp256r1);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(CA) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = std::vec![b"http/1.1".to_vec()];
+    Arc::new(config)
+}
+
+#[test]
+fn connections_without_a_client_hello_spend_no_budget_and_are_reset_at_the_limit() {
+    // The budget holds one X25519 handshake: three silent connections came first. (The
+    // token was spent at TCP accept: they took it, and the TLS client waited a second.)
+    let (mut appliance, mut client) = appliance_with_slow_budget(4);
+    let config = client_config();
+    let mut clock = 0;
+    let silent: Vec<SocketHandle> = (0..3).map(|i| client.connect_to(44000 + i, 443)).collect();
+    run_until(&mut appliance, &mut client, &mut clock, 200, |_| false);
+    let mut tls = TlsClient::connect(&mut client, &config, 44010);
+    let done = run_until(&mut appliance, &mut client, &mut clock, 300, |c| {
+        tls.pump(c);
+        !tls.tls.is_handshaking()
+    });
+    assert!(done, "the ClientHello had the budget to itself");
+    assert_eq!(appliance.tls_counters().unwrap().deferred, 0);
+    // The silent ones hold their slots no longer than the handshake limit.
+    run_until(&mut appliance, &mut client, &mut clock, 10_500, |c| {
+        tls.pump(c);
+        false
+    });
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(counters.refused_no_hello, 3);
+    assert_eq!(counters.full_handshakes, 1);
+    for handle in silent {
+        assert!(!client.socket(handle).is_open(), "reset");
+    }
+}
+
+#[test]
+fn p256_only_hellos_pay_three_times_an_x25519_one() {
+    // 6.62 M instructions a second: one X25519 handshake a second, or one P-256-only one
+    // every three. (Counting handshakes, all three opened within two seconds.)
+    let (mut appliance, mut client) =
+        appliance_with_budget(4, HandshakeBudget::new(6_620, 19_500, at(0)));
+    let config = p256_only_client_config();
+    let mut clock = 0;
+    let mut flood: Vec<TlsClient> = (0..3)
+        .map(|i| TlsClient::connect(&mut client, &config, 45000 + i))
+        .collect();
+    let done = |flood: &[TlsClient]| flood.iter().filter(|t| !t.tls.is_handshaking()).count();
+    run_until(&mut appliance, &mut client, &mut clock, 2_500, |c| {
+        flood.iter_mut().for_each(|tls| tls.pump(c));
+        false
+    });
+    assert_eq!(
+        done(&flood),
+        1,
+        "the burst paid for one; the next needs 2.9 s"
+    );
+    run_until(&mut appliance, &mut client, &mut clock, 10_000, |c| {
+        flood.iter_mut().for_each(|tls| tls.pump(c));
+        done(&flood) == 3
+    });
+    assert_eq!(
+        done(&flood),
+        3,
+        "all served in turn, within the handshake limit"
+    );
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(counters.priced_p256, 3);
+    assert!(counters.deferred >= 2);
+    assert_eq!(counters.charged_millions, 3 * 19_500 / 1000);
+}
+
+#[test]
+fn bytes_that_are_not_tls_are_refused_at_once() {
+    let (mut appliance, mut client) = appliance_with_slow_budget(2);
+    let mut clock = 0;
+    let plain = client.connect_to(46000, 443);
+    run_until(&mut appliance, &mut client, &mut clock, 100, |_| false);
+    client
+        .socket(plain)
+        .send_slice(b"GET / HTTP/1.1\r\nHost: bramble\r\n\r\n")
+        .unwrap();
+    let reset = run_until(&mut appliance, &mut client, &mut clock, 200, |c| {
+        !c.socket(plain).is_open()
+    });
+    assert!(
+        reset,
+        "reset without waiting for the limit: {:?} {:?}",
+        appliance.tls_counters(),
+        client.socket(plain).state()
+    );
+    assert_eq!(appliance.tls_counters().unwrap().refused_not_tls, 1);
+    // The slot serves the next client.
+    let config = client_config();
+    let mut tls = TlsClient::connect(&mut client, &config, 46001);
+    let done = run_until(&mut appliance, &mut client, &mut clock, 1_500, |c| {
+        tls.pump(c);
+        !tls.tls.is_handshaking()
+    });
+    assert!(done);
 }
