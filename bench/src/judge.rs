@@ -310,19 +310,8 @@ pub fn run(run: &JudgeRun) -> JudgeReport {
                 }
             }
         }
-        let timeout = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: 10_000_000,
-        };
-        events.clear();
-        match epoll::wait(
-            &epoll,
-            rustix::buffer::spare_capacity(&mut events),
-            Some(&timeout),
-        ) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(error) => panic!("epoll_wait: {error}"),
+        if !bramble_testkit::epoll::wait(&epoll, &mut events, 10) {
+            continue;
         }
         let now = Instant::now();
         for event in events.iter() {
@@ -336,10 +325,7 @@ pub fn run(run: &JudgeRun) -> JudgeReport {
                     let result = client
                         .stream
                         .as_ref()
-                        .map(|s| match s.take_error() {
-                            Ok(None) => s.peer_addr().map(|_| ()),
-                            Ok(Some(error)) | Err(error) => Err(error),
-                        })
+                        .map(bramble_testkit::epoll::connect_result)
                         .unwrap_or(Err(ErrorKind::NotConnected.into()));
                     if result.is_err() {
                         report.failures.connect += 1;

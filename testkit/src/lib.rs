@@ -1,4 +1,5 @@
-//! Bramble's host-side test kit: the one HTTP/1.x response parser.
+//! Bramble's host-side test kit: the one HTTP/1.x response parser, and the epoll client
+//! loop's shared steps ([`epoll`]).
 //!
 //! Host only; nothing of it goes into the kernel. `bramble check` reads answers with it too.
 //!
@@ -9,6 +10,8 @@
 //! not a response. The status line and the header fields are parsed by httparse, and a head
 //! must end its lines with CRLF, so that a test notices a server that sends bare LFs.
 #![forbid(unsafe_code)]
+
+pub mod epoll;
 
 /// Header fields a response may carry before it is refused as malformed.
 const MAX_HEADERS: usize = 64;

@@ -7,6 +7,7 @@
 //! Every loop here is bounded in time (the caller's run length, a hard cap per call) and in
 //! count (the plan's connection numbers); connections go only to the address given.
 
+use bramble_testkit::epoll::{connect_result, wait as epoll_wait};
 use rustix::event::epoll;
 use rustix::net::{AddressFamily, SocketAddrV4, SocketFlags, SocketType, ipproto, sockopt};
 use std::io::{ErrorKind, Read, Write};
@@ -250,17 +251,6 @@ pub fn start_connect(
     Ok(TcpStream::from(fd))
 }
 
-/// The pending error of a socket whose non-blocking connect finished (`Ok` if it connected).
-pub fn connect_result(stream: &TcpStream) -> std::io::Result<()> {
-    match stream.take_error()? {
-        Some(error) => Err(error),
-        None => match stream.peer_addr() {
-            Ok(_) => Ok(()),
-            Err(error) => Err(error),
-        },
-    }
-}
-
 fn run_hoard(plan: &HoardPlan, stop: &AtomicBool) -> HoardStats {
     let started = Instant::now();
     let mut stats = HoardStats::default();
@@ -344,19 +334,8 @@ fn run_hoard(plan: &HoardPlan, stop: &AtomicBool) -> HoardStats {
                 _ => {}
             }
         }
-        let timeout = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: 20_000_000,
-        };
-        events.clear();
-        match epoll::wait(
-            &epoll,
-            rustix::buffer::spare_capacity(&mut events),
-            Some(&timeout),
-        ) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(error) => panic!("epoll_wait: {error}"),
+        if !epoll_wait(&epoll, &mut events, 20) {
+            continue;
         }
         let now = Instant::now();
         for event in events.iter() {
