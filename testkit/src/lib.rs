@@ -1,5 +1,5 @@
 //! Bramble's host-side test kit: the one HTTP/1.x response parser, and the epoll client
-//! loop's shared steps ([`epoll`]).
+//! loop's shared steps ([`epoll`]), and a network namespace with a TAP device ([`netns`]).
 //!
 //! Host only; nothing of it goes into the kernel. `bramble check` reads answers with it too.
 //!
@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod epoll;
+pub mod netns;
 
 /// Header fields a response may carry before it is refused as malformed.
 const MAX_HEADERS: usize = 64;

@@ -12,9 +12,10 @@
 //! them).
 
 use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
+use bramble_testkit::netns::{TapNamespace, run_ok};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -70,19 +71,6 @@ macro_rules! skip_unless_able {
     };
 }
 
-fn run_ok(command: &mut Command) -> Output {
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
 /// A child killed (by its PID, through `Child`) on drop.
 struct Process {
     child: Child,
@@ -132,8 +120,7 @@ impl Drop for Process {
 
 /// The namespace, its TAP, dnsmasq (DHCP + DNS) and the test CA's files.
 struct Lab {
-    name: String,
-    dir: PathBuf,
+    net: TapNamespace,
     dnsmasq: Option<Process>,
     site: PathBuf,
 }
@@ -141,22 +128,12 @@ struct Lab {
 impl Lab {
     /// `names` are answered with the guest's address, `acme.test` with the host's.
     fn new(extra_dns: &[&str]) -> Self {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let name = format!("bramble-acme-{}-{n}", std::process::id());
-        run_ok(Command::new("ip").args(["netns", "add", &name]));
-        let dir = std::env::temp_dir().join(&name);
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
         let mut lab = Lab {
-            name,
-            dir,
+            net: TapNamespace::create("bramble-acme", TAP, &format!("{HOST}/24"))
+                .keep_files_on_panic(),
             dnsmasq: None,
             site: PathBuf::new(),
         };
-        lab.ip(&["link", "set", "lo", "up"]);
-        lab.ip(&["tuntap", "add", "dev", TAP, "mode", "tap"]);
-        lab.ip(&["addr", "add", &format!("{HOST}/24"), "dev", TAP]);
-        lab.ip(&["link", "set", TAP, "up"]);
         lab.make_ca();
         lab.site = lab.make_site();
         let mut args = vec![
@@ -175,14 +152,17 @@ impl Lab {
             format!("--dhcp-option=option:dns-server,{HOST}"),
             "--dhcp-authoritative".into(),
             "--no-ping".into(),
-            format!("--dhcp-leasefile={}", lab.dir.join("leases").display()),
-            format!("--pid-file={}", lab.dir.join("dnsmasq.pid").display()),
+            format!(
+                "--dhcp-leasefile={}",
+                lab.net.dir().join("leases").display()
+            ),
+            format!("--pid-file={}", lab.net.dir().join("dnsmasq.pid").display()),
             "--log-queries".into(),
         ];
         for entry in extra_dns {
             args.push(format!("--address=/{entry}"));
         }
-        let log = lab.dir.join("dnsmasq.log");
+        let log = lab.net.dir().join("dnsmasq.log");
         let child = lab
             .command("dnsmasq")
             .args(&args)
@@ -199,18 +179,12 @@ impl Lab {
     }
 
     fn command(&self, program: &str) -> Command {
-        let mut command = Command::new("ip");
-        command.args(["netns", "exec", &self.name, program]);
-        command
-    }
-
-    fn ip(&self, args: &[&str]) {
-        run_ok(self.command("ip").args(args));
+        self.net.command(program)
     }
 
     /// A P-256 CA and a certificate for pebble's listener (acme.test).
     fn make_ca(&self) {
-        let d = &self.dir;
+        let d = self.net.dir();
         let openssl = |args: &[&str]| {
             run_ok(Command::new("openssl").current_dir(d).args(args));
         };
@@ -306,14 +280,14 @@ impl Lab {
                 brotli: None,
             })
             .unwrap();
-        let path = self.dir.join("SITE.BIN");
+        let path = self.net.dir().join("SITE.BIN");
         fs::write(&path, writer.finish().unwrap()).unwrap();
         path
     }
 
     /// Starts pebble with `env` (validation without its random sleeps).
     fn pebble(&self, env: &[(&str, &str)]) -> Process {
-        let log = self.dir.join(format!(
+        let log = self.net.dir().join(format!(
             "pebble-{}.log",
             NEXT.fetch_add(1, Ordering::SeqCst)
         ));
@@ -321,7 +295,7 @@ impl Lab {
         command
             .env("PEBBLE_VA_NOSLEEP", "1")
             .args(["-config"])
-            .arg(self.dir.join("pebble.json"))
+            .arg(self.net.dir().join("pebble.json"))
             .args(["-dnsserver", &format!("{HOST}:53")])
             .stdout(fs::File::create(&log).unwrap())
             .stderr(Stdio::null());
@@ -340,7 +314,7 @@ impl Lab {
 
     /// pebble's issuing root (a new one per pebble start), saved as a file.
     fn pebble_root(&self) -> PathBuf {
-        let path = self.dir.join("pebble-root.pem");
+        let path = self.net.dir().join("pebble-root.pem");
         let out = run_ok(self.command("curl").args([
             "--silent",
             "--insecure",
@@ -354,7 +328,7 @@ impl Lab {
 
     /// A card stand-in: random bytes, the store's region in the middle.
     fn card(&self) -> PathBuf {
-        let path = self.dir.join("card.img");
+        let path = self.net.dir().join("card.img");
         let mut bytes = vec![0u8; (CARD_BLOCKS * 512) as usize];
         let mut x = 0x2545_f491u32;
         for byte in &mut bytes {
@@ -374,7 +348,8 @@ impl Lab {
     /// Starts bramble-hosted with ACME for bramble.test, the card's store, and `args`.
     fn guest(&self, card: Option<&Path>, args: &[&str]) -> Process {
         let log = self
-            .dir
+            .net
+            .dir()
             .join(format!("guest-{}.log", NEXT.fetch_add(1, Ordering::SeqCst)));
         let mut command = self.command(BIN);
         command
@@ -387,7 +362,7 @@ impl Lab {
                 DIRECTORY,
                 "--acme-ca",
             ])
-            .arg(self.dir.join("ca.pem"))
+            .arg(self.net.dir().join("ca.pem"))
             .args(["--acme-email", "owner@bramble.test", "--no-access-log"]);
         if let Some(card) = card {
             command
@@ -494,15 +469,8 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
+        // dnsmasq first; the namespace (a field, dropped after this) then goes with its files.
         self.dnsmasq = None;
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-        if !std::thread::panicking() {
-            let _ = fs::remove_dir_all(&self.dir);
-        } else {
-            eprintln!("(lab files kept in {})", self.dir.display());
-        }
     }
 }
 
@@ -629,7 +597,7 @@ fn faults_are_retried_with_back_off_and_plain_http_keeps_serving() {
 
     // A name that does not resolve.
     let pebble = lab.pebble(&[]);
-    let log = lab.dir.join("dns-guest.log");
+    let log = lab.net.dir().join("dns-guest.log");
     let child = lab
         .command(BIN)
         .args(["--tap", TAP, "--mac", MAC, "--site"])
@@ -641,7 +609,7 @@ fn faults_are_retried_with_back_off_and_plain_http_keeps_serving() {
             "https://missing.test:14000/dir",
             "--acme-ca",
         ])
-        .arg(lab.dir.join("ca.pem"))
+        .arg(lab.net.dir().join("ca.pem"))
         .args(["--acme-retry-seconds", "1"])
         .stdout(Stdio::null())
         .stderr(fs::File::create(&log).unwrap())
@@ -658,7 +626,7 @@ fn faults_are_retried_with_back_off_and_plain_http_keeps_serving() {
 
     // A challenge that fails (the name points elsewhere): a validation failure waits at
     // least 15 minutes (Let's Encrypt allows 5 failed validations an hour).
-    let log = lab.dir.join("wrong-guest.log");
+    let log = lab.net.dir().join("wrong-guest.log");
     let child = lab
         .command(BIN)
         .args(["--tap", TAP, "--mac", MAC, "--site"])
@@ -670,7 +638,7 @@ fn faults_are_retried_with_back_off_and_plain_http_keeps_serving() {
             DIRECTORY,
             "--acme-ca",
         ])
-        .arg(lab.dir.join("ca.pem"))
+        .arg(lab.net.dir().join("ca.pem"))
         .args(["--acme-retry-seconds", "1"])
         .stdout(Stdio::null())
         .stderr(fs::File::create(&log).unwrap())

@@ -9,13 +9,13 @@
 //! ff02::fb and 224.0.0.251; tcpdump shows that `--no-ipv6` sends no IPv6 frame.
 
 use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
+use bramble_testkit::netns::{TapNamespace, run_ok};
 use std::fs;
 use std::io::Read;
 use std::net::{Ipv4Addr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 // radvd, Avahi and tcpdump as the IPv6 peers, shared with the QEMU tests.
@@ -30,8 +30,6 @@ const HOST: &str = "192.168.77.1";
 const GUEST: &str = "192.168.77.2";
 const TAP: &str = "btap0";
 const BIN: &str = env!("CARGO_BIN_EXE_bramble-hosted");
-
-static NEXT_NAMESPACE: AtomicU32 = AtomicU32::new(0);
 
 /// Why these tests cannot run here, if they cannot.
 fn skip_reason() -> Option<String> {
@@ -65,48 +63,25 @@ fn run(command: &mut Command) -> Output {
         .unwrap_or_else(|e| panic!("cannot run {command:?}: {e}"))
 }
 
-fn run_ok(command: &mut Command) -> Output {
-    let output = run(command);
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
-}
-
-/// A network namespace with a TAP device whose host side is 192.168.77.1/24. Deleted (with
-/// everything in it) on drop.
+/// A network namespace with a TAP device whose host side is 192.168.77.1/24 (the test kit's),
+/// deleted with everything in it on drop.
 struct Namespace {
-    name: String,
-    dir: PathBuf,
+    net: TapNamespace,
 }
 
 impl Namespace {
     fn new() -> Self {
-        let n = NEXT_NAMESPACE.fetch_add(1, Ordering::SeqCst);
-        let name = format!("bramble-test-{}-{n}", std::process::id());
-        run_ok(Command::new("ip").args(["netns", "add", &name]));
-        let dir = std::env::temp_dir().join(&name);
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).unwrap();
-        let ns = Namespace { name, dir };
-        ns.ip(&["link", "set", "lo", "up"]);
-        ns.ip(&["tuntap", "add", "dev", TAP, "mode", "tap"]);
-        ns.ip(&["addr", "add", &format!("{HOST}/24"), "dev", TAP]);
-        ns.ip(&["link", "set", TAP, "up"]);
-        ns
+        Namespace {
+            net: TapNamespace::create("bramble-test", TAP, &format!("{HOST}/24")),
+        }
     }
 
     fn command(&self, program: &str) -> Command {
-        let mut command = Command::new("ip");
-        command.args(["netns", "exec", &self.name, program]);
-        command
+        self.net.command(program)
     }
 
     fn ip(&self, args: &[&str]) -> Output {
-        run_ok(self.command("ip").args(args))
+        self.net.ip(args)
     }
 
     /// `curl` inside the namespace, bounded to 20 s.
@@ -120,14 +95,14 @@ impl Namespace {
 
     /// Writes `bytes` to a file in this namespace's scratch directory.
     fn file(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.dir.join(name);
+        let path = self.net.dir().join(name);
         fs::write(&path, bytes).unwrap();
         path
     }
 
     /// Starts `bramble-hosted` inside the namespace with `args`, logging to a file.
     fn start_guest(&self, site: &Path, args: &[&str]) -> Guest {
-        let log = self.dir.join("guest.log");
+        let log = self.net.dir().join("guest.log");
         let log_file = fs::File::create(&log).unwrap();
         let child = self
             .command(BIN)
@@ -151,15 +126,6 @@ impl Namespace {
             .status
             .success()
         })
-    }
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .output();
-        let _ = fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -327,7 +293,7 @@ fn serves_the_site_over_http() {
 
     // Ten clients at once, each fetching the big file.
     let outputs: Vec<PathBuf> = (0..10)
-        .map(|i| ns.dir.join(format!("client{i}.bin")))
+        .map(|i| ns.net.dir().join(format!("client{i}.bin")))
         .collect();
     let children: Vec<Child> = outputs
         .iter()
@@ -444,7 +410,7 @@ fn link_loss_is_logged_and_recovered() {
 fn missing_site_gets_the_diagnostic_page() {
     skip_unless_able!();
     let ns = Namespace::new();
-    let site = ns.dir.join("NOPE.BIN");
+    let site = ns.net.dir().join("NOPE.BIN");
     let _guest = ns.start_guest(&site, &static_args());
     assert!(ns.wait_for_ping(GUEST, 20));
     let out = ns.curl(
@@ -469,7 +435,7 @@ fn gets_an_address_from_dhcp_and_sends_its_hostname() {
     }
     let ns = Namespace::new();
     let (site, _) = test_site(&ns);
-    let leases = ns.dir.join("leases");
+    let leases = ns.net.dir().join("leases");
     let mut dnsmasq = ns
         .command("dnsmasq")
         .args([
@@ -483,7 +449,7 @@ fn gets_an_address_from_dhcp_and_sends_its_hostname() {
             "--dhcp-option=option:router,192.168.77.1",
             "--dhcp-authoritative",
             "--no-ping",
-            &format!("--pid-file={}", ns.dir.join("dnsmasq.pid").display()),
+            &format!("--pid-file={}", ns.net.dir().join("dnsmasq.pid").display()),
         ])
         .arg(format!("--dhcp-leasefile={}", leases.display()))
         .stdout(Stdio::null())
@@ -532,7 +498,7 @@ fn gets_an_address_from_dhcp_and_sends_its_hostname() {
 
 /// Runs `f` on a thread that has entered the namespace's network namespace.
 fn in_namespace<T: Send + 'static>(ns: &Namespace, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{}", ns.name);
+    let path = format!("/var/run/netns/{}", ns.net.name());
     std::thread::spawn(move || {
         let file = fs::File::open(&path).expect("open netns handle");
         #[allow(unsafe_code)] // libc's setns: this test crate has no safe wrapper of it
@@ -647,7 +613,7 @@ fn pcap_capture_records_the_traffic() {
     skip_unless_able!();
     let ns = Namespace::new();
     let (site, _) = test_site(&ns);
-    let capture = ns.dir.join("capture.pcap");
+    let capture = ns.net.dir().join("capture.pcap");
     let capture_arg = capture.to_str().unwrap().to_string();
     let mut args = static_args();
     args.extend(["--pcap", &capture_arg]);
@@ -716,7 +682,7 @@ fn more_clients_than_sessions_are_all_served() {
     // and are answered in turn, so every client is served. Each client writes to its own
     // file: a client blocked on a full pipe would hold its session.
     let outputs: Vec<PathBuf> = (0..12)
-        .map(|i| ns.dir.join(format!("client{i}.bin")))
+        .map(|i| ns.net.dir().join(format!("client{i}.bin")))
         .collect();
     let children: Vec<Child> = outputs
         .iter()
@@ -846,7 +812,7 @@ fn check_avahi(
     family: Transport,
     expected: IpAddr,
 ) {
-    let avahi = Avahi::start(&ns.in_namespace(), &ns.dir, TAP, transport);
+    let avahi = Avahi::start(&ns.in_namespace(), ns.net.dir(), TAP, transport);
     let (address, output) = avahi.resolve(&ns.in_namespace(), name, family);
     assert_eq!(
         address,
@@ -862,7 +828,7 @@ fn slaac_from_radvd_then_ping6_http_mdns_aaaa_and_renumbering() {
     let ns = Namespace::new();
     ns.add_ipv6();
     let (site, big) = test_site(&ns);
-    let mut capture = Capture::start(&ns.in_namespace(), &ns.dir, TAP);
+    let mut capture = Capture::start(&ns.in_namespace(), ns.net.dir(), TAP);
     let tls = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tls/tests/data");
     let (cert, key) = (tls.join("p256.pem"), tls.join("p256.key"));
     let mut args = static_args();
@@ -883,7 +849,7 @@ fn slaac_from_radvd_then_ping6_http_mdns_aaaa_and_renumbering() {
     };
     let radvd = Radvd::start(
         &ns.in_namespace(),
-        &ns.dir,
+        ns.net.dir(),
         "radvd-a",
         &ipv6_peers::radvd_config(TAP, &[lifetimes(PREFIX_A, 12, 8)], Some(DNS6)),
     );
@@ -981,7 +947,7 @@ fn slaac_from_radvd_then_ping6_http_mdns_aaaa_and_renumbering() {
     drop(radvd);
     let _radvd = Radvd::start(
         &ns.in_namespace(),
-        &ns.dir,
+        ns.net.dir(),
         "radvd-b",
         &ipv6_peers::radvd_config(
             TAP,
@@ -1030,7 +996,7 @@ fn with_ipv6_off_no_ipv6_frame_leaves() {
     let ns = Namespace::new();
     ns.add_ipv6();
     let (site, _) = test_site(&ns);
-    let mut capture = Capture::start(&ns.in_namespace(), &ns.dir, TAP);
+    let mut capture = Capture::start(&ns.in_namespace(), ns.net.dir(), TAP);
     let started = Instant::now();
     let mut args = static_args();
     args.push("--no-ipv6");
@@ -1039,7 +1005,7 @@ fn with_ipv6_off_no_ipv6_frame_leaves() {
     ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
     let _radvd = Radvd::start(
         &ns.in_namespace(),
-        &ns.dir,
+        ns.net.dir(),
         "radvd",
         &ipv6_peers::radvd_config(
             TAP,
@@ -1063,7 +1029,7 @@ fn with_ipv6_off_no_ipv6_frame_leaves() {
         "1",
         &format!("ff02::1%{TAP}"),
     ]));
-    let avahi = Avahi::start(&ns.in_namespace(), &ns.dir, TAP, Transport::Ipv6);
+    let avahi = Avahi::start(&ns.in_namespace(), ns.net.dir(), TAP, Transport::Ipv6);
     let (address, output) =
         avahi.resolve(&ns.in_namespace(), "bramble-test.local", Transport::Ipv4);
     assert_eq!(
@@ -1099,12 +1065,12 @@ fn diagnostic_page_over_ipv6_lists_every_address() {
     skip_unless_able!();
     let ns = Namespace::new();
     ns.add_ipv6();
-    let site = ns.dir.join("NOPE.BIN");
+    let site = ns.net.dir().join("NOPE.BIN");
     let mut guest = ns.start_guest(&site, &static_args());
     ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
     let _radvd = Radvd::start(
         &ns.in_namespace(),
-        &ns.dir,
+        ns.net.dir(),
         "radvd",
         &ipv6_peers::radvd_config(
             TAP,
@@ -1158,7 +1124,7 @@ fn one_pool_serves_more_clients_of_both_families_than_it_has_sockets() {
     ipv6_peers::wait_for_link_local(&ns.in_namespace(), TAP, Duration::from_secs(10));
     let _radvd = Radvd::start(
         &ns.in_namespace(),
-        &ns.dir,
+        ns.net.dir(),
         "radvd",
         &ipv6_peers::radvd_config(
             TAP,
@@ -1184,7 +1150,7 @@ fn one_pool_serves_more_clients_of_both_families_than_it_has_sockets() {
         })
         .collect();
     let outputs: Vec<PathBuf> = (0..12)
-        .map(|i| ns.dir.join(format!("client{i}.bin")))
+        .map(|i| ns.net.dir().join(format!("client{i}.bin")))
         .collect();
     let children: Vec<Child> = urls
         .iter()
