@@ -65,6 +65,17 @@ impl TapNamespace {
         command
     }
 
+    /// `program` to be run inside the namespace through `nsenter`, which execs it: the child's
+    /// PID is the program's own, so stopping the child by its PID stops the program.
+    pub fn enter(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net=/run/netns/{}", self.name))
+            .arg("--")
+            .arg(program);
+        command
+    }
+
     /// `ip ARGS` inside the namespace; panics when it fails.
     pub fn ip(&self, args: &[&str]) -> Output {
         run_ok(self.command("ip").args(args))

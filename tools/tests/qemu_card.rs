@@ -11,60 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use bramble_testkit::netns::TapNamespace;
+
 const TAP: &str = "tap0";
-
-/// A namespace `bramble-tool-<pid>` with loopback and `tap0` at 192.168.78.1/24.
-struct Netns {
-    name: String,
-}
-
-fn ip(args: &[&str]) {
-    let output = Command::new("ip").args(args).output().expect("run ip");
-    assert!(
-        output.status.success(),
-        "ip {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-impl Netns {
-    fn create() -> Netns {
-        let netns = Netns {
-            name: format!("bramble-tool-{}", std::process::id()),
-        };
-        let _ = Command::new("ip")
-            .args(["netns", "del", &netns.name])
-            .output();
-        ip(&["netns", "add", &netns.name]);
-        for args in [
-            &["link", "set", "lo", "up"][..],
-            &["tuntap", "add", "dev", TAP, "mode", "tap"],
-            &["addr", "add", "192.168.78.1/24", "dev", TAP],
-            &["link", "set", TAP, "up"],
-        ] {
-            ip(&[&["-n", &netns.name][..], args].concat());
-        }
-        netns
-    }
-
-    /// `program` run inside the namespace (nsenter execs it: the PID is the program's).
-    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut command = Command::new("nsenter");
-        command
-            .arg(format!("--net=/run/netns/{}", self.name))
-            .arg("--")
-            .arg(program);
-        command
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
 
 /// A child killed by PID (SIGTERM first, then SIGKILL) however the test ends.
 struct Stopped(Child);
@@ -158,8 +107,8 @@ fn qemu_image_boots_the_cards_kernel_and_tap_takes_a_dnsmasq_lease() {
         String::from_utf8_lossy(&made.stderr)
     );
 
-    let netns = Netns::create();
-    let mut dnsmasq = netns.command("dnsmasq");
+    let netns = TapNamespace::create("bramble-tool", TAP, "192.168.78.1/24");
+    let mut dnsmasq = netns.enter("dnsmasq");
     dnsmasq.args([
         "--keep-in-foreground",
         "--conf-file=/dev/null",
@@ -183,7 +132,7 @@ fn qemu_image_boots_the_cards_kernel_and_tap_takes_a_dnsmasq_lease() {
             .expect("start dnsmasq"),
     );
 
-    let mut tool = netns.command(env!("CARGO_BIN_EXE_bramble"));
+    let mut tool = netns.enter(env!("CARGO_BIN_EXE_bramble"));
     tool.args(["qemu", "--image"])
         .arg(&card)
         .args(["--tap", TAP])
