@@ -16,11 +16,12 @@ cd "$(dirname "$0")/.."
 # advertisements), avahi-daemon, avahi-utils and dbus-daemon (a private Avahi judging mDNS
 # over IPv6) and tcpdump for the IPv6 tests; python3-doc for a real 1,063-file documentation
 # site (tests/tests/card_boot.rs, serving from the card); gcc builds the QEMU TCG plugins
-# (the benchmark's profiler and the tests' board-rules judge, qemu/plugin/boardrules.c).
+# (the benchmark's profiler and the tests' board-rules judge, qemu/plugin/boardrules.c);
+# prometheus for promtool, which checks the guest's /metrics (tests/tests/owner_view.rs).
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
           openssl testssl.sh python3-venv pebble radvd avahi-daemon avahi-utils dbus-daemon
-          tcpdump python3-doc gcc)
+          tcpdump python3-doc gcc prometheus)
 
 missing=()
 for package in "${packages[@]}"; do

@@ -241,6 +241,113 @@ fn parse_5424(datagram: &[u8]) -> Result<Message, String> {
     })
 }
 
+/// The owner's bearer token in the test's BRAMBLE.TXT.
+const TOKEN: &str = "owner-token-0123456789";
+/// A second address in the namespace, outside `status_from`.
+const STRANGER: &str = "192.168.77.3";
+
+/// GETs `url` from `source` (an address of the namespace) with an optional bearer token;
+/// returns the status code and the body.
+fn fetch(netns: &Netns, source: &str, url: &str, token: Option<&str>) -> (u16, Vec<u8>) {
+    let header = token.map(|token| format!("Authorization: Bearer {token}"));
+    let mut args = vec!["--silent", "--max-time", "20", "--interface", source];
+    if let Some(header) = &header {
+        args.extend(["--header", header.as_str()]);
+    }
+    args.extend(["--write-out", "\n%{http_code}", url]);
+    let output = netns.output("curl", &args);
+    assert!(output.status.success(), "curl {url} from {source}");
+    let split = output
+        .stdout
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .expect("status line");
+    let code = String::from_utf8_lossy(&output.stdout[split + 1..])
+        .parse()
+        .unwrap();
+    (code, output.stdout[..split].to_vec())
+}
+
+/// The status page and metrics: served to `status_from` (promtool accepts the metrics) and
+/// to the token; anyone else, or a wrong token, gets the same 404 as any missing page.
+fn check_status_page_and_metrics(netns: &Netns, dir: &std::path::Path) {
+    let owner = HOST_ADDRESS.to_string();
+    let run = netns.output(
+        "ip",
+        &["addr", "add", &format!("{STRANGER}/24"), "dev", TAP],
+    );
+    assert!(run.status.success(), "adding {STRANGER}");
+    let base = "http://192.168.77.2";
+    let (code, metrics) = fetch(netns, &owner, &format!("{base}/metrics"), None);
+    let metrics_text = String::from_utf8_lossy(&metrics).to_string();
+    assert_eq!(code, 200, "{metrics_text}");
+    assert!(
+        metrics_text.contains("bramble_responses_total{class=\"2xx\"} ")
+            && metrics_text.contains("bramble_uptime_seconds "),
+        "{metrics_text}"
+    );
+    let promtool = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(&metrics)?;
+            child.wait_with_output()
+        })
+        .expect("running promtool (Debian package prometheus)");
+    assert!(
+        promtool.status.success(),
+        "promtool check metrics: {}{}\n{metrics_text}",
+        String::from_utf8_lossy(&promtool.stdout),
+        String::from_utf8_lossy(&promtool.stderr)
+    );
+    let (code, page) = fetch(
+        netns,
+        &owner,
+        &format!("{base}/.well-known/bramble/status"),
+        None,
+    );
+    let page_text = String::from_utf8_lossy(&page).to_string();
+    assert_eq!(code, 200);
+    for needle in ["Bramble status", "Last reset", "power on", "Syslog"] {
+        assert!(
+            page_text.contains(needle),
+            "{needle:?} not on the page:\n{page_text}"
+        );
+    }
+    std::fs::write(dir.join("status.html"), &page).unwrap();
+    if let Ok(keep) = std::env::var("BRAMBLE_KEEP_STATUS_PAGE") {
+        std::fs::write(keep, &page).unwrap();
+    }
+    // A stranger gets exactly the site's 404 for a missing page, token or not.
+    let (missing_code, missing) = fetch(netns, STRANGER, &format!("{base}/no-such-page"), None);
+    assert_eq!(missing_code, 404);
+    for path in ["/metrics", "/.well-known/bramble/status"] {
+        for token in [
+            None,
+            Some("owner-token-012345678"),
+            Some("not-the-owner-token-at-all"),
+        ] {
+            let (code, body) = fetch(netns, STRANGER, &format!("{base}{path}"), token);
+            assert_eq!(
+                (code, &body),
+                (404, &missing),
+                "{path} from {STRANGER} with {token:?}"
+            );
+        }
+        let (code, body) = fetch(netns, STRANGER, &format!("{base}{path}"), Some(TOKEN));
+        assert_eq!(
+            code,
+            200,
+            "{path} with the token: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+}
+
 fn unhex(text: &str) -> Vec<u8> {
     (0..text.len())
         .step_by(2)
@@ -282,7 +389,8 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
         &settings,
         format!(
             "address = 192.168.77.2/24\nhostname = sill\nntp = off\n\
-             syslog = {HOST_ADDRESS}:{COLLECTOR_PORT}\n"
+             syslog = {HOST_ADDRESS}:{COLLECTOR_PORT}\n\
+             status_from = {HOST_ADDRESS}/32\nstatus_token = {TOKEN}\n"
         ),
     )
     .unwrap();
@@ -329,6 +437,8 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
             "curl {path}"
         );
     }
+    check_status_page_and_metrics(&netns, dir.path());
+
     // A missing page (curl --fail: no body) is the collector's signal to stop.
     let _ = netns.curl("http://192.168.77.2/missing-page");
     guest.expect_line("GET /missing-page 404", Duration::from_secs(20));

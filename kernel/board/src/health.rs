@@ -130,6 +130,7 @@ pub fn read_reset_reason() {
         }
         None => (ResetReason::PowerOn, 0, 0),
     };
+    LAST_REASON.store(reason as u32, Ordering::Relaxed);
     record.magic = MAGIC;
     record.reason = ResetReason::Unrecorded as u32;
     record.resets = resets;
@@ -140,6 +141,16 @@ pub fn read_reset_reason() {
         reason.describe(),
         WATCHDOG.reset_status()
     );
+}
+
+/// The previous reset's reason, as [`read_reset_reason`] found it.
+static LAST_REASON: AtomicU32 = AtomicU32::new(ResetReason::PowerOn as u32);
+
+/// Why the board last reset, in a few words (for the status page).
+pub fn last_reset_reason() -> &'static str {
+    ResetReason::from_u32(LAST_REASON.load(Ordering::Relaxed))
+        .unwrap_or(ResetReason::PowerOn)
+        .describe()
 }
 
 /// Records why the kernel is about to reset the board.

@@ -205,6 +205,8 @@ fn kernel_main() -> ! {
     let mut polled_at_interrupt = None;
     // Whether the certificate was checked against the clock (once, when it is first set).
     let mut certificate_checked = false;
+    // When the status page's figures were last refreshed.
+    let mut status_refreshed: Option<u64> = None;
     loop {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
@@ -250,6 +252,13 @@ fn kernel_main() -> ! {
                 appliance.poll(now)
             };
             polled_at_interrupt = Some(usb_interrupts);
+            if status_refreshed
+                .is_none_or(|at| TIMER.micros().saturating_sub(at) >= STATUS_REFRESH_MICROS)
+            {
+                status_refreshed = Some(TIMER.micros());
+                let clock = appliance.unix_seconds(now);
+                appliance.set_status_snapshot(status_snapshot(store, arena.remaining(), clock));
+            }
             progress.link = appliance.link() == bramble_hal::LinkState::Up;
             progress.clock = appliance.unix_seconds(now).is_some();
             progress.https = appliance.tls_counters().is_some();
@@ -324,6 +333,39 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 
 /// One line for the operator and the benchmark harness: uptime, busy time (outside WFI),
 /// interrupts, resets, memory, and the server's counters.
+/// How often the status page's and metrics' figures are refreshed.
+const STATUS_REFRESH_MICROS: u64 = 1_000_000;
+
+/// The board's figures for the status page and metrics (the appliance adds its own).
+fn status_snapshot(
+    store: Option<&storage::Store>,
+    free_bytes: usize,
+    unix_seconds: Option<u64>,
+) -> bramble_http::status::StatusSnapshot {
+    let (resets, _) = health::reset_counts();
+    let used = bramble_boot::cpu::layout::heap_start() - bramble_boot::cpu::layout::kernel_start()
+        + network::used_bytes()
+        + storage::site_bytes();
+    let cache = store.map(|store| store.counters());
+    bramble_http::status::StatusSnapshot {
+        uptime_micros: TIMER.micros(),
+        reset_reason: health::last_reset_reason(),
+        resets,
+        memory_used: used as u64,
+        memory_free: (free_bytes + storage::cache_bytes()) as u64,
+        cache_hits: cache.as_ref().map_or(0, |c| c.hits),
+        cache_misses: cache.as_ref().map_or(0, |c| c.misses),
+        card_bytes_read: cache.as_ref().map_or(0, |c| c.bytes_read),
+        clock_source: if unix_seconds.is_some() {
+            "SNTP"
+        } else {
+            "not set"
+        },
+        unix_seconds,
+        ..Default::default()
+    }
+}
+
 fn print_status(
     net: Option<&mut network::Network>,
     store: Option<&storage::Store>,

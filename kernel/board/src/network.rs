@@ -289,6 +289,8 @@ pub fn start(
             ..ServerConfig::default()
         },
     );
+    let mut server = server;
+    server.set_status_access(status_access(settings));
     match Appliance::new(nic, config, memory, server, Instant::from_micros(micros())) {
         Ok(mut appliance) => {
             appliance.set_copy_words(crate::checksum::copy_sum_words);
@@ -342,6 +344,25 @@ pub fn start(
             None
         }
     }
+}
+
+/// Who may see the status page and metrics, from `status_from` and `status_token`.
+fn status_access(settings: &Settings) -> bramble_http::status::StatusAccess {
+    use bramble_http::status::{Prefix, StatusAccess};
+    let mut access = StatusAccess {
+        token: settings
+            .status_token
+            .as_ref()
+            .and_then(|token| heapless::String::try_from(token.as_str()).ok()),
+        ..StatusAccess::default()
+    };
+    for prefix in &settings.status_from {
+        let _ = access.from.push(Prefix {
+            address: prefix.address,
+            len: prefix.len,
+        });
+    }
+    access
 }
 
 /// [`FULL_POOL`], or a pool scaled down to fit `budget` bytes; with `per_address`, a count

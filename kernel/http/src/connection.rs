@@ -1151,6 +1151,7 @@ impl Connection {
                     self.secure,
                     &mut self.head,
                     &mut search,
+                    self.peer,
                 );
                 if outcome.deferred {
                     let stale = server.config.limits.response_micros;
@@ -1592,6 +1593,7 @@ pub(crate) fn select_variant<'a>(
 }
 
 /// Decides the response to one parsed request and writes its head.
+#[allow(clippy::too_many_arguments)] // the connection's parts, each borrowed separately
 fn respond(
     view: &RequestView<'_>,
     server: &Server<'_>,
@@ -1600,6 +1602,7 @@ fn respond(
     secure: bool,
     head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
     search: &mut SearchState,
+    peer: Option<core::net::IpAddr>,
 ) -> Outcome {
     let limits = &server.config.limits;
     let hsts_seconds = if secure {
@@ -1736,6 +1739,18 @@ fn respond(
             ..Head::new(200)
         };
         return response.finish(head, Some(key_authorization), None);
+    }
+
+    if matches!(view.method, "GET" | "HEAD")
+        && let Some(outcome) = crate::status::respond(
+            &mut response,
+            origin_form(view.target),
+            view.all("authorization").next(),
+            server,
+            peer,
+        )
+    {
+        return outcome;
     }
 
     let image = match server.site {

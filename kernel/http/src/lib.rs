@@ -73,6 +73,7 @@ mod response;
 mod routing;
 mod search;
 mod server;
+pub mod status;
 
 pub use connection::{
     Activity, Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN, RESPONSE_HEAD_LEN,

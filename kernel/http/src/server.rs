@@ -261,6 +261,10 @@ pub struct Server<'a> {
     pub(crate) acme_answers: heapless::Vec<AcmeAnswer, MAX_ACME_ANSWERS>,
     /// The searches being answered (a few at once, shared by all connections).
     pub(crate) searches: crate::search::SearchSlots,
+    /// Who may see the status page and metrics.
+    pub(crate) status_access: crate::status::StatusAccess,
+    /// The board's figures for them.
+    pub(crate) status_snapshot: crate::status::StatusSnapshot,
 }
 
 /// HTTP-01 answers served at once (an order's names are validated one at a time; a few more
@@ -298,7 +302,19 @@ impl<'a> Server<'a> {
             notice: heapless::String::new(),
             acme_answers: heapless::Vec::new(),
             searches: crate::search::SearchSlots::new(),
+            status_access: crate::status::StatusAccess::default(),
+            status_snapshot: crate::status::StatusSnapshot::default(),
         }
+    }
+
+    /// Sets who may see the status page and metrics.
+    pub fn set_status_access(&mut self, access: crate::status::StatusAccess) {
+        self.status_access = access;
+    }
+
+    /// Gives the status page and metrics the board's current figures.
+    pub fn set_status_snapshot(&mut self, snapshot: crate::status::StatusSnapshot) {
+        self.status_snapshot = snapshot;
     }
 
     /// Starts (`Some(port)`) or stops answering plain HTTP with a 308 to https on `port`

@@ -17,7 +17,9 @@
 
 mod remote;
 
-pub use remote::{DEFAULT_SYSLOG_PORT, SyslogTarget};
+pub use remote::{
+    AddressPrefix, DEFAULT_SYSLOG_PORT, MAX_STATUS_PREFIXES, STATUS_TOKEN_LEN, SyslogTarget,
+};
 
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
@@ -503,6 +505,11 @@ pub struct Settings {
     /// (RFC 5424 messages): `192.168.1.9`, `192.168.1.9:1514`, `2001:db8::9` or
     /// `[2001:db8::9]:1514`; port [`DEFAULT_SYSLOG_PORT`] unless named.
     pub syslog: Option<SyslogTarget>,
+    /// `status_from`: `link` (default: the link-local ranges) or up to
+    /// [`MAX_STATUS_PREFIXES`] prefixes whose clients may see the status page and metrics.
+    pub status_from: heapless::Vec<AddressPrefix, MAX_STATUS_PREFIXES>,
+    /// `status_token`: `off` (default) or a bearer token that lets any client see them.
+    pub status_token: Option<heapless::String<64>>,
 }
 
 /// Default `tls_certificate`.
@@ -546,6 +553,8 @@ impl Default for Settings {
             acme_ca_certificate: None,
             certificate_store: CertificateStore::Card,
             syslog: None,
+            status_from: heapless::Vec::new(),
+            status_token: None,
         }
     }
 }
@@ -583,10 +592,12 @@ enum Key {
     AcmeCaCertificate,
     CertificateStore,
     Syslog,
+    StatusFrom,
+    StatusToken,
 }
 
 impl Key {
-    const ALL: [Key; 30] = [
+    const ALL: [Key; 32] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -617,6 +628,8 @@ impl Key {
         Key::AcmeCaCertificate,
         Key::CertificateStore,
         Key::Syslog,
+        Key::StatusFrom,
+        Key::StatusToken,
     ];
 
     fn name(self) -> &'static str {
@@ -651,6 +664,8 @@ impl Key {
             Key::AcmeCaCertificate => "acme_ca_certificate",
             Key::CertificateStore => "certificate_store",
             Key::Syslog => "syslog",
+            Key::StatusFrom => "status_from",
+            Key::StatusToken => "status_token",
         }
     }
 
@@ -749,6 +764,12 @@ pub enum Problem {
     AcmeWithoutDomain,
     /// `syslog` is neither `off` nor an IPv4 or IPv6 address with an optional port.
     NotASyslogTarget,
+    /// A `status_from` item is not an address with an optional prefix length.
+    NotAPrefix,
+    /// `status_from` lists more than [`MAX_STATUS_PREFIXES`] prefixes.
+    TooManyPrefixes,
+    /// `status_token` is neither `off` nor 16 to 64 letters, digits, `-`, `.`, `_`, `~`.
+    NotAToken,
 }
 
 impl fmt::Display for Problem {
@@ -852,6 +873,16 @@ impl fmt::Display for Problem {
             Problem::AcmeWithoutDomain => f.write_str(
                 "acme = on needs the names to ask for, for example `domain = example.org`; \
                  ACME stays off",
+            ),
+            Problem::NotAPrefix => f.write_str(
+                "expected `link` or addresses with optional prefix lengths, such as \
+                 192.168.1.0/24, 2001:db8::/32",
+            ),
+            Problem::TooManyPrefixes => {
+                write!(f, "at most {MAX_STATUS_PREFIXES} prefixes may be listed")
+            }
+            Problem::NotAToken => f.write_str(
+                "expected `off` or 16 to 64 letters, digits, '-', '.', '_' or '~'",
             ),
             Problem::NotASyslogTarget => f.write_str(
                 "expected `off` or a collector's address with an optional port, such as \
@@ -1167,6 +1198,8 @@ impl Settings {
                 .ok_or(Problem::NotACertificateStore)?
             }
             Key::Syslog => self.syslog = remote::parse_syslog(value)?,
+            Key::StatusFrom => self.status_from = remote::parse_status_from(value)?,
+            Key::StatusToken => self.status_token = remote::parse_status_token(value)?,
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
                     UsbProtocol::Rndis

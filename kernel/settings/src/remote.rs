@@ -121,3 +121,101 @@ mod tests {
         }
     }
 }
+
+/// Most `status_from` prefixes.
+pub const MAX_STATUS_PREFIXES: usize = 4;
+/// Shortest and longest `status_token`.
+pub const STATUS_TOKEN_LEN: core::ops::RangeInclusive<usize> = 16..=64;
+
+/// An address prefix of `status_from`: `192.168.1.0/24`, `2001:db8::/32`, or one address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AddressPrefix {
+    /// The network address.
+    pub address: IpAddr,
+    /// The prefix length (32 or 128 for one address).
+    pub len: u8,
+}
+
+/// Parses `link` (the default: the link-local ranges) or up to [`MAX_STATUS_PREFIXES`]
+/// comma-separated prefixes.
+pub(crate) fn parse_status_from(
+    value: &str,
+) -> Result<heapless::Vec<AddressPrefix, MAX_STATUS_PREFIXES>, Problem> {
+    let mut list = heapless::Vec::new();
+    if value.eq_ignore_ascii_case("link") {
+        return Ok(list);
+    }
+    for item in value.split(',') {
+        let item = item.trim();
+        let (address, len) = match item.split_once('/') {
+            Some((address, len)) => (address, Some(len)),
+            None => (item, None),
+        };
+        let address = IpAddr::from_str(address).map_err(|_| Problem::NotAPrefix)?;
+        let max = if address.is_ipv4() { 32 } else { 128 };
+        let len = match len {
+            None => max,
+            Some(text) => text
+                .parse::<u8>()
+                .ok()
+                .filter(|len| *len <= max && text.bytes().all(|b| b.is_ascii_digit()))
+                .ok_or(Problem::NotAPrefix)?,
+        };
+        list.push(AddressPrefix { address, len })
+            .map_err(|_| Problem::TooManyPrefixes)?;
+    }
+    Ok(list)
+}
+
+/// Parses `off` or a bearer token: 16 to 64 of `A-Z a-z 0-9 - . _ ~`.
+pub(crate) fn parse_status_token(value: &str) -> Result<Option<heapless::String<64>>, Problem> {
+    if value.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let valid = STATUS_TOKEN_LEN.contains(&value.len())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
+    if !valid {
+        return Err(Problem::NotAToken);
+    }
+    heapless::String::try_from(value)
+        .map(Some)
+        .map_err(|_| Problem::NotAToken)
+}
+
+#[cfg(test)]
+mod status_tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_and_tokens() {
+        assert_eq!(parse_status_from("link").unwrap().len(), 0);
+        let list = parse_status_from("192.168.1.0/24, 2001:db8::/32, 10.0.0.7").unwrap();
+        assert_eq!(list.len(), 3);
+        assert_eq!(list[2].len, 32);
+        for bad in [
+            "192.168.1.0/33",
+            "2001:db8::/129",
+            "host/24",
+            "1.2.3.4/+8",
+            "",
+        ] {
+            assert_eq!(parse_status_from(bad), Err(Problem::NotAPrefix), "{bad}");
+        }
+        assert_eq!(
+            parse_status_from("1.0.0.0/8,2.0.0.0/8,3.0.0.0/8,4.0.0.0/8,5.0.0.0/8"),
+            Err(Problem::TooManyPrefixes)
+        );
+        assert_eq!(parse_status_token("off"), Ok(None));
+        assert!(parse_status_token("abcdefghijklmnop").unwrap().is_some());
+        for bad in [
+            "short",
+            "has space in it ok",
+            "quote\"quote\"quote\"",
+            &"x".repeat(65),
+        ] {
+            assert_eq!(parse_status_token(bad), Err(Problem::NotAToken), "{bad}");
+        }
+    }
+}

@@ -64,6 +64,8 @@ fn template_mentions_every_setting() {
         "acme_ca_certificate",
         "certificate_store",
         "syslog",
+        "status_from",
+        "status_token",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }

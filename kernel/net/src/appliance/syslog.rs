@@ -126,6 +126,27 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         log::info!("syslog: sending the log to {address} port {port}");
     }
 
+    /// Gives the status page and metrics `snapshot` (the board's figures) with the
+    /// appliance's own filled in: syslog, TLS handshakes, the defences' cuts (refusals,
+    /// evictions, timeouts).
+    pub fn set_status_snapshot(&mut self, mut snapshot: bramble_http::status::StatusSnapshot) {
+        if let Some(counters) = self.syslog_counters() {
+            snapshot.syslog_sent = counters.sent;
+            snapshot.syslog_dropped = counters.dropped;
+        }
+        if let Some(tls) = self.tls_counters() {
+            snapshot.tls_handshakes = tls.full_handshakes + tls.resumed_handshakes;
+            snapshot.tls_failures = tls.failures;
+        }
+        let pool = self.pool_counters();
+        snapshot.defence_drops = pool.refused_full
+            + pool.refused_source
+            + pool.bad_cookies
+            + pool.evictions()
+            + pool.timeouts();
+        self.pool.service_mut().server.set_status_snapshot(snapshot);
+    }
+
     /// The sender's counts, once started.
     pub fn syslog_counters(&self) -> Option<SyslogCounters> {
         self.syslog.as_ref().map(|state| state.counters)
