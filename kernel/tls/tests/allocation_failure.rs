@@ -16,23 +16,27 @@ use rustls::pki_types::ServerName;
 use rustls::pki_types::pem::PemObject;
 use rustls::{ClientConfig, ClientConnection};
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The system allocator, refusing any allocation larger than a record's plaintext (and a
-/// margin) while `SCARCE` is set.
+/// margin) while `SCARCE` is set on the allocating thread (the test harness runs tests on
+/// threads of their own, so one test's scarcity never reaches another).
 struct Scarce;
 
 const LARGEST_GRANTED: usize = 20_000;
-static SCARCE: AtomicBool = AtomicBool::new(false);
+thread_local! {
+    static SCARCE: Cell<bool> = const { Cell::new(false) };
+}
 static REFUSED: AtomicUsize = AtomicUsize::new(0);
 
 #[allow(unsafe_code)] // a test global allocator: GlobalAlloc is an unsafe trait
 // SAFETY: forwards to the system allocator, or returns null (allowed: allocation failure).
 unsafe impl GlobalAlloc for Scarce {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if SCARCE.load(Ordering::Relaxed) && layout.size() > LARGEST_GRANTED {
+        if layout.size() > LARGEST_GRANTED && SCARCE.with(Cell::get) {
             REFUSED.fetch_add(1, Ordering::Relaxed);
             return std::ptr::null_mut();
         }
@@ -41,7 +45,7 @@ unsafe impl GlobalAlloc for Scarce {
     }
 
     unsafe fn realloc(&self, pointer: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if SCARCE.load(Ordering::Relaxed) && new_size > LARGEST_GRANTED {
+        if new_size > LARGEST_GRANTED && SCARCE.with(Cell::get) {
             REFUSED.fetch_add(1, Ordering::Relaxed);
             return std::ptr::null_mut();
         }
@@ -162,10 +166,10 @@ fn a_refused_allocation_fails_the_session_instead_of_resetting() {
     let second = records(&mut client, &[b'z'; 16_000]);
     assert_eq!(session.receive(&mut Talker, &first), Ok(first.len()));
     assert_eq!(session.receive(&mut Talker, &second), Ok(second.len()));
-    SCARCE.store(true, Ordering::Relaxed);
+    SCARCE.with(|scarce| scarce.set(true));
     let mut out = vec![0u8; 4096];
     let _ = session.transmit(&mut Talker, &mut out);
-    SCARCE.store(false, Ordering::Relaxed);
+    SCARCE.with(|scarce| scarce.set(false));
     assert!(REFUSED.load(Ordering::Relaxed) > 0, "the heap said no");
     assert_eq!(session.error(), Some(&SessionError::OutOfMemory));
     assert_eq!(session.phase(), Phase::Closed);
