@@ -1,9 +1,11 @@
 //! Fuzz target: the status page's access check with an untrusted Authorization value and
-//! source address. It must never panic; only the configured token (or an allowed source)
-//! opens the page.
+//! source address, and the visitor counts with the same bytes as path, Referer, Host and
+//! User-Agent. Neither may panic; only the configured token (or an allowed source) opens the
+//! page, and the top lists stay bounded.
 #![no_main]
 
 use bramble_http::status::{Prefix, StatusAccess};
+use bramble_http::visitors::{TOP_ENTRIES, VisitRequest, Visitors};
 use core::net::{IpAddr, Ipv6Addr};
 use libfuzzer_sys::fuzz_target;
 
@@ -26,4 +28,22 @@ fuzz_target!(|data: &[u8]| {
         let text = core::str::from_utf8(authorization).unwrap_or("");
         assert!(text.contains(TOKEN), "opened without the token: {text:?}");
     }
+    let text = String::from_utf8_lossy(authorization);
+    let mut visitors = Visitors::default();
+    visitors.offer_salt(*address);
+    for (i, part) in text.split('\n').enumerate() {
+        visitors.count(
+            (i / 4) as u64,
+            VisitRequest {
+                status: 200,
+                path: part,
+                peer: Some(peer),
+                user_agent: Some(part.as_bytes()),
+                referer: Some(part),
+                own_host: &text,
+            },
+        );
+    }
+    assert!(visitors.top_pages.entries().count() <= TOP_ENTRIES);
+    assert!(visitors.referrers.entries().count() <= TOP_ENTRIES);
 });

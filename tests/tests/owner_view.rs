@@ -278,12 +278,31 @@ fn check_status_page_and_metrics(netns: &Netns, dir: &std::path::Path) {
     );
     assert!(run.status.success(), "adding {STRANGER}");
     let base = "http://192.168.77.2";
+    // Visitor counts: "/" was read once from the owner's address; once more from another
+    // address, referred by another site (the 12 KB blob is not a page).
+    let referred = netns.output(
+        "curl",
+        &[
+            "--silent",
+            "--fail",
+            "--max-time",
+            "20",
+            "--interface",
+            STRANGER,
+            "--referer",
+            "https://news.example/item?id=7",
+            &format!("{base}/"),
+        ],
+    );
+    assert!(referred.status.success(), "curl / from {STRANGER}");
     let (code, metrics) = fetch(netns, &owner, &format!("{base}/metrics"), None);
     let metrics_text = String::from_utf8_lossy(&metrics).to_string();
     assert_eq!(code, 200, "{metrics_text}");
     assert!(
         metrics_text.contains("bramble_responses_total{class=\"2xx\"} ")
-            && metrics_text.contains("bramble_uptime_seconds "),
+            && metrics_text.contains("bramble_uptime_seconds ")
+            && metrics_text.contains("\nbramble_pages_today 2\n")
+            && metrics_text.contains("\nbramble_visitors_today 2\n"),
         "{metrics_text}"
     );
     let promtool = std::process::Command::new("promtool")
@@ -312,7 +331,15 @@ fn check_status_page_and_metrics(netns: &Netns, dir: &std::path::Path) {
     );
     let page_text = String::from_utf8_lossy(&page).to_string();
     assert_eq!(code, 200);
-    for needle in ["Bramble status", "Last reset", "power on", "Syslog"] {
+    for needle in [
+        "Bramble status",
+        "Last reset",
+        "power on",
+        "Syslog",
+        "2 pages, 2 visitors",
+        "<td>/ 2<br>",
+        "<td>news.example 1<br>",
+    ] {
         assert!(
             page_text.contains(needle),
             "{needle:?} not on the page:\n{page_text}"

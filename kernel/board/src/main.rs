@@ -258,6 +258,13 @@ fn kernel_main() -> ! {
                 status_refreshed = Some(TIMER.micros());
                 let clock = appliance.unix_seconds(now);
                 appliance.set_status_snapshot(status_snapshot(store, arena.remaining(), clock));
+                // Each day's visitor salt comes from the CSPRNG (seeded at boot).
+                let mut salt = [0u8; 16];
+                if appliance.wants_visitor_salt()
+                    && bramble_tls::random::RANDOM.fill_bytes(&mut salt).is_ok()
+                {
+                    appliance.offer_visitor_salt(salt);
+                }
             }
             progress.link = appliance.link() == bramble_hal::LinkState::Up;
             progress.clock = appliance.unix_seconds(now).is_some();

@@ -1153,6 +1153,21 @@ impl Connection {
                     &mut search,
                     self.peer,
                 );
+                if view.method == "GET" {
+                    let header = |name| view.all(name).next();
+                    let (path, _) = crate::path::split_query(origin_form(view.target));
+                    let request = crate::visitors::VisitRequest {
+                        status: outcome.status,
+                        path,
+                        peer: self.peer,
+                        user_agent: header("user-agent"),
+                        referer: header("referer").and_then(|v| core::str::from_utf8(v).ok()),
+                        own_host: header("host")
+                            .and_then(|v| core::str::from_utf8(v).ok())
+                            .unwrap_or(""),
+                    };
+                    server.count_visit(now, request);
+                }
                 if outcome.deferred {
                     let stale = server.config.limits.response_micros;
                     if let Some(slot) = self.search_slot.take() {

@@ -265,6 +265,8 @@ pub struct Server<'a> {
     pub(crate) status_access: crate::status::StatusAccess,
     /// The board's figures for them.
     pub(crate) status_snapshot: crate::status::StatusSnapshot,
+    /// Today's visitor counts.
+    pub(crate) visitors: crate::visitors::Visitors,
 }
 
 /// HTTP-01 answers served at once (an order's names are validated one at a time; a few more
@@ -304,12 +306,43 @@ impl<'a> Server<'a> {
             searches: crate::search::SearchSlots::new(),
             status_access: crate::status::StatusAccess::default(),
             status_snapshot: crate::status::StatusSnapshot::default(),
+            visitors: crate::visitors::Visitors::default(),
         }
     }
 
     /// Sets who may see the status page and metrics.
     pub fn set_status_access(&mut self, access: crate::status::StatusAccess) {
         self.status_access = access;
+    }
+
+    /// Whether the visitor counts want a fresh salt for the next day (see
+    /// [`crate::visitors`]).
+    pub fn wants_visitor_salt(&self) -> bool {
+        self.visitors.wants_salt()
+    }
+
+    /// Gives the visitor counts a fresh salt from the CSPRNG for the next day.
+    pub fn offer_visitor_salt(&mut self, salt: [u8; 16]) {
+        self.visitors.offer_salt(salt);
+    }
+
+    /// Today's visitor counts.
+    pub fn visitors(&self) -> &crate::visitors::Visitors {
+        &self.visitors
+    }
+
+    /// Counts one answered request in the visitor counts (GETs only).
+    pub(crate) fn count_visit(&mut self, now: Instant, request: crate::visitors::VisitRequest<'_>) {
+        // The owner's own pages are not the site's.
+        if crate::status::StatusPage::for_path(request.path).is_some() {
+            return;
+        }
+        // UTC days once the clock is set; before that, days of uptime (numbered apart).
+        let day = match self.unix_time(now) {
+            Some(unix) => unix / 86_400,
+            None => (1 << 40) + now.as_micros() / 86_400_000_000,
+        };
+        self.visitors.count(day, request);
     }
 
     /// Gives the status page and metrics the board's current figures.

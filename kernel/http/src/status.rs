@@ -12,6 +12,7 @@
 //! cached (`Cache-Control: no-store`).
 
 use crate::server::{Counters, STATUSES};
+use crate::visitors::Visitors;
 use core::fmt::{self, Write};
 use core::net::IpAddr;
 
@@ -24,7 +25,7 @@ pub const MAX_STATUS_PREFIXES: usize = 4;
 /// Longest bearer token kept.
 pub const MAX_TOKEN_LEN: usize = 64;
 /// The largest status or metrics body (it travels in the response head's buffer).
-pub const STATUS_BODY_LEN: usize = 1500;
+pub const STATUS_BODY_LEN: usize = 1650;
 
 /// An address prefix: an address and how many leading bits of it count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,8 +205,18 @@ pub(crate) fn respond(
     }
     let mut body = heapless::String::<STATUS_BODY_LEN>::new();
     let written = match page {
-        StatusPage::Html => write_html(&mut body, &server.counters, &server.status_snapshot),
-        StatusPage::Metrics => write_metrics(&mut body, &server.counters, &server.status_snapshot),
+        StatusPage::Html => write_html(
+            &mut body,
+            &server.counters,
+            &server.status_snapshot,
+            &server.visitors,
+        ),
+        StatusPage::Metrics => write_metrics(
+            &mut body,
+            &server.counters,
+            &server.status_snapshot,
+            &server.visitors,
+        ),
     };
     if written.is_err() {
         // Cannot happen with the figures' widths (tested at their largest); say so if it does.
@@ -233,6 +244,7 @@ pub(crate) fn write_metrics(
     out: &mut impl Write,
     counters: &Counters,
     snapshot: &StatusSnapshot,
+    visitors: &Visitors,
 ) -> fmt::Result {
     metric(
         out,
@@ -302,7 +314,10 @@ pub(crate) fn write_metrics(
         "gauge",
         "RAM used.",
         snapshot.memory_used,
-    )
+    )?;
+    let (unique, _) = visitors.unique();
+    metric(out, "pages_today", "gauge", "Pages today.", visitors.pages)?;
+    metric(out, "visitors_today", "gauge", "Visitors today.", unique)
 }
 
 /// The status page: a small HTML table.
@@ -310,6 +325,7 @@ pub(crate) fn write_html(
     out: &mut impl Write,
     counters: &Counters,
     snapshot: &StatusSnapshot,
+    visitors: &Visitors,
 ) -> fmt::Result {
     let up = snapshot.uptime_micros / 1_000_000;
     out.write_str(
@@ -385,7 +401,58 @@ pub(crate) fn write_html(
             snapshot.syslog_sent, snapshot.syslog_dropped
         ),
     )?;
+    let (unique, floor) = visitors.unique();
+    row(
+        "Today",
+        format_args!(
+            "{} pages, {}{unique} visitors",
+            visitors.pages,
+            if floor { "at least " } else { "" }
+        ),
+    )?;
+    for (name, top) in [
+        ("Top pages", &visitors.top_pages),
+        ("Referrers", &visitors.referrers),
+    ] {
+        write!(out, "<tr><td>{name}<td>")?;
+        for (entry, count) in top.entries().take(TOP_SHOWN) {
+            write_escaped(out, entry)?;
+            write!(out, " {count}<br>")?;
+        }
+        out.write_str("\n")?;
+    }
     out.write_str("</table>\n")
+}
+
+/// Entries of each top list on the page.
+const TOP_SHOWN: usize = 3;
+
+/// Most bytes of an escaped name on the page (the rest is cut).
+const SHOWN_NAME_LEN: usize = 48;
+
+/// `text` with `&`, `<`, `>` and `"` as HTML entities (a path or host a client chose), cut
+/// after [`SHOWN_NAME_LEN`] bytes of output.
+fn write_escaped(out: &mut impl Write, text: &str) -> fmt::Result {
+    let mut written = 0;
+    for c in text.chars() {
+        written += match c {
+            '&' => 5,
+            '<' | '>' => 4,
+            '"' => 6,
+            c => c.len_utf8(),
+        };
+        if written > SHOWN_NAME_LEN {
+            return out.write_str("…");
+        }
+        match c {
+            '&' => out.write_str("&amp;")?,
+            '<' => out.write_str("&lt;")?,
+            '>' => out.write_str("&gt;")?,
+            '"' => out.write_str("&quot;")?,
+            c => out.write_char(c)?,
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -468,9 +535,30 @@ mod tests {
             defence_drops: u64::MAX,
         };
         let mut html = heapless::String::<STATUS_BODY_LEN>::new();
-        write_html(&mut html, &counters, &snapshot).unwrap();
+        // Visitors at their widest: full top lists of the longest names, all escaped.
+        let mut visitors = Visitors::default();
+        visitors.offer_salt([1; 16]);
+        for i in 0..8u8 {
+            let mut path = heapless::String::<64>::new();
+            write!(path, "/{:\"<39}", i).unwrap();
+            let mut referer = heapless::String::<96>::new();
+            write!(referer, "https://{:<<39}/", i).unwrap();
+            visitors.count(
+                1,
+                crate::visitors::VisitRequest {
+                    status: 200,
+                    path: &path,
+                    peer: None,
+                    user_agent: None,
+                    referer: Some(&referer),
+                    own_host: "",
+                },
+            );
+        }
+        write_html(&mut html, &counters, &snapshot, &visitors).unwrap();
+        assert!(!html.contains("<<") && html.contains("&lt;"), "{html}");
         let mut metrics = heapless::String::<STATUS_BODY_LEN>::new();
-        write_metrics(&mut metrics, &counters, &snapshot).unwrap();
+        write_metrics(&mut metrics, &counters, &snapshot, &visitors).unwrap();
         assert!(metrics.contains("bramble_responses_total{class=\"5xx\"} 18446744073709551615"));
     }
 }

@@ -147,6 +147,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.pool.service_mut().server.set_status_snapshot(snapshot);
     }
 
+    /// Whether the visitor counts want a fresh salt ([`bramble_http::visitors`]).
+    pub fn wants_visitor_salt(&self) -> bool {
+        self.server().wants_visitor_salt()
+    }
+
+    /// Gives the visitor counts a fresh salt from the CSPRNG for the next day.
+    pub fn offer_visitor_salt(&mut self, salt: [u8; 16]) {
+        self.pool.service_mut().server.offer_visitor_salt(salt);
+    }
+
     /// The sender's counts, once started.
     pub fn syslog_counters(&self) -> Option<SyslogCounters> {
         self.syslog.as_ref().map(|state| state.counters)
