@@ -129,8 +129,8 @@ pub fn cache_bytes() -> usize {
 
 /// Name of the site image on the card (8.3, as the image tool writes it).
 pub const SITE_FILE: &str = "SITE.BIN";
-/// Largest BRAMBLE.TXT read (the template is about 3 KiB).
-const MAX_SETTINGS_BYTES: usize = 16 * 1024;
+/// Largest BRAMBLE.TXT read: the host tool's limit.
+const MAX_SETTINGS_BYTES: usize = bramble_settings::MAX_FILE_BYTES;
 /// The DMA channel the card reads use (free for the ARM on every Pi 1 firmware: the
 /// `brcm,dma-channel-mask` of 0x7f35 in Raspberry Pi's bcm2835-rpi.dtsi includes it).
 const CARD_DMA_CHANNEL: usize = 5;

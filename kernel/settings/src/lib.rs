@@ -32,10 +32,10 @@ pub const FILE_NAME: &str = "BRAMBLE.TXT";
 /// has its default value, so it parses to [`Settings::default`].
 pub const TEMPLATE: &str = include_str!("../BRAMBLE.TXT");
 
-/// The largest BRAMBLE.TXT worth reading: the template is about 2 KiB, so 16 KiB leaves room
-/// for any owner's notes. The host tool refuses a larger file; the kernel can read this much
-/// into a fixed buffer.
-pub const MAX_FILE_BYTES: usize = 16 * 1024;
+/// The largest BRAMBLE.TXT worth reading: the template is about 6 KiB, so 32 KiB leaves room
+/// for any owner's notes. The host tool refuses a larger file; the kernel reads at most this
+/// much into its boot arena.
+pub const MAX_FILE_BYTES: usize = 32 * 1024;
 
 /// The host name used when BRAMBLE.TXT names none.
 pub const DEFAULT_HOSTNAME: &str = "bramble";
