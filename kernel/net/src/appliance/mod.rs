@@ -26,6 +26,7 @@ mod config;
 mod mdns_socket;
 mod memory;
 mod pool;
+pub mod public;
 pub mod secure;
 pub mod syslog;
 #[cfg(test)]
@@ -42,6 +43,7 @@ pub use pool::{
     CLOSE_LIMIT_MICROS, FirstBytes, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS, Opening,
     PooledConnection,
 };
+pub use public::{AddressKind, PublicAddress, PublicSource};
 
 use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, Held, PhyCounters};
@@ -182,6 +184,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     acme: Option<acme::AcmeAgent<'a>>,
     /// The syslog sender, once [`Appliance::start_syslog`] has run.
     syslog: Option<syslog::SyslogState<'a>>,
+    /// The public IPv4 address as last learned ([`public`]).
+    public: public::PublicAddress,
     /// The IPv4 address the pool was last told.
     pool_address: Option<[u8; 4]>,
     address: AddressState,
@@ -337,6 +341,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             clock: None,
             acme: None,
             syslog: None,
+            public: public::PublicAddress::default(),
             pool_address: None,
             address,
             ipv6,
