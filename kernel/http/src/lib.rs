@@ -69,6 +69,8 @@ pub mod date;
 pub mod exercise;
 mod fields;
 mod path;
+mod request;
+mod respond;
 mod response;
 mod routing;
 mod search;
@@ -76,10 +78,9 @@ mod server;
 pub mod status;
 pub mod visitors;
 
-pub use connection::{
-    Activity, Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN, RESPONSE_HEAD_LEN,
-};
+pub use connection::{Activity, Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN};
 pub use path::MAX_TARGET_LEN;
+pub use respond::RESPONSE_HEAD_LEN;
 pub use server::{
     ADDRESSES_LEN, Counters, Limits, MAX_ACME_ANSWERS, MAX_ACME_KEY_AUTHORIZATION_LEN,
     MAX_ACME_TOKEN_LEN, NOTICE_LEN, RedirectHost, STATUSES, Server, ServerConfig, SiteSource,

@@ -1,4 +1,8 @@
-//! Where a request for a site path goes, in the order Netlify documents: forced (`!`) rules,
+//! Where a request goes. [`dispatch`] checks its framing and Host, then answers in turn: the
+//! redirect to HTTPS, ACME's challenge answers, the status page, the 503 page when there is
+//! no site, the methods other than GET and HEAD, and search; anything else is a site path.
+//!
+//! A site path goes where Netlify documents: forced (`!`) rules,
 //! then the file (with `/dir` -> `/dir/` and, with `--clean-urls`, `/about.html` ->
 //! `/about`), then `/about` -> `about.html`, then the other `_redirects` rules, then the
 //! nearest `404.html` up the tree or the single-page-app fallback. Everything is a lookup in
@@ -9,14 +13,282 @@ use core::fmt::Write;
 use bramble_site::rules::{RedirectMatch, write_target};
 use bramble_site::{FileEntry, Resolved, SiteFlags, SiteIndex};
 
-use crate::connection::{Outcome, RequestView, Response, serve_error_page, serve_file};
-use crate::path::{MAX_TARGET_LEN, NormalPath, normalize_path, write_encoded_path};
+use crate::chunked::ChunkedState;
+use crate::fields::{content_length, has_token};
+use crate::path::{
+    MAX_TARGET_LEN, NormalPath, PathError, normalize_path, split_query, write_encoded_path,
+};
+use crate::request::{BodySkip, RequestView, host_without_port, origin_form, valid_host};
+use crate::respond::{Outcome, RESPONSE_HEAD_LEN, Response, serve_error_page, serve_file};
 use crate::response::{Head, write_error_page};
+use crate::search::{SEARCH_JSON_PATH, SEARCH_PATH, SearchState};
+use crate::server::{Server, SiteSource};
 
 /// Longest Location a rule or a clean URL produces (the response head must hold it).
 const LOCATION_LEN: usize = 1536;
 /// Longest built-in page body of a redirect.
 const PAGE_LEN: usize = 512;
+
+/// The diagnostic page's first paragraph at most: the site's problem and the addresses.
+const DIAGNOSTIC_DETAIL_LEN: usize = 768;
+
+/// Where ACME's HTTP-01 challenge answers live (RFC 8555 §8.3): served over plain HTTP even
+/// when every other request is redirected to HTTPS.
+const ACME_CHALLENGE_PREFIX: &str = "/.well-known/acme-challenge/";
+
+/// Whether `target` (origin-form) asks for an HTTP-01 challenge answer, the one thing plain
+/// HTTP serves under `https = only`: the prefix, then a token of base64url characters and
+/// nothing else (a query aside). Dot segments or percent-encoding after the prefix
+/// (`/.well-known/acme-challenge/../page.html`) are not a token, so they are redirected.
+fn is_acme_challenge(target: &str) -> bool {
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    path.strip_prefix(ACME_CHALLENGE_PREFIX)
+        .is_some_and(|token| {
+            !token.is_empty()
+                && token
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+/// Decides the response to one parsed request and writes its head.
+#[allow(clippy::too_many_arguments)] // the connection's parts, each borrowed separately
+pub(crate) fn dispatch(
+    view: &RequestView<'_>,
+    server: &Server<'_>,
+    date: Option<u64>,
+    served_before: u32,
+    secure: bool,
+    head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
+    search: &mut SearchState,
+    peer: Option<core::net::IpAddr>,
+) -> Outcome {
+    let limits = &server.config.limits;
+    let hsts_seconds = if secure {
+        server.config.hsts_seconds
+    } else {
+        None
+    };
+    let mut host = "";
+    let is_head = view.method == "HEAD";
+    let (mut length_count, mut length, mut length_bad) = (0u32, 0u64, false);
+    let (mut transfer_encoding, mut host_count, mut host_bad) = (None, 0u32, false);
+    let (mut wants_close, mut wants_keep_alive, mut expects_continue) = (false, false, false);
+    for header in view.headers {
+        let name = header.name;
+        let value = header.value;
+        if name.eq_ignore_ascii_case("content-length") {
+            length_count += 1;
+            match content_length(value) {
+                Some(n) => length = n,
+                None => length_bad = true,
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            transfer_encoding = Some(value);
+        } else if name.eq_ignore_ascii_case("host") {
+            host_count += 1;
+            host_bad |= !valid_host(value.trim_ascii());
+            // Valid hosts are ASCII, so this only fails for a bad one (answered 400 below).
+            host = core::str::from_utf8(value.trim_ascii()).unwrap_or("");
+        } else if name.eq_ignore_ascii_case("connection") {
+            wants_close |= has_token(value, "close");
+            wants_keep_alive |= has_token(value, "keep-alive");
+        } else if name.eq_ignore_ascii_case("expect") {
+            expects_continue |= has_token(value, "100-continue");
+        }
+    }
+
+    // Framing errors: the stream cannot be trusted any more, so answer and close.
+    let mut closing = Response::new(head, is_head, date, true, BodySkip::None, view.version);
+    closing.hsts_seconds = hsts_seconds;
+    if view.target.len() > MAX_TARGET_LEN {
+        return closing.page(414, "", false, None);
+    }
+    if length_bad || length_count > 1 {
+        return closing.page(400, "Invalid or repeated Content-Length.", false, None);
+    }
+    if let Some(coding) = transfer_encoding {
+        if length_count > 0 {
+            return closing.page(
+                400,
+                "Both Content-Length and Transfer-Encoding.",
+                false,
+                None,
+            );
+        }
+        if view.version == 0 {
+            return closing.page(
+                400,
+                "Transfer-Encoding in an HTTP/1.0 request.",
+                false,
+                None,
+            );
+        }
+        let last = coding
+            .rsplit(|&b| b == b',')
+            .next()
+            .unwrap_or(b"")
+            .trim_ascii();
+        if !last.eq_ignore_ascii_case(b"chunked") {
+            return closing.page(501, "Unsupported Transfer-Encoding.", false, None);
+        }
+    }
+    if view.version == 1 && host_count == 0 {
+        return closing.page(400, "Missing Host header.", false, None);
+    }
+    if host_count > 1 || host_bad {
+        return closing.page(400, "Invalid Host header.", false, None);
+    }
+    if length > limits.max_body_bytes {
+        return closing.page(413, "", false, None);
+    }
+
+    let reached_limit = limits.max_requests_per_connection != 0
+        && served_before.saturating_add(1) >= limits.max_requests_per_connection;
+    let close = wants_close
+        || (view.version == 0 && !wants_keep_alive)
+        // A client waiting for 100 Continue never sends its body, which leaves the stream
+        // at no known request boundary.
+        || (expects_continue && (length > 0 || transfer_encoding.is_some()))
+        || reached_limit;
+    let request_body = if transfer_encoding.is_some() {
+        BodySkip::Chunked(ChunkedState::START)
+    } else if length > 0 {
+        BodySkip::Length(length)
+    } else {
+        BodySkip::None
+    };
+    let mut response = Response::new(
+        closing.head,
+        is_head,
+        date,
+        close,
+        request_body,
+        view.version,
+    );
+    response.hsts_seconds = hsts_seconds;
+    response.secure = secure;
+    if let Some(port) = server.config.redirect_to_https_port
+        && !secure
+        && !host.is_empty()
+    {
+        let target = origin_form(view.target);
+        if !is_acme_challenge(target) {
+            // A Location is built only from an origin-form path: `GET @evil/` would
+            // otherwise become `https://host@evil/`.
+            if !target.starts_with('/') {
+                return response.page(400, "Malformed request target.", false, None);
+            }
+            let host = match &server.config.redirect_host {
+                Some(name) => name.as_str(),
+                None => host_without_port(host),
+            };
+            return response.redirect_to_https(host, port, target);
+        }
+    }
+
+    if matches!(view.method, "GET" | "HEAD")
+        && let Some(token) = origin_form(view.target).strip_prefix(ACME_CHALLENGE_PREFIX)
+        && let Some(key_authorization) = server.acme_answer(token)
+    {
+        let head = Head {
+            content_type: Some("application/octet-stream"),
+            content_length: Some(key_authorization.len() as u64),
+            cache_control: Some("no-store"),
+            ..Head::new(200)
+        };
+        return response.finish(head, Some(key_authorization), None);
+    }
+
+    if matches!(view.method, "GET" | "HEAD")
+        && let Some(outcome) = crate::status::respond(
+            &mut response,
+            origin_form(view.target),
+            view.all("authorization").next(),
+            server,
+            peer,
+        )
+    {
+        return outcome;
+    }
+
+    let image = match server.site {
+        SiteSource::Ready(image) => image.index(),
+        SiteSource::Store(index, _) => index,
+        SiteSource::Unavailable(problem) => {
+            let mut detail = heapless::String::<DIAGNOSTIC_DETAIL_LEN>::new();
+            let shown = if server.addresses.is_empty() {
+                Ok(())
+            } else {
+                core::fmt::Write::write_fmt(
+                    &mut detail,
+                    format_args!("{problem} (This server: {}.)", server.addresses),
+                )
+            };
+            let detail = if shown.is_ok() && !detail.is_empty() {
+                detail.as_str()
+            } else {
+                problem
+            };
+            return response.diagnostic_page(detail, &server.notice);
+        }
+    };
+    response.security_defaults = !image.flags().has(SiteFlags::NO_SECURITY_HEADERS);
+    match view.method {
+        "GET" | "HEAD" => {}
+        "OPTIONS" => {
+            let head = Head {
+                allow: true,
+                ..Head::new(204)
+            };
+            return response.finish(head, None, None);
+        }
+        "POST" | "PUT" | "DELETE" | "PATCH" | "CONNECT" | "TRACE" => {
+            return response.page(405, "", true, None);
+        }
+        _ => return response.page(501, "Unknown method.", true, None),
+    }
+
+    let (path, query) = split_query(origin_form(view.target));
+    let mut normal = NormalPath::new();
+    match normalize_path(path, &mut normal) {
+        Ok(()) => {}
+        Err(PathError::Malformed) => {
+            return response.page(400, "Malformed request target.", false, None);
+        }
+        Err(PathError::Traversal) => {
+            return response.page(400, "Path escapes the site root.", false, None);
+        }
+        Err(PathError::TooLong) => return response.page(414, "", false, None),
+        Err(PathError::NotUtf8) => {
+            let custom = image.header_rules().collect("/");
+            response.custom = Some(&custom);
+            return not_found(&mut response, view, image, "/");
+        }
+    }
+    if image.search().is_some() && (*normal == *SEARCH_PATH || *normal == *SEARCH_JSON_PATH) {
+        // The page is written once the query has run and the page is measured (transmit).
+        search.start(&normal, query, image);
+        search.is_head = is_head;
+        search.close = response.close;
+        search.version = view.version;
+        search.secure = secure;
+        return Outcome {
+            status: 200,
+            close: response.close,
+            body: None,
+            deferred: true,
+            request_body: if response.close {
+                BodySkip::None
+            } else {
+                response.request_body
+            },
+        };
+    }
+    let custom = image.header_rules().collect(&normal);
+    response.custom = Some(&custom);
+    route(&mut response, view, image, &normal, query)
+}
 
 /// Answers a GET or HEAD for the normalised site path `path`.
 pub(crate) fn route(

@@ -192,12 +192,12 @@ impl StatusPage {
 /// the request may see it; `None` otherwise (the request is then routed as usual, so a
 /// stranger gets the site's own answer for the path).
 pub(crate) fn respond(
-    response: &mut crate::connection::Response<'_, '_>,
+    response: &mut crate::respond::Response<'_, '_>,
     target: &str,
     authorization: Option<&[u8]>,
     server: &crate::Server<'_>,
     peer: Option<IpAddr>,
-) -> Option<crate::connection::Outcome> {
+) -> Option<crate::respond::Outcome> {
     let (path, _) = crate::path::split_query(target);
     let page = StatusPage::for_path(path)?;
     if !server.status_access.allows(peer, authorization) {
