@@ -15,6 +15,8 @@ extern crate alloc;
 extern crate std;
 
 pub mod appliance;
+pub mod dns_update;
+pub mod dyndns;
 pub mod ipv6_ext;
 pub mod mdns;
 pub mod ndp;
