@@ -1,6 +1,7 @@
 //! The guests' own counters: busy time (time outside the idle loop) and RAM in use, from
 //! Bramble's `status` console command and from Linux's /proc/stat and /proc/meminfo.
 
+use bramble_status::{Cache, Http, Https, Up};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -32,97 +33,44 @@ impl GuestCounters {
     }
 }
 
-/// Adds the counters of Bramble's second status line (`status: http requests N, bytes N, open
-/// connections N, accepted N, timeouts N, errors N; frames rx N tx N, rx errors N, tx dropped
-/// N`) to `counters`: each number is named by the words before it in its comma-separated part.
+/// Adds the counters of Bramble's [`Http`] status line to `counters`, each named by its
+/// field (`requests`, `open connections`, `frames rx`, ...).
 pub fn add_bramble_events(counters: &mut GuestCounters, line: &str) {
-    let Some(start) = line.find("status: http") else {
+    let Some(http) = Http::parse(line) else {
         return;
     };
-    for part in line[start + "status: ".len()..].split([',', ';']) {
-        let words: Vec<&str> = part.split_whitespace().collect();
-        let mut label: Vec<&str> = Vec::new();
-        let mut numbers_seen = 0;
-        for word in &words {
-            let Ok(value) = word.parse::<u64>() else {
-                label.push(word);
-                continue;
-            };
-            if label.is_empty() {
-                continue;
-            }
-            // "frames rx N tx N": the second number is "frames tx".
-            let name = if numbers_seen > 0 {
-                format!("{} {}", words[0], label.join(" "))
-            } else {
-                label.join(" ")
-            };
-            counters.events.insert(name, value);
-            numbers_seen += 1;
-            label.clear();
+    for (name, value) in http.fields() {
+        if let Some(value) = value {
+            counters.events.insert(name.replace('_', " "), value);
         }
     }
 }
 
-/// Adds the handshake counters of Bramble's HTTPS status line (`status: https open N,
-/// handshakes full N resumed N, failures N, deferred N, heap ...`) to `counters`, as `tls
+/// Adds the handshake counters of Bramble's [`Https`] status line to `counters`, as `tls
 /// full handshakes`, `tls resumed handshakes`, `tls failures`, `tls deferred` and `tls closed
 /// for memory`.
 pub fn add_bramble_tls_events(counters: &mut GuestCounters, line: &str) {
-    let Some(start) = line.find("status: https open") else {
+    let Some(https) = Https::parse(line) else {
         return;
     };
-    let words: Vec<&str> = line[start..]
-        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
-        .filter(|word| !word.is_empty())
-        .collect();
-    for (key, name) in [
-        ("full", "tls full handshakes"),
-        ("resumed", "tls resumed handshakes"),
-        ("failures", "tls failures"),
-        ("deferred", "tls deferred"),
-        ("memory", "tls closed for memory"),
+    for (name, value) in [
+        ("tls full handshakes", https.full),
+        ("tls resumed handshakes", https.resumed),
+        ("tls failures", https.failures),
+        ("tls deferred", https.deferred),
+        ("tls closed for memory", https.closed_for_memory),
     ] {
-        if let Some(value) = words
-            .windows(2)
-            .find(|pair| pair[0] == key)
-            .and_then(|pair| pair[1].parse::<u64>().ok())
-        {
-            counters.events.insert(name.to_string(), value);
-        }
+        counters.events.insert(name.to_string(), value);
     }
 }
 
-/// Parses Bramble's first `status` line. Shape (each part optional, any order):
-/// `status: up 12345 us, busy 2345 us, idle 10000 us, ..., memory used 1234 KiB, free ...`
+/// Reads Bramble's [`Up`] status line: time since boot, busy time and RAM in use.
 pub fn parse_bramble_status(line: &str) -> Option<GuestCounters> {
-    let rest = &line[line.find("status:")? + "status:".len()..];
-    let words: Vec<&str> = rest
-        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
-        .filter(|word| !word.is_empty())
-        .collect();
-    let after = |key: &str| {
-        words
-            .windows(2)
-            .find(|pair| pair[0] == key)
-            .and_then(|pair| pair[1].parse::<u64>().ok())
-    };
-    let memory = words.windows(4).find_map(|w| {
-        let scale = match w[3] {
-            "bytes" | "B" => 1,
-            "KiB" => 1024,
-            "MiB" => 1024 * 1024,
-            _ => return None,
-        };
-        (w[0] == "memory" && w[1] == "used")
-            .then(|| w[2].parse::<u64>().ok())
-            .flatten()
-            .map(|n| n * scale)
-    });
+    let up = Up::parse(line)?;
     Some(GuestCounters {
-        up_us: after("up"),
-        busy_us: after("busy"),
-        ram_used_bytes: memory,
+        up_us: Some(up.up_us),
+        busy_us: Some(up.busy_us),
+        ram_used_bytes: Some(up.memory_used_kib as u64 * 1024),
         events: BTreeMap::new(),
     })
 }
@@ -251,43 +199,38 @@ fn linux_tcp_events(text: &str) -> BTreeMap<String, u64> {
     events
 }
 
-/// The numbers of Bramble's `status: cache ...` line (`name value` pairs separated by
-/// commas, e.g. `hits 12, misses 3, card kB/s 9812`), by name.
+/// The numbers of Bramble's [`Cache`] status line by field name (`hits`, `card bytes`,
+/// `card kb per s`, ...).
 pub fn parse_cache_status(line: &str) -> Option<BTreeMap<String, u64>> {
-    let text = line.split("status: cache ").nth(1)?;
+    let cache = Cache::parse(line)?;
     Some(
-        text.split(", ")
-            .filter_map(|item| {
-                let (name, value) = item.trim().rsplit_once(' ')?;
-                Some((name.to_string(), value.parse().ok()?))
-            })
+        cache
+            .fields()
+            .filter_map(|(name, value)| Some((name.replace('_', " "), value?)))
             .collect(),
     )
 }
 
-/// The counters of Bramble's `status: cache` line that only grow, as events: `cache hits`,
+/// The counters of Bramble's [`Cache`] status line that only grow, as events: `cache hits`,
 /// `cache misses`, `card bytes` (read from the card), `card segments`, `cache warmed`, `card
 /// read errors`, `cache checksum failures`, `cache evictions`. Their growth over a load run
 /// is that run's hit rate and card traffic; the line's sizes and rates (KiB, used, hit
 /// percent, kB/s) are left out, a difference of them means nothing.
 pub fn add_bramble_cache_events(counters: &mut GuestCounters, line: &str) {
-    const GROWING: [(&str, &str); 8] = [
-        ("hits", "cache hits"),
-        ("misses", "cache misses"),
-        ("card bytes", "card bytes"),
-        ("card segments", "card segments"),
-        ("warmed", "cache warmed"),
-        ("read errors", "card read errors"),
-        ("checksum failures", "cache checksum failures"),
-        ("evictions", "cache evictions"),
-    ];
-    let Some(numbers) = parse_cache_status(line) else {
+    let Some(cache) = Cache::parse(line) else {
         return;
     };
-    for (name, event) in GROWING {
-        if let Some(&value) = numbers.get(name) {
-            counters.events.insert(event.to_string(), value);
-        }
+    for (event, value) in [
+        ("cache hits", cache.hits),
+        ("cache misses", cache.misses),
+        ("card bytes", cache.card_bytes),
+        ("card segments", cache.card_segments),
+        ("cache warmed", cache.warmed),
+        ("card read errors", cache.read_errors),
+        ("cache checksum failures", cache.checksum_failures),
+        ("cache evictions", cache.evictions),
+    ] {
+        counters.events.insert(event.to_string(), value);
     }
 }
 
@@ -318,7 +261,7 @@ pub fn card_speed_between(
 ) -> Option<f64> {
     let bytes = |map: &BTreeMap<String, u64>| map.get("card bytes").copied().unwrap_or(0);
     let micros = |map: &BTreeMap<String, u64>| {
-        let rate = map.get("card kB/s").copied().unwrap_or(0);
+        let rate = map.get("card kb per s").copied().unwrap_or(0);
         (bytes(map) as f64 * 1000.0 / rate as f64).max(0.0)
     };
     let micros_of = |map: &BTreeMap<String, u64>| {
@@ -346,7 +289,7 @@ mod tests {
     #[test]
     fn card_speed_of_the_reads_between_two_snapshots() {
         let snapshot = |bytes: u64, rate: u64| -> BTreeMap<String, u64> {
-            [("card bytes", bytes), ("card kB/s", rate)]
+            [("card bytes", bytes), ("card kb per s", rate)]
                 .into_iter()
                 .map(|(name, value)| (name.to_string(), value))
                 .collect()
@@ -400,7 +343,7 @@ mod tests {
         assert_eq!(before.events["cache evictions"], 5);
         assert_eq!(before.events["cache warmed"], 3);
         assert!(
-            !before.events.contains_key("card kB/s"),
+            !before.events.contains_key("card kb per s"),
             "a rate is no event"
         );
         assert!(!before.events.contains_key("hit percent"));
@@ -426,13 +369,16 @@ mod tests {
             &mut counters,
             "[    9.1] INFO  status: https open 2, handshakes full 17 resumed 3, failures 1, \
              deferred 4, heap 1226 B in use, 5029 B at most, of 3400985 B; certificate valid, \
-             expires Sun, 07 Nov 2126 09:37:56 GMT (in 36500 days)",
+             expires Sun, 07 Nov 2126 09:37:56 GMT (in 36500 days); abandoned at the 10 s \
+             handshake limit 0, closed for memory 5; refused: budget 0 no hello 0 not TLS 0; \
+             priced P-256 0, handshake work 120 M instructions",
         );
         let expected: BTreeMap<String, u64> = [
             ("tls full handshakes", 17),
             ("tls resumed handshakes", 3),
             ("tls failures", 1),
             ("tls deferred", 4),
+            ("tls closed for memory", 5),
         ]
         .into_iter()
         .map(|(name, value)| (name.to_string(), value))
@@ -441,7 +387,7 @@ mod tests {
         let mut none = GuestCounters::default();
         add_bramble_tls_events(
             &mut none,
-            "status: https not started: tls_key KEY.PEM: gone",
+            "status: https not started: tls_key KEY.PEM: gone; plain HTTP is served",
         );
         assert!(none.events.is_empty());
     }
@@ -451,33 +397,32 @@ mod tests {
         let line = "[ 9.1] INFO  status: cache KiB 440000, segments 6875, used 12, hits 30, \
                     misses 4, hit percent 88, card bytes 786432, card segments 12, warmed 0, \
                     card kB/s 10182, read errors 0, checksum failures 0, body failures 0, \
-                    evictions 0";
+                    evictions 0, longest card call us 900";
         let numbers = parse_cache_status(line).unwrap();
         assert_eq!(numbers["hits"], 30);
         assert_eq!(numbers["hit percent"], 88);
-        assert_eq!(numbers["card kB/s"], 10182);
+        assert_eq!(numbers["card kb per s"], 10182);
+        assert_eq!(numbers["longest card call us"], 900);
         assert_eq!(numbers["checksum failures"], 0);
         assert!(parse_cache_status("status: up 5 us").is_none());
     }
 
     #[test]
-    fn bramble_status_with_and_without_the_benchmark_counters() {
+    fn bramble_status_gives_time_and_memory() {
         let full = parse_bramble_status(
             "[  12.345] INFO status: up 12345678 us, busy 2345678 us, idle 10000000 us, 42 \
              timer interrupts, 3 watchdog ticks, resets 0 (watchdog 0), memory used 1280 KiB, \
-             free 500000 KiB",
+             free 500000 KiB (card cache 440000 KiB of it), loop passes 900, slept 800, \
+             deadline already due 2, quiet receive wakes 7",
         )
         .unwrap();
         assert_eq!(full.up_us, Some(12_345_678));
         assert_eq!(full.busy_us, Some(2_345_678));
         assert_eq!(full.ram_used_bytes, Some(1280 * 1024));
-        let today = parse_bramble_status("status: up 99 us, 3 timer interrupts").unwrap();
+        assert!(full.events.is_empty());
         assert_eq!(
-            today,
-            GuestCounters {
-                up_us: Some(99),
-                ..Default::default()
-            }
+            parse_bramble_status("status: up 99 us, 3 timer interrupts"),
+            None
         );
         assert_eq!(parse_bramble_status("serving: http://10.0.2.15/"), None);
     }
@@ -490,14 +435,14 @@ mod tests {
             "[ 1.0] INFO  status: http requests 10, bytes 5000, open connections 2, accepted \
              12, timeouts 1, errors 0; frames rx 100 tx 90, rx errors 0, tx dropped 3",
         );
-        assert_eq!(before.events["http requests"], 10);
+        assert_eq!(before.events["requests"], 10);
         assert_eq!(before.events["open connections"], 2);
         assert_eq!(before.events["frames rx"], 100);
         assert_eq!(before.events["frames tx"], 90);
         assert_eq!(before.events["tx dropped"], 3);
         let mut after = before.clone();
-        after.events.insert("http requests".into(), 25);
-        assert_eq!(after.event_deltas(&before)["http requests"], 15);
+        after.events.insert("requests".into(), 25);
+        assert_eq!(after.event_deltas(&before)["requests"], 15);
         assert_eq!(after.event_deltas(&before)["tx dropped"], 0);
     }
 

@@ -240,3 +240,10 @@ impl Drop for Guest {
 
 /// How long a boot may take before the test fails: generous, for a loaded 2-core CI machine.
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Asks the kernel for its status and returns its first line (time, memory, the loop).
+pub fn up_status(guest: &mut Guest) -> bramble_status::Up {
+    guest.send_line("status");
+    let line = guest.expect_line(bramble_status::Up::PREFIX, Duration::from_secs(10));
+    bramble_status::Up::parse(&line).unwrap_or_else(|| panic!("unreadable: {line:?}"))
+}

@@ -4,7 +4,8 @@
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
-use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use bramble_status::Up;
+use bramble_tests::{BOOT_TIMEOUT, Guest, kernel, up_status};
 use sha2::{Digest, Sha256};
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -180,14 +181,15 @@ fn boot_phases_are_reported_with_microsecond_stamps() {
     );
     // The first status may be answered before the loop ever slept (the command can arrive
     // while boot work is still due); ask again, a bounded number of times.
-    let mut status = String::new();
+    let mut last = None;
     for _ in 0..20 {
-        status = self::status(&mut guest);
-        let (up, busy, idle) = (
-            number_after(&status, "up"),
-            number_after(&status, "busy"),
-            number_after(&status, "idle"),
-        );
+        let status = self::status(&mut guest);
+        let Up {
+            up_us: up,
+            busy_us: busy,
+            idle_us: idle,
+            ..
+        } = status;
         assert_eq!(
             busy + idle,
             up.max(busy + idle),
@@ -196,9 +198,10 @@ fn boot_phases_are_reported_with_microsecond_stamps() {
         if idle > 0 {
             return;
         }
+        last = Some(status);
         std::thread::sleep(Duration::from_millis(250));
     }
-    panic!("the idle loop never slept in WFI: {status:?}");
+    panic!("the idle loop never slept in WFI: {last:?}");
 }
 
 #[test]
@@ -230,9 +233,8 @@ fn card_is_unchanged_after_twenty_runs_killed_at_random_moments() {
 }
 
 /// Sends `status` and returns the first status line (uptime, loop counters).
-fn status(guest: &mut Guest) -> String {
-    guest.send_line("status");
-    guest.expect_line("status: up", Duration::from_secs(10))
+fn status(guest: &mut Guest) -> Up {
+    up_status(guest)
 }
 
 /// Under QEMU an idle receive path is polled instead of parked (QEMU's DWC2 model would
@@ -251,12 +253,12 @@ fn quiet_receive_path_is_polled_cheaply_and_still_answers() {
 
     for round in 0..3 {
         // Wait (bounded) until the receive path has gone quiet and is being polled.
-        let start = number_after(&status(&mut guest), "quiet receive wakes");
+        let start = status(&mut guest).quiet_receive_wakes;
         let deadline = Instant::now() + Duration::from_secs(60);
         let before = loop {
             std::thread::sleep(Duration::from_millis(500));
             let line = status(&mut guest);
-            if number_after(&line, "quiet receive wakes") >= start + 50 {
+            if line.quiet_receive_wakes >= start + 50 {
                 break line;
             }
             assert!(
@@ -266,9 +268,8 @@ fn quiet_receive_path_is_polled_cheaply_and_still_answers() {
         };
         std::thread::sleep(Duration::from_secs(1));
         let after = status(&mut guest);
-        let quiet = number_after(&after, "quiet receive wakes")
-            - number_after(&before, "quiet receive wakes");
-        let passes = number_after(&after, "loop passes") - number_after(&before, "loop passes");
+        let quiet = after.quiet_receive_wakes - before.quiet_receive_wakes;
+        let passes = after.loop_passes - before.loop_passes;
         assert!(
             quiet > 0 && passes - quiet < quiet,
             "round {round}: most idle wake-ups are quiet polls, not full passes \
@@ -287,8 +288,7 @@ fn quiet_receive_path_is_polled_cheaply_and_still_answers() {
     let before = status(&mut guest);
     std::thread::sleep(Duration::from_secs(10));
     let after = status(&mut guest);
-    let quiet =
-        number_after(&after, "quiet receive wakes") - number_after(&before, "quiet receive wakes");
+    let quiet = after.quiet_receive_wakes - before.quiet_receive_wakes;
     assert!(
         (8..=40).contains(&quiet),
         "{quiet} quiet polls in 10 s after 25 s of silence (expected about 17): \

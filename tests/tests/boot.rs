@@ -1,7 +1,7 @@
 //! Boots the kernel in QEMU (raspi1ap and raspi0) and checks what it says on the serial console.
 
 use bramble_qemu::{Kernel, Machine, QemuConfig};
-use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use bramble_tests::{BOOT_TIMEOUT, Guest, kernel, up_status};
 use std::time::Duration;
 
 fn boot(machine: Machine) -> Guest {
@@ -160,9 +160,8 @@ fn panic_prints_message_and_location_then_resets() {
 
 /// (busy, up) microseconds from a `status` line.
 fn busy_and_uptime(guest: &mut Guest) -> (u64, u64) {
-    guest.send_line("status");
-    let status = guest.expect_line("status: up", Duration::from_secs(10));
-    (number_after(&status, "busy"), number_after(&status, "up"))
+    let status = up_status(guest);
+    (status.busy_us, status.up_us)
 }
 
 #[test]

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
-use support::{Client, access_log_since, boot_site, http_status, site_files, status_value};
+use support::{Client, access_log_since, boot_site, http_status, site_files};
 
 /// How long the kernel may take to act on a deadline before the test calls it a failure: the
 /// longest deadline (40 s for a header) plus slack for a loaded machine.
@@ -137,9 +137,9 @@ fn pipelining_concurrency_and_slow_clients_through_qemu() {
         std::thread::sleep(Duration::from_millis(15));
     }
     let wait_until = Instant::now() + Duration::from_secs(8);
-    let open_now = loop {
+    let open_now: u64 = loop {
         let status = http_status(&mut served.guest);
-        let open = status_value(&status, "open connections");
+        let open = u64::from(status.open_connections);
         if open >= clients as u64 || Instant::now() > wait_until {
             break open;
         }
@@ -273,7 +273,7 @@ fn pipelining_concurrency_and_slow_clients_through_qemu() {
     // connection the guest no longer has, so each stream ends.
     let cut_off_so_far = loop {
         let status = http_status(&mut served.guest);
-        let counted = status_value(&status, "timeouts") - status_value(&before, "timeouts");
+        let counted = status.timeouts - before.timeouts;
         if counted >= 6 || started.elapsed() > CUT_OFF_BOUND {
             break counted;
         }
@@ -318,13 +318,13 @@ fn pipelining_concurrency_and_slow_clients_through_qemu() {
     );
     let after = loop {
         let status = http_status(&mut served.guest);
-        if status_value(&status, "open connections") == 0 || started.elapsed() > CUT_OFF_BOUND {
+        if status.open_connections == 0 || started.elapsed() > CUT_OFF_BOUND {
             break status;
         }
         std::thread::sleep(Duration::from_millis(1000));
     };
     assert_eq!(
-        status_value(&after, "open connections"),
+        after.open_connections,
         0,
         "connections still held {CUT_OFF_BOUND:?} after the slow clients started (the \
          never-reading client's, at least): {after:?}\nserial:\n{}",
@@ -351,7 +351,7 @@ fn pipelining_concurrency_and_slow_clients_through_qemu() {
         sink.eof,
         "never-reading client: the stream did not end ({whole} of {asked} responses read)"
     );
-    let timeouts = status_value(&after, "timeouts") - status_value(&before, "timeouts");
+    let timeouts = after.timeouts - before.timeouts;
     assert!(
         timeouts >= 8,
         "kernel counted {timeouts} deadline cut-offs, expected at least 8 (3 silent, 3 half \

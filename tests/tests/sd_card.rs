@@ -13,7 +13,7 @@ use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::{boot_image, cache_status, get, pack, status_value};
+use support::{boot_image, cache_status, get, pack};
 
 /// A small but realistic site: nested directories, text and binary files.
 fn make_site(dir: &Path) {
@@ -261,8 +261,8 @@ fn a_corrupt_body_byte_gets_its_file_a_500_and_every_other_file_is_served() {
     // Asking again reads it again, and it is still refused.
     assert_eq!(get(served.port, "/photo.jpg", "").status, 500);
     let cache = cache_status(&mut served.guest);
-    assert!(status_value(&cache, "checksum failures") >= 2, "{cache:?}");
-    assert!(status_value(&cache, "body failures") >= 2, "{cache:?}");
+    assert!(cache.checksum_failures >= 2, "{cache:?}");
+    assert!(cache.body_failures >= 2, "{cache:?}");
     let logged = served
         .guest
         .transcript
@@ -325,11 +325,11 @@ fn a_card_that_stops_answering_mid_serve_fails_only_the_reads_it_must_and_stalls
         assert!(&response.body == expected, "{path}: bytes differ");
     }
     let cache = cache_status(&mut served.guest);
-    assert!(status_value(&cache, "read errors") >= 1, "{cache:?}");
-    assert_eq!(status_value(&cache, "checksum failures"), 0, "{cache:?}");
+    assert!(cache.read_errors >= 1, "{cache:?}");
+    assert_eq!(cache.checksum_failures, 0, "{cache:?}");
     // "A few milliseconds" with room for a loaded host; the stall this guards against was
     // 500 ms per failed read.
-    let longest = status_value(&cache, "longest card call us");
+    let longest = cache.longest_card_call_us;
     assert!(longest < 100_000, "a card call kept the loop {longest} us");
     let named =
         served.guest.transcript.iter().any(|line| {
@@ -362,7 +362,7 @@ fn generated_site(dir: &Path, files: usize, file_len: usize) -> Vec<(String, Vec
 
 /// Boots a generated site of `files` x `file_len` bytes, fetches `sample` of its files
 /// (spread over the image) and checks every byte; returns what the status line said.
-fn serve_generated_site(files: usize, file_len: usize, sample: usize) -> Vec<(String, u64)> {
+fn serve_generated_site(files: usize, file_len: usize, sample: usize) -> bramble_status::Cache {
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     let made = generated_site(&site, files, file_len);
@@ -388,9 +388,9 @@ fn serve_generated_site(files: usize, file_len: usize, sample: usize) -> Vec<(St
             eprintln!("{line}");
         }
     }
-    assert!(status_value(&cache, "card bytes") >= fetched, "{cache:?}");
-    assert_eq!(status_value(&cache, "checksum failures"), 0);
-    assert_eq!(status_value(&cache, "read errors"), 0);
+    assert!(cache.card_bytes >= fetched, "{cache:?}");
+    assert_eq!(cache.checksum_failures, 0);
+    assert_eq!(cache.read_errors, 0);
     cache
 }
 
@@ -406,7 +406,7 @@ fn a_site_of_many_megabytes_boots_at_once_and_serves_from_the_card() {
 fn a_site_larger_than_the_guest_ram_boots_and_serves_from_the_card() {
     let cache = serve_generated_site(600, 1024 * 1024, 40);
     // The cache is smaller than the site: RAM could not hold it.
-    assert!(status_value(&cache, "KiB") < 600 * 1024, "{cache:?}");
+    assert!(cache.kib < 600 * 1024, "{cache:?}");
 }
 
 /// `selftest board` (doc/first-boot.md): the RNG's health, the card's facts and a read of all

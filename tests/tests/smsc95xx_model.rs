@@ -271,23 +271,11 @@ fn bramble_drives_the_lan9514_model_and_survives_its_faults() {
     // re-armed), the flagged frames as dropped.
     let guest = bramble.guest();
     guest.send_line("status");
-    let nic = guest.expect_line("status: nic", Duration::from_secs(10));
-    let count = |after: &str| -> u64 {
-        nic.split(after)
-            .nth(1)
-            .and_then(|rest| rest.split([',', ' ']).find(|w| !w.is_empty()))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no {after:?} in {nic}"))
-    };
-    assert!(count("rx dropped ") >= 3, "the RX error frames: {nic}");
-    assert!(
-        count("rx transfer errors ") >= 1,
-        "the bulk-IN stall: {nic}"
-    );
-    assert!(
-        count("tx transfer errors ") >= 1,
-        "the bulk-OUT stall: {nic}"
-    );
+    let nic = guest.expect_line(bramble_status::Nic::PREFIX, Duration::from_secs(10));
+    let counts = bramble_status::Nic::parse(&nic).unwrap_or_else(|| panic!("unreadable: {nic}"));
+    assert!(counts.rx_dropped >= 3, "the RX error frames: {nic}");
+    assert!(counts.rx_transfer_errors >= 1, "the bulk-IN stall: {nic}");
+    assert!(counts.tx_transfer_errors >= 1, "the bulk-OUT stall: {nic}");
 
     // 6. Unplugged and plugged back a second later: the driver's device is gone, the
     //    network device is probed again, the chip comes up from reset, DHCP again.

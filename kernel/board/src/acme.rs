@@ -154,15 +154,16 @@ pub fn print_card_writes(store: &Store) {
     let Some((writes, window)) = crate::storage::write_counters(store) else {
         return;
     };
-    log::info!(
-        "status: card writes {} commands, {} blocks, {} bytes, refused {}, failed {}; window {}",
-        writes.commands,
-        writes.blocks,
-        writes.bytes(),
-        writes.refused,
-        writes.failed,
-        WindowText(window)
-    );
+    let window = WindowText(window);
+    let line = bramble_status::CardWrites {
+        commands: writes.commands,
+        blocks: writes.blocks,
+        bytes: writes.bytes(),
+        refused: writes.refused,
+        failed: writes.failed,
+        window: bramble_status::Text::Shown(&window),
+    };
+    log::info!("{line}");
 }
 
 /// The write window for the status line, formatted in place: the heap exists only once TLS

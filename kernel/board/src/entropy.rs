@@ -158,14 +158,20 @@ pub fn network_secret(mac: [u8; 6], salt: u64) -> u64 {
 pub fn print_status() {
     let tested = HEALTH.lock().tested();
     match problem() {
-        None => log::info!(
-            "status: entropy ok, hardware RNG bytes tested {tested}, boot seeding {} us, \
-             reseeds {}",
-            BOOT_MICROS.load(Ordering::Relaxed),
-            RESEEDS.load(Ordering::Relaxed)
-        ),
+        None => {
+            let line = bramble_status::EntropyOk {
+                tested,
+                boot_seeding_us: BOOT_MICROS.load(Ordering::Relaxed),
+                reseeds: RESEEDS.load(Ordering::Relaxed),
+            };
+            log::info!("{line}");
+        }
         Some(problem) => {
-            log::info!("status: entropy failed: {problem}; bytes tested {tested}; HTTPS off")
+            let line = bramble_status::EntropyFailed {
+                problem: bramble_status::Text::Shown(&problem),
+                tested,
+            };
+            log::info!("{line}");
         }
     }
 }

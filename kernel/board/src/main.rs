@@ -31,6 +31,7 @@ extern crate alloc;
 use bramble_bcm2835::{dwc2, revision, timer, uart};
 use bramble_boot::cpu;
 use bramble_hal::Instant;
+use bramble_status::Text;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use health::{Led, LedState};
 use platform::{INTERRUPTS, TIMER};
@@ -386,45 +387,46 @@ fn print_status(
         / 1024
         + network::used_bytes() / 1024
         + storage::site_bytes() / 1024;
-    log::info!(
-        "status: up {up} us, busy {} us, idle {idle} us, {} timer interrupts, {} watchdog ticks, \
-         resets {resets} (watchdog {watchdog_resets}), memory used {used_kib} KiB, free {} KiB \
-         (card cache {} KiB of it), loop passes {}, slept {}, deadline already due {}, quiet \
-         receive wakes {}",
-        up.saturating_sub(idle),
-        ALARMS.load(Ordering::Relaxed),
-        health::ticks(),
-        (free_bytes + storage::cache_bytes()) / 1024,
-        storage::cache_bytes() / 1024,
-        LOOPS.load(Ordering::Relaxed),
-        SLEEPS.load(Ordering::Relaxed),
-        DUE_NOW.load(Ordering::Relaxed),
-        net.as_ref()
-            .map_or(0, |appliance| appliance.counters().quiet_polls)
-    );
+    let line = bramble_status::Up {
+        up_us: up,
+        busy_us: up.saturating_sub(idle),
+        idle_us: idle,
+        timer_interrupts: ALARMS.load(Ordering::Relaxed),
+        watchdog_ticks: health::ticks(),
+        resets,
+        watchdog_resets,
+        memory_used_kib: used_kib,
+        free_kib: (free_bytes + storage::cache_bytes()) / 1024,
+        card_cache_kib: storage::cache_bytes() / 1024,
+        loop_passes: LOOPS.load(Ordering::Relaxed),
+        slept: SLEEPS.load(Ordering::Relaxed),
+        deadline_due: DUE_NOW.load(Ordering::Relaxed),
+        quiet_receive_wakes: net
+            .as_ref()
+            .map_or(0, |appliance| appliance.counters().quiet_polls),
+    };
+    log::info!("{line}");
     if let Some(store) = store {
         let cache = store.counters();
         let lookups = cache.hits + cache.misses;
-        log::info!(
-            "status: cache KiB {}, segments {}, used {}, hits {}, misses {}, hit percent {}, \
-             card bytes {}, card segments {}, warmed {}, card kB/s {}, read errors {}, \
-             checksum failures {}, body failures {}, evictions {}, longest card call us {}",
-            cache.pages * cache.page_len / 1024,
-            cache.pages,
-            cache.pages_used,
-            cache.hits,
-            cache.misses,
-            (cache.hits * 100).checked_div(lookups).unwrap_or(0),
-            cache.bytes_read,
-            cache.segments_read,
-            cache.warmed,
-            cache.card_kilobytes_per_second(),
-            cache.read_errors,
-            cache.checksum_failures,
-            cache.body_failures,
-            cache.evictions,
-            storage::longest_card_call_micros()
-        );
+        let line = bramble_status::Cache {
+            kib: cache.pages * cache.page_len / 1024,
+            segments: cache.pages,
+            used: cache.pages_used,
+            hits: cache.hits,
+            misses: cache.misses,
+            hit_percent: (cache.hits * 100).checked_div(lookups).unwrap_or(0),
+            card_bytes: cache.bytes_read,
+            card_segments: cache.segments_read,
+            warmed: cache.warmed,
+            card_kb_per_s: cache.card_kilobytes_per_second(),
+            read_errors: cache.read_errors,
+            checksum_failures: cache.checksum_failures,
+            body_failures: cache.body_failures,
+            evictions: cache.evictions,
+            longest_card_call_us: storage::longest_card_call_micros(),
+        };
+        log::info!("{line}");
         acme::print_card_writes(store);
     }
     entropy::print_status();
@@ -432,35 +434,39 @@ fn print_status(
         let http = appliance.server().counters();
         let phy = appliance.phy_counters();
         let pool = appliance.pool_counters();
-        log::info!(
-            "status: http requests {}, bytes {}, open connections {}, accepted {}, timeouts {}, \
-             errors {}; frames rx {} tx {}, rx errors {}, tx dropped {}",
-            http.requests,
-            http.bytes_sent,
-            pool.open,
-            pool.accepted,
-            pool.timeouts(),
-            http.errors(),
-            phy.rx_frames,
-            phy.tx_frames,
-            phy.rx_errors,
-            phy.tx_dropped
-        );
+        let line = bramble_status::Http {
+            requests: http.requests,
+            bytes: http.bytes_sent,
+            open_connections: pool.open,
+            accepted: pool.accepted,
+            timeouts: pool.timeouts(),
+            errors: http.errors(),
+            frames_rx: phy.rx_frames,
+            frames_tx: phy.tx_frames,
+            rx_errors: phy.rx_errors,
+            tx_dropped: phy.tx_dropped,
+        };
+        log::info!("{line}");
         let counters = appliance.counters();
-        log::info!(
-            "status: addresses {}; IPv6 router {}; connections over IPv4 {}, over IPv6 {}",
-            appliance.addresses(),
-            Router(appliance.ipv6_router()),
-            counters.connections_opened - counters.ipv6_connections_opened,
-            counters.ipv6_connections_opened
-        );
-        log::info!("status: connections {pool}");
+        let addresses = appliance.addresses();
+        let router = Router(appliance.ipv6_router());
+        let line = bramble_status::Addresses {
+            addresses: Text::Shown(&addresses),
+            ipv6_router: Text::Shown(&router),
+            over_ipv4: counters.connections_opened - counters.ipv6_connections_opened,
+            over_ipv6: counters.ipv6_connections_opened,
+        };
+        log::info!("{line}");
+        let line = bramble_status::Connections {
+            pool: Text::Shown(&pool),
+        };
+        log::info!("{line}");
         if let Some(syslog) = appliance.syslog_counters() {
-            log::info!(
-                "status: syslog sent {}, dropped {}",
-                syslog.sent,
-                syslog.dropped
-            );
+            let line = bramble_status::Syslog {
+                sent: syslog.sent,
+                dropped: syslog.dropped,
+            };
+            log::info!("{line}");
         }
         status::print_https(appliance);
         status::print_acme(appliance);
@@ -469,30 +475,29 @@ fn print_status(
         let kind = nic.kind();
         let quiet_attempts = nic.host_mut().quiet_attempts();
         let waits = nic.host_mut().receive_waits();
-        log::info!(
-            "status: usb {kind:?}, losses {}, re-probes {} ({} found it), last probe error {:?}, \
-             quiet receive attempts {quiet_attempts}, receive transfers {} (waited {}, {} us; \
-             waits under 50/100/150/250/500/1000/10000 us, longer: {:?})",
-            usb.losses,
-            usb.reprobes_attempted,
-            usb.reprobes_succeeded,
-            usb.last_probe_error,
-            waits.completed,
-            waits.waited,
-            waits.wait_micros,
-            waits.wait_histogram
-        );
+        let line = bramble_status::Usb {
+            kind: Text::Debugged(&kind),
+            losses: usb.losses,
+            reprobes: usb.reprobes_attempted,
+            reprobes_found: usb.reprobes_succeeded,
+            last_probe_error: Text::Debugged(&usb.last_probe_error),
+            quiet_receive_attempts: quiet_attempts,
+            receive_transfers: waits.completed,
+            waited: waits.waited,
+            wait_us: waits.wait_micros,
+            wait_histogram: Text::Debugged(&waits.wait_histogram),
+        };
+        log::info!("{line}");
         if let Some(stats) = nic.nic().map(|device| device.stats()) {
             // Since the device was last probed.
-            log::info!(
-                "status: nic rx frames {}, rx dropped {} (flagged bad or malformed), rx transfer \
-                 errors {}, tx frames {}, tx transfer errors {}",
-                stats.rx_frames,
-                stats.rx_errors,
-                stats.rx_transfer_errors,
-                stats.tx_frames,
-                stats.tx_errors
-            );
+            let line = bramble_status::Nic {
+                rx_frames: stats.rx_frames,
+                rx_dropped: stats.rx_errors,
+                rx_transfer_errors: stats.rx_transfer_errors,
+                tx_frames: stats.tx_frames,
+                tx_transfer_errors: stats.tx_errors,
+            };
+            log::info!("{line}");
         }
     }
 }

@@ -9,6 +9,7 @@
 use crate::network::Network;
 use crate::platform::micros;
 use crate::tls;
+use bramble_status::Text;
 
 /// The status line's clock and HTTPS parts: clock state, handshakes, failures, deferrals,
 /// heap, and the certificate's validity against the clock.
@@ -16,19 +17,25 @@ pub fn print_https(appliance: &Network) {
     let now = bramble_hal::Instant::from_micros(micros());
     match appliance.clock_status(now) {
         Some(clock) => match (clock.unix_seconds, clock.last_sync) {
-            (Some(unix), Some((stratum, ago))) => log::info!(
-                "status: clock set, Unix time {unix}, from a stratum {stratum} server {ago} s ago"
-            ),
-            _ => log::info!(
-                "status: clock not set yet ({} time servers known); no Date on responses",
-                clock.servers
-            ),
+            (Some(unix), Some((stratum, ago))) => {
+                let line = bramble_status::ClockSet { unix, stratum, ago };
+                log::info!("{line}");
+            }
+            _ => {
+                let line = bramble_status::ClockUnset {
+                    servers: clock.servers,
+                };
+                log::info!("{line}");
+            }
         },
-        None => log::info!("status: clock off"),
+        None => log::info!("{}", bramble_status::ClockOff {}),
     }
     let Some(counters) = appliance.tls_counters() else {
         if let Some(reason) = tls::not_started_reason() {
-            log::info!("status: https not started: {reason}; plain HTTP is served");
+            let line = bramble_status::HttpsNotStarted {
+                reason: Text::Shown(&reason),
+            };
+            log::info!("{line}");
         }
         return;
     };
@@ -61,27 +68,28 @@ pub fn print_https(appliance: &Network) {
             (validity.not_after - unix) / 86_400
         ),
     };
-    let uncovered = match tls::uncovered_names() {
-        Some(names) => alloc::format!(", does not cover {names}"),
-        None => alloc::string::String::new(),
+    let certificate = match tls::uncovered_names() {
+        Some(names) => alloc::format!("{state}, does not cover {names}"),
+        None => state,
     };
-    log::info!(
-        "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
-         heap {in_use} B in use, {peak} B at most, of {size} B; certificate {state}{uncovered}; \
-         closed for memory {}; refused: budget {} no hello {} not TLS {}; priced P-256 {}, \
-         handshake work {} M instructions",
-        appliance.open_https_connections(),
-        counters.full_handshakes,
-        counters.resumed_handshakes,
-        counters.failures,
-        counters.deferred,
-        counters.memory_closed,
-        counters.refused_budget,
-        counters.refused_no_hello,
-        counters.refused_not_tls,
-        counters.priced_p256,
-        counters.charged_millions,
-    );
+    let heap = alloc::format!("{in_use} B in use, {peak} B at most, of {size} B");
+    let line = bramble_status::Https {
+        open: appliance.open_https_connections(),
+        full: counters.full_handshakes,
+        resumed: counters.resumed_handshakes,
+        failures: counters.failures,
+        deferred: counters.deferred,
+        heap: Text::Read(&heap),
+        certificate: Text::Read(&certificate),
+        abandoned: appliance.counters().handshakes_abandoned,
+        closed_for_memory: counters.memory_closed,
+        refused_budget: counters.refused_budget,
+        refused_no_hello: counters.refused_no_hello,
+        refused_not_tls: counters.refused_not_tls,
+        priced_p256: counters.priced_p256,
+        work_millions: counters.charged_millions,
+    };
+    log::info!("{line}");
 }
 
 /// The status line's ACME part: where it stands, the certificate's end, the next order,
@@ -93,26 +101,27 @@ pub fn print_acme(appliance: &Network) {
     let Some(status) = appliance.acme_status(now) else {
         return;
     };
-    log::info!(
-        "status: acme {:?}, certificate ends at Unix time {}, next order in {}, orders {}, \
-         issued {} ({} not valid by the clock), saves {} ({} refused by the daily cap), \
-         accounts made {}, failures in a row {}, last error: {}",
-        status.phase,
-        status.not_after.map_or_else(
-            || alloc::string::String::from("(none yet)"),
-            |end| alloc::format!("{end}")
-        ),
-        status.next_order_in.map_or_else(
-            || alloc::string::String::from("-"),
-            |s| alloc::format!("{s} s")
-        ),
-        status.orders,
-        status.issued,
-        status.issued_invalid,
-        status.saves,
-        status.saves_refused,
-        status.accounts,
-        status.failures,
-        status.last_error.as_deref().unwrap_or("none")
+    let phase = status.phase;
+    let not_after = status.not_after.map_or_else(
+        || alloc::string::String::from("(none yet)"),
+        |end| alloc::format!("{end}"),
     );
+    let next_order_in = status.next_order_in.map_or_else(
+        || alloc::string::String::from("-"),
+        |s| alloc::format!("{s} s"),
+    );
+    let line = bramble_status::Acme {
+        phase: Text::Debugged(&phase),
+        not_after: Text::Read(&not_after),
+        next_order_in: Text::Read(&next_order_in),
+        orders: status.orders,
+        issued: status.issued,
+        issued_invalid: status.issued_invalid,
+        saves: status.saves,
+        saves_refused: status.saves_refused,
+        accounts: status.accounts,
+        failures: status.failures,
+        last_error: Text::Read(status.last_error.as_deref().unwrap_or("none")),
+    };
+    log::info!("{line}");
 }

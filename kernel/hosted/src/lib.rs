@@ -22,6 +22,7 @@ use bramble_net::appliance::{
 };
 use bramble_net::stream::PoolLimits;
 use bramble_site::SiteIndex;
+use bramble_status::Text;
 use bramble_store::{CardStore, FileExtents, MemoryCard, Page};
 use std::fmt;
 use std::io::Write;
@@ -672,42 +673,42 @@ fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
     let phy = appliance.phy_counters();
     let pool = appliance.pool_counters();
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(
-        out,
-        "status: http requests {}, bytes {}, open connections {}, accepted {}, timeouts {}, \
-         errors {}; frames rx {} tx {}, rx errors {}, tx dropped {}",
-        http.requests,
-        http.bytes_sent,
-        pool.open,
-        pool.accepted,
-        pool.timeouts(),
-        http.errors(),
-        phy.rx_frames,
-        phy.tx_frames,
-        phy.rx_errors,
-        phy.tx_dropped
-    );
-    let _ = writeln!(out, "status: connections {pool}");
+    let line = bramble_status::Http {
+        requests: http.requests,
+        bytes: http.bytes_sent,
+        open_connections: pool.open,
+        accepted: pool.accepted,
+        timeouts: pool.timeouts(),
+        errors: http.errors(),
+        frames_rx: phy.rx_frames,
+        frames_tx: phy.tx_frames,
+        rx_errors: phy.rx_errors,
+        tx_dropped: phy.tx_dropped,
+    };
+    let _ = writeln!(out, "{line}");
+    let line = bramble_status::Connections {
+        pool: Text::Shown(&pool),
+    };
+    let _ = writeln!(out, "{line}");
     if let Some(tls) = appliance.tls_counters() {
-        let counters = appliance.counters();
-        let _ = writeln!(
-            out,
-            "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}; \
-             abandoned at the 10 s handshake limit {}, closed for memory {}; refused: budget {} \
-             no hello {} not TLS {}; priced P-256 {}, handshake work {} M instructions",
-            appliance.open_https_connections(),
-            tls.full_handshakes,
-            tls.resumed_handshakes,
-            tls.failures,
-            tls.deferred,
-            counters.handshakes_abandoned,
-            tls.memory_closed,
-            tls.refused_budget,
-            tls.refused_no_hello,
-            tls.refused_not_tls,
-            tls.priced_p256,
-            tls.charged_millions,
-        );
+        let line = bramble_status::Https {
+            open: appliance.open_https_connections(),
+            full: tls.full_handshakes,
+            resumed: tls.resumed_handshakes,
+            failures: tls.failures,
+            deferred: tls.deferred,
+            // rustls allocates from the process's heap here: there is no TLS heap to report.
+            heap: Text::Read("not measured (the host's allocator)"),
+            certificate: Text::Read("not checked (hosted)"),
+            abandoned: appliance.counters().handshakes_abandoned,
+            closed_for_memory: tls.memory_closed,
+            refused_budget: tls.refused_budget,
+            refused_no_hello: tls.refused_no_hello,
+            refused_not_tls: tls.refused_not_tls,
+            priced_p256: tls.priced_p256,
+            work_millions: tls.charged_millions,
+        };
+        let _ = writeln!(out, "{line}");
     }
     let _ = out.flush();
 }

@@ -171,18 +171,11 @@ fn boot_card(
     )
 }
 
-/// Asks the kernel for its status and returns the `status: cache ...` line's numbers as
-/// (name, value) pairs, e.g. ("checksum failures", 1).
-pub fn cache_status(guest: &mut Guest) -> Vec<(String, u64)> {
+/// Asks the kernel for its status and returns its card cache line.
+pub fn cache_status(guest: &mut Guest) -> bramble_status::Cache {
     guest.send_line("status");
-    let line = guest.expect_line("status: cache ", Duration::from_secs(20));
-    let text = line.split("status: cache ").nth(1).unwrap_or("");
-    text.split(", ")
-        .filter_map(|item| {
-            let (name, value) = item.rsplit_once(' ')?;
-            Some((name.to_string(), value.parse().ok()?))
-        })
-        .collect()
+    let line = guest.expect_line(bramble_status::Cache::PREFIX, Duration::from_secs(20));
+    bramble_status::Cache::parse(&line).unwrap_or_else(|| panic!("unreadable: {line:?}"))
 }
 
 /// Every file under `root` as (URL path, bytes), sorted by URL.
@@ -404,28 +397,11 @@ pub fn access_log_since(guest: &mut Guest, from: usize, quiet: Duration) -> Vec<
         .collect()
 }
 
-/// Asks the kernel for its status and returns the `status: http requests ...` line's
-/// numbers as (name, value) pairs, e.g. ("timeouts", 2).
-pub fn http_status(guest: &mut Guest) -> Vec<(String, u64)> {
+/// Asks the kernel for its status and returns its HTTP line.
+pub fn http_status(guest: &mut Guest) -> bramble_status::Http {
     guest.send_line("status");
-    let line = guest.expect_line("status: http requests", Duration::from_secs(20));
-    let text = line.split("status: http ").nth(1).unwrap_or("");
-    let text = text.split(';').next().unwrap_or("");
-    text.split(", ")
-        .filter_map(|item| {
-            let (name, value) = item.rsplit_once(' ')?;
-            Some((name.to_string(), value.parse().ok()?))
-        })
-        .collect()
-}
-
-/// One value of [`http_status`].
-pub fn status_value(status: &[(String, u64)], name: &str) -> u64 {
-    status
-        .iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, v)| *v)
-        .unwrap_or_else(|| panic!("no {name:?} in status {status:?}"))
+    let line = guest.expect_line(bramble_status::Http::PREFIX, Duration::from_secs(20));
+    bramble_status::Http::parse(&line).unwrap_or_else(|| panic!("unreadable: {line:?}"))
 }
 
 /// Decodes a gzip body.
