@@ -84,6 +84,36 @@ pub struct ImageArgs {
     /// (`acme_ca_certificate`, default ACMECA.PEM), and named there.
     #[arg(long, value_name = "FILE")]
     pub acme_ca: Option<PathBuf>,
+    /// Two site slots of MIB each at the end of the card (the site goes into slot A), so a
+    /// new site can be published into the other without a visit. Without it SITE.BIN is a
+    /// file on the FAT partition [default with --publish-key: twice the site, at least 8].
+    #[arg(long, value_name = "MIB")]
+    pub slot_mib: Option<u64>,
+    /// The owner's publish key (`bramble keygen` makes OWNER.PUB): the board accepts a
+    /// `bramble publish` signed by its secret half, and no other. Without it publishing is
+    /// off.
+    #[arg(long, value_name = "OWNER.PUB")]
+    pub publish_key: Option<PathBuf>,
+}
+
+/// The site slots `bramble image` lays out: their size and the owner's publish key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotSpec {
+    /// Bytes of each slot, a whole number of MiB.
+    pub slot_bytes: u64,
+    /// The owner's Ed25519 public key; `None`: publishing off.
+    pub publish_key: Option<[u8; 32]>,
+}
+
+impl SlotSpec {
+    /// The slot size for a site of `site_len` bytes when none is given: twice the site,
+    /// rounded up to a power of two MiB, at least 8 MiB.
+    pub fn default_slot_bytes(site_len: usize) -> u64 {
+        ((site_len as u64 * 2).div_ceil(MIB))
+            .next_power_of_two()
+            .max(8)
+            * MIB
+    }
 }
 
 /// `acme_ca_certificate`'s name on the card when BRAMBLE.TXT names none.
@@ -425,6 +455,48 @@ pub fn build_image(inputs: &ImageInputs, output: &Path) -> Result<ImageReport, I
     build_image_with(inputs, Vec::new(), output)
 }
 
+/// Like [`build_image_with`], with the site in slot A of two site slots (`slots`, none:
+/// SITE.BIN on the FAT partition as before).
+pub fn build_image_slotted(
+    inputs: &ImageInputs,
+    extra: Vec<BootFile>,
+    slots: Option<&SlotSpec>,
+    output: &Path,
+) -> Result<ImageReport, ImageError> {
+    let Some(spec) = slots else {
+        return build_image_with(inputs, extra, output);
+    };
+    let mut files = boot_files(inputs);
+    files.retain(|file| file.name != SITE_NAME);
+    files.extend(extra);
+    let layout = match inputs.size_mib {
+        Some(mib) => Layout::with_size(mib.saturating_mul(MIB))?.with_slots(spec.slot_bytes)?,
+        None => Layout::smallest_with(&files, spec.slot_bytes)?,
+    };
+    let mut hash = Sha256::new();
+    for file in &files {
+        hash.update(file.name.as_bytes());
+        hash.update(&file.bytes);
+    }
+    hash.update(&inputs.site);
+    let digest = hash.finalize();
+    let signature = [digest[0], digest[1], digest[2], digest[3]];
+    let contents = disk::SlotContents {
+        site: &inputs.site,
+        publish_key: spec.publish_key.as_ref(),
+    };
+    disk::write_image_with_slots(output, &layout, &files, Some(contents), signature)?;
+    let mut report: Vec<(String, usize)> = files
+        .iter()
+        .map(|f| (f.name.clone(), f.bytes.len()))
+        .collect();
+    report.push(("slot A".into(), inputs.site.len()));
+    Ok(ImageReport {
+        layout,
+        files: report,
+    })
+}
+
 /// Like [`build_image`], with `extra` files (the ACME CA's roots) after the others.
 pub fn build_image_with(
     inputs: &ImageInputs,
@@ -560,7 +632,21 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
         size_mib: args.size,
         tls,
     };
-    let report = build_image_with(&inputs, extra, &args.output)?;
+    let publish_key = match &args.publish_key {
+        Some(path) => Some(crate::publish::keys::read_public(path)?),
+        None => None,
+    };
+    let slots = match (args.slot_mib, publish_key) {
+        (None, None) => None,
+        (mib, publish_key) => Some(SlotSpec {
+            slot_bytes: mib.map_or_else(
+                || SlotSpec::default_slot_bytes(inputs.site.len()),
+                |mib| mib.saturating_mul(MIB),
+            ),
+            publish_key,
+        }),
+    };
+    let report = build_image_slotted(&inputs, extra, slots.as_ref(), &args.output)?;
 
     let layout = report.layout;
     println!(
@@ -575,6 +661,17 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
     );
     for (name, size) in &report.files {
         println!("  {name:<13} {size:>10} bytes");
+    }
+    if let Some(spec) = &slots {
+        println!(
+            "  two site slots of {} MiB at the end of the card; publishing {}",
+            spec.slot_bytes / MIB,
+            if spec.publish_key.is_some() {
+                "on (the key's owner may `bramble publish`)"
+            } else {
+                "off (no --publish-key)"
+            }
+        );
     }
     if inputs.firmware.is_empty() {
         eprintln!("{}", no_firmware_note());

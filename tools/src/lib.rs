@@ -10,6 +10,7 @@ pub mod image;
 pub mod kernel;
 pub mod kernel_id;
 pub mod pack;
+pub mod publish;
 pub mod qemu_cmd;
 pub mod report;
 pub mod serve;

@@ -29,6 +29,9 @@ enum Command {
     Pack(bramble::pack::PackArgs),
     /// Build a flashable SD card image: firmware, kernel, site and settings.
     Image(bramble::image::ImageArgs),
+    /// Make the owner's publish key pair (OWNER.KEY and OWNER.PUB) for `bramble image
+    /// --publish-key`.
+    Keygen(bramble::publish::keys::KeygenArgs),
     /// Write an SD card image to a card, carefully, and verify it.
     Flash(bramble::flash::FlashArgs),
     /// Serve a site folder on this machine with Bramble's HTTP engine (authors' preview).
@@ -61,6 +64,7 @@ fn main() -> ExitCode {
         Command::Qemu(args) => bramble::qemu_cmd::run(args),
         Command::Pack(args) => bramble::pack::run(args),
         Command::Image(args) => bramble::image::run(args),
+        Command::Keygen(args) => bramble::publish::keys::run(args),
         Command::Flash(args) => bramble::flash::run(args),
         Command::Serve(args) => bramble::serve::run(args),
         Command::Check(args) => bramble::check::run(args),

@@ -314,6 +314,8 @@ fn card_for_site(
         tls_cert: args.tls_cert.clone(),
         tls_key: args.tls_key.clone(),
         acme_ca: None,
+        slot_mib: None,
+        publish_key: None,
     })?;
     Ok(output)
 }

@@ -22,6 +22,7 @@ mod health;
 mod network;
 mod platform;
 mod selftest;
+mod site_slots;
 mod status;
 mod storage;
 mod tls;

@@ -155,6 +155,10 @@ pub enum StorageError {
     Index(IndexError),
     /// No RAM left for the store.
     NoMemory,
+    /// The card has site slots but neither copy of their record is readable and whole.
+    NoSlotRecord,
+    /// The card has site slots but no slot the record calls whole passed its checks.
+    NoWholeSlot,
 }
 
 impl core::fmt::Display for StorageError {
@@ -173,6 +177,12 @@ impl core::fmt::Display for StorageError {
             }
             StorageError::Index(error) => write!(f, "{SITE_FILE}: {error}"),
             StorageError::NoMemory => write!(f, "no RAM left for {SITE_FILE}'s index"),
+            StorageError::NoSlotRecord => {
+                f.write_str("the site slots' record is unreadable or torn in both copies")
+            }
+            StorageError::NoWholeSlot => {
+                f.write_str("no site slot holds a whole site that passes its checks")
+            }
         }
     }
 }
@@ -675,7 +685,14 @@ pub fn load(emmc_clock_hz: u32, arena: &mut Arena, dma: &mut DmaAllocator) -> Ca
         }
     }
     STORE_REGION.call_once(|| region);
-    let site = open_site(reader, arena);
+    let site = match crate::site_slots::find(&mut reader, &volume.partition) {
+        Ok(slots) => open_slot_site(reader, arena, &slots),
+        Err(bramble_fat::site_slots::SlotsError::Absent) => open_site(reader, arena),
+        Err(error) => {
+            log::error!("slots: {error}; looking for {SITE_FILE} on FAT instead");
+            open_site(reader, arena)
+        }
+    };
     CardContents { settings, site }
 }
 
@@ -744,6 +761,73 @@ fn read_settings(reader: &mut CardReader, arena: &mut Arena) -> Settings {
     settings
 }
 
+/// Serves the live site slot the record names, or the other one when the live one fails its
+/// checks (the index's own, and the record's length and index checksum): a slot that fails
+/// is never served.
+fn open_slot_site(
+    mut reader: CardReader,
+    arena: &mut Arena,
+    slots: &bramble_fat::site_slots::Slots,
+) -> Result<Site, StorageError> {
+    let Some((record, _)) = crate::site_slots::read_record(&mut reader, slots) else {
+        return Err(StorageError::NoSlotRecord);
+    };
+    for slot in record.boot_order() {
+        let entry = record.slots[usize::from(slot)];
+        let name = crate::site_slots::slot_name(slot);
+        if u64::from(entry.len) > slots.slot_bytes() {
+            log::error!(
+                "slots: slot {name} claims {} bytes, more than it holds",
+                entry.len
+            );
+            continue;
+        }
+        let extents = FileExtents::contiguous(slots.slot_block(slot), entry.len);
+        let started = micros();
+        match read_verified_index(&mut reader, &extents, arena) {
+            Ok(index)
+                if index.checksum() == entry.index_checksum && index.image_len() == entry.len =>
+            {
+                crate::site_slots::serving(&record, slot);
+                log::info!(
+                    "slots: serving slot {name}, version {} ({} bytes){}",
+                    entry.version,
+                    entry.len,
+                    if slot == record.live {
+                        ""
+                    } else {
+                        ", not the live one: that failed its checks"
+                    }
+                );
+                return build_site(reader, arena, index, extents, started, started);
+            }
+            Ok(index) => log::error!(
+                "slots: slot {name} holds a site of {} bytes with checksum {:#010x}, not the \
+                 {} bytes and {:#010x} the record names; not served",
+                index.image_len(),
+                index.checksum(),
+                entry.len,
+                entry.index_checksum
+            ),
+            Err(error) => log::error!("slots: slot {name}: {error}; not served"),
+        }
+    }
+    Err(StorageError::NoWholeSlot)
+}
+
+/// Reads and verifies the index of the site at `extents` into `arena`.
+fn read_verified_index(
+    reader: &mut CardReader,
+    extents: &FileExtents,
+    arena: &mut Arena,
+) -> Result<SiteIndex<'static>, StorageError> {
+    let needed = bramble_store::index_memory_len(reader, extents).map_err(StorageError::Index)?;
+    let memory = arena.bytes(needed, 32).ok_or(StorageError::NoMemory)?;
+    let (index, _) =
+        bramble_store::read_index(reader, extents, memory).map_err(StorageError::Index)?;
+    Ok(index)
+}
+
 /// Finds SITE.BIN, reads and verifies its index and builds the store over the card.
 fn open_site(mut reader: CardReader, arena: &mut Arena) -> Result<Site, StorageError> {
     let started = micros();
@@ -753,11 +837,19 @@ fn open_site(mut reader: CardReader, arena: &mut Arena) -> Result<Site, StorageE
         Err(error) => return Err(StorageError::Filesystem(error)),
     };
     let located = micros();
-    let needed =
-        bramble_store::index_memory_len(&mut reader, &extents).map_err(StorageError::Index)?;
-    let memory = arena.bytes(needed, 32).ok_or(StorageError::NoMemory)?;
-    let (index, _) =
-        bramble_store::read_index(&mut reader, &extents, memory).map_err(StorageError::Index)?;
+    let index = read_verified_index(&mut reader, &extents, arena)?;
+    build_site(reader, arena, index, extents, started, located)
+}
+
+/// The store over the card for a verified index.
+fn build_site(
+    reader: CardReader,
+    arena: &mut Arena,
+    index: SiteIndex<'static>,
+    extents: FileExtents,
+    started: u64,
+    located: u64,
+) -> Result<Site, StorageError> {
     INDEX_BYTES.store(index.index_bytes(), Ordering::Relaxed);
     INDEX_VERIFIED_AT.store(micros(), Ordering::Relaxed);
     log::info!(

@@ -24,6 +24,7 @@
 
 use core::fmt;
 
+pub mod site_slots;
 pub mod store_region;
 
 /// Bytes in a sector: the only size the kernel reads.

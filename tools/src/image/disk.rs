@@ -75,6 +75,10 @@ pub struct Layout {
     pub partition_bytes: u64,
     /// The FAT variant.
     pub fat: FatKind,
+    /// Blocks of each site slot; 0: no slots (SITE.BIN on the FAT partition). With slots,
+    /// their partition (`bramble_fat::site_slots`) ends the card and the FAT partition
+    /// stops before it.
+    pub slot_blocks: u32,
 }
 
 impl Layout {
@@ -96,18 +100,70 @@ impl Layout {
             partition_start: PARTITION_START_BYTES,
             partition_bytes: image_bytes - PARTITION_START_BYTES,
             fat,
+            slot_blocks: 0,
         })
+    }
+
+    /// This layout with two site slots of `slot_bytes` each (a whole number of MiB) at the
+    /// end of the card, the FAT partition shortened to make room.
+    pub fn with_slots(mut self, slot_bytes: u64) -> Result<Layout, DiskError> {
+        let slot_blocks = u32::try_from(slot_bytes / SECTOR_BYTES)
+            .ok()
+            .filter(|&blocks| {
+                slot_bytes.is_multiple_of(MIB)
+                    && (bramble_fat::site_slots::MIN_SLOT_BLOCKS
+                        ..=bramble_fat::site_slots::MAX_SLOT_BLOCKS)
+                        .contains(&blocks)
+            })
+            .ok_or(DiskError::BadSlotSize { bytes: slot_bytes })?;
+        let slots_bytes =
+            bramble_fat::site_slots::Slots::partition_sectors(slot_blocks) * SECTOR_BYTES;
+        // The FAT partition keeps at least the smallest image's room.
+        if self.partition_bytes < slots_bytes + (MIN_IMAGE_BYTES - PARTITION_START_BYTES) {
+            return Err(DiskError::TooSmall {
+                image_bytes: self.image_bytes,
+                needed_bytes: MIN_IMAGE_BYTES + slots_bytes,
+            });
+        }
+        self.partition_bytes -= slots_bytes;
+        self.slot_blocks = slot_blocks;
+        Ok(self)
+    }
+
+    /// The slot partition's first sector (0 without slots).
+    pub fn slots_first_lba(&self) -> u32 {
+        if self.slot_blocks == 0 {
+            return 0;
+        }
+        ((self.partition_start + self.partition_bytes) / SECTOR_BYTES) as u32
     }
 
     /// The smallest layout whose partition holds `files`, with room to spare for the file
     /// system's own tables.
     pub fn smallest_for(files: &[BootFile]) -> Result<Layout, DiskError> {
-        let needed = needed_image_bytes(files);
-        let size = needed.max(MIN_IMAGE_BYTES).next_power_of_two();
-        Layout::with_size(size).map_err(|_| DiskError::TooSmall {
+        Layout::smallest_with(files, 0)
+    }
+
+    /// The smallest layout whose FAT partition holds `files` and which has room for two site
+    /// slots of `slot_bytes` each (none for 0).
+    pub fn smallest_with(files: &[BootFile], slot_bytes: u64) -> Result<Layout, DiskError> {
+        let slots = if slot_bytes == 0 {
+            0
+        } else {
+            bramble_fat::site_slots::Slots::partition_sectors((slot_bytes / SECTOR_BYTES) as u32)
+                * SECTOR_BYTES
+        };
+        let needed = needed_image_bytes(files).max(MIN_IMAGE_BYTES) + slots;
+        let size = needed.next_power_of_two();
+        let layout = Layout::with_size(size).map_err(|_| DiskError::TooSmall {
             image_bytes: MAX_IMAGE_BYTES,
             needed_bytes: needed,
-        })
+        })?;
+        if slot_bytes == 0 {
+            Ok(layout)
+        } else {
+            layout.with_slots(slot_bytes)
+        }
     }
 
     /// The partition's first sector.
@@ -171,6 +227,23 @@ pub enum DiskError {
         /// The estimated size needed, in bytes.
         needed_bytes: u64,
     },
+    /// The slot size is not a whole number of MiB from 1 MiB to 4 GiB.
+    #[error("a site slot must be a whole number of MiB from 1 to 4095; {bytes} bytes is not")]
+    BadSlotSize {
+        /// The size asked for, in bytes.
+        bytes: u64,
+    },
+    /// The site image does not fit in a slot.
+    #[error(
+        "the site image is {site_bytes} bytes, more than a slot's {slot_bytes}; give a larger \
+         --slot-mib"
+    )]
+    SiteLargerThanSlot {
+        /// The site image's length.
+        site_bytes: u64,
+        /// A slot's length.
+        slot_bytes: u64,
+    },
     /// A file name is not a valid 8.3 name (a programming error in the caller).
     #[error("{0:?} is not an 8.3 file name")]
     BadName(String),
@@ -213,6 +286,36 @@ pub fn write_image(
     files: &[BootFile],
     disk_signature: [u8; 4],
 ) -> Result<(), DiskError> {
+    write_image_with_slots(path, layout, files, None, disk_signature)
+}
+
+/// What goes into the site slots of a layout that has them: the site for slot A and the
+/// owner's publish key for the label.
+#[derive(Clone, Copy, Debug)]
+pub struct SlotContents<'a> {
+    /// The site image, the live site of slot A at version 0.
+    pub site: &'a [u8],
+    /// The owner's Ed25519 publish key; `None` leaves publishing off.
+    pub publish_key: Option<&'a [u8; 32]>,
+}
+
+/// [`write_image`], with the site slots of `layout` (if any) filled from `slots`.
+pub fn write_image_with_slots(
+    path: &Path,
+    layout: &Layout,
+    files: &[BootFile],
+    slots: Option<SlotContents<'_>>,
+    disk_signature: [u8; 4],
+) -> Result<(), DiskError> {
+    if let Some(contents) = &slots {
+        let slot_bytes = u64::from(layout.slot_blocks) * SECTOR_BYTES;
+        if contents.site.len() as u64 > slot_bytes {
+            return Err(DiskError::SiteLargerThanSlot {
+                site_bytes: contents.site.len() as u64,
+                slot_bytes,
+            });
+        }
+    }
     if let Some(bad) = files.iter().find(|f| !is_short_name(&f.name)) {
         return Err(DiskError::BadName(bad.name.clone()));
     }
@@ -247,6 +350,9 @@ pub fn write_image(
                 message,
             }
         })?;
+        if let Some(contents) = slots {
+            write_slots(&mut file, layout, contents).map_err(io_error)?;
+        }
         write_file_system(&mut file, layout, files, u32::from_le_bytes(disk_signature)).map_err(
             |source| {
                 if is_out_of_space(&source) {
@@ -302,11 +408,60 @@ fn write_partition_table(
         starting_lba: store_first,
         sectors: store_sectors,
     };
+    if layout.slot_blocks > 0 {
+        let first = layout.slots_first_lba();
+        let sectors = bramble_fat::site_slots::Slots::partition_sectors(layout.slot_blocks) as u32;
+        mbr[3] = mbrman::MBRPartitionEntry {
+            boot: mbrman::BOOT_INACTIVE,
+            first_chs: chs_of(first),
+            sys: bramble_fat::site_slots::SLOTS_PARTITION_TYPE,
+            last_chs: chs_of(first + sectors - 1),
+            starting_lba: first,
+            sectors,
+        };
+    }
     mbr.write_into(file).map_err(|e| e.to_string())?;
     let label = bramble_fat::store_region::label_block(STORE_REGION_BLOCKS);
     file.seek(SeekFrom::Start(u64::from(store_first) * SECTOR_BYTES))
         .and_then(|_| file.write_all(&label))
         .map_err(|e| format!("writing the certificate store label: {e}"))
+}
+
+/// The slot partition: its label, the record's first copy (slot A live, version 0) and the
+/// site in slot A. Slot B and the second copy stay zero (sparse).
+fn write_slots(file: &mut File, layout: &Layout, contents: SlotContents<'_>) -> io::Result<()> {
+    use bramble_fat::site_slots::{SlotEntry, SlotRecord, Slots, label_block};
+    use sha2::Digest;
+    let first = layout.slots_first_lba();
+    let slots = Slots {
+        first_sector: first,
+        slot_blocks: layout.slot_blocks,
+        publish_key: contents.publish_key.copied(),
+    };
+    let index_checksum = bramble_site::SiteImage::new_checked(contents.site)
+        .map(|index| index.checksum())
+        .map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error.to_string()))?;
+    let record = SlotRecord {
+        sequence: 1,
+        live: 0,
+        slots: [
+            SlotEntry {
+                valid: true,
+                version: 0,
+                len: contents.site.len() as u32,
+                index_checksum,
+                sha256: sha2::Sha256::digest(contents.site).into(),
+            },
+            SlotEntry::default(),
+        ],
+    };
+    let at = |block: u64| SeekFrom::Start(block * SECTOR_BYTES);
+    file.seek(at(u64::from(first)))?;
+    file.write_all(&label_block(layout.slot_blocks, contents.publish_key))?;
+    file.seek(at(slots.record_block(0)))?;
+    file.write_all(&record.encode())?;
+    file.seek(at(slots.slot_block(0)))?;
+    file.write_all(contents.site)
 }
 
 /// The cylinder/head/sector address of `lba` in the conventional 255-head, 63-sector geometry,

@@ -1,0 +1,70 @@
+//! The card's site slots as the board reads them (`bramble_fat::site_slots` has the layout
+//! and the record's format): finding the slot partition by its label, reading the record's
+//! two copies, and what is served (for the console and the status page).
+
+use crate::storage::CardReader;
+use bramble_fat::site_slots::{SlotRecord, Slots, SlotsError};
+use bramble_hal::block::{BLOCK_SIZE, BlockDevice};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// The slot served (0: A, 1: B) in the low byte, the version above it; `u64::MAX`: no slot.
+static SERVING: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// "A" or "B".
+pub fn slot_name(slot: u8) -> &'static str {
+    if slot & 1 == 0 { "A" } else { "B" }
+}
+
+/// Notes that `slot` of `record` is being served.
+pub fn serving(record: &SlotRecord, slot: u8) {
+    let version = record.slots[usize::from(slot & 1)].version;
+    SERVING.store(
+        version.saturating_mul(256) | u64::from(slot & 1),
+        Ordering::Relaxed,
+    );
+}
+
+/// The slot served and its version, if the site comes from a slot.
+#[allow(dead_code)] // for the status page and the publish handler
+pub fn served() -> Option<(u8, u64)> {
+    let value = SERVING.load(Ordering::Relaxed);
+    (value != u64::MAX).then_some(((value & 1) as u8, value >> 8))
+}
+
+/// Finds the slot partition: a 0xDA entry of the partition table whose first block is a slot
+/// label, placed on the card and clear of the boot partition `boot`.
+pub fn find(reader: &mut CardReader, boot: &bramble_fat::Partition) -> Result<Slots, SlotsError> {
+    let mut sector = [0u8; BLOCK_SIZE];
+    reader
+        .read_blocks(0, &mut sector)
+        .map_err(|_| SlotsError::NoPartitionTable)?;
+    let candidates = bramble_fat::site_slots::candidates(&sector)?;
+    let card_sectors = reader.block_count();
+    let mut found = Err(SlotsError::Absent);
+    for (first_sector, sectors) in candidates.into_iter().flatten() {
+        if reader
+            .read_blocks(u64::from(first_sector), &mut sector)
+            .is_err()
+        {
+            continue;
+        }
+        match Slots::confirm(first_sector, sectors, card_sectors, boot, &sector) {
+            Ok(slots) => return Ok(slots),
+            Err(SlotsError::Absent) => {}
+            Err(error) => found = Err(error),
+        }
+    }
+    found
+}
+
+/// The current record from its two copies, and the copy the next save goes to; `None` when
+/// neither copy reads whole.
+pub fn read_record(reader: &mut CardReader, slots: &Slots) -> Option<(SlotRecord, usize)> {
+    let mut copies = [[0u8; BLOCK_SIZE]; 2];
+    for (copy, block) in copies.iter_mut().enumerate() {
+        if let Err(error) = reader.read_blocks(slots.record_block(copy), block) {
+            log::warn!("slots: record copy {copy} unreadable ({error:?})");
+        }
+    }
+    SlotRecord::current([&copies[0], &copies[1]])
+}
