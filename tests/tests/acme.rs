@@ -6,7 +6,8 @@
 //! `acme_directory`, and the test CA's roots put on by `bramble image --acme-ca`, and booted
 //! with `bramble qemu --image CARD --tap TAP` (both through the tool's own parser and entry
 //! point; `bramble qemu` runs inside the namespace). The guest orders with HTTP-01 (pebble fetches the answer from the
-//! guest's port 80), and then serves HTTPS that curl verifies against pebble's root. The
+//! guest's port 80; in the CA-down test, with `acme_challenge = tls-alpn-01`, it validates on
+//! 443 instead), and then serves HTTPS that curl verifies against pebble's root. The
 //! certificate is kept on the card (`certificate_store = card`): the test checks that only the
 //! store's region changed and that a second boot of the same card serves it without a new
 //! order; a card without the region (an older image) keeps it in RAM and is not written at
@@ -330,6 +331,16 @@ impl Lab {
     /// Makes the card with `bramble image --site SITE --config BRAMBLE.TXT --acme-ca ca.pem`
     /// (`certificate_store = store`) at `dir/card.img`; returns its path and the site's files.
     fn make_card(&self, dir: &Path, store: &str) -> (PathBuf, Vec<(String, Vec<u8>)>) {
+        self.make_card_with(dir, store, "")
+    }
+
+    /// [`Lab::make_card`] with `more` settings lines appended to BRAMBLE.TXT.
+    fn make_card_with(
+        &self,
+        dir: &Path,
+        store: &str,
+        more: &str,
+    ) -> (PathBuf, Vec<(String, Vec<u8>)>) {
         let site = dir.join("site");
         let files = netns::write_site(&site);
         let settings = dir.join("BRAMBLE.TXT");
@@ -339,7 +350,7 @@ impl Lab {
                 "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\ndns = {HOST_ADDRESS}\n\
                  ntp = {HOST_ADDRESS}\nhttps = only\nacme = on\ndomain = bramble.test\n\
                  acme_email = owner@bramble.test\nacme_directory = https://acme.test:14000/dir\n\
-                 certificate_store = {store}\n"
+                 certificate_store = {store}\nstatus_from = {HOST_ADDRESS}/32\n{more}"
             ),
         )
         .unwrap();
@@ -505,6 +516,46 @@ fn the_board_obtains_a_certificate_keeps_it_on_the_card_and_a_second_boot_reuses
         plain.starts_with("308 https://"),
         "plain HTTP after issuance: {plain}"
     );
+    // The owner's metrics and status page (issue 31), over HTTPS from `status_from`, show
+    // the certificate's end and the next renewal.
+    // (The figures are refreshed each second; the renewal is planned once the agent next
+    // runs: a few tries, bounded.)
+    let mut metrics = String::new();
+    for _ in 0..10 {
+        let body = lab
+            .verified_get(dir, "https://bramble.test/metrics")
+            .unwrap_or_else(|| fail(&guest, dir, "no /metrics over HTTPS"));
+        metrics = String::from_utf8_lossy(&body).to_string();
+        if metrics.contains("event=\"renewal\"") {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let stamp = |event: &str| -> i64 {
+        let key = format!("bramble_certificate_timestamp_seconds{{event=\"{event}\"}} ");
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix(key.as_str()))
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("no {event} time in /metrics:\n{metrics}"))
+    };
+    let unix_now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let (expiry, renewal) = (stamp("expiry"), stamp("renewal"));
+    assert!(
+        expiry > unix_now + 30 * 86_400 && renewal > unix_now && renewal < expiry,
+        "expiry {expiry}, renewal {renewal}, now {unix_now}:\n{metrics}"
+    );
+    let page = lab
+        .verified_get(dir, "https://bramble.test/.well-known/bramble/status")
+        .unwrap_or_else(|| fail(&guest, dir, "no status page over HTTPS"));
+    let page = String::from_utf8_lossy(&page).to_string();
+    assert!(
+        page.contains("<td>Certificate<td>expires ") && page.contains("<td>Next renewal<td>"),
+        "{page}"
+    );
     // The status line shows ACME's state, the TLS heap's high-water mark, the busy time since
     // boot (instructions with BRAMBLE_ACME_ICOUNT set) and what the driver wrote to the card.
     guest.send_line("status");
@@ -597,9 +648,18 @@ fn with_the_ca_down_the_board_says_why_serves_plain_http_and_retries_after_backi
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let lab = Lab::new(dir, ApiChain::P384);
+    // TLS-ALPN-01 (issue 26 item 5): pebble would look for an HTTP-01 answer on a port the
+    // guest does not serve, so only the answer on 443 can validate the name; and the first
+    // certificate is the one being ordered, so HTTPS starts for the challenge alone.
+    let config = std::fs::read_to_string(dir.join("pebble.json")).unwrap();
+    std::fs::write(
+        dir.join("pebble.json"),
+        config.replace(r#""httpPort":80"#, r#""httpPort":5002"#),
+    )
+    .unwrap();
     // A card as an older `bramble image` made it: no certificate store partition (entry 2
     // of the MBR cleared). The kernel says so, keeps the store in RAM and writes nothing.
-    let (card, files) = lab.make_card(dir, "card");
+    let (card, files) = lab.make_card_with(dir, "card", "acme_challenge = tls-alpn-01\n");
     let mut bytes = std::fs::read(&card).unwrap();
     bytes[446 + 16..446 + 32].fill(0);
     std::fs::write(&card, &bytes).unwrap();
@@ -666,6 +726,12 @@ fn with_the_ca_down_the_board_says_why_serves_plain_http_and_retries_after_backi
     if lab.verified_get(dir, "https://bramble.test/").as_ref() != Some(&files[0].1) {
         fail(&guest, dir, "HTTPS did not verify after the retry");
     }
+    let answered = |needle: &str| guest.transcript.iter().any(|line| line.contains(needle));
+    assert!(
+        answered("acme: TLS-ALPN-01 answer up for bramble.test on port 443")
+            && !answered("HTTP-01 answer up"),
+        "the name was not validated by TLS-ALPN-01"
+    );
     // The CA's name was looked up again for the retry, not kept from the failed order.
     let lookups = std::fs::read_to_string(dir.join("dnsmasq.log"))
         .unwrap_or_default()

@@ -1,14 +1,15 @@
 //! The owner's view from afar (issue 31): `bramble qemu --tap` boots the guest in a network
-//! namespace with `syslog` set; a collector in the namespace receives its log as UDP
-//! datagrams and parses every one strictly as RFC 5424 (the boot's events and one access-log
-//! line per request, with the client's address), and the console's `log` command prints the
-//! RAM ring. One boot serves every check.
+//! namespace with `syslog` set to a name (`logs.test`, which dnsmasq in the namespace
+//! answers); a collector in the namespace receives its log as UDP datagrams and parses every
+//! one strictly as RFC 5424 (the boot's events and one access-log line per request, with the
+//! client's address), and the console's `log` command prints the RAM ring. One boot serves
+//! every check.
 
 mod netns;
 
 use bramble_tests::{BOOT_TIMEOUT, kernel};
 use netns::tool::start_bramble_qemu;
-use netns::{HOST_ADDRESS, Netns, TAP};
+use netns::{Daemon, HOST_ADDRESS, Netns, TAP};
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
 use std::process::Stdio;
@@ -416,12 +417,30 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
         &settings,
         format!(
             "address = 192.168.77.2/24\nhostname = sill\nntp = off\n\
-             syslog = {HOST_ADDRESS}:{COLLECTOR_PORT}\n\
+             dns = {HOST_ADDRESS}\nsyslog = logs.test:{COLLECTOR_PORT}\n\
              status_from = {HOST_ADDRESS}/32\nstatus_token = {TOKEN}\n"
         ),
     )
     .unwrap();
     let netns = Netns::create();
+    // The collector's name, answered by dnsmasq (which forwards nothing).
+    let mut dnsmasq = netns.command("dnsmasq");
+    dnsmasq.args([
+        "--keep-in-foreground",
+        "--conf-file=/dev/null",
+        "--no-resolv",
+        "--no-hosts",
+        "--bind-interfaces",
+        "--port=53",
+        &format!("--listen-address={HOST_ADDRESS}"),
+        "--except-interface=lo",
+        &format!("--address=/logs.test/{HOST_ADDRESS}"),
+        "--user=root",
+        "--log-queries",
+        "--log-facility=-",
+        &format!("--pid-file={}", dir.path().join("dnsmasq.pid").display()),
+    ]);
+    let _dnsmasq = Daemon::start(dnsmasq, &dir.path().join("dnsmasq.log"));
     // The collector listens before the guest boots, so the boot's lines (kept in the ring
     // until the address is up) reach it.
     let mut collector = netns
@@ -482,7 +501,8 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
         .to_string();
     for needle in [
         "a web server with no operating system",
-        "syslog: sending the log to 192.168.77.1 port 1514",
+        "syslog: sending the log to logs.test port 1514",
+        "syslog: logs.test is 192.168.77.1",
         "GET /blob.bin 200",
         "GET /missing-page 404",
     ] {
@@ -544,6 +564,7 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
         "reset: ",
         "net: static address 192.168.77.2/24",
         "serving: http://192.168.77.2/",
+        "syslog: logs.test is 192.168.77.1",
     ] {
         assert!(event(needle), "no event {needle:?}:\n{listing}");
     }

@@ -96,6 +96,12 @@ pub fn prepare(
             names,
             ca_roots_pem: roots,
             https_port: settings.https_port,
+            challenge: match settings.acme_challenge {
+                bramble_settings::AcmeChallenge::Http01 => bramble_acme::ChallengeKind::Http01,
+                bramble_settings::AcmeChallenge::TlsAlpn01 => {
+                    bramble_acme::ChallengeKind::TlsAlpn01
+                }
+            },
             redirect_plain_http: settings.https == HttpsMode::Only,
             backoff: bramble_acme::BackoffPolicy::DEFAULT,
             dns_servers,

@@ -371,6 +371,9 @@ fn status_snapshot(
             "not set"
         },
         unix_seconds,
+        // A certificate from the card (ACME's, the appliance fills in).
+        certificate_not_after: crate::tls::certificate()
+            .map(|identity| identity.validity().not_after),
         ..Default::default()
     }
 }

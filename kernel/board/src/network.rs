@@ -9,7 +9,7 @@ use bramble_bcm2835::mailbox::{PropertyBuffer, device};
 use bramble_hal::{Instant, MacAddress};
 use bramble_http::{Connection, RedirectHost, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
-use bramble_net::appliance::syslog::{SyslogConfig, SyslogMemory};
+use bramble_net::appliance::syslog::{CollectorHost, SyslogConfig, SyslogMemory};
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS, Ipv6Config,
     NetworkConfig, PoolSizes,
@@ -210,7 +210,13 @@ pub fn start(
     let reserved = https.as_ref().map_or(0, |https| https.sockets)
         + acme.as_ref().map_or(0, |acme| acme.sockets)
         + clock_sockets
-        + usize::from(settings.syslog.is_some());
+        + settings
+            .syslog
+            .as_ref()
+            .map_or(0, |target| match target.host {
+                bramble_settings::SyslogHost::Address(_) => 1,
+                bramble_settings::SyslogHost::Name(_) => 2,
+            });
     let per_address = settings.connections_per_address.map_or(0, u32::from);
     let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
     let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;
@@ -230,8 +236,20 @@ pub fn start(
         None
     };
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
-    let syslog = match settings.syslog {
-        Some(target) => Some((target, arena.value(SyslogMemory::new())?)),
+    let syslog = match &settings.syslog {
+        Some(target) => {
+            let host = match &target.host {
+                bramble_settings::SyslogHost::Address(address) => CollectorHost::Address(*address),
+                bramble_settings::SyslogHost::Name(name) => {
+                    CollectorHost::Name(arena.value(name.clone())?.as_str())
+                }
+            };
+            let dns = arena.slice(settings.dns.len(), || [0u8; 4])?;
+            for (slot, server) in dns.iter_mut().zip(settings.dns.iter()) {
+                *slot = server.octets();
+            }
+            Some((host, target.port, &*dns, arena.value(SyslogMemory::new())?))
+        }
         None => None,
     };
     USED_BYTES.store(arena_before - arena.remaining(), Ordering::Relaxed);
@@ -297,9 +315,10 @@ pub fn start(
             if let Some((config, memory)) = clock {
                 appliance.start_clock(config, memory, Instant::from_micros(micros()));
             }
-            if let Some((target, memory)) = syslog {
+            if let Some((host, port, dns_servers, memory)) = syslog {
                 let config = SyslogConfig {
-                    collector: (target.address, target.port),
+                    collector: (host, port),
+                    dns_servers,
                     hostname,
                     lines: &crate::console::RING_SOURCE,
                 };

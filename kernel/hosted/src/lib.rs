@@ -303,6 +303,7 @@ fn start_acme<D: EthernetDevice>(
         names: Box::leak(names.into_boxed_slice()),
         ca_roots_pem: roots,
         https_port: 443,
+        challenge: bramble_acme::ChallengeKind::Http01,
         redirect_plain_http: config.https_only,
         backoff: bramble_acme::BackoffPolicy {
             first_seconds: acme.first_retry_seconds.max(1),

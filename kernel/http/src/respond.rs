@@ -14,7 +14,7 @@ use crate::response::{
 };
 
 /// Capacity of the response-head buffer (headers plus any built-in page body).
-pub const RESPONSE_HEAD_LEN: usize = 2048;
+pub const RESPONSE_HEAD_LEN: usize = 2336;
 /// Longest built-in page body (error pages, the 503 diagnostic page).
 const PAGE_LEN: usize = 1024;
 /// Longest 503 diagnostic page body: the site's problem, the addresses and the notice,

@@ -25,7 +25,7 @@ pub const MAX_STATUS_PREFIXES: usize = 4;
 /// Longest bearer token kept.
 pub const MAX_TOKEN_LEN: usize = 64;
 /// The largest status or metrics body (it travels in the response head's buffer).
-pub const STATUS_BODY_LEN: usize = 1650;
+pub const STATUS_BODY_LEN: usize = 1920;
 
 /// An address prefix: an address and how many leading bits of it count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +162,10 @@ pub struct StatusSnapshot {
     pub syslog_dropped: u64,
     /// Connections refused or reset by the defences (per-source cap, evictions, deadlines).
     pub defence_drops: u64,
+    /// The served certificate's end (Unix seconds), when HTTPS has one.
+    pub certificate_not_after: Option<i64>,
+    /// When ACME next orders (renewal or retry), Unix seconds, when one is planned.
+    pub next_renewal: Option<i64>,
 }
 
 /// Which of the two pages a path asks for.
@@ -239,6 +243,22 @@ fn metric(out: &mut impl Write, name: &str, kind: &str, help: &str, value: u64) 
     writeln!(out, "bramble_{name} {value}")
 }
 
+/// A Unix time as `DD Mon YYYY` (UTC), or the number when out of range.
+struct Day(i64);
+
+impl fmt::Display for Day {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut date = heapless::String::<40>::new();
+        match u64::try_from(self.0) {
+            Ok(seconds) if crate::date::write_imf_fixdate(&mut date, seconds).is_ok() => {
+                // "Sun, 06 Nov 1994 08:49:37 GMT": the day, month and year.
+                f.write_str(date.get(5..16).unwrap_or(&date))
+            }
+            _ => write!(f, "Unix time {}", self.0),
+        }
+    }
+}
+
 /// The metrics in the Prometheus text format.
 pub(crate) fn write_metrics(
     out: &mut impl Write,
@@ -294,6 +314,25 @@ pub(crate) fn write_metrics(
         "Handshakes.",
         snapshot.tls_handshakes,
     )?;
+    // One family for both times (a label each): the body's room is counted.
+    if snapshot.certificate_not_after.is_some() || snapshot.next_renewal.is_some() {
+        writeln!(
+            out,
+            "# HELP bramble_certificate_timestamp_seconds Expiry, next renewal."
+        )?;
+        writeln!(out, "# TYPE bramble_certificate_timestamp_seconds gauge")?;
+        for (event, time) in [
+            ("expiry", snapshot.certificate_not_after),
+            ("renewal", snapshot.next_renewal),
+        ] {
+            if let Some(time) = time {
+                writeln!(
+                    out,
+                    "bramble_certificate_timestamp_seconds{{event=\"{event}\"}} {time}"
+                )?;
+            }
+        }
+    }
     metric(
         out,
         "cache_hits_total",
@@ -386,6 +425,21 @@ pub(crate) fn write_html(
         ),
     )?;
     row("Clock", format_args!("{}", snapshot.clock_source))?;
+    match (snapshot.certificate_not_after, snapshot.unix_seconds) {
+        (Some(end), Some(now)) => row(
+            "Certificate",
+            format_args!(
+                "expires {} (in {} days)",
+                Day(end),
+                end.saturating_sub(now as i64).max(0) / 86_400
+            ),
+        )?,
+        (Some(end), None) => row("Certificate", format_args!("expires {}", Day(end)))?,
+        (None, _) => row("Certificate", format_args!("none"))?,
+    }
+    if let Some(at) = snapshot.next_renewal {
+        row("Next renewal", format_args!("{}", Day(at)))?;
+    }
     row(
         "Memory",
         format_args!(
@@ -508,6 +562,42 @@ mod tests {
     }
 
     #[test]
+    fn the_certificate_and_its_renewal_are_shown() {
+        let snapshot = StatusSnapshot {
+            // 2027-03-01T00:00:00Z, renewal 2027-01-30, clock 2026-12-01.
+            certificate_not_after: Some(1_803_859_200),
+            next_renewal: Some(1_801_267_200),
+            unix_seconds: Some(1_796_083_200),
+            ..StatusSnapshot::default()
+        };
+        let visitors = Visitors::default();
+        let mut html = heapless::String::<STATUS_BODY_LEN>::new();
+        write_html(&mut html, &Counters::default(), &snapshot, &visitors).unwrap();
+        assert!(
+            html.contains("<td>Certificate<td>expires 01 Mar 2027 (in 90 days)")
+                && html.contains("<td>Next renewal<td>30 Jan 2027"),
+            "{html}"
+        );
+        let mut metrics = heapless::String::<STATUS_BODY_LEN>::new();
+        write_metrics(&mut metrics, &Counters::default(), &snapshot, &visitors).unwrap();
+        assert!(
+            metrics
+                .contains("\nbramble_certificate_timestamp_seconds{event=\"expiry\"} 1803859200\n")
+                && metrics.contains(
+                    "\nbramble_certificate_timestamp_seconds{event=\"renewal\"} 1801267200\n"
+                ),
+            "{metrics}"
+        );
+        let none = StatusSnapshot::default();
+        html.clear();
+        write_html(&mut html, &Counters::default(), &none, &visitors).unwrap();
+        assert!(html.contains("<td>Certificate<td>none") && !html.contains("Next renewal"));
+        metrics.clear();
+        write_metrics(&mut metrics, &Counters::default(), &none, &visitors).unwrap();
+        assert!(!metrics.contains("certificate"), "{metrics}");
+    }
+
+    #[test]
     fn the_bodies_fit_at_their_largest() {
         let counters = Counters {
             requests: u64::MAX,
@@ -533,6 +623,8 @@ mod tests {
             syslog_sent: u64::MAX,
             syslog_dropped: u64::MAX,
             defence_drops: u64::MAX,
+            certificate_not_after: Some(i64::MIN),
+            next_renewal: Some(i64::MAX),
         };
         let mut html = heapless::String::<STATUS_BODY_LEN>::new();
         // Visitors at their widest: full top lists of the longest names, all escaped.

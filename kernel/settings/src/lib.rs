@@ -18,7 +18,8 @@
 mod remote;
 
 pub use remote::{
-    AddressPrefix, DEFAULT_SYSLOG_PORT, MAX_STATUS_PREFIXES, STATUS_TOKEN_LEN, SyslogTarget,
+    AddressPrefix, DEFAULT_SYSLOG_PORT, MAX_STATUS_PREFIXES, STATUS_TOKEN_LEN, SyslogHost,
+    SyslogTarget,
 };
 
 use core::fmt;
@@ -97,6 +98,17 @@ pub enum CertificateStore {
     /// In RAM only: nothing is ever written to the card, and every boot orders a new
     /// certificate (which counts against the CA's rate limits).
     Ram,
+}
+
+/// How the CA validates the names (`acme_challenge`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// HTTP-01: the CA fetches a file over plain HTTP on port 80 (the default).
+    #[default]
+    Http01,
+    /// TLS-ALPN-01 (RFC 8737): the CA connects to the HTTPS port with ALPN `acme-tls/1`,
+    /// for owners who can forward only 443.
+    TlsAlpn01,
 }
 
 /// Which names (TLS SNI) the HTTPS server answers.
@@ -501,8 +513,10 @@ pub struct Settings {
     pub acme_ca_certificate: Option<CardFileName>,
     /// `certificate_store`: `card` (default) or `ram`.
     pub certificate_store: CertificateStore,
+    /// `acme_challenge`: `http-01` (default) or `tls-alpn-01`.
+    pub acme_challenge: AcmeChallenge,
     /// `syslog`: `off` (default) or the collector the log is also sent to over UDP
-    /// (RFC 5424 messages): `192.168.1.9`, `192.168.1.9:1514`, `2001:db8::9` or
+    /// (RFC 5424 messages): `192.168.1.9`, `192.168.1.9:1514`, `logs.lan`, `2001:db8::9` or
     /// `[2001:db8::9]:1514`; port [`DEFAULT_SYSLOG_PORT`] unless named.
     pub syslog: Option<SyslogTarget>,
     /// `status_from`: `link` (default: the link-local ranges) or up to
@@ -552,6 +566,7 @@ impl Default for Settings {
             acme_email: None,
             acme_ca_certificate: None,
             certificate_store: CertificateStore::Card,
+            acme_challenge: AcmeChallenge::Http01,
             syslog: None,
             status_from: heapless::Vec::new(),
             status_token: None,
@@ -591,13 +606,14 @@ enum Key {
     AcmeEmail,
     AcmeCaCertificate,
     CertificateStore,
+    AcmeChallenge,
     Syslog,
     StatusFrom,
     StatusToken,
 }
 
 impl Key {
-    const ALL: [Key; 32] = [
+    const ALL: [Key; 33] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -627,6 +643,7 @@ impl Key {
         Key::AcmeEmail,
         Key::AcmeCaCertificate,
         Key::CertificateStore,
+        Key::AcmeChallenge,
         Key::Syslog,
         Key::StatusFrom,
         Key::StatusToken,
@@ -663,6 +680,7 @@ impl Key {
             Key::AcmeEmail => "acme_email",
             Key::AcmeCaCertificate => "acme_ca_certificate",
             Key::CertificateStore => "certificate_store",
+            Key::AcmeChallenge => "acme_challenge",
             Key::Syslog => "syslog",
             Key::StatusFrom => "status_from",
             Key::StatusToken => "status_token",
@@ -760,6 +778,8 @@ pub enum Problem {
     NotAnEmailAddress,
     /// `certificate_store` is neither `card` nor `ram`.
     NotACertificateStore,
+    /// `acme_challenge` is neither `http-01` nor `tls-alpn-01`.
+    NotAnAcmeChallenge,
     /// `acme = on` without a `domain` to ask a certificate for.
     AcmeWithoutDomain,
     /// `syslog` is neither `off` nor an IPv4 or IPv6 address with an optional port.
@@ -870,6 +890,7 @@ impl fmt::Display for Problem {
                 f.write_str("expected an e-mail address such as owner@example.org")
             }
             Problem::NotACertificateStore => f.write_str("expected `card` or `ram`"),
+            Problem::NotAnAcmeChallenge => f.write_str("expected `http-01` or `tls-alpn-01`"),
             Problem::AcmeWithoutDomain => f.write_str(
                 "acme = on needs the names to ask for, for example `domain = example.org`; \
                  ACME stays off",
@@ -1196,6 +1217,16 @@ impl Settings {
                     ],
                 )
                 .ok_or(Problem::NotACertificateStore)?
+            }
+            Key::AcmeChallenge => {
+                self.acme_challenge = match_word(
+                    value,
+                    &[
+                        ("http-01", AcmeChallenge::Http01),
+                        ("tls-alpn-01", AcmeChallenge::TlsAlpn01),
+                    ],
+                )
+                .ok_or(Problem::NotAnAcmeChallenge)?
             }
             Key::Syslog => self.syslog = remote::parse_syslog(value)?,
             Key::StatusFrom => self.status_from = remote::parse_status_from(value)?,

@@ -1,4 +1,5 @@
-//! The settings for the owner's view from afar: where the log goes (`syslog`).
+//! The settings for the owner's view from afar: where the log goes (`syslog`), who sees the
+//! status page (`status_from`, `status_token`).
 
 use crate::Problem;
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -7,16 +8,42 @@ use core::str::FromStr;
 /// The syslog port (RFC 5426) when `syslog` names none.
 pub const DEFAULT_SYSLOG_PORT: u16 = 514;
 
+/// The collector's host: an address, or a DNS name looked up by the board.
+#[derive(Clone, Debug, PartialEq, Eq)]
+// One per settings, parsed once: no heap to box the name into.
+#[allow(clippy::large_enum_variant)]
+pub enum SyslogHost {
+    /// An IPv4 or IPv6 address.
+    Address(IpAddr),
+    /// A DNS name (RFC 1123 labels, the last not all digits), without a trailing dot.
+    Name(heapless::String<{ crate::MAX_DNS_NAME_LEN }>),
+}
+
 /// `syslog`: the collector the log is sent to over UDP.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyslogTarget {
-    /// Its address (IPv4 or IPv6).
-    pub address: IpAddr,
+    /// Its address or name.
+    pub host: SyslogHost,
     /// Its UDP port.
     pub port: u16,
 }
 
-/// Parses `off`, `A.B.C.D[:PORT]`, `[IPv6][:PORT]` or a bare IPv6 address.
+/// A DNS name as `syslog` takes one: RFC 1123 labels, at most 253 bytes, the last label not
+/// all digits (so that a mistyped address is not taken for a name).
+fn dns_name(text: &str) -> Option<heapless::String<{ crate::MAX_DNS_NAME_LEN }>> {
+    let text = text.strip_suffix('.').unwrap_or(text);
+    let last = text.rsplit('.').next()?;
+    let valid = !text.is_empty()
+        && text
+            .split('.')
+            .all(|label| crate::Hostname::new(label).is_ok())
+        && !last.bytes().all(|b| b.is_ascii_digit());
+    valid
+        .then(|| heapless::String::try_from(text).ok())
+        .flatten()
+}
+
+/// Parses `off`, `A.B.C.D[:PORT]`, `NAME[:PORT]`, `[IPv6][:PORT]` or a bare IPv6 address.
 pub(crate) fn parse_syslog(value: &str) -> Result<Option<SyslogTarget>, Problem> {
     if value.eq_ignore_ascii_case("off") {
         return Ok(None);
@@ -28,16 +55,19 @@ pub(crate) fn parse_syslog(value: &str) -> Result<Option<SyslogTarget>, Problem>
             _ => Some(after.strip_prefix(':').ok_or(Problem::NotASyslogTarget)?),
         };
         let address = Ipv6Addr::from_str(host).map_err(|_| Problem::NotASyslogTarget)?;
-        (IpAddr::V6(address), port)
+        (SyslogHost::Address(IpAddr::V6(address)), port)
     } else if let Ok(address) = Ipv6Addr::from_str(value) {
-        (IpAddr::V6(address), None)
+        (SyslogHost::Address(IpAddr::V6(address)), None)
     } else {
         let (host, port) = match value.split_once(':') {
             Some((host, port)) => (host, Some(port)),
             None => (value, None),
         };
-        let address = Ipv4Addr::from_str(host).map_err(|_| Problem::NotASyslogTarget)?;
-        (IpAddr::V4(address), port)
+        let host = match Ipv4Addr::from_str(host) {
+            Ok(address) => SyslogHost::Address(IpAddr::V4(address)),
+            Err(_) => SyslogHost::Name(dns_name(host).ok_or(Problem::NotASyslogTarget)?),
+        };
+        (host, port)
     };
     let port = match port {
         None => DEFAULT_SYSLOG_PORT,
@@ -47,17 +77,17 @@ pub(crate) fn parse_syslog(value: &str) -> Result<Option<SyslogTarget>, Problem>
             .filter(|port| *port != 0 && text.bytes().all(|b| b.is_ascii_digit()))
             .ok_or(Problem::NotASyslogTarget)?,
     };
-    let usable = match host {
-        IpAddr::V4(v4) => !(v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast()),
-        IpAddr::V6(v6) => !(v6.is_unspecified() || v6.is_multicast()),
+    let usable = match &host {
+        SyslogHost::Address(IpAddr::V4(v4)) => {
+            !(v4.is_unspecified() || v4.is_broadcast() || v4.is_multicast())
+        }
+        SyslogHost::Address(IpAddr::V6(v6)) => !(v6.is_unspecified() || v6.is_multicast()),
+        SyslogHost::Name(_) => true,
     };
     if !usable {
         return Err(Problem::NotASyslogTarget);
     }
-    Ok(Some(SyslogTarget {
-        address: host,
-        port,
-    }))
+    Ok(Some(SyslogTarget { host, port }))
 }
 
 #[cfg(test)]
@@ -71,14 +101,14 @@ mod tests {
         assert_eq!(
             parse_syslog("192.168.1.9"),
             Ok(Some(SyslogTarget {
-                address: v4(192, 168, 1, 9),
+                host: SyslogHost::Address(v4(192, 168, 1, 9)),
                 port: 514
             }))
         );
         assert_eq!(
             parse_syslog("192.168.1.9:1514"),
             Ok(Some(SyslogTarget {
-                address: v4(192, 168, 1, 9),
+                host: SyslogHost::Address(v4(192, 168, 1, 9)),
                 port: 1514
             }))
         );
@@ -86,26 +116,45 @@ mod tests {
         assert_eq!(
             parse_syslog("2001:db8::9"),
             Ok(Some(SyslogTarget {
-                address: v6,
+                host: SyslogHost::Address(v6),
                 port: 514
             }))
         );
         assert_eq!(
             parse_syslog("[2001:db8::9]:6514"),
             Ok(Some(SyslogTarget {
-                address: v6,
+                host: SyslogHost::Address(v6),
                 port: 6514
             }))
         );
         assert_eq!(
             parse_syslog("[2001:db8::9]"),
             Ok(Some(SyslogTarget {
-                address: v6,
+                host: SyslogHost::Address(v6),
                 port: 514
             }))
         );
+        let name = |text: &str| SyslogHost::Name(heapless::String::try_from(text).unwrap());
+        assert_eq!(
+            parse_syslog("logs.example.org"),
+            Ok(Some(SyslogTarget {
+                host: name("logs.example.org"),
+                port: 514
+            }))
+        );
+        assert_eq!(
+            parse_syslog("collector.:1514"),
+            Ok(Some(SyslogTarget {
+                host: name("collector"),
+                port: 1514
+            }))
+        );
         for bad in [
-            "logs.example.org",
+            "192.168.1.999",
+            "logs..example.org",
+            "-logs.example.org",
+            "logs_example.org:514",
+            "logs.example.org:",
             "192.168.1.9:0",
             "192.168.1.9:+5",
             "192.168.1.9:70000",

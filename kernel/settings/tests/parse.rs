@@ -1,7 +1,7 @@
 //! BRAMBLE.TXT parser tests: the template, every setting, and every kind of bad line.
 use bramble_settings::{
-    AddressMode, CertificateStore, DEFAULT_ACME_DIRECTORY, Hostname, HostnameError, HttpsMode,
-    LogLevel, NtpServer, Problem, Settings, SettingsError, SniPolicy, StaticAddress,
+    AcmeChallenge, AddressMode, CertificateStore, DEFAULT_ACME_DIRECTORY, Hostname, HostnameError,
+    HttpsMode, LogLevel, NtpServer, Problem, Settings, SettingsError, SniPolicy, StaticAddress,
     StaticAddress6, TEMPLATE,
 };
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -63,6 +63,7 @@ fn template_mentions_every_setting() {
         "acme_email",
         "acme_ca_certificate",
         "certificate_store",
+        "acme_challenge",
         "syslog",
         "status_from",
         "status_token",
@@ -528,12 +529,15 @@ fn acme_settings_are_applied() {
     assert!(!d.acme && d.domains.is_empty() && d.acme_email.is_none());
     assert_eq!(d.acme_directory.as_str(), DEFAULT_ACME_DIRECTORY);
     assert_eq!(d.certificate_store, CertificateStore::Card);
+    assert_eq!(d.acme_challenge, AcmeChallenge::Http01);
     let s = Settings::parse(
         "https = on\nacme = on\ndomain = Example.org, www.example.org.\n\
          acme_directory = https://acme.test:14000/dir\nacme_email = owner@example.org\n\
-         acme_ca_certificate = pebble.pem\ncertificate_store = ram\n",
+         acme_ca_certificate = pebble.pem\ncertificate_store = ram\n\
+         acme_challenge = tls-alpn-01\n",
     )
     .unwrap();
+    assert_eq!(s.acme_challenge, AcmeChallenge::TlsAlpn01);
     assert!(s.acme);
     let names: Vec<&str> = s.domains.iter().map(|name| name.as_str()).collect();
     assert_eq!(names, ["example.org", "www.example.org"]);
@@ -579,6 +583,10 @@ fn bad_acme_settings_are_named() {
     assert_eq!(
         problem_of("certificate_store = disk"),
         Problem::NotACertificateStore
+    );
+    assert_eq!(
+        problem_of("acme_challenge = dns-01"),
+        Problem::NotAnAcmeChallenge
     );
     // acme = on without names: reported, and ACME stays off.
     let (s, errors) = lenient("acme = on\n");

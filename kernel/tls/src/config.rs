@@ -1,5 +1,13 @@
 //! The server's identity (certificate chain and key from PEM) and the rustls configuration
 //! built from it: ALPN http/1.1, tickets, the SNI policy, the server's cipher order.
+//!
+//! ALPN is chosen here and only here ([`alpn_protocols`]), in the server's order. While an
+//! ACME order waits for a TLS-ALPN-01 validation (RFC 8737), the configuration also carries
+//! that challenge's self-signed certificate ([`AlpnChallenge`]) and offers `acme-tls/1`: a
+//! ClientHello whose ALPN list is `acme-tls/1` alone (what the CA's validator sends, §3)
+//! gets the challenge certificate for the name it asks for, or a handshake failure when
+//! there is none; every other hello gets the site's certificate as before, and a server
+//! still without one (the first certificate is the one being ordered) refuses them.
 
 use crate::certificate::{self, Validity};
 use crate::clock::CLOCK;
@@ -119,9 +127,63 @@ pub enum SniPolicy {
     CertificateNames,
 }
 
+/// The ALPN protocol of a TLS-ALPN-01 validation (RFC 8737 §6.2).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
+/// The protocols the server negotiates, in its order of preference: `http/1.1`, then
+/// `acme-tls/1` while a TLS-ALPN-01 challenge is up.
+pub fn alpn_protocols(acme_challenge: bool) -> Vec<Vec<u8>> {
+    let mut protocols = alloc::vec![b"http/1.1".to_vec()];
+    if acme_challenge {
+        protocols.push(ACME_TLS_ALPN.to_vec());
+    }
+    protocols
+}
+
+/// A TLS-ALPN-01 answer: the self-signed certificate (with the acmeIdentifier extension)
+/// served for one name to validators that ask for `acme-tls/1` only.
+#[derive(Debug, Clone)]
+pub struct AlpnChallenge {
+    name: String,
+    certified: Arc<CertifiedKey>,
+}
+
+impl AlpnChallenge {
+    /// The answer for `name`: `certificate_der` for the SEC1 DER key `key_der` (ECDSA
+    /// P-256), which signs the handshake.
+    pub fn new(
+        name: &str,
+        certificate_der: Vec<u8>,
+        key_der: Vec<u8>,
+    ) -> Result<Self, IdentityError> {
+        let key = PrivateKeyDer::Sec1(key_der.into());
+        let signing_key = rustls::crypto::KeyProvider::load_private_key(&provider::sign::Keys, key)
+            .map_err(|_| IdentityError::UnsupportedKey)?;
+        // Not checked with `keys_match`: webpki refuses to parse a certificate with an
+        // unknown critical extension, which acmeIdentifier is by design (§3); the caller
+        // made both halves together.
+        let certified = CertifiedKey::new(alloc::vec![certificate_der.into()], signing_key);
+        Ok(Self {
+            name: String::from(name),
+            certified: Arc::new(certified),
+        })
+    }
+}
+
+/// Whether a ClientHello is a TLS-ALPN-01 validator's: its ALPN list is `acme-tls/1` alone.
+fn asks_acme_tls<'h>(alpn: Option<impl Iterator<Item = &'h [u8]>>) -> bool {
+    let Some(mut offered) = alpn else {
+        return false;
+    };
+    offered.next() == Some(ACME_TLS_ALPN) && offered.next().is_none()
+}
+
 #[derive(Debug)]
 struct Resolver {
-    identity: Identity,
+    /// The site's certificate (`None`: only TLS-ALPN-01 validators are answered).
+    identity: Option<Identity>,
+    /// TLS-ALPN-01 answers up now.
+    challenges: Vec<AlpnChallenge>,
     policy: SniPolicy,
     /// The certificate's dates have been checked against a set clock (and reported).
     checked: core::sync::atomic::AtomicBool,
@@ -135,10 +197,13 @@ impl Resolver {
         let Some(now) = CLOCK.unix_seconds() else {
             return;
         };
+        let Some(identity) = &self.identity else {
+            return;
+        };
         if self.checked.swap(true, Ordering::Relaxed) {
             return;
         }
-        let validity = self.identity.validity;
+        let validity = identity.validity;
         let now = now as i64;
         if now > validity.not_after {
             log::error!(
@@ -161,10 +226,20 @@ impl Resolver {
 
 impl ResolvesServerCert for Resolver {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if asks_acme_tls(client_hello.alpn()) {
+            // RFC 8737 §3: the certificate for the name asked for, or none.
+            let name = client_hello.server_name()?;
+            return self
+                .challenges
+                .iter()
+                .find(|challenge| challenge.name.eq_ignore_ascii_case(name))
+                .map(|challenge| challenge.certified.clone());
+        }
         self.check_dates();
+        let identity = self.identity.as_ref()?;
         match (self.policy, client_hello.server_name()) {
-            (SniPolicy::CertificateNames, Some(name)) if !self.identity.covers(name) => None,
-            _ => Some(self.identity.certified.clone()),
+            (SniPolicy::CertificateNames, Some(name)) if !identity.covers(name) => None,
+            _ => Some(identity.certified.clone()),
         }
     }
 }
@@ -198,6 +273,17 @@ pub fn server_config(
     identity: Identity,
     policy: SniPolicy,
 ) -> Result<Arc<ServerConfig>, ConfigError> {
+    server_config_with_challenges(Some(identity), policy, Vec::new())
+}
+
+/// [`server_config`] that also answers the TLS-ALPN-01 `challenges` (module docs); without
+/// an `identity`, it answers only them.
+pub fn server_config_with_challenges(
+    identity: Option<Identity>,
+    policy: SniPolicy,
+    challenges: Vec<AlpnChallenge>,
+) -> Result<Arc<ServerConfig>, ConfigError> {
+    let acme_challenge = !challenges.is_empty();
     if !crate::random::RANDOM.is_seeded() {
         return Err(ConfigError::Unseeded);
     }
@@ -211,10 +297,11 @@ pub fn server_config(
     .with_no_client_auth()
     .with_cert_resolver(Arc::new(Resolver {
         identity,
+        challenges,
         policy,
         checked: core::sync::atomic::AtomicBool::new(false),
     }));
-    config.alpn_protocols = alloc::vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn_protocols(acme_challenge);
     config.ignore_client_order = true;
     config.ticketer = Arc::new(ticketer);
     // Each ticket costs a seal and a record; one per handshake is what browsers use.

@@ -23,6 +23,9 @@ pub mod random;
 pub mod session;
 pub mod tickets;
 
-pub use config::{ConfigError, Identity, IdentityError, SniPolicy, server_config};
+pub use config::{
+    AlpnChallenge, ConfigError, Identity, IdentityError, SniPolicy, server_config,
+    server_config_with_challenges,
+};
 pub use rustls::ServerConfig;
 pub use session::{Application, Phase, SessionError, TlsSession};

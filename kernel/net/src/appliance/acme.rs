@@ -3,6 +3,12 @@
 //! answers HTTP-01 through the HTTP engine, keeps the certificate in the power-cut-safe store,
 //! and starts HTTPS, or swaps in the renewed certificate, once one is in hand.
 //!
+//! With `acme_challenge = tls-alpn-01` the names are validated on the HTTPS port instead
+//! (RFC 8737): each challenge's self-signed certificate goes into the TLS server's
+//! configuration (bramble_tls::config, which answers ALPN `acme-tls/1` with it) for as long
+//! as the order runs. Before the first certificate, HTTPS starts for the challenge alone and
+//! refuses every other handshake until the certificate is in.
+//!
 //! The CA's name is looked up (A and AAAA at once) when each order starts and again after
 //! any failed request, and an answer is kept at most [`RESOLVED_LIFETIME_MICROS`]; the
 //! addresses are tried in RFC 8305's order (IPv6 first when the board has a routable IPv6
@@ -63,6 +69,9 @@ pub struct AcmeConfig<'a> {
     pub ca_roots_pem: &'a [u8],
     /// Port HTTPS is served on.
     pub https_port: u16,
+    /// The challenge answered (`acme_challenge`): HTTP-01 on port 80, or TLS-ALPN-01 on
+    /// the HTTPS port.
+    pub challenge: ChallengeKind,
     /// `https = only`: once HTTPS runs with the certificate obtained, plain HTTP answers 308
     /// to https (the HTTP-01 path excepted); until then it serves as usual.
     pub redirect_plain_http: bool,
@@ -213,6 +222,10 @@ pub(super) struct AcmeAgent<'a> {
     tcp: SocketHandle,
     dns: SocketHandle,
     client_config: Option<Arc<bramble_tls::client::ClientConfig>>,
+    /// The certificate served (`None` until one is in hand).
+    identity: Option<bramble_tls::Identity>,
+    /// The TLS-ALPN-01 answers up for the order under way.
+    alpn_answers: Vec<bramble_tls::AlpnChallenge>,
     run: Option<OrderRun>,
     run_started: Instant,
     transfer: Option<Transfer>,
@@ -340,6 +353,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             tcp,
             dns,
             client_config: Some(client_config),
+            identity: None,
+            alpn_answers: Vec::new(),
             run: None,
             run_started: now,
             transfer: None,
@@ -559,9 +574,7 @@ impl<'a> AcmeAgent<'a> {
                             log::warn!("acme: the CA's token for {} is too long", answer.name);
                         }
                     }
-                    ChallengeKind::TlsAlpn01 => {
-                        log::warn!("acme: TLS-ALPN-01 is not answered by this build");
-                    }
+                    ChallengeKind::TlsAlpn01 => self.publish_tls_alpn(appliance, &answer, now),
                 },
                 Action::AccountReady(url) => {
                     log::info!("acme: account {url}");
@@ -573,12 +586,20 @@ impl<'a> AcmeAgent<'a> {
                 }
                 Action::Issued(issued) => {
                     appliance.pool.service_mut().server.clear_acme_answers();
+                    // Taken down by the install below, which builds the configuration anew.
+                    self.alpn_answers.clear();
                     self.run = None;
                     self.finish_issued(appliance, issued, now);
                     return;
                 }
                 Action::Failed(error, retry_after) => {
                     appliance.pool.service_mut().server.clear_acme_answers();
+                    if !self.alpn_answers.is_empty() {
+                        self.alpn_answers.clear();
+                        if let Err(problem) = self.serve_tls(appliance, now) {
+                            log::warn!("acme: taking the TLS-ALPN-01 answers down: {problem}");
+                        }
+                    }
                     if let Some(transfer) = self.transfer.take() {
                         drop(transfer);
                     }
@@ -656,7 +677,7 @@ impl<'a> AcmeAgent<'a> {
                 .iter()
                 .map(|name| String::from(*name))
                 .collect(),
-            challenges: alloc::vec![ChallengeKind::Http01],
+            challenges: alloc::vec![self.config.challenge],
             replaces: self.validity.and(self.cert_id.clone()),
         };
         let account_url =
@@ -771,26 +792,17 @@ impl<'a> AcmeAgent<'a> {
         let identity = bramble_tls::Identity::from_pem(chain_pem.as_bytes(), key_pem.as_bytes())
             .map_err(|problem| format!("{problem}"))?;
         let validity = identity.validity();
-        let key = identity.certificate_key();
-        let config = bramble_tls::server_config(identity, bramble_tls::SniPolicy::AnyName)
-            .map_err(|problem| format!("{problem}"))?;
-        if let Some(https) = &mut appliance.https {
-            https.shared_mut().replace_config(config, key);
-        } else {
-            let memory = self
-                .https_memory
-                .take()
-                .ok_or_else(|| String::from("no memory for HTTPS"))?;
+        let previous = self.identity.replace(identity);
+        if let Err(problem) = self.serve_tls(appliance, now) {
+            self.identity = previous;
+            return Err(problem);
+        }
+        if self.config.redirect_plain_http {
             appliance
-                .start_https(config, key, memory, self.config.https_port, now)
-                .map_err(|problem| format!("{problem}"))?;
-            if self.config.redirect_plain_http {
-                appliance
-                    .pool
-                    .service_mut()
-                    .server
-                    .set_redirect_to_https_port(Some(self.config.https_port));
-            }
+                .pool
+                .service_mut()
+                .server
+                .set_redirect_to_https_port(Some(self.config.https_port));
         }
         self.validity = Some((validity.not_before, validity.not_after));
         self.cert_id = bramble_tls::certificate::leaf_renewal_parts(chain_pem.as_bytes())
@@ -799,6 +811,67 @@ impl<'a> AcmeAgent<'a> {
         self.ari_renew_at = None;
         self.ari_next_check = None;
         Ok(())
+    }
+
+    /// Serves the certificate in hand (if any) with the TLS-ALPN-01 answers up now: replaces
+    /// the HTTPS configuration, or starts HTTPS in the memory kept for it.
+    fn serve_tls<D: EthernetDevice>(
+        &mut self,
+        appliance: &mut Appliance<'a, D>,
+        now: Instant,
+    ) -> Result<(), String> {
+        let key = self.identity.as_ref().map_or(
+            bramble_tls::hello::CertificateKey::EcdsaP256,
+            bramble_tls::Identity::certificate_key,
+        );
+        let config = bramble_tls::server_config_with_challenges(
+            self.identity.clone(),
+            bramble_tls::SniPolicy::AnyName,
+            self.alpn_answers.clone(),
+        )
+        .map_err(|problem| format!("{problem}"))?;
+        if let Some(https) = &mut appliance.https {
+            https.shared_mut().replace_config(config, key);
+            return Ok(());
+        }
+        let memory = self
+            .https_memory
+            .take()
+            .ok_or_else(|| String::from("no memory for HTTPS"))?;
+        appliance
+            .start_https(config, key, memory, self.config.https_port, now)
+            .map_err(|problem| format!("{problem}"))?;
+        Ok(())
+    }
+
+    /// Puts up a TLS-ALPN-01 answer (RFC 8737 §3): a certificate for the name, self-signed
+    /// by a key made for it, carrying the key authorization's digest, served to validators.
+    fn publish_tls_alpn<D: EthernetDevice>(
+        &mut self,
+        appliance: &mut Appliance<'a, D>,
+        answer: &bramble_acme::ChallengeAnswer,
+        now: Instant,
+    ) {
+        let key = EcKey::generate(&mut fill_random);
+        let certificate =
+            bramble_acme::csr::tls_alpn_certificate(&answer.name, &answer.key_authorization, &key);
+        let served = bramble_tls::AlpnChallenge::new(&answer.name, certificate, key.sec1_der())
+            .map_err(|problem| format!("{problem}"))
+            .and_then(|challenge| {
+                self.alpn_answers.push(challenge);
+                self.serve_tls(appliance, now)
+            });
+        match served {
+            Ok(()) => log::info!(
+                "acme: TLS-ALPN-01 answer up for {} on port {}",
+                answer.name,
+                self.config.https_port
+            ),
+            Err(problem) => log::warn!(
+                "acme: the TLS-ALPN-01 answer for {} is not up: {problem}",
+                answer.name
+            ),
+        }
     }
 
     /// Whether renewal information is asked for: a certificate is served and the CA has
