@@ -8,7 +8,9 @@
 //!
 //! ```text
 //! block 0            label: magic, version, slot size, the owner's publish key
-//! blocks 1, 2        the slot record, two copies
+//! blocks 1, 2        the slot record, two copies (magic, sequence, live slot, highest
+//!                    version accepted, per slot: whole, version, length, index checksum,
+//!                    SHA-256; CRC-32)
 //! blocks 3 .. 2048   unused (the slots start 1 MiB in, on an erase-block boundary)
 //! 2048 ..            slot A: slot_blocks blocks
 //! 2048 + slot_blocks slot B: slot_blocks blocks
@@ -245,6 +247,9 @@ pub struct SlotRecord {
     pub sequence: u64,
     /// The live slot: 0 (A) or 1 (B).
     pub live: u8,
+    /// The highest manifest version the board accepted (a publish or a rollback must bring a
+    /// higher one, so no signed manifest is good twice).
+    pub accepted: u64,
     /// Slot A and slot B.
     pub slots: [SlotEntry; 2],
 }
@@ -259,6 +264,7 @@ impl SlotRecord {
         block[..8].copy_from_slice(&RECORD_MAGIC);
         block[8..16].copy_from_slice(&self.sequence.to_le_bytes());
         block[16] = self.live & 1;
+        block[24..32].copy_from_slice(&self.accepted.to_le_bytes());
         for (entry, &at) in self.slots.iter().zip(ENTRY_AT.iter()) {
             block[at] = u8::from(entry.valid);
             block[at + 4..at + 8].copy_from_slice(&entry.len.to_le_bytes());
@@ -303,6 +309,7 @@ impl SlotRecord {
         Some(SlotRecord {
             sequence: le64(8),
             live,
+            accepted: le64(24),
             slots,
         })
     }
@@ -435,6 +442,7 @@ mod tests {
         let record = SlotRecord {
             sequence: 9,
             live: 1,
+            accepted: 4,
             slots: [entry(3), entry(4)],
         };
         let block = record.encode();
@@ -461,6 +469,7 @@ mod tests {
         let first = SlotRecord {
             sequence: 1,
             live: 0,
+            accepted: 0,
             slots: [entry(0), SlotEntry::default()],
         };
         let mut copies = [first.encode(), [0u8; SECTOR_LEN]];

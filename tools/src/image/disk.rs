@@ -444,6 +444,7 @@ fn write_slots(file: &mut File, layout: &Layout, contents: SlotContents<'_>) -> 
     let record = SlotRecord {
         sequence: 1,
         live: 0,
+        accepted: 0,
         slots: [
             SlotEntry {
                 valid: true,
