@@ -17,11 +17,13 @@ cd "$(dirname "$0")/.."
 # over IPv6) and tcpdump for the IPv6 tests; python3-doc for a real 1,063-file documentation
 # site (tests/tests/card_boot.rs, serving from the card); gcc builds the QEMU TCG plugins
 # (the benchmark's profiler and the tests' board-rules judge, qemu/plugin/boardrules.c);
-# prometheus for promtool, which checks the guest's /metrics (tests/tests/owner_view.rs).
+# prometheus for promtool, which checks the guest's /metrics (tests/tests/owner_view.rs);
+# knot (knotd takes the guest's signed DNS UPDATEs) and knot-dnsutils (kdig) for
+# tests/tests/ddns.rs.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
           openssl testssl.sh python3-venv pebble radvd avahi-daemon avahi-utils dbus-daemon
-          tcpdump python3-doc gcc prometheus)
+          tcpdump python3-doc gcc prometheus knot knot-dnsutils)
 
 missing=()
 for package in "${packages[@]}"; do
@@ -36,7 +38,7 @@ if [ ${#missing[@]} -gt 0 ]; then
         # The tests start nginx themselves, on 127.0.0.1 with their own configuration.
         # The IPv6 tests run Avahi and radvd themselves, inside their namespaces.
         if command -v systemctl >/dev/null 2>&1; then
-            for unit in nginx avahi-daemon.socket avahi-daemon radvd; do
+            for unit in nginx avahi-daemon.socket avahi-daemon radvd knot; do
                 systemctl disable --now "$unit" >/dev/null 2>&1 || true
             done
         fi

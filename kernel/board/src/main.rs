@@ -16,6 +16,7 @@ mod arena;
 mod checksum;
 mod commands;
 mod console;
+mod ddns;
 mod entropy;
 mod faults;
 mod health;
@@ -474,6 +475,7 @@ fn print_status(
         }
         status::print_https(appliance);
         status::print_acme(appliance);
+        ddns::print_status(appliance);
         let nic = appliance.device_mut();
         let usb = nic.counters();
         let kind = nic.kind();

@@ -205,7 +205,9 @@ pub fn start(
     } else {
         crate::tls::prepare(settings, crate::storage::tls_files(), arena)
     };
-    // Kept back from the pool's sockets: the HTTPS pool's, ACME's and the clock's two.
+    let ddns = crate::ddns::prepare(settings, arena);
+    // Kept back from the pool's sockets: the HTTPS pool's, ACME's, the clock's two, syslog's
+    // and dynamic DNS's.
     let clock_sockets = if settings.ntp { CLOCK_SOCKETS } else { 0 };
     let reserved = https.as_ref().map_or(0, |https| https.sockets)
         + acme.as_ref().map_or(0, |acme| acme.sockets)
@@ -216,7 +218,8 @@ pub fn start(
             .map_or(0, |target| match target.host {
                 bramble_settings::SyslogHost::Address(_) => 1,
                 bramble_settings::SyslogHost::Name(_) => 2,
-            });
+            })
+        + ddns.as_ref().map_or(0, |_| crate::ddns::SOCKETS);
     let per_address = settings.connections_per_address.map_or(0, u32::from);
     let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
     let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;
@@ -323,6 +326,12 @@ pub fn start(
                     lines: &crate::console::RING_SOURCE,
                 };
                 appliance.start_syslog(config, memory, Instant::from_micros(micros()));
+            }
+            if let Some(ddns) = ddns {
+                let now = Instant::from_micros(micros());
+                if let Err(error) = appliance.start_ddns(ddns.config, ddns.memory, now) {
+                    log::error!("ddns: not started: {error}");
+                }
             }
             if let Some(https) = https {
                 let now = Instant::from_micros(micros());

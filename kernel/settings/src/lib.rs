@@ -15,7 +15,16 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+#[cfg(test)]
+extern crate std;
+
+mod ddns;
 mod remote;
+
+pub use ddns::{
+    DNS_PORT, DdnsProtocol, DdnsSettings, Ipv4Source, MAX_KEY_NAME_LEN, MAX_KEY_SECRET_LEN,
+    TsigKeySetting,
+};
 
 pub use remote::{
     AddressPrefix, DEFAULT_SYSLOG_PORT, MAX_STATUS_PREFIXES, STATUS_TOKEN_LEN, SyslogHost,
@@ -524,6 +533,9 @@ pub struct Settings {
     pub status_from: heapless::Vec<AddressPrefix, MAX_STATUS_PREFIXES>,
     /// `status_token`: `off` (default) or a bearer token that lets any client see them.
     pub status_token: Option<heapless::String<64>>,
+    /// The dynamic DNS settings (`ddns`, `ddns_name`, `ddns_zone`, `ddns_server`,
+    /// `ddns_key`, `ddns_ipv4`, `ddns_ipv6`).
+    pub ddns: DdnsSettings,
 }
 
 /// Default `tls_certificate`.
@@ -570,6 +582,7 @@ impl Default for Settings {
             syslog: None,
             status_from: heapless::Vec::new(),
             status_token: None,
+            ddns: DdnsSettings::default(),
         }
     }
 }
@@ -610,10 +623,17 @@ enum Key {
     Syslog,
     StatusFrom,
     StatusToken,
+    Ddns,
+    DdnsName,
+    DdnsZone,
+    DdnsServer,
+    DdnsTsig,
+    DdnsIpv4,
+    DdnsIpv6,
 }
 
 impl Key {
-    const ALL: [Key; 33] = [
+    const ALL: [Key; 40] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -647,6 +667,13 @@ impl Key {
         Key::Syslog,
         Key::StatusFrom,
         Key::StatusToken,
+        Key::Ddns,
+        Key::DdnsName,
+        Key::DdnsZone,
+        Key::DdnsServer,
+        Key::DdnsTsig,
+        Key::DdnsIpv4,
+        Key::DdnsIpv6,
     ];
 
     fn name(self) -> &'static str {
@@ -684,6 +711,13 @@ impl Key {
             Key::Syslog => "syslog",
             Key::StatusFrom => "status_from",
             Key::StatusToken => "status_token",
+            Key::Ddns => "ddns",
+            Key::DdnsName => "ddns_name",
+            Key::DdnsZone => "ddns_zone",
+            Key::DdnsServer => "ddns_server",
+            Key::DdnsTsig => "ddns_key",
+            Key::DdnsIpv4 => "ddns_ipv4",
+            Key::DdnsIpv6 => "ddns_ipv6",
         }
     }
 
@@ -790,6 +824,16 @@ pub enum Problem {
     TooManyPrefixes,
     /// `status_token` is neither `off` nor 16 to 64 letters, digits, `-`, `.`, `_`, `~`.
     NotAToken,
+    /// `ddns` is not `off` or `rfc2136`.
+    NotADdnsProtocol,
+    /// `ddns_ipv4` is not `public`, `interface` or `off`.
+    NotAnIpv4Source,
+    /// `ddns_server` is not an IPv4 or IPv6 address with an optional port.
+    NotADnsServer,
+    /// `ddns_key` is not `hmac-sha256:NAME:BASE64` with a secret of 16 to 64 bytes.
+    NotATsigKey,
+    /// `ddns` is on but a setting it needs is missing (named).
+    DdnsIncomplete(&'static str),
 }
 
 impl fmt::Display for Problem {
@@ -905,6 +949,19 @@ impl fmt::Display for Problem {
             Problem::NotAToken => f.write_str(
                 "expected `off` or 16 to 64 letters, digits, '-', '.', '_' or '~'",
             ),
+            Problem::NotADdnsProtocol => f.write_str("expected `off` or `rfc2136`"),
+            Problem::NotAnIpv4Source => f.write_str("expected `public`, `interface` or `off`"),
+            Problem::NotADnsServer => f.write_str(
+                "expected a name server's address with an optional port, such as \
+                 192.0.2.53 or [2001:db8::53]:53",
+            ),
+            Problem::NotATsigKey => f.write_str(
+                "expected hmac-sha256:KEYNAME:SECRET, the secret in base64 (16 to 64 bytes), \
+                 as `tsig-keygen` or `keymgr -t` print it",
+            ),
+            Problem::DdnsIncomplete(missing) => {
+                write!(f, "needs {missing} too; dynamic DNS stays off")
+            }
             Problem::NotASyslogTarget => f.write_str(
                 "expected `off` or a collector's address with an optional port, such as \
                  192.168.1.9, 192.168.1.9:1514 or [2001:db8::9]:1514",
@@ -1054,6 +1111,17 @@ impl Settings {
                 key: "acme",
                 value: "on",
                 problem: Problem::AcmeWithoutDomain,
+            });
+        }
+
+        // Dynamic DNS needs its name, server and key; checked once all are known.
+        if let Some(missing) = settings.ddns.missing() {
+            settings.ddns.protocol = DdnsProtocol::Off;
+            report(SettingsError {
+                line: first_seen[Key::Ddns as usize],
+                key: "ddns",
+                value: "rfc2136",
+                problem: Problem::DdnsIncomplete(missing),
             });
         }
 
@@ -1231,6 +1299,13 @@ impl Settings {
             Key::Syslog => self.syslog = remote::parse_syslog(value)?,
             Key::StatusFrom => self.status_from = remote::parse_status_from(value)?,
             Key::StatusToken => self.status_token = remote::parse_status_token(value)?,
+            Key::Ddns => self.ddns.protocol = ddns::parse_protocol(value)?,
+            Key::DdnsName => self.ddns.name = Some(DomainName::new(value)?),
+            Key::DdnsZone => self.ddns.zone = Some(DomainName::new(value)?),
+            Key::DdnsServer => self.ddns.server = Some(ddns::parse_server(value)?),
+            Key::DdnsTsig => self.ddns.key = Some(ddns::parse_key(value)?),
+            Key::DdnsIpv4 => self.ddns.ipv4 = ddns::parse_ipv4_source(value)?,
+            Key::DdnsIpv6 => self.ddns.ipv6 = parse_switch(value)?,
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
                     UsbProtocol::Rndis

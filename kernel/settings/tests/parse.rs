@@ -606,3 +606,28 @@ fn connections_per_address_is_off_or_a_count() {
     assert!(Settings::parse("connections_per_address = 0\n").is_err());
     assert!(Settings::parse("connections_per_address = many\n").is_err());
 }
+
+#[test]
+fn dynamic_dns_needs_its_name_server_and_key() {
+    let text = "ddns = rfc2136\nddns_name = home.example.org\nddns_server = 192.0.2.53:5353\n\
+                ddns_key = hmac-sha256:home-key:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n\
+                ddns_ipv4 = interface\nddns_ipv6 = off\n";
+    let parsed = Settings::parse(text).unwrap();
+    let ddns = &parsed.ddns;
+    assert_eq!(ddns.protocol, bramble_settings::DdnsProtocol::Rfc2136);
+    assert_eq!(ddns.zone(), Some("example.org"));
+    assert_eq!(
+        ddns.server,
+        Some((std::net::IpAddr::V4(Ipv4Addr::new(192, 0, 2, 53)), 5353))
+    );
+    assert_eq!(ddns.key.as_ref().unwrap().secret.len(), 32);
+    assert_eq!(ddns.ipv4, bramble_settings::Ipv4Source::Interface);
+    assert!(!ddns.ipv6);
+    // Without the key: reported on the `ddns` line, and dynamic DNS stays off.
+    let (s, errors) =
+        lenient("ddns = rfc2136\nddns_name = home.example.org\nddns_server = 192.0.2.53\n");
+    assert_eq!(s.ddns.protocol, bramble_settings::DdnsProtocol::Off);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].problem, Problem::DdnsIncomplete("ddns_key"));
+    assert_eq!(errors[0].line, 1);
+}

@@ -323,6 +323,24 @@ status_line! {
 }
 
 status_line! {
+    /// Dynamic DNS (the board, with `ddns` set): what the server last confirmed.
+    Ddns<'a> = "status: ddns A " {
+        /// The A record's address, or `-`.
+        ipv4: Text<'a>, ", AAAA "
+        /// The AAAA record's address, or `-`.
+        ipv6: Text<'a>, "; updates "
+        /// Updates confirmed since boot.
+        updates: u32, ", sends "
+        /// Requests sent since boot (resends included).
+        sends: u32, ", failures in a row "
+        /// Failed tries in a row.
+        failures: u32, "; last failure: "
+        /// The last failure, or `none`.
+        last_failure: Text<'a>, ""
+    }
+}
+
+status_line! {
     /// The clock is set (the board).
     ClockSet = "status: clock set, Unix time " {
         /// Seconds since 1970.

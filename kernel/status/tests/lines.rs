@@ -182,6 +182,31 @@ fn http_addresses_connections_syslog() {
 }
 
 #[test]
+fn ddns() {
+    let expected = "status: ddns A 203.0.113.7, AAAA -; updates 1, sends 2, failures in a row 0; \
+                    last failure: -";
+    check(
+        Ddns {
+            ipv4: Text::Read("203.0.113.7"),
+            ipv6: Text::Read("-"),
+            updates: 1,
+            sends: 2,
+            failures: 0,
+            last_failure: Text::Read("-"),
+        },
+        expected,
+        |l| Ddns::parse(l).map(|c| c.to_string()),
+    );
+    let read = Ddns::parse(
+        "12 s  status: ddns A -, AAAA 2001:db8::1; updates 0, sends 3, failures in a row 1; \
+         last failure: no answer after 3 sends",
+    )
+    .unwrap();
+    assert_eq!(read.ipv6.as_str(), "2001:db8::1");
+    assert_eq!(read.last_failure.as_str(), "no answer after 3 sends");
+}
+
+#[test]
 fn clock() {
     let (unix, stratum, ago) = (1_764_000_000u64, 2u8, 30u64);
     let expected =

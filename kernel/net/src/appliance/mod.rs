@@ -23,6 +23,7 @@ mod address;
 mod address6;
 pub mod clock;
 mod config;
+pub mod ddns;
 mod mdns_socket;
 mod memory;
 mod pool;
@@ -184,6 +185,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     acme: Option<acme::AcmeAgent<'a>>,
     /// The syslog sender, once [`Appliance::start_syslog`] has run.
     syslog: Option<syslog::SyslogState<'a>>,
+    /// Dynamic DNS, once [`Appliance::start_ddns`] has run.
+    ddns: Option<ddns::DdnsState<'a>>,
     /// The public IPv4 address as last learned ([`public`]).
     public: public::PublicAddress,
     /// The IPv4 address the pool was last told.
@@ -341,6 +344,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             clock: None,
             acme: None,
             syslog: None,
+            ddns: None,
             public: public::PublicAddress::default(),
             pool_address: None,
             address,
@@ -423,6 +427,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_clock(now);
         self.poll_acme(now);
         self.poll_syslog(now);
+        self.poll_ddns(now);
     }
 
     /// Moves every HTTPS connection on.
@@ -637,6 +642,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         }
         next = earliest(next, self.acme_deadline(now));
         next = earliest(next, self.syslog_deadline(now));
+        next = earliest(next, self.ddns_deadline(now));
         next = earliest(next, self.address.link_local_deadline(self.link));
         if self.link == LinkState::Up {
             next = earliest(next, self.ipv6_deadline());

@@ -1,0 +1,346 @@
+//! Dynamic DNS (issue 29) on the real kernel, against Debian's Knot DNS: `bramble qemu --image
+//! CARD --tap tap0` in a network namespace where knotd serves the zone `home.test` and takes
+//! updates signed with one TSIG key, radvd announces an IPv6 prefix, and an SNTP responder of
+//! this test gives the time (TSIG signs it). The card's BRAMBLE.TXT says `ddns = rfc2136` for
+//! `board.home.test` with the key, `ddns_ipv4 = interface`. One boot checks, in turn:
+//!
+//! 1. the A and AAAA records appear (kdig asks knotd), in one update;
+//! 2. a renumbering (radvd deprecates the prefix and announces another) gives exactly one
+//!    more update, with the new AAAA;
+//! 3. with knotd restarted under another secret for the key, the next renumbering gives the
+//!    documented error on the console (`the server refused our signature: NOTAUTH/BADSIG`)
+//!    and leaves the records as they were.
+//!
+//! No packet leaves the namespace.
+
+mod netns;
+
+use bramble_tests::{kernel, sntp};
+use netns::ipv6::{Prefix, Radvd, radvd_config, wait_for_link_local};
+use netns::tool::{bramble_image, start_bramble_qemu};
+use netns::{Daemon, HOST_ADDRESS, Netns, TAP};
+use std::net::{Ipv6Addr, UdpSocket};
+use std::os::fd::AsFd;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+bramble_qemu_helper!();
+
+/// The guest's fixed IPv4 address, published as A (`ddns_ipv4 = interface`).
+const GUEST: &str = "192.168.77.50";
+/// The name the guest keeps up to date, in the zone knotd serves.
+const NAME: &str = "board.home.test";
+/// The key's secret (base64 of 32 bytes), and the other one knotd is restarted with.
+const SECRET: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+const OTHER_SECRET: &str = "ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA=";
+/// The prefixes radvd announces in turn.
+const PREFIXES: [Ipv6Addr; 3] = [
+    Ipv6Addr::new(0x2001, 0xdb8, 0x77, 1, 0, 0, 0, 0),
+    Ipv6Addr::new(0x2001, 0xdb8, 0x77, 2, 0, 0, 0, 0),
+    Ipv6Addr::new(0x2001, 0xdb8, 0x77, 3, 0, 0, 0, 0),
+];
+/// Bound on each phase: RAs come every 3-4 s, DAD takes a second, the guest waits 5 s of
+/// quiet before it sends.
+const PHASE: Duration = Duration::from_secs(40);
+
+/// An SNTP responder on the namespace's address, giving the host's time.
+struct Sntp {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Sntp {
+    fn start(netns: &Netns) -> Sntp {
+        let namespace = std::fs::File::open(Path::new("/run/netns").join(netns.name()))
+            .expect("open the namespace");
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = Arc::clone(&stop);
+        let (ready, bound) = std::sync::mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            rustix::thread::move_into_link_name_space(
+                namespace.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .expect("enter the test's network namespace");
+            let socket = UdpSocket::bind((HOST_ADDRESS, 123)).expect("bind port 123");
+            socket
+                .set_read_timeout(Some(Duration::from_millis(50)))
+                .unwrap();
+            ready.send(()).unwrap();
+            let mut request = [0u8; 512];
+            while !stopping.load(Ordering::Relaxed) {
+                let Ok((len, peer)) = socket.recv_from(&mut request) else {
+                    continue;
+                };
+                if len >= 48 {
+                    let now = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .unwrap();
+                    let _ = socket.send_to(&sntp::reply(&request, now), peer);
+                }
+            }
+        });
+        bound
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the SNTP responder did not start");
+        Sntp {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Sntp {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// knotd serving `home.test` on the namespace's address, taking updates signed with
+/// `bramble-key` (`secret`); the zone and its journal stay in `dir` across restarts.
+fn start_knot(netns: &Netns, dir: &Path, secret: &str, generation: u32) -> Daemon {
+    let zone = dir.join("home.test.zone");
+    if !zone.exists() {
+        std::fs::write(
+            &zone,
+            "$TTL 60\n@ SOA ns.home.test. admin.home.test. 1 60 60 600 60\n\
+             @ NS ns.home.test.\nns A 192.168.77.1\n",
+        )
+        .unwrap();
+    }
+    let config = dir.join(format!("knot{generation}.conf"));
+    std::fs::write(
+        &config,
+        format!(
+            "server:\n    listen: {HOST_ADDRESS}@53\n    rundir: {dir}\n\
+             key:\n  - id: bramble-key\n    algorithm: hmac-sha256\n    secret: {secret}\n\
+             acl:\n  - id: update\n    key: bramble-key\n    action: update\n\
+             template:\n  - id: default\n    storage: {dir}\n\
+             zone:\n  - domain: home.test\n    file: home.test.zone\n    acl: update\n\
+             log:\n  - target: stderr\n    any: info\n",
+            dir = dir.display()
+        ),
+    )
+    .unwrap();
+    let log = dir.join(format!("knot{generation}.log"));
+    let mut command = netns.command("knotd");
+    command.arg("-c").arg(&config);
+    let knot = Daemon::start(command, &log);
+    wait_for(
+        || std::fs::read_to_string(&log).is_ok_and(|text| text.contains("server started")),
+        Duration::from_secs(20),
+        "knotd to start",
+    );
+    knot
+}
+
+/// Waits (bounded) until `done` holds; panics naming `what` otherwise.
+fn wait_for(done: impl Fn() -> bool, limit: Duration, what: &str) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "no {what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The updates knotd applied, by its logs (`DDNS, finished`), across its restarts.
+fn updates_applied(dir: &Path) -> usize {
+    (0..3)
+        .map(|generation| {
+            std::fs::read_to_string(dir.join(format!("knot{generation}.log")))
+                .unwrap_or_default()
+                .matches("DDNS, finished")
+                .count()
+        })
+        .sum()
+}
+
+/// kdig's answer for `NAME TYPE` from knotd: the records' data, sorted.
+fn lookup(netns: &Netns, record_type: &str) -> Vec<String> {
+    let output = netns.output(
+        "kdig",
+        &[
+            &format!("@{HOST_ADDRESS}"),
+            "+short",
+            "+time=2",
+            "+retry=1",
+            NAME,
+            record_type,
+        ],
+    );
+    let mut records: Vec<String> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| line.trim().to_string())
+        .filter(|line| !line.is_empty())
+        .collect();
+    records.sort();
+    records
+}
+
+fn prefix(prefix: Ipv6Addr, preferred: u32) -> Prefix {
+    Prefix {
+        prefix,
+        valid: 600,
+        preferred,
+    }
+}
+
+/// Whether `address` (text) lies in the /64 `prefix`.
+fn in_prefix(address: &str, prefix: Ipv6Addr) -> bool {
+    address
+        .parse::<Ipv6Addr>()
+        .is_ok_and(|a| a.segments()[..4] == prefix.segments()[..4])
+}
+
+#[test]
+fn rfc2136_updates_follow_the_addresses_once_each_and_a_wrong_key_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let netns = Netns::create();
+    netns::run(Command::new("ip").args([
+        "-n",
+        netns.name(),
+        "-6",
+        "addr",
+        "add",
+        "2001:db8:77:1::1/64",
+        "dev",
+        TAP,
+        "nodad",
+    ]));
+    let _sntp = Sntp::start(&netns);
+    let knot = start_knot(&netns, dir, SECRET, 0);
+
+    let site = dir.join("site");
+    netns::write_site(&site);
+    let settings = dir.join("BRAMBLE.TXT");
+    std::fs::write(
+        &settings,
+        format!(
+            "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\nntp = {HOST_ADDRESS}\n\
+             ddns = rfc2136\nddns_name = {NAME}\nddns_server = {HOST_ADDRESS}\n\
+             ddns_key = hmac-sha256:bramble-key:{SECRET}\nddns_ipv4 = interface\n"
+        ),
+    )
+    .unwrap();
+    let card = dir.join("card.img");
+    let path = |p: &Path| p.display().to_string();
+    bramble_image(&[
+        "--site",
+        &path(&site),
+        "--config",
+        &path(&settings),
+        "--kernel",
+        &path(&kernel().raw),
+        "-o",
+        &path(&card),
+    ]);
+    let args = ["--image", &path(&card), "--tap", TAP].map(String::from);
+    let mut guest = start_bramble_qemu(&netns, &args);
+    // The TAP link has a carrier (and radvd a link-local source) once QEMU holds it.
+    let in_namespace = |program: &str| netns.command(program);
+    wait_for_link_local(&in_namespace, TAP, Duration::from_secs(10));
+    let radvd_phase = |n: usize| -> Radvd {
+        // Every earlier prefix deprecated (preferred lifetime 0), prefix n preferred.
+        let prefixes: Vec<Prefix> = (0..=n)
+            .map(|i| prefix(PREFIXES[i], if i == n { 600 } else { 0 }))
+            .collect();
+        Radvd::start(
+            &in_namespace,
+            dir,
+            &format!("radvd{n}"),
+            &radvd_config(TAP, &prefixes, None),
+        )
+    };
+    let radvd = radvd_phase(0);
+    let fail = |guest: &netns::tool::BrambleQemu, what: &str| -> ! {
+        panic!(
+            "{what}; serial:\n{}\nknotd:\n{}",
+            guest.transcript.join("\n"),
+            (0..3)
+                .map(
+                    |g| std::fs::read_to_string(dir.join(format!("knot{g}.log")))
+                        .unwrap_or_default()
+                )
+                .collect::<String>()
+        )
+    };
+
+    // 1. Both records, in one update.
+    let Some(updated) =
+        guest.wait_for(|line| line.contains("ddns: board.home.test updated"), PHASE)
+    else {
+        fail(&guest, "no update confirmed after boot");
+    };
+    assert!(
+        updated.contains(&format!("A {GUEST}")) && updated.contains("AAAA 2001:db8:77:1:"),
+        "{updated}"
+    );
+    assert_eq!(lookup(&netns, "A"), [GUEST]);
+    let aaaa = lookup(&netns, "AAAA");
+    if aaaa.len() != 1 || !in_prefix(&aaaa[0], PREFIXES[0]) {
+        fail(&guest, &format!("AAAA after boot: {aaaa:?}"));
+    }
+    assert_eq!(updates_applied(dir), 1, "one update at boot");
+
+    // 2. Renumbering: exactly one more update, the new AAAA.
+    drop(radvd);
+    let radvd = radvd_phase(1);
+    let Some(updated) = guest.wait_for(
+        |line| line.contains("ddns: board.home.test updated") && line.contains("2001:db8:77:2:"),
+        PHASE,
+    ) else {
+        fail(&guest, "no update after the renumbering");
+    };
+    let aaaa = lookup(&netns, "AAAA");
+    if aaaa.len() != 1 || !in_prefix(&aaaa[0], PREFIXES[1]) {
+        fail(
+            &guest,
+            &format!("AAAA after renumbering: {aaaa:?} ({updated})"),
+        );
+    }
+    assert_eq!(lookup(&netns, "A"), [GUEST]);
+    // Some RAs later (each repeats the same prefixes), still one update per change.
+    std::thread::sleep(Duration::from_secs(8));
+    assert_eq!(updates_applied(dir), 2, "one update per change");
+
+    // 3. knotd now has another secret for the key: the next change is refused, loudly,
+    // and the records stay.
+    drop(knot);
+    let _knot = start_knot(&netns, dir, OTHER_SECRET, 1);
+    drop(radvd);
+    let _radvd = radvd_phase(2);
+    let Some(refused) = guest.wait_for(
+        |line| line.contains("ddns: board.home.test not updated"),
+        PHASE,
+    ) else {
+        fail(&guest, "no refusal with the wrong key");
+    };
+    assert!(
+        refused.contains("the server refused our signature: NOTAUTH/BADSIG")
+            && refused.contains("trying again in 3600 s"),
+        "{refused}"
+    );
+    let aaaa = lookup(&netns, "AAAA");
+    if aaaa.len() != 1 || !in_prefix(&aaaa[0], PREFIXES[1]) {
+        fail(&guest, &format!("AAAA after the refused update: {aaaa:?}"));
+    }
+    assert_eq!(
+        updates_applied(dir),
+        2,
+        "nothing applied with the wrong key"
+    );
+    guest.send_line("status");
+    let line = guest.expect_line("status: ddns", Duration::from_secs(20));
+    let status = bramble_status::Ddns::parse(&line).unwrap_or_else(|| panic!("{line}"));
+    assert_eq!(status.ipv4.as_str(), GUEST, "{line}");
+    assert!(in_prefix(status.ipv6.as_str(), PREFIXES[1]), "{line}");
+    assert_eq!((status.updates, status.failures), (2, 1), "{line}");
+    assert!(status.last_failure.as_str().contains("BADSIG"), "{line}");
+}
