@@ -1,15 +1,14 @@
-//! A card with two site slots (`bramble image --slot-mib`): the kernel serves the slot the
+//! A card with two site slots (`bramble image --publish-key`): the kernel serves the slot the
 //! record names live, and a slot that fails its checks is never served, the other one is.
-//! The card is edited between boots as a publish would leave it (site B in slot B, the
-//! record's other copy naming it live), then slot B's index is damaged; one card, three boots.
+//! Between boots the card is changed by `bramble publish --card` (site B into slot B), by
+//! `--rollback`, then by damaging slot A's index; one card, three boots.
 
 mod support;
 
 use bramble::image::{ImageInputs, SlotSpec, build_image_slotted};
-use bramble_fat::site_slots::{SlotEntry, SlotRecord, Slots, candidates};
+use bramble_fat::site_slots::{Slots, candidates};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
-use sha2::Digest;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
@@ -85,7 +84,13 @@ fn the_live_slot_is_served_and_a_slot_failing_its_checks_never_is() {
     let page_a = "<h1>site A</h1>".repeat(20);
     let page_b = "<h1>site B</h1>".repeat(20);
     let site_a = site(dir.path(), "a", &page_a);
-    let site_b = site(dir.path(), "b", &page_b);
+    site(dir.path(), "b", &page_b);
+    let key = dir.path().join("owner.key");
+    bramble::publish::keys::run(bramble::publish::keys::KeygenArgs {
+        output: key.clone(),
+        force: false,
+    })
+    .unwrap();
     let card = dir.path().join("card.img");
     let inputs = ImageInputs {
         kernel: fs::read(&kernel().raw).unwrap(),
@@ -97,51 +102,47 @@ fn the_live_slot_is_served_and_a_slot_failing_its_checks_never_is() {
     };
     let spec = SlotSpec {
         slot_bytes: MIB,
-        publish_key: None,
+        publish_key: Some(
+            bramble::publish::keys::read_public(&dir.path().join("owner.pub")).unwrap(),
+        ),
     };
     build_image_slotted(&inputs, Vec::new(), Some(&spec), &card).expect("image");
+    let publish = |site: Option<&str>, version: u64, rollback: bool| {
+        bramble::publish::card::run(bramble::publish::card::PublishArgs {
+            site: site.map(|name| dir.path().join(name)),
+            card: card.clone(),
+            key: key.clone(),
+            version: Some(version),
+            rollback,
+        })
+        .expect("publish");
+    };
 
-    // 1. As `bramble image` made it: slot A, version 0.
-    let (line, body, guest) = boot(&card);
-    assert!(line.contains("slot A, version 0"), "{line}");
-    assert_eq!(body, page_a.as_bytes());
-    drop(guest);
-
-    // 2. As a publish leaves it: site B in slot B, the other record copy naming it live.
-    let bytes = fs::read(&card).unwrap();
-    let slots = slots_of(&bytes);
-    let block = |n: u64| &bytes[n as usize * 512..n as usize * 512 + 512];
-    let (record, next) =
-        SlotRecord::current([block(slots.record_block(0)), block(slots.record_block(1))]).unwrap();
-    write_at(&card, slots.slot_block(1), &site_b);
-    let published = record.next(|r| {
-        r.slots[1] = SlotEntry {
-            valid: true,
-            version: 7,
-            len: site_b.len() as u32,
-            index_checksum: bramble_site::SiteImage::new_checked(&site_b)
-                .unwrap()
-                .checksum(),
-            sha256: sha2::Sha256::digest(&site_b).into(),
-        };
-        r.live = 1;
-    });
-    write_at(&card, slots.record_block(next), &published.encode());
+    // 1. `bramble publish` (its library entry point) of site B: slot B, version 7.
+    publish(Some("b"), 7, false);
     let (line, body, guest) = boot(&card);
     assert!(line.contains("slot B, version 7"), "{line}");
     assert!(!line.contains("failed"), "{line}");
     assert_eq!(body, page_b.as_bytes());
     drop(guest);
 
-    // 3. Slot B's index damaged: never served; slot A is, and the console says why.
-    write_at(&card, slots.slot_block(1), &[0xFF; 64]);
+    // 2. `bramble publish --rollback`: slot A again, as `bramble image` wrote it.
+    publish(None, 8, true);
+    let (line, body, guest) = boot(&card);
+    assert!(line.contains("slot A, version 0"), "{line}");
+    assert_eq!(body, page_a.as_bytes());
+    drop(guest);
+
+    // 3. Slot A's index damaged: never served; slot B is, and the console says why.
+    let slots = slots_of(&fs::read(&card).unwrap());
+    write_at(&card, slots.slot_block(0), &[0xFF; 64]);
     let (line, body, mut guest) = boot(&card);
     assert!(
-        line.contains("slot A, version 0") && line.contains("failed its checks"),
+        line.contains("slot B, version 7") && line.contains("failed its checks"),
         "{line}"
     );
-    assert_eq!(body, page_a.as_bytes());
+    assert_eq!(body, page_b.as_bytes());
     guest.drain();
     let log = guest.transcript.join("\n");
-    assert!(log.contains("slots: slot B:"), "{log}");
+    assert!(log.contains("slots: slot A:"), "{log}");
 }

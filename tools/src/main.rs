@@ -32,6 +32,9 @@ enum Command {
     /// Make the owner's publish key pair (OWNER.KEY and OWNER.PUB) for `bramble image
     /// --publish-key`.
     Keygen(bramble::publish::keys::KeygenArgs),
+    /// Publish a signed site into the idle slot of a card image (`--card`), or switch back
+    /// to the previous one (`--rollback`).
+    Publish(bramble::publish::card::PublishArgs),
     /// Write an SD card image to a card, carefully, and verify it.
     Flash(bramble::flash::FlashArgs),
     /// Serve a site folder on this machine with Bramble's HTTP engine (authors' preview).
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Pack(args) => bramble::pack::run(args),
         Command::Image(args) => bramble::image::run(args),
         Command::Keygen(args) => bramble::publish::keys::run(args),
+        Command::Publish(args) => bramble::publish::card::run(args),
         Command::Flash(args) => bramble::flash::run(args),
         Command::Serve(args) => bramble::serve::run(args),
         Command::Check(args) => bramble::check::run(args),

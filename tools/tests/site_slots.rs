@@ -204,3 +204,234 @@ fn write_kernel(dir: &Path) -> std::path::PathBuf {
     fs::write(&path, [0xEAu8; 4096]).unwrap();
     path
 }
+
+/// What the kernel would serve from the card image `bytes`: the newer whole record copy, its
+/// live slot if the index verifies (bramble-store's `read_index`, the kernel's) and matches
+/// the record, else the other: (slot, the slot's image bytes).
+fn kernel_serves(bytes: &[u8]) -> (u8, Vec<u8>) {
+    let (_, slots) = kernel_view(bytes);
+    let block = |n: u64| &bytes[n as usize * 512..n as usize * 512 + 512];
+    let (record, _) =
+        SlotRecord::current([block(slots.record_block(0)), block(slots.record_block(1))])
+            .expect("a whole record copy");
+    for slot in record.boot_order() {
+        let entry = record.slots[usize::from(slot)];
+        let extents =
+            bramble_store::fat::FileExtents::contiguous(slots.slot_block(slot), entry.len);
+        let mut card = bramble_store::MemoryCard::new(bytes);
+        let mut memory = vec![0u8; 1 << 20];
+        if let Ok((index, _)) = bramble_store::read_index(&mut card, &extents, &mut memory)
+            && index.checksum() == entry.index_checksum
+            && index.image_len() == entry.len
+        {
+            let at = slots.slot_block(slot) as usize * 512;
+            return (slot, bytes[at..at + entry.len as usize].to_vec());
+        }
+    }
+    panic!("no slot would be served");
+}
+
+fn site_dir(dir: &Path, name: &str, pages: usize) -> std::path::PathBuf {
+    let root = dir.join(name);
+    fs::create_dir_all(&root).unwrap();
+    for page in 0..pages {
+        // Random letters (barely compressible), so the image has many blocks to write.
+        let mut state = (page as u64 + 1) * 0x9E37_79B9 + name.len() as u64;
+        let text: String = (0..4000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from(b'a' + (state % 26) as u8)
+            })
+            .collect();
+        fs::write(root.join(format!("{name}{page}.html")), text).unwrap();
+    }
+    root
+}
+
+fn packed(dir: &Path) -> Vec<u8> {
+    bramble::pack::pack_site(dir, &bramble::pack::PackOptions::default())
+        .expect("pack")
+        .image
+}
+
+/// A card made by the CLI with `keygen` and `image --publish-key`, the site of `site` in
+/// slot A; returns (card, key).
+fn cli_card(dir: &Path, site: &Path, slot_mib: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let key = dir.join("owner.key");
+    if !key.exists() {
+        assert!(
+            bramble()
+                .arg("keygen")
+                .arg(&key)
+                .status()
+                .unwrap()
+                .success()
+        );
+    }
+    let card = dir.join("card.img");
+    let out = bramble()
+        .args(["image", "--slot-mib", slot_mib, "--kernel"])
+        .arg(write_kernel(dir))
+        .arg("--site")
+        .arg(site)
+        .arg("--publish-key")
+        .arg(dir.join("owner.pub"))
+        .arg("-o")
+        .arg(&card)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (card, key)
+}
+
+fn publish(args: &[&str], card: &Path, key: &Path) -> std::process::Output {
+    bramble()
+        .arg("publish")
+        .args(args)
+        .arg("--card")
+        .arg(card)
+        .arg("--key")
+        .arg(key)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn cli_publish_rollback_and_the_refusals_leave_one_whole_site() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = site_dir(dir.path(), "a", 3);
+    let b = site_dir(dir.path(), "b", 5);
+    let (card, key) = cli_card(dir.path(), &a, "1");
+    let outside = |bytes: &[u8]| {
+        let (_, slots) = kernel_view(bytes);
+        bytes[..slots.first_sector as usize * 512 + 512].to_vec()
+    };
+    let before = outside(&fs::read(&card).unwrap());
+    assert_eq!(kernel_serves(&fs::read(&card).unwrap()), (0, packed(&a)));
+
+    let out = publish(&[b.to_str().unwrap(), "--version", "10"], &card, &key);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("published into slot B"), "{said}");
+    let bytes = fs::read(&card).unwrap();
+    assert_eq!(kernel_serves(&bytes), (1, packed(&b)));
+    assert_eq!(
+        outside(&bytes),
+        before,
+        "nothing but the slots and record was written"
+    );
+
+    // Refused, with the writer's JSON, and the live site unchanged: an old version, another
+    // key, a site larger than the slot.
+    let refused = |out: std::process::Output, code: &str| {
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("\"error\":\"{code}\"")), "{err}");
+        assert_eq!(kernel_serves(&fs::read(&card).unwrap()), (1, packed(&b)));
+    };
+    refused(
+        publish(&[a.to_str().unwrap(), "--version", "10"], &card, &key),
+        "old-version",
+    );
+    assert!(
+        bramble()
+            .arg("keygen")
+            .arg(dir.path().join("other.key"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    refused(
+        publish(
+            &[a.to_str().unwrap(), "--version", "11"],
+            &card,
+            &dir.path().join("other.key"),
+        ),
+        "bad-signature",
+    );
+    let big = site_dir(dir.path(), "big", 400);
+    refused(
+        publish(&[big.to_str().unwrap(), "--version", "12"], &card, &key),
+        "too-large",
+    );
+
+    // Rollback: slot A again; its replay is old.
+    let out = publish(&["--rollback", "--version", "13"], &card, &key);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(kernel_serves(&fs::read(&card).unwrap()), (0, packed(&a)));
+    let out = publish(&["--rollback", "--version", "13"], &card, &key);
+    assert!(!out.status.success());
+}
+
+/// The power cut through the real binary: `bramble publish --card` killed by PID (SIGKILL)
+/// at 20 moments spread over a publish's run; after each, the card as the kernel reads it
+/// serves one whole site, the old or the new, byte for byte. (The cut lands between the
+/// writer's writes; a block torn inside a write is the host test's in kernel/publish.)
+#[test]
+fn a_publish_killed_at_any_moment_leaves_the_old_or_the_new_site() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = site_dir(dir.path(), "a", 3);
+    let b = site_dir(dir.path(), "b", 150);
+    let site_b = dir.path().join("b.bin");
+    fs::write(&site_b, packed(&b)).unwrap();
+    let (old, new) = (packed(&a), packed(&b));
+    let (card, key) = cli_card(dir.path(), &a, "2");
+    let pristine = fs::read(&card).unwrap();
+    // One uncut run, to spread the cuts over its length.
+    let started = std::time::Instant::now();
+    let out = publish(&[site_b.to_str().unwrap(), "--version", "1"], &card, &key);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = started.elapsed();
+    assert_eq!(kernel_serves(&fs::read(&card).unwrap()).1, new);
+    let (mut saw_old, mut saw_new) = (0, 0);
+    let mut seed = 0x2545_F491_4F6C_DD1Du64;
+    for cut in 0..20u32 {
+        fs::write(&card, &pristine).unwrap();
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let at = run.mul_f64(f64::from(cut) / 20.0 + (seed % 1000) as f64 / 20_000.0);
+        let mut child = bramble()
+            .arg("publish")
+            .arg(&site_b)
+            .args(["--version", "1", "--card"])
+            .arg(&card)
+            .arg("--key")
+            .arg(&key)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(at);
+        let _ = child.kill(); // SIGKILL to this PID
+        let _ = child.wait();
+        let (_, served) = kernel_serves(&fs::read(&card).unwrap());
+        if served == old {
+            saw_old += 1;
+        } else if served == new {
+            saw_new += 1;
+        } else {
+            panic!("cut {cut} at {at:?}: a site that is neither");
+        }
+    }
+    eprintln!("20 cuts over a {run:?} publish: {saw_old} old, {saw_new} new");
+    assert_eq!(saw_old + saw_new, 20);
+}

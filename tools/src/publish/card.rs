@@ -1,0 +1,253 @@
+//! `bramble publish --card IMG`: a signed site into the idle slot of a card image (or a card
+//! in a reader), by the kernel's own card writer (`bramble_publish::writer`) over the file,
+//! with the kernel's write window: only the slot record and the slots are ever written, so
+//! the certificate store, the settings and the kernel stay as they are. The same manifest,
+//! signature and checks as a publish over the network (which is not built yet).
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, bail};
+use bramble_fat::site_slots::{SlotRecord, Slots, candidates};
+use bramble_hal::block::{BLOCK_SIZE, BlockDevice, BlockError, BlockWrite};
+use bramble_publish::manifest::{Action, Manifest};
+use bramble_publish::writer::Publisher;
+use ed25519_dalek::Signer;
+use sha2::{Digest, Sha256};
+
+/// Arguments of `bramble publish`.
+#[derive(clap::Args, Debug)]
+pub struct PublishArgs {
+    /// The site: a folder (packed first, as `bramble pack` would) or a SITE.BIN.
+    #[arg(value_name = "SITE_DIR|SITE.BIN", required_unless_present = "rollback")]
+    pub site: Option<PathBuf>,
+    /// The card image (or card device) to publish into; it must have site slots and the
+    /// public half of --key (`bramble image --publish-key`).
+    #[arg(long, value_name = "IMG")]
+    pub card: PathBuf,
+    /// The owner's secret key (`bramble keygen`).
+    #[arg(long, value_name = "OWNER.KEY")]
+    pub key: PathBuf,
+    /// The version to sign, above every one the card accepted [default: now, in Unix
+    /// seconds, so that each CI run's is higher].
+    #[arg(long, value_name = "N")]
+    pub version: Option<u64>,
+    /// Switch back to the previous site (the other slot), signed, instead of publishing.
+    #[arg(long, conflicts_with = "site")]
+    pub rollback: bool,
+}
+
+/// The card as the writer sees it: blocks of the file, writable only inside `window`.
+struct FileCard {
+    file: File,
+    blocks: u64,
+    window: (u64, u64),
+}
+
+impl BlockDevice for FileCard {
+    fn block_count(&self) -> u64 {
+        self.blocks
+    }
+
+    fn read_blocks(&mut self, first: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
+        self.file
+            .read_exact_at(buffer, first * BLOCK_SIZE as u64)
+            .map_err(|_| BlockError::Transfer)
+    }
+}
+
+impl BlockWrite for FileCard {
+    fn write_blocks(&mut self, first: u64, data: &[u8]) -> Result<(), BlockError> {
+        let blocks = (data.len() / BLOCK_SIZE) as u64;
+        let (start, len) = self.window;
+        if first < start || first + blocks > start + len {
+            return Err(BlockError::ReadOnly);
+        }
+        self.file
+            .write_all_at(data, first * BLOCK_SIZE as u64)
+            .map_err(|_| BlockError::WriteFailed)
+    }
+}
+
+/// The card's slots, record and host name, found as the kernel finds them.
+pub struct OpenCard {
+    card: FileCard,
+    slots: Slots,
+    record: SlotRecord,
+    next_copy: usize,
+    /// The board's `hostname` (BRAMBLE.TXT on the card).
+    pub hostname: String,
+}
+
+/// Opens the card image at `path` for publishing.
+pub fn open_card(path: &Path) -> anyhow::Result<OpenCard> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    let blocks = file.metadata()?.len() / BLOCK_SIZE as u64;
+    let sector = |n: u64| -> anyhow::Result<[u8; BLOCK_SIZE]> {
+        let mut buffer = [0u8; BLOCK_SIZE];
+        file.read_exact_at(&mut buffer, n * BLOCK_SIZE as u64)?;
+        Ok(buffer)
+    };
+    let volume = bramble_fat::check_card(blocks, |n, buffer| {
+        buffer.copy_from_slice(&sector(n).map_err(|_| ())?);
+        Ok::<(), ()>(())
+    })
+    .map_err(|error| {
+        anyhow::anyhow!("{}: not a card the kernel boots: {error:?}", path.display())
+    })?;
+    let mut slots = None;
+    for (first, count) in candidates(&sector(0)?)
+        .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?
+        .into_iter()
+        .flatten()
+    {
+        if let Ok(found) = Slots::confirm(
+            first,
+            count,
+            blocks,
+            &volume.partition,
+            &sector(u64::from(first))?,
+        ) {
+            slots = Some(found);
+        }
+    }
+    let Some(slots) = slots else {
+        bail!(
+            "{} has no site slots: make it with `bramble image --publish-key OWNER.PUB`",
+            path.display()
+        );
+    };
+    let copies = [
+        sector(slots.record_block(0))?,
+        sector(slots.record_block(1))?,
+    ];
+    let Some((record, next_copy)) = SlotRecord::current([&copies[0], &copies[1]]) else {
+        bail!(
+            "{}: both copies of the slot record are damaged",
+            path.display()
+        );
+    };
+    let settings = crate::image::card::read_boot_file(path, bramble_settings::FILE_NAME)?
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .unwrap_or_default();
+    let hostname = bramble_settings::Settings::parse_lenient(&settings, |_| {})
+        .hostname
+        .as_str()
+        .to_string();
+    Ok(OpenCard {
+        card: FileCard {
+            file,
+            blocks,
+            window: slots.writable(),
+        },
+        slots,
+        record,
+        next_copy,
+        hostname,
+    })
+}
+
+fn site_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
+    if path.is_dir() {
+        let packed = crate::pack::pack_site(path, &crate::pack::PackOptions::from_env()?)
+            .with_context(|| format!("packing {}", path.display()))?;
+        packed.warn_left_out();
+        eprintln!("{}", packed.summary);
+        Ok(packed.image)
+    } else {
+        Ok(crate::image::read_site_image(path)?)
+    }
+}
+
+/// Runs `bramble publish`.
+pub fn run(args: PublishArgs) -> anyhow::Result<()> {
+    let key = super::keys::read_secret(&args.key)?;
+    let mut open = open_card(&args.card)?;
+    if open.slots.publish_key != Some(key.verifying_key().to_bytes()) {
+        // The writer refuses it too; saying so first names the cause plainly.
+        eprintln!(
+            "warning: {} does not hold the public half of {}; the card will refuse it",
+            args.card.display(),
+            args.key.display()
+        );
+    }
+    let version = args.version.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs())
+    });
+    let mut publisher = Publisher::new(open.slots, open.record, open.next_copy);
+    let started = Instant::now();
+    let fail = |error: bramble_publish::writer::PublishError| {
+        let mut json = String::new();
+        let _ = error.write_json(&mut json);
+        anyhow::anyhow!("{json}")
+    };
+    if args.rollback {
+        let other = open.record.idle();
+        let sha256 = open.record.slots[usize::from(other)].sha256;
+        let manifest = Manifest::new(Action::Rollback, version, 0, sha256, &open.hostname)
+            .context("the card's hostname cannot be signed")?
+            .encode();
+        let signature = key.sign(&manifest).to_bytes();
+        let record = publisher
+            .rollback(&mut open.card, &manifest, &signature, &open.hostname)
+            .map_err(fail)?;
+        open.card.file.sync_all()?;
+        println!(
+            "{}: rolled back to slot {} (version {}), 1 block written",
+            args.card.display(),
+            slot_name(record.live),
+            record.slots[usize::from(record.live)].version
+        );
+        return Ok(());
+    }
+    let Some(site) = &args.site else {
+        bail!("name a site folder or SITE.BIN to publish");
+    };
+    let image = site_bytes(site)?;
+    let len = u32::try_from(image.len()).context("the site image is 4 GiB or more")?;
+    let manifest = Manifest::new(
+        Action::Publish,
+        version,
+        len,
+        Sha256::digest(&image).into(),
+        &open.hostname,
+    )
+    .context("the card's hostname cannot be signed")?
+    .encode();
+    let signature = key.sign(&manifest).to_bytes();
+    let mut offset = publisher
+        .begin(&mut open.card, &manifest, &signature, &open.hostname)
+        .map_err(fail)?;
+    for piece in image.chunks(64 * 1024) {
+        offset = publisher
+            .write(&mut open.card, offset, piece)
+            .map_err(fail)?;
+    }
+    let mut scratch = vec![0u8; 64 * 1024];
+    let record = publisher
+        .finish(&mut open.card, &mut scratch)
+        .map_err(fail)?;
+    open.card.file.sync_all()?;
+    println!(
+        "{}: version {version} ({} bytes) published into slot {}, now live; {} card blocks \
+         written in {} ms",
+        args.card.display(),
+        image.len(),
+        slot_name(record.live),
+        publisher.blocks_written(),
+        started.elapsed().as_millis()
+    );
+    Ok(())
+}
+
+fn slot_name(slot: u8) -> &'static str {
+    if slot & 1 == 0 { "A" } else { "B" }
+}
