@@ -57,6 +57,30 @@ fn add_ipv6(netns: &Netns) {
 }
 
 /// The address of a `serving: http://[ADDR]/` line.
+/// The card's `ipv6_secret` in the SLAAC test.
+const SECRET_HEX: &str = "0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+
+/// The first stable address (RFC 7217) for `prefix` under [`SECRET_HEX`] and `mac`
+/// (`aa:bb:...`), as the card's setting should make it.
+fn stable_address(prefix: Ipv6Addr, mac: &str) -> Ipv6Addr {
+    let mut secret = [0u8; 16];
+    for (index, byte) in secret.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&SECRET_HEX[index * 2..index * 2 + 2], 16).unwrap();
+    }
+    let mut mac_bytes = [0u8; 6];
+    for (byte, part) in mac_bytes.iter_mut().zip(mac.split(':')) {
+        *byte = u8::from_str_radix(part, 16).unwrap_or_else(|_| panic!("MAC {mac}"));
+    }
+    let mut prefix_bytes = [0u8; 8];
+    prefix_bytes.copy_from_slice(&prefix.octets()[..8]);
+    let iid = bramble_net::slaac::stable_interface_id(&secret, prefix_bytes, mac_bytes, 0);
+    assert!(!bramble_net::slaac::is_reserved_interface_id(iid));
+    let mut address = [0u8; 16];
+    address[..8].copy_from_slice(&prefix_bytes);
+    address[8..].copy_from_slice(&iid.to_be_bytes());
+    Ipv6Addr::from(address)
+}
+
 fn serving_address(line: &str) -> Ipv6Addr {
     peers::serving_addresses(line)
         .first()
@@ -135,7 +159,11 @@ fn slaac_ping6_http_mdns_aaaa_status_and_renumbering_under_bramble_qemu() {
     let site = dir.path().join("site");
     let files = netns::write_site(&site);
     let settings = dir.path().join("BRAMBLE.TXT");
-    std::fs::write(&settings, "address = 192.168.77.2/24\nhostname = sill6\n").unwrap();
+    std::fs::write(
+        &settings,
+        format!("address = 192.168.77.2/24\nhostname = sill6\nipv6_secret = {SECRET_HEX}\n"),
+    )
+    .unwrap();
     let netns = Netns::create();
     add_ipv6(&netns);
     let in_namespace = |program: &str| netns.command(program);
@@ -172,6 +200,15 @@ fn slaac_ping6_http_mdns_aaaa_status_and_renumbering_under_bramble_qemu() {
     let address_a = serving_address(&line);
     guest.drain();
     let serial = guest.transcript.join("\n");
+    assert!(
+        serial.contains("ipv6: stable addresses keyed by the card's ipv6_secret"),
+        "{serial}"
+    );
+    assert_eq!(
+        address_a,
+        stable_address(PREFIX_A, &netns::guest_mac(&guest.transcript)),
+        "the SLAAC address is the one RFC 7217 gives for the card's ipv6_secret"
+    );
     assert!(serial.contains("ipv6: router fe80::"), "{serial}");
     assert!(
         serial.contains(&format!("ipv6: name server {DNS6}")),

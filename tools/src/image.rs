@@ -561,11 +561,39 @@ fn site_bytes(args: &ImageArgs) -> anyhow::Result<Vec<u8>> {
     Ok(packed.image)
 }
 
+/// The template line that [`template_for_a_new_card`] fills in.
+const BOARD_SECRET_LINE: &str = "ipv6_secret = board";
+
+/// BRAMBLE.TXT for a card made without `--config`: the template, with a fresh random key for
+/// the stable IPv6 addresses (RFC 7217 section 5 draws it when the system is installed).
+/// With `SOURCE_DATE_EPOCH` set the image must come out byte for byte the same, so the
+/// template keeps `board` (the board's serial and MAC) and says so on the terminal.
+fn template_for_a_new_card() -> anyhow::Result<String> {
+    if std::env::var_os("SOURCE_DATE_EPOCH").is_some() {
+        eprintln!(
+            "settings: SOURCE_DATE_EPOCH is set (a reproducible image), so ipv6_secret stays \
+             `board`: the IPv6 addresses are keyed by the board's serial number"
+        );
+        return Ok(bramble_settings::TEMPLATE.to_string());
+    }
+    let mut secret = [0u8; 16];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut secret))
+        .context("reading /dev/urandom for the IPv6 address key")?;
+    Ok(with_ipv6_secret(bramble_settings::TEMPLATE, &secret))
+}
+
+/// `text` with its `ipv6_secret = board` line set to `secret` in hex.
+fn with_ipv6_secret(text: &str, secret: &[u8; 16]) -> String {
+    let hex: String = secret.iter().map(|byte| format!("{byte:02x}")).collect();
+    text.replacen(BOARD_SECRET_LINE, &format!("ipv6_secret = {hex}"), 1)
+}
+
 /// Runs `bramble image`.
 pub fn run(args: ImageArgs) -> anyhow::Result<()> {
     let mut settings = match &args.config {
         Some(path) => read_settings(path)?,
-        None => bramble_settings::TEMPLATE.to_string(),
+        None => template_for_a_new_card()?,
     };
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(certificate), Some(key)) => {
@@ -681,4 +709,24 @@ pub fn run(args: ImageArgs) -> anyhow::Result<()> {
         args.output.display()
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_cards_template_gets_its_own_ipv6_secret() {
+        let secret = [0xa5u8; 16];
+        let text = with_ipv6_secret(bramble_settings::TEMPLATE, &secret);
+        assert!(!text.contains(BOARD_SECRET_LINE));
+        let parsed = Settings::parse(&text).expect("the filled-in template parses");
+        assert_eq!(parsed.ipv6_secret, Some(secret));
+        // Everything else stays the template's default.
+        let defaults = Settings {
+            ipv6_secret: Some(secret),
+            ..Settings::default()
+        };
+        assert_eq!(parsed, defaults);
+    }
 }

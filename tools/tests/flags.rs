@@ -178,6 +178,43 @@ fn image_fast_size_and_firmware() {
     );
 }
 
+/// A new card's BRAMBLE.TXT carries its own random `ipv6_secret`; a reproducible image
+/// (`SOURCE_DATE_EPOCH`) keeps the template's `board`.
+#[test]
+fn image_draws_an_ipv6_secret_per_card_unless_reproducible() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = site(dir.path());
+    let kernel = dir.path().join("kernel.img");
+    fs::write(&kernel, [0x5au8; 4096]).unwrap();
+    let secret_of = |name: &str, epoch: Option<&str>| {
+        let card = dir.path().join(name);
+        let mut command = bramble();
+        command
+            .args(["image", "--fast", "--site"])
+            .arg(&site)
+            .arg("--kernel")
+            .arg(&kernel)
+            .arg("-o")
+            .arg(&card)
+            .env("XDG_CACHE_HOME", dir.path().join("cache"))
+            .env_remove("SOURCE_DATE_EPOCH");
+        if let Some(epoch) = epoch {
+            command.env("SOURCE_DATE_EPOCH", epoch);
+        }
+        let output = command.output().unwrap();
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let settings = read_from_card(&card, "BRAMBLE.TXT", dir.path());
+        bramble_settings::Settings::parse(&text(&settings))
+            .expect("the card's BRAMBLE.TXT parses")
+            .ipv6_secret
+    };
+    let first = secret_of("one.img", None).expect("a new card has its own secret");
+    let second = secret_of("two.img", None).expect("a new card has its own secret");
+    assert_ne!(first, second, "each card draws its own");
+    assert_ne!(first, [0u8; 16]);
+    assert_eq!(secret_of("same.img", Some("1700000000")), None);
+}
+
 /// `bramble image --firmware DIR` with `DIR` holding files that are no known release's.
 fn image_with_firmware(dir: &Path, firmware: &Path) -> std::process::Output {
     let site = site(dir);

@@ -36,10 +36,18 @@ const MIN_SESSIONS: usize = 4;
 const RNDIS_EMULATOR_MIN_TRANSFER: usize = 1540;
 /// Share of the free RAM the connection pool may take.
 const POOL_SHARE_DIVISOR: usize = 4;
-/// The key of the stable IPv6 interface identifiers (RFC 7217): the board's serial number
-/// and MAC, the same at every boot. The serial never leaves the board, so off the link the
-/// identifiers say nothing about the device (on the link the MAC is seen anyway).
-fn interface_secret(serial: u64, mac: [u8; 6]) -> [u8; 16] {
+/// The key of the stable IPv6 interface identifiers (RFC 7217): the card's `ipv6_secret`,
+/// 16 random bytes `bramble image` drew for it, the same at every boot of that card. A card
+/// without one (`board`: an old card, a reproducible image, an owner's own BRAMBLE.TXT) keys
+/// them by the board's serial number and MAC: stable too, and the serial never leaves the
+/// board, but a Pi's MAC carries the low 24 bits of its serial, so the identifiers are
+/// little secret from anyone who has seen the MAC.
+fn interface_secret(configured: Option<[u8; 16]>, serial: u64, mac: [u8; 6]) -> [u8; 16] {
+    if let Some(secret) = configured {
+        log::info!("ipv6: stable addresses keyed by the card's ipv6_secret");
+        return secret;
+    }
+    log::info!("ipv6: stable addresses keyed by the board's serial (ipv6_secret = board)");
     let mut secret = [0u8; 16];
     secret[..8].copy_from_slice(&serial.to_le_bytes());
     secret[8..14].copy_from_slice(&mac);
@@ -278,7 +286,7 @@ pub fn start(
                 .address6
                 .map(|fixed| (fixed.address.octets(), fixed.prefix_len)),
             gateway: settings.gateway6.map(|gateway| gateway.octets()),
-            secret: interface_secret(board_serial, mac),
+            secret: interface_secret(settings.ipv6_secret, board_serial, mac),
         }
     } else {
         Ipv6Config::OFF

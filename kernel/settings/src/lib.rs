@@ -506,6 +506,11 @@ pub struct Settings {
     /// `gateway6`: the IPv6 default router (often a link-local `fe80::...` address); routers
     /// that advertise themselves are then not used as default. Default none.
     pub gateway6: Option<Ipv6Addr>,
+    /// `ipv6_secret`: the key of the stable IPv6 addresses (RFC 7217 section 5), 32 hex
+    /// digits that `bramble image` draws at random for a new card; `board` (the default, and
+    /// what a reproducible image keeps) keys them by the board's serial number and MAC,
+    /// which anyone who learns the serial can repeat.
+    pub ipv6_secret: Option<[u8; 16]>,
     /// `acme`: obtain and renew the HTTPS certificate by ACME (RFC 8555). Default off.
     pub acme: bool,
     /// `domain`: up to [`MAX_DOMAINS`] DNS names, comma-separated, that the certificate
@@ -571,6 +576,7 @@ impl Default for Settings {
             ipv6: true,
             address6: None,
             gateway6: None,
+            ipv6_secret: None,
             acme: false,
             domains: heapless::Vec::new(),
             acme_directory: heapless::String::try_from(DEFAULT_ACME_DIRECTORY)
@@ -613,6 +619,7 @@ enum Key {
     Ipv6,
     Address6,
     Gateway6,
+    Ipv6Secret,
     Acme,
     Domain,
     AcmeDirectory,
@@ -633,7 +640,7 @@ enum Key {
 }
 
 impl Key {
-    const ALL: [Key; 40] = [
+    const ALL: [Key; 41] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -657,6 +664,7 @@ impl Key {
         Key::Ipv6,
         Key::Address6,
         Key::Gateway6,
+        Key::Ipv6Secret,
         Key::Acme,
         Key::Domain,
         Key::AcmeDirectory,
@@ -701,6 +709,7 @@ impl Key {
             Key::Ipv6 => "ipv6",
             Key::Address6 => "address6",
             Key::Gateway6 => "gateway6",
+            Key::Ipv6Secret => "ipv6_secret",
             Key::Acme => "acme",
             Key::Domain => "domain",
             Key::AcmeDirectory => "acme_directory",
@@ -834,6 +843,8 @@ pub enum Problem {
     NotATsigKey,
     /// `ddns` is on but a setting it needs is missing (named).
     DdnsIncomplete(&'static str),
+    /// `ipv6_secret` is neither `board` nor 32 hexadecimal digits.
+    NotASecret,
 }
 
 impl fmt::Display for Problem {
@@ -945,6 +956,9 @@ impl fmt::Display for Problem {
             ),
             Problem::TooManyPrefixes => {
                 write!(f, "at most {MAX_STATUS_PREFIXES} prefixes may be listed")
+            }
+            Problem::NotASecret => {
+                f.write_str("expected `board` or 32 hexadecimal digits (16 random bytes)")
             }
             Problem::NotAToken => f.write_str(
                 "expected `off` or 16 to 64 letters, digits, '-', '.', '_' or '~'",
@@ -1238,6 +1252,7 @@ impl Settings {
                 }
                 self.gateway6 = Some(gateway);
             }
+            Key::Ipv6Secret => self.ipv6_secret = parse_secret(value)?,
             Key::Acme => self.acme = parse_switch(value)?,
             Key::Domain => {
                 let mut names = heapless::Vec::new();
@@ -1326,6 +1341,30 @@ fn match_word<T: Copy>(value: &str, words: &[(&str, T)]) -> Option<T> {
         .iter()
         .find(|(word, _)| word.eq_ignore_ascii_case(value))
         .map(|(_, result)| *result)
+}
+
+/// `board`, or 32 hex digits: the 16-byte RFC 7217 key.
+fn parse_secret(value: &str) -> Result<Option<[u8; 16]>, Problem> {
+    if value.eq_ignore_ascii_case("board") {
+        return Ok(None);
+    }
+    let digits = value.as_bytes();
+    if digits.len() != 32 {
+        return Err(Problem::NotASecret);
+    }
+    let mut secret = [0u8; 16];
+    for (byte, pair) in secret.iter_mut().zip(digits.chunks_exact(2)) {
+        let high = hex_digit(pair[0]).ok_or(Problem::NotASecret)?;
+        let low = hex_digit(pair[1]).ok_or(Problem::NotASecret)?;
+        *byte = (high << 4) | low;
+    }
+    Ok(Some(secret))
+}
+
+fn hex_digit(byte: u8) -> Option<u8> {
+    char::from(byte)
+        .to_digit(16)
+        .and_then(|d| u8::try_from(d).ok())
 }
 
 fn parse_switch(value: &str) -> Result<bool, Problem> {

@@ -67,6 +67,7 @@ fn template_mentions_every_setting() {
         "syslog",
         "status_from",
         "status_token",
+        "ipv6_secret",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }
@@ -630,4 +631,33 @@ fn dynamic_dns_needs_its_name_server_and_key() {
     assert_eq!(errors.len(), 1);
     assert_eq!(errors[0].problem, Problem::DdnsIncomplete("ddns_key"));
     assert_eq!(errors[0].line, 1);
+}
+
+#[test]
+fn ipv6_secret_is_board_or_32_hex_digits() {
+    let parsed = Settings::parse("ipv6_secret = 00112233445566778899AaBbCcDdEeFf").unwrap();
+    assert_eq!(
+        parsed.ipv6_secret,
+        Some([
+            0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd,
+            0xee, 0xff
+        ])
+    );
+    assert_eq!(
+        Settings::parse("ipv6_secret = BOARD").unwrap().ipv6_secret,
+        None
+    );
+    for bad in [
+        "0011223344556677889900aabbccddee00",
+        "0011223344556677889900aabbccdd",
+        "0011223344556677889900aabbccddgg",
+        "+0112233445566778899aabbccddeeff",
+        "random",
+    ] {
+        assert_eq!(
+            problem_of(&format!("ipv6_secret = {bad}")),
+            Problem::NotASecret,
+            "{bad}"
+        );
+    }
 }
