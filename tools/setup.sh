@@ -19,11 +19,13 @@ cd "$(dirname "$0")/.."
 # (the benchmark's profiler and the tests' board-rules judge, qemu/plugin/boardrules.c);
 # prometheus for promtool, which checks the guest's /metrics (tests/tests/owner_view.rs);
 # knot (knotd takes the guest's signed DNS UPDATEs) and knot-dnsutils (kdig) for
-# tests/tests/ddns.rs.
+# tests/tests/ddns.rs; miniupnpd-nftables (NAT-PMP, PCP, UPnP IGD) and nftables, the home
+# router of tests/tests/reachability.rs.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
           openssl testssl.sh python3-venv pebble radvd avahi-daemon avahi-utils dbus-daemon
-          tcpdump python3-doc gcc prometheus knot knot-dnsutils)
+          tcpdump python3-doc gcc prometheus knot knot-dnsutils
+          miniupnpd-nftables nftables)
 
 missing=()
 for package in "${packages[@]}"; do

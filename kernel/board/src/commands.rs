@@ -14,6 +14,13 @@ pub enum Request {
     ClearCache,
     /// `selftest board`: the RNG, the card and the link, for a first board.
     SelftestBoard,
+    /// `router`: the port mapping on the home router; `router again`: ask it again now.
+    Router {
+        /// Ask again now.
+        again: bool,
+    },
+    /// `reboot`: the port mappings are deleted first (a clean shutdown), then the reset.
+    Reboot,
 }
 
 /// Parses and runs console commands; owns the state of those that take time.
@@ -34,6 +41,7 @@ impl Commands {
         match (words.next(), words.next()) {
             (Some("help"), _) => log::info!(
                 "commands: status | log (the last lines logged) | cache clear (empty the card cache, to measure the card) | \
+                 router (the port mapping on the home router) | router again (ask it now) | \
                  reboot | sleep MS (timer interrupt check) | \
                  crash undefined|data|prefetch|panic|hang|frozen (fault and watchdog checks) | \
                  selftest memory (the kernel's memcpy, memset, memcmp and checksum copy against references) | \
@@ -42,10 +50,9 @@ impl Commands {
             (Some("status"), _) => return Some(Request::Status),
             (Some("log"), _) => crate::console::print_ring(),
             (Some("cache"), Some("clear")) => return Some(Request::ClearCache),
-            (Some("reboot"), _) => {
-                log::info!("rebooting");
-                health::reset(ResetReason::Requested);
-            }
+            (Some("reboot"), _) => return Some(Request::Reboot),
+            (Some("router"), None) => return Some(Request::Router { again: false }),
+            (Some("router"), Some("again")) => return Some(Request::Router { again: true }),
             (Some("sleep"), Some(millis)) => match millis.parse::<u64>() {
                 Ok(millis) if millis <= 60_000 => {
                     let now = TIMER.micros();
@@ -89,6 +96,12 @@ impl Commands {
             );
         }
     }
+}
+
+/// Resets the board on the owner's request (after the main loop deleted the mappings).
+pub fn reboot() -> ! {
+    log::info!("rebooting");
+    health::reset(ResetReason::Requested);
 }
 
 /// An address the MMU leaves unmapped: above the peripheral window (see `bramble_boot::mmu`).

@@ -215,8 +215,12 @@ fn kernel_main() -> ! {
         health::feed();
         let mut status_asked = false;
         let mut board_check_asked = false;
+        let mut router_asked = None;
+        let mut reboot_asked = false;
         lines.poll(|line| match commands.run(line) {
             Some(commands::Request::Status) => status_asked = true,
+            Some(commands::Request::Router { again }) => router_asked = Some(again),
+            Some(commands::Request::Reboot) => reboot_asked = true,
             Some(commands::Request::SelftestBoard) => board_check_asked = true,
             Some(commands::Request::ClearCache) => {
                 if let Some(store) = store {
@@ -226,6 +230,16 @@ fn kernel_main() -> ! {
             }
             None => {}
         });
+        if let Some(again) = router_asked {
+            status::router_command(net.as_mut(), again);
+        }
+        if reboot_asked {
+            // A clean shutdown: the router's mappings are deleted first.
+            if let Some(appliance) = net.as_mut() {
+                appliance.stop_router(Instant::from_micros(TIMER.micros()));
+            }
+            commands::reboot();
+        }
         let now = TIMER.micros();
         commands.poll(now);
         // Remember the USB interrupt count before polling: a completion that lands during
@@ -476,6 +490,7 @@ fn print_status(
         status::print_https(appliance);
         status::print_acme(appliance);
         ddns::print_status(appliance);
+        status::print_router(appliance);
         let nic = appliance.device_mut();
         let usb = nic.counters();
         let kind = nic.kind();

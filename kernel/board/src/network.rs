@@ -9,13 +9,15 @@ use bramble_bcm2835::mailbox::{PropertyBuffer, device};
 use bramble_hal::{Instant, MacAddress};
 use bramble_http::{Connection, RedirectHost, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
+use bramble_net::appliance::router::{RouterConfig, RouterMemory};
 use bramble_net::appliance::syslog::{CollectorHost, SyslogConfig, SyslogMemory};
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS, Ipv6Config,
     NetworkConfig, PoolSizes,
 };
+use bramble_net::portmap::PortRequest;
 use bramble_net::stream::{Cell, Lease, PoolLimits, PoolMemory, Source, Tcb};
-use bramble_settings::{AddressMode, HttpsMode, Settings, UsbProtocol};
+use bramble_settings::{AddressMode, HttpsMode, RouterPorts, Settings, UsbProtocol};
 use bramble_usb::probe::{CdcPreference, ProbeOptions};
 use bramble_usb::recovery::ReprobingNic;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -227,7 +229,8 @@ pub fn start(
                 bramble_settings::SyslogHost::Address(_) => 1,
                 bramble_settings::SyslogHost::Name(_) => 2,
             })
-        + ddns.as_ref().map_or(0, |_| crate::ddns::SOCKETS);
+        + ddns.as_ref().map_or(0, |_| crate::ddns::SOCKETS)
+        + usize::from(settings.router_ports != RouterPorts::Off);
     let per_address = settings.connections_per_address.map_or(0, u32::from);
     let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
     let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;
@@ -261,6 +264,10 @@ pub fn start(
             }
             Some((host, target.port, &*dns, arena.value(SyslogMemory::new())?))
         }
+        None => None,
+    };
+    let router = match router_ports(settings) {
+        Some(ports) => Some((ports, arena.value(RouterMemory::new())?)),
         None => None,
     };
     USED_BYTES.store(arena_before - arena.remaining(), Ordering::Relaxed);
@@ -341,6 +348,19 @@ pub fn start(
                     log::error!("ddns: not started: {error}");
                 }
             }
+            if let Some((ports, memory)) = router {
+                let mac = bramble_hal::EthernetDevice::mac_address(appliance.device()).0;
+                let mut nonce = [0u8; 12];
+                nonce[..8].copy_from_slice(&crate::entropy::network_secret(mac, 5).to_le_bytes());
+                nonce[8..]
+                    .copy_from_slice(&crate::entropy::network_secret(mac, 6).to_le_bytes()[..4]);
+                let config = RouterConfig {
+                    ports: &ports,
+                    lifetime: settings.router_lifetime,
+                    nonce,
+                };
+                appliance.start_router(config, memory, Instant::from_micros(micros()));
+            }
             if let Some(https) = https {
                 let now = Instant::from_micros(micros());
                 if let Err(error) =
@@ -380,6 +400,28 @@ pub fn start(
             None
         }
     }
+}
+
+/// The ports `router_ports` asks the router to forward: HTTP's, and HTTPS's when HTTPS is
+/// served (by a certificate on the card or from ACME); `None` when it is off.
+fn router_ports(settings: &Settings) -> Option<heapless::Vec<PortRequest, 2>> {
+    let (http, https) = match settings.router_ports {
+        RouterPorts::Off => return None,
+        RouterPorts::Same => (settings.http_port, settings.https_port),
+        RouterPorts::Outside { http, https } => (http, https),
+    };
+    let mut ports = heapless::Vec::new();
+    let _ = ports.push(PortRequest {
+        internal: settings.http_port,
+        external: http,
+    });
+    if settings.https != HttpsMode::Off || settings.acme {
+        let _ = ports.push(PortRequest {
+            internal: settings.https_port,
+            external: https,
+        });
+    }
+    Some(ports)
 }
 
 /// Who may see the status page and metrics, from `status_from` and `status_token`.

@@ -125,3 +125,30 @@ pub fn print_acme(appliance: &Network) {
     };
     log::info!("{line}");
 }
+
+/// The status line's router part: the mapping, its protocol and lifetime, the outside
+/// address and any NAT warning (nothing with `router_ports = off`).
+pub fn print_router(appliance: &Network) {
+    let now = bramble_hal::Instant::from_micros(micros());
+    if let Some(mapper) = appliance.port_mapper() {
+        log::info!("status: router {}", mapper.report(now));
+    }
+}
+
+/// The `router` console command: the mapping as the status line gives it, and with `again`,
+/// a new round of requests now.
+pub fn router_command(appliance: Option<&mut Network>, again: bool) {
+    let Some(appliance) = appliance else {
+        log::warn!("router: no network");
+        return;
+    };
+    if appliance.port_mapper().is_none() {
+        log::info!("router: router_ports = off; nothing is asked of the router");
+        return;
+    }
+    if again {
+        appliance.router_again(bramble_hal::Instant::from_micros(micros()));
+    } else {
+        print_router(appliance);
+    }
+}

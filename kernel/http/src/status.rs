@@ -166,6 +166,43 @@ pub struct StatusSnapshot {
     pub certificate_not_after: Option<i64>,
     /// When ACME next orders (renewal or retry), Unix seconds, when one is planned.
     pub next_renewal: Option<i64>,
+    /// The port mapping on the home router (`None`: `router_ports = off`).
+    pub router: Option<RouterSummary>,
+}
+
+impl fmt::Display for RouterSummary {
+    /// `PCP 203.0.113.7 :80 :443, 3550 s left; double NAT`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.protocol)?;
+        if let Some(address) = self.external {
+            write!(f, " {}", core::net::Ipv4Addr::from(address))?;
+        }
+        for port in self.ports.iter().filter(|port| **port != 0) {
+            write!(f, " :{port}")?;
+        }
+        if self.ports.iter().any(|port| *port != 0) {
+            write!(f, ", {} s left", self.seconds_left)?;
+        }
+        if !self.problem.is_empty() {
+            write!(f, "; {}", self.problem)?;
+        }
+        Ok(())
+    }
+}
+
+/// The port mapping on the home router, in short, for the status page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RouterSummary {
+    /// The protocol that answered (`PCP`, `NAT-PMP`), or empty while none did.
+    pub protocol: &'static str,
+    /// The outside address the router reported.
+    pub external: Option<[u8; 4]>,
+    /// The outside ports mapped now (0: none).
+    pub ports: [u16; 2],
+    /// Seconds left of the shortest mapping.
+    pub seconds_left: u64,
+    /// What is wrong, in a few words (double NAT, no answer), or empty.
+    pub problem: &'static str,
 }
 
 /// Which of the two pages a path asks for.
@@ -455,6 +492,9 @@ pub(crate) fn write_html(
             snapshot.syslog_sent, snapshot.syslog_dropped
         ),
     )?;
+    if let Some(router) = snapshot.router {
+        row("Router", format_args!("{router}"))?;
+    }
     let (unique, floor) = visitors.unique();
     row(
         "Today",
@@ -625,6 +665,13 @@ mod tests {
             defence_drops: u64::MAX,
             certificate_not_after: Some(i64::MIN),
             next_renewal: Some(i64::MAX),
+            router: Some(RouterSummary {
+                protocol: "NAT-PMP",
+                external: Some([255; 4]),
+                ports: [65535; 2],
+                seconds_left: u64::MAX,
+                problem: "no public address: double NAT or carrier-grade NAT",
+            }),
         };
         let mut html = heapless::String::<STATUS_BODY_LEN>::new();
         // Visitors at their widest: full top lists of the longest names, all escaped.

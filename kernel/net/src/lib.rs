@@ -21,6 +21,7 @@ pub mod ipv6_ext;
 pub mod mdns;
 pub mod ndp;
 pub mod phy;
+pub mod portmap;
 pub mod slaac;
 pub mod sntp;
 pub mod stream;

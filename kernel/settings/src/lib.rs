@@ -20,6 +20,7 @@ extern crate std;
 
 mod ddns;
 mod remote;
+mod router;
 
 pub use ddns::{
     DNS_PORT, DdnsProtocol, DdnsSettings, Ipv4Source, MAX_KEY_NAME_LEN, MAX_KEY_SECRET_LEN,
@@ -30,6 +31,7 @@ pub use remote::{
     AddressPrefix, DEFAULT_SYSLOG_PORT, MAX_STATUS_PREFIXES, STATUS_TOKEN_LEN, SyslogHost,
     SyslogTarget,
 };
+pub use router::{DEFAULT_ROUTER_LIFETIME, MAX_ROUTER_LIFETIME, MIN_ROUTER_LIFETIME, RouterPorts};
 
 use core::fmt;
 use core::net::{Ipv4Addr, Ipv6Addr};
@@ -541,6 +543,12 @@ pub struct Settings {
     /// The dynamic DNS settings (`ddns`, `ddns_name`, `ddns_zone`, `ddns_server`,
     /// `ddns_key`, `ddns_ipv4`, `ddns_ipv6`).
     pub ddns: DdnsSettings,
+    /// `router_ports`: `off` (default), `on` (ask the router to forward the HTTP and HTTPS
+    /// ports, same numbers outside) or the outside ports `HTTP,HTTPS`.
+    pub router_ports: RouterPorts,
+    /// `router_lifetime`: seconds each mapping is asked for. Default
+    /// [`DEFAULT_ROUTER_LIFETIME`].
+    pub router_lifetime: u32,
 }
 
 /// Default `tls_certificate`.
@@ -589,6 +597,8 @@ impl Default for Settings {
             status_from: heapless::Vec::new(),
             status_token: None,
             ddns: DdnsSettings::default(),
+            router_ports: RouterPorts::Off,
+            router_lifetime: DEFAULT_ROUTER_LIFETIME,
         }
     }
 }
@@ -637,10 +647,12 @@ enum Key {
     DdnsTsig,
     DdnsIpv4,
     DdnsIpv6,
+    RouterPorts,
+    RouterLifetime,
 }
 
 impl Key {
-    const ALL: [Key; 41] = [
+    const ALL: [Key; 43] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -682,6 +694,8 @@ impl Key {
         Key::DdnsTsig,
         Key::DdnsIpv4,
         Key::DdnsIpv6,
+        Key::RouterPorts,
+        Key::RouterLifetime,
     ];
 
     fn name(self) -> &'static str {
@@ -727,6 +741,8 @@ impl Key {
             Key::DdnsTsig => "ddns_key",
             Key::DdnsIpv4 => "ddns_ipv4",
             Key::DdnsIpv6 => "ddns_ipv6",
+            Key::RouterPorts => "router_ports",
+            Key::RouterLifetime => "router_lifetime",
         }
     }
 
@@ -845,6 +861,8 @@ pub enum Problem {
     DdnsIncomplete(&'static str),
     /// `ipv6_secret` is neither `board` nor 32 hexadecimal digits.
     NotASecret,
+    /// `router_ports` is neither `off`, `on`, nor two different port numbers `HTTP,HTTPS`.
+    NotRouterPorts,
 }
 
 impl fmt::Display for Problem {
@@ -976,6 +994,9 @@ impl fmt::Display for Problem {
             Problem::DdnsIncomplete(missing) => {
                 write!(f, "needs {missing} too; dynamic DNS stays off")
             }
+            Problem::NotRouterPorts => f.write_str(
+                "expected `off`, `on`, or the outside ports for HTTP and HTTPS, such as 8080,8443",
+            ),
             Problem::NotASyslogTarget => f.write_str(
                 "expected `off` or a collector's address with an optional port, such as \
                  192.168.1.9, 192.168.1.9:1514 or [2001:db8::9]:1514",
@@ -1321,6 +1342,8 @@ impl Settings {
             Key::DdnsTsig => self.ddns.key = Some(ddns::parse_key(value)?),
             Key::DdnsIpv4 => self.ddns.ipv4 = ddns::parse_ipv4_source(value)?,
             Key::DdnsIpv6 => self.ddns.ipv6 = parse_switch(value)?,
+            Key::RouterPorts => self.router_ports = router::parse_router_ports(value)?,
+            Key::RouterLifetime => self.router_lifetime = router::parse_router_lifetime(value)?,
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
                     UsbProtocol::Rndis

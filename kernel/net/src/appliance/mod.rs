@@ -28,6 +28,7 @@ mod mdns_socket;
 mod memory;
 mod pool;
 pub mod public;
+pub mod router;
 pub mod secure;
 pub mod syslog;
 #[cfg(test)]
@@ -187,6 +188,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     syslog: Option<syslog::SyslogState<'a>>,
     /// Dynamic DNS, once [`Appliance::start_ddns`] has run.
     ddns: Option<ddns::DdnsState<'a>>,
+    /// The port-mapping client, once [`Appliance::start_router`] has run.
+    router: Option<router::RouterState>,
     /// The public IPv4 address as last learned ([`public`]).
     public: public::PublicAddress,
     /// The IPv4 address the pool was last told.
@@ -345,6 +348,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             acme: None,
             syslog: None,
             ddns: None,
+            router: None,
             public: public::PublicAddress::default(),
             pool_address: None,
             address,
@@ -428,6 +432,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_acme(now);
         self.poll_syslog(now);
         self.poll_ddns(now);
+        self.poll_router(now);
     }
 
     /// Moves every HTTPS connection on.
@@ -643,6 +648,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         next = earliest(next, self.acme_deadline(now));
         next = earliest(next, self.syslog_deadline(now));
         next = earliest(next, self.ddns_deadline(now));
+        next = earliest(next, self.router_deadline());
         next = earliest(next, self.address.link_local_deadline(self.link));
         if self.link == LinkState::Up {
             next = earliest(next, self.ipv6_deadline());

@@ -220,6 +220,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 _ => None,
             };
         }
+        snapshot.router = self.router_summary();
         let pool = self.pool_counters();
         snapshot.defence_drops = pool.refused_full
             + pool.refused_source

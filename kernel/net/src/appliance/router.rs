@@ -1,0 +1,237 @@
+//! Port mapping in the appliance (`router_ports = on`): one UDP socket on port 5350 that
+//! sends [`crate::portmap::PortMapper`]'s requests to the IPv4 default gateway's port 5351
+//! and takes its replies and its multicast announcements (224.0.0.1:5350, which smoltcp
+//! always accepts). The external address it learns goes to the shared
+//! [`super::public::PublicAddress`].
+//!
+//! RAM: the socket's queues ([`RouterMemory`], 4 x 128 bytes in, 2 x 60 out) and the
+//! client's state (under 200 bytes), plus one socket slot.
+
+use super::Appliance;
+use super::public::{AddressKind, PublicSource};
+use crate::portmap::{MAX_PORTS, PortMapper, PortRequest, Protocol, natpmp};
+use bramble_hal::{EthernetDevice, Instant};
+use smoltcp::iface::SocketHandle;
+use smoltcp::socket::udp;
+use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address};
+
+/// Datagrams queued for receiving (replies and announcements).
+const RX_PACKETS: usize = 4;
+/// Bytes kept of each: a PCP MAP response without options is 60 bytes; longer ones (with
+/// options) are cut to this, and options are not read.
+const RX_PACKET_LEN: usize = 128;
+/// Datagrams queued for sending (a deletion per port on shutdown).
+const TX_PACKETS: usize = MAX_PORTS;
+/// Datagrams taken per poll at most.
+const RECEIVE_PER_POLL: usize = 8;
+
+/// Memory for the port-mapping socket.
+pub struct RouterMemory {
+    rx_meta: [udp::PacketMetadata; RX_PACKETS],
+    tx_meta: [udp::PacketMetadata; TX_PACKETS],
+    rx: [u8; RX_PACKETS * RX_PACKET_LEN],
+    tx: [u8; TX_PACKETS * crate::portmap::pcp::MAP_LEN],
+}
+
+impl RouterMemory {
+    /// Empty queues.
+    pub const fn new() -> Self {
+        Self {
+            rx_meta: [udp::PacketMetadata::EMPTY; RX_PACKETS],
+            tx_meta: [udp::PacketMetadata::EMPTY; TX_PACKETS],
+            rx: [0; RX_PACKETS * RX_PACKET_LEN],
+            tx: [0; TX_PACKETS * crate::portmap::pcp::MAP_LEN],
+        }
+    }
+}
+
+impl Default for RouterMemory {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What to map.
+#[derive(Clone, Copy, Debug)]
+pub struct RouterConfig<'a> {
+    /// The ports: each served port and the one wished for outside.
+    pub ports: &'a [PortRequest],
+    /// Seconds asked for each mapping (renewed at half of what is granted).
+    pub lifetime: u32,
+    /// Keys the PCP nonces (from the CSPRNG).
+    pub nonce: [u8; 12],
+}
+
+pub(super) struct RouterState {
+    socket: SocketHandle,
+    mapper: PortMapper,
+    /// The last poll's instant (for the status page's seconds left).
+    polled_at: Instant,
+}
+
+impl<'a, D: EthernetDevice> Appliance<'a, D> {
+    /// Starts keeping `config.ports` mapped on the gateway, in `memory` and one of the
+    /// kept-back socket slots. Can be called once.
+    pub fn start_router(
+        &mut self,
+        config: RouterConfig<'_>,
+        memory: &'a mut RouterMemory,
+        now: Instant,
+    ) {
+        if self.router.is_some() || self.sockets_free() < 1 {
+            log::warn!("router: no socket slot left; ports are not mapped");
+            return;
+        }
+        let RouterMemory {
+            rx_meta,
+            tx_meta,
+            rx,
+            tx,
+        } = memory;
+        let mut socket = udp::Socket::new(
+            udp::PacketBuffer::new(&mut rx_meta[..], &mut rx[..]),
+            udp::PacketBuffer::new(&mut tx_meta[..], &mut tx[..]),
+        );
+        // Cannot fail: the port is not zero and the socket is new.
+        let _ = socket.bind(natpmp::CLIENT_PORT);
+        let socket = self.sockets.add(socket);
+        let mut mapper = PortMapper::new(config.ports, config.lifetime, config.nonce);
+        mapper.set_network(None, None, now);
+        self.router = Some(RouterState {
+            socket,
+            mapper,
+            polled_at: now,
+        });
+        log::info!(
+            "router: will ask the gateway to forward {} port(s) (PCP, then NAT-PMP)",
+            config.ports.len().min(MAX_PORTS)
+        );
+    }
+
+    /// Takes the gateway's datagrams, sends what the client asks, and passes the external
+    /// address on.
+    pub(super) fn poll_router(&mut self, now: Instant) {
+        let Some(state) = &mut self.router else {
+            return;
+        };
+        let client = self.iface.ipv4_addr().map(|a| a.octets());
+        let gateway = self
+            .iface
+            .routes()
+            .get_default_ipv4_route()
+            .and_then(|route| match route.via_router {
+                IpAddress::Ipv4(address) => Some(address.octets()),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            });
+        // A link-local address has no gateway to ask.
+        let client = client.filter(|_| !self.address.link_local);
+        state.mapper.set_network(client, gateway, now);
+        state.polled_at = now;
+        let socket = self.sockets.get_mut::<udp::Socket>(state.socket);
+        for _ in 0..RECEIVE_PER_POLL {
+            let Ok((bytes, meta)) = socket.recv() else {
+                break;
+            };
+            let IpAddress::Ipv4(from) = meta.endpoint.addr else {
+                continue;
+            };
+            state.mapper.receive(from.octets(), bytes, now);
+        }
+        if let Some(request) = state.mapper.poll(now)
+            && let Some(gateway) = state.mapper.gateway()
+        {
+            let to = IpEndpoint::new(
+                IpAddress::Ipv4(Ipv4Address::from_octets(gateway)),
+                natpmp::SERVER_PORT,
+            );
+            if let Err(error) = socket.send_slice(&request, to) {
+                log::debug!("router: request not sent: {error}");
+            }
+        }
+        let learned = state.mapper.external().map(|(address, protocol)| {
+            let source = match protocol {
+                Protocol::Pcp => PublicSource::Pcp,
+                Protocol::NatPmp => PublicSource::NatPmp,
+            };
+            (address, source)
+        });
+        if let Some((address, source)) = learned
+            && self.public.ipv4 != Some(address)
+        {
+            self.set_public_ipv4(Some(address), source, now);
+        }
+    }
+
+    /// The mapping in short, for the status page (`None`: not started).
+    pub(super) fn router_summary(&self) -> Option<bramble_http::status::RouterSummary> {
+        let state = self.router.as_ref()?;
+        let mapper = &state.mapper;
+        let mut ports = [0u16; 2];
+        for (slot, mapping) in ports.iter_mut().zip(mapper.mappings()) {
+            *slot = mapping.external;
+        }
+        let external = mapper.external();
+        let kind_warning = external.and_then(|(address, _)| match AddressKind::of(address) {
+            AddressKind::Public => None,
+            AddressKind::Private => Some("double NAT"),
+            AddressKind::SharedCgnat => Some("carrier-grade NAT"),
+            AddressKind::Special => Some("outside address not routable"),
+        });
+        Some(bramble_http::status::RouterSummary {
+            protocol: external.map_or("", |(_, protocol)| protocol.name()),
+            external: external.map(|(address, _)| address),
+            ports,
+            seconds_left: mapper
+                .mappings()
+                .map(|m| m.remaining(state.polled_at))
+                .min()
+                .unwrap_or(0),
+            problem: kind_warning
+                .or(mapper.trouble().map(|t| t.short()))
+                .unwrap_or(""),
+        })
+    }
+
+    /// When the client next has work.
+    pub(super) fn router_deadline(&self) -> Option<Instant> {
+        self.router.as_ref()?.mapper.next_deadline()
+    }
+
+    /// The port-mapping client, once started (for its report and counts).
+    pub fn port_mapper(&self) -> Option<&PortMapper> {
+        self.router.as_ref().map(|state| &state.mapper)
+    }
+
+    /// Asks the gateway again now (the `router again` console command).
+    pub fn router_again(&mut self, now: Instant) {
+        if let Some(state) = &mut self.router {
+            state.mapper.again(now);
+            log::info!("router: asking the gateway again");
+        }
+    }
+
+    /// Deletes the mappings before a clean shutdown: queues one deletion per port and sends
+    /// them out now (no answer is awaited: a lost one runs out with its lifetime).
+    pub fn stop_router(&mut self, now: Instant) {
+        let Some(state) = &mut self.router else {
+            return;
+        };
+        let gateway = state.mapper.gateway();
+        let deletions = state.mapper.stop();
+        let socket = self.sockets.get_mut::<udp::Socket>(state.socket);
+        if let Some(gateway) = gateway {
+            let to = IpEndpoint::new(
+                IpAddress::Ipv4(Ipv4Address::from_octets(gateway)),
+                natpmp::SERVER_PORT,
+            );
+            for request in &deletions {
+                let _ = socket.send_slice(request, to);
+            }
+        }
+        if !deletions.is_empty() {
+            log::info!("router: deleting {} mapping(s)", deletions.len());
+            self.poll(now);
+        }
+    }
+}

@@ -1,0 +1,752 @@
+//! The port-mapping client: one request out at a time, to the gateway's port 5351.
+
+use super::{natpmp, pcp};
+use crate::appliance::public::AddressKind;
+use bramble_hal::Instant;
+use core::fmt;
+use core::net::Ipv4Addr;
+
+/// Ports mapped at most (HTTP and HTTPS).
+pub const MAX_PORTS: usize = 2;
+/// First wait for a reply; doubled for each of the [`ATTEMPTS`].
+const FIRST_WAIT_MICROS: u64 = 250_000;
+/// Requests sent for one step before the protocol counts as silent.
+const ATTEMPTS: u32 = 4;
+/// First wait after a failure; doubled per failure in a row up to [`LONGEST_RETRY_MICROS`].
+const FIRST_RETRY_MICROS: u64 = 30_000_000;
+/// Longest wait between tries after failures.
+const LONGEST_RETRY_MICROS: u64 = 600_000_000;
+/// Shortest lifetime renewals are spaced by (a gateway granting less is renewed every
+/// 30 s, not in a loop).
+const SHORTEST_LIFETIME: u32 = 60;
+
+/// Which protocol the gateway answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// RFC 6887.
+    Pcp,
+    /// RFC 6886.
+    NatPmp,
+}
+
+impl Protocol {
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Pcp => "PCP",
+            Protocol::NatPmp => "NAT-PMP",
+        }
+    }
+}
+
+/// One port to forward.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PortRequest {
+    /// The port served here.
+    pub internal: u16,
+    /// The port wished for outside.
+    pub external: u16,
+}
+
+/// A mapping the gateway granted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    /// The port served here.
+    pub internal: u16,
+    /// The port outside (the gateway may pick another than the one asked for).
+    pub external: u16,
+    /// Seconds granted.
+    pub lifetime: u32,
+    /// When.
+    pub granted_at: Instant,
+}
+
+impl Mapping {
+    /// Seconds left at `now`.
+    pub fn remaining(&self, now: Instant) -> u64 {
+        u64::from(self.lifetime).saturating_sub(now.micros_since(self.granted_at) / 1_000_000)
+    }
+}
+
+/// Why the ports are not mapped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trouble {
+    /// Neither PCP nor NAT-PMP answered.
+    NoAnswer,
+    /// The gateway refused: port mapping is turned off in its settings.
+    NotAuthorized(Protocol),
+    /// The gateway has no external address to map on: it sits behind another NAT (double
+    /// NAT or the provider's carrier-grade NAT), or its uplink is down.
+    NoPublicAddress(Protocol),
+    /// The gateway has no room for another mapping.
+    NoResources(Protocol),
+    /// Another refusal, with its result code.
+    Refused(Protocol, u16),
+}
+
+impl Trouble {
+    /// A few words, for the status page.
+    pub fn short(self) -> &'static str {
+        match self {
+            Trouble::NoAnswer => "no PCP or NAT-PMP answer",
+            Trouble::NotAuthorized(_) => "refused: mapping is off in the router",
+            Trouble::NoPublicAddress(_) => "no public address: double NAT or carrier-grade NAT",
+            Trouble::NoResources(_) => "the router is out of room",
+            Trouble::Refused(..) => "refused by the router",
+        }
+    }
+}
+
+impl fmt::Display for Trouble {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trouble::NoAnswer => f.write_str(
+                "the router answers neither PCP nor NAT-PMP (UPnP IGD is not tried): \
+                 turn one of them on in the router, or forward the ports by hand",
+            ),
+            Trouble::NotAuthorized(p) => write!(
+                f,
+                "the router refuses {} mappings: port mapping is off in its settings",
+                p.name()
+            ),
+            Trouble::NoPublicAddress(p) => write!(
+                f,
+                "the router has no public address ({} refused): it sits behind another \
+                 NAT (double NAT or carrier-grade NAT) or its uplink is down",
+                p.name()
+            ),
+            Trouble::NoResources(p) => {
+                write!(f, "the router has no room for more {} mappings", p.name())
+            }
+            Trouble::Refused(p, code) => {
+                write!(
+                    f,
+                    "the router refused the mapping ({} result {code})",
+                    p.name()
+                )
+            }
+        }
+    }
+}
+
+/// What the client has done, for the status page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapperCounters {
+    /// Requests sent (retries included).
+    pub requests: u64,
+    /// Replies taken.
+    pub replies: u64,
+    /// Datagrams ignored: not from the gateway, malformed, or not matching the request out.
+    pub ignored: u64,
+    /// Times the gateway was seen to have lost its mappings (restart).
+    pub gateway_restarts: u32,
+    /// Rounds of mapping completed (the first and each renewal).
+    pub rounds: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No address or no gateway.
+    Idle,
+    /// A request out: `step` of the round (PCP: one per port; NAT-PMP: the address, then
+    /// one per port), sent `attempt` times, the next due at `due`.
+    Asking {
+        protocol: Protocol,
+        step: usize,
+        attempt: u32,
+        due: Instant,
+    },
+    /// Every port mapped; renew then.
+    Holding { renew_at: Instant },
+    /// After a failure; try again then.
+    Waiting { until: Instant },
+    /// Mappings deleted (shutdown).
+    Stopped,
+}
+
+/// A datagram for the gateway's port [`natpmp::SERVER_PORT`].
+pub type Datagram = heapless::Vec<u8, { pcp::MAP_LEN }>;
+
+/// Keeps [`PortRequest`]s mapped on the gateway (see the module's documentation).
+pub struct PortMapper {
+    requests: heapless::Vec<PortRequest, MAX_PORTS>,
+    lifetime: u32,
+    nonce: [u8; 12],
+    gateway: Option<[u8; 4]>,
+    client: Option<[u8; 4]>,
+    phase: Phase,
+    /// The protocol that last answered.
+    protocol: Option<Protocol>,
+    mappings: [Option<Mapping>; MAX_PORTS],
+    external: Option<[u8; 4]>,
+    /// The gateway's last epoch and when it was seen.
+    epoch: Option<(u32, Instant)>,
+    trouble: Option<Trouble>,
+    failures: u32,
+    counters: MapperCounters,
+}
+
+fn datagram(bytes: &[u8]) -> Datagram {
+    // Cannot fail: every request is at most pcp::MAP_LEN bytes.
+    Datagram::from_slice(bytes).unwrap_or_default()
+}
+
+impl PortMapper {
+    /// A client for `requests` (the first [`MAX_PORTS`]), asking `lifetime` seconds for each;
+    /// `nonce` keys PCP's mapping nonces (random: an off-path host must not guess them).
+    pub fn new(requests: &[PortRequest], lifetime: u32, nonce: [u8; 12]) -> Self {
+        Self {
+            requests: requests.iter().copied().take(MAX_PORTS).collect(),
+            lifetime: lifetime.max(SHORTEST_LIFETIME),
+            nonce,
+            gateway: None,
+            client: None,
+            phase: Phase::Idle,
+            protocol: None,
+            mappings: [None; MAX_PORTS],
+            external: None,
+            epoch: None,
+            trouble: None,
+            failures: 0,
+            counters: MapperCounters::default(),
+        }
+    }
+
+    /// Tells the client its own address and the gateway's (`None` while unknown). A change
+    /// voids the mappings and starts over.
+    pub fn set_network(&mut self, client: Option<[u8; 4]>, gateway: Option<[u8; 4]>, now: Instant) {
+        if (client, gateway) == (self.client, self.gateway) || self.phase == Phase::Stopped {
+            return;
+        }
+        self.client = client;
+        self.gateway = gateway;
+        self.mappings = [None; MAX_PORTS];
+        self.epoch = None;
+        self.failures = 0;
+        self.phase = if client.is_some() && gateway.is_some() {
+            self.start(Protocol::Pcp, now)
+        } else {
+            Phase::Idle
+        };
+    }
+
+    /// Asks again now (the owner changed the router's settings): a new round from PCP.
+    pub fn again(&mut self, now: Instant) {
+        if self.client.is_some() && self.gateway.is_some() && self.phase != Phase::Stopped {
+            self.failures = 0;
+            self.phase = self.start(Protocol::Pcp, now);
+        }
+    }
+
+    fn start(&self, protocol: Protocol, now: Instant) -> Phase {
+        Phase::Asking {
+            protocol,
+            step: 0,
+            attempt: 0,
+            due: now,
+        }
+    }
+
+    fn steps(&self, protocol: Protocol) -> usize {
+        match protocol {
+            Protocol::Pcp => self.requests.len(),
+            Protocol::NatPmp => self.requests.len() + 1,
+        }
+    }
+
+    /// The nonce of port `index`'s PCP mapping: the same for its renewals and deletion.
+    fn nonce_for(&self, index: usize) -> [u8; 12] {
+        let mut nonce = self.nonce;
+        nonce[11] ^= index as u8;
+        nonce
+    }
+
+    fn pcp_request(&self, index: usize, lifetime: u32) -> Datagram {
+        let request = self.requests[index];
+        // Renewals and deletions name the external port and address already held.
+        let held = self.mappings[index];
+        let request = pcp::MapRequest {
+            nonce: self.nonce_for(index),
+            client: pcp::mapped(self.client.unwrap_or_default()),
+            internal: request.internal,
+            external: held.map_or(request.external, |m| m.external),
+            external_address: pcp::mapped(match (held, self.external) {
+                (Some(_), Some(address)) => address,
+                _ => [0; 4],
+            }),
+            lifetime,
+        };
+        datagram(&request.encode())
+    }
+
+    fn request(&self, protocol: Protocol, step: usize) -> Datagram {
+        match protocol {
+            Protocol::Pcp => self.pcp_request(step, self.lifetime),
+            Protocol::NatPmp if step == 0 => datagram(&natpmp::address_request()),
+            Protocol::NatPmp => {
+                let index = step - 1;
+                let request = self.requests[index];
+                let external = self.mappings[index].map_or(request.external, |m| m.external);
+                datagram(&natpmp::map_request(
+                    request.internal,
+                    external,
+                    self.lifetime,
+                ))
+            }
+        }
+    }
+
+    /// The gateway to send to, while there is one.
+    pub fn gateway(&self) -> Option<[u8; 4]> {
+        self.gateway
+    }
+
+    /// What is due at `now`: a request for the gateway, if one is to go out.
+    pub fn poll(&mut self, now: Instant) -> Option<Datagram> {
+        // At most: a renewal starts, PCP falls silent, NAT-PMP's first request goes.
+        for _ in 0..3 {
+            match self.phase {
+                Phase::Idle | Phase::Stopped => return None,
+                Phase::Holding { renew_at } | Phase::Waiting { until: renew_at } => {
+                    if now < renew_at {
+                        return None;
+                    }
+                    let protocol = match self.phase {
+                        Phase::Holding { .. } => self.protocol.unwrap_or(Protocol::Pcp),
+                        _ => Protocol::Pcp,
+                    };
+                    self.phase = self.start(protocol, now);
+                }
+                Phase::Asking {
+                    protocol,
+                    step,
+                    attempt,
+                    due,
+                } => {
+                    if now < due {
+                        return None;
+                    }
+                    if attempt < ATTEMPTS {
+                        self.phase = Phase::Asking {
+                            protocol,
+                            step,
+                            attempt: attempt + 1,
+                            due: now.add_micros(FIRST_WAIT_MICROS << attempt),
+                        };
+                        self.counters.requests += 1;
+                        return Some(self.request(protocol, step));
+                    }
+                    match protocol {
+                        Protocol::Pcp => {
+                            log::info!("router: no PCP answer; trying NAT-PMP");
+                            self.phase = self.start(Protocol::NatPmp, now);
+                        }
+                        Protocol::NatPmp => self.fail(Trouble::NoAnswer, now),
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    /// The gateway answered, and refused: it holds none of our mappings now.
+    fn refused(&mut self, trouble: Trouble, now: Instant) {
+        self.mappings = [None; MAX_PORTS];
+        self.fail(trouble, now);
+    }
+
+    fn fail(&mut self, trouble: Trouble, now: Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let wait = FIRST_RETRY_MICROS
+            .saturating_mul(1 << (self.failures - 1).min(8))
+            .min(LONGEST_RETRY_MICROS);
+        if self.trouble != Some(trouble) {
+            let gateway = Ipv4Addr::from(self.gateway.unwrap_or_default());
+            log::warn!(
+                "router: ports not mapped on {gateway}: {trouble}; trying again in {} s",
+                wait / 1_000_000
+            );
+        }
+        self.trouble = Some(trouble);
+        // The mappings held run out unrenewed.
+        for slot in &mut self.mappings {
+            if slot.is_some_and(|m| m.remaining(now) == 0) {
+                *slot = None;
+            }
+        }
+        self.phase = Phase::Waiting {
+            until: now.add_micros(wait),
+        };
+    }
+
+    /// Notes the gateway's `epoch`; true when it shows the gateway lost its state since the
+    /// last one (RFC 6887 §8.5: it went back by more than the time passed allows).
+    fn epoch_went_back(&mut self, epoch: u32, now: Instant) -> bool {
+        let lost = self.epoch.is_some_and(|(old, at)| {
+            let elapsed = now.micros_since(at) / 1_000_000;
+            u64::from(epoch) + 2 < u64::from(old) + elapsed * 7 / 8
+                || u64::from(epoch) + 1 < u64::from(old)
+        });
+        self.epoch = Some((epoch, now));
+        lost
+    }
+
+    /// The gateway lost its mappings (restart, or an announcement says its address
+    /// changed): map everything again now.
+    fn remap(&mut self, why: &str, now: Instant) {
+        if self.phase == Phase::Stopped || self.client.is_none() {
+            return;
+        }
+        self.counters.gateway_restarts += 1;
+        log::warn!("router: {why}; mapping the ports again");
+        self.mappings = [None; MAX_PORTS];
+        self.failures = 0;
+        self.phase = self.start(self.protocol.unwrap_or(Protocol::Pcp), now);
+    }
+
+    /// Takes a datagram from `from` (only the gateway's are read: unicast replies, and the
+    /// announcements it multicasts).
+    pub fn receive(&mut self, from: [u8; 4], bytes: &[u8], now: Instant) {
+        if Some(from) != self.gateway || self.phase == Phase::Stopped {
+            self.counters.ignored += 1;
+            return;
+        }
+        let taken = match bytes.first() {
+            Some(&pcp::VERSION) => pcp::parse(bytes).map(|r| self.take_pcp(r, now)),
+            Some(&natpmp::VERSION) => natpmp::parse(bytes).map(|r| self.take_natpmp(r, now)),
+            _ => Ok(false),
+        };
+        if taken == Ok(true) {
+            self.counters.replies += 1;
+        } else {
+            self.counters.ignored += 1;
+        }
+    }
+
+    /// The step out now, if a request of `protocol` is.
+    fn asking(&self, protocol: Protocol) -> Option<usize> {
+        match self.phase {
+            Phase::Asking {
+                protocol: p, step, ..
+            } if p == protocol => Some(step),
+            _ => None,
+        }
+    }
+
+    fn take_pcp(&mut self, response: pcp::Response, now: Instant) -> bool {
+        if response.opcode == pcp::OP_ANNOUNCE {
+            let lost = self.epoch_went_back(response.epoch, now);
+            if lost || self.mappings.iter().any(Option::is_some) {
+                self.remap("the router announced a restart (PCP ANNOUNCE)", now);
+            }
+            return true;
+        }
+        let Some(step) = self.asking(Protocol::Pcp) else {
+            return false;
+        };
+        if response.opcode != pcp::OP_MAP {
+            return false;
+        }
+        // An error answer may come without the MAP data (then it is taken as the answer to
+        // the request out); with it, it must be that request's.
+        if let Some(map) = response.map
+            && (map.nonce != self.nonce_for(step)
+                || map.internal != self.requests[step].internal
+                || map.protocol != pcp::PROTOCOL_TCP)
+        {
+            return false;
+        }
+        let trouble = match response.result {
+            pcp::RESULT_SUCCESS => None,
+            pcp::RESULT_UNSUPP_VERSION => {
+                log::info!("router: the router does not speak PCP; trying NAT-PMP");
+                self.phase = self.start(Protocol::NatPmp, now);
+                return true;
+            }
+            pcp::RESULT_NOT_AUTHORIZED => Some(Trouble::NotAuthorized(Protocol::Pcp)),
+            pcp::RESULT_NETWORK_FAILURE => Some(Trouble::NoPublicAddress(Protocol::Pcp)),
+            pcp::RESULT_NO_RESOURCES => Some(Trouble::NoResources(Protocol::Pcp)),
+            code => Some(Trouble::Refused(Protocol::Pcp, u16::from(code))),
+        };
+        if let Some(mut trouble) = trouble {
+            // A refusal may still name the external address the server has: a private or
+            // shared one (miniupnpd answers NO_RESOURCES so) says why it cannot map.
+            if let Some(address) = response
+                .map
+                .and_then(|map| pcp::unmapped(map.external_address))
+                .filter(|address| *address != [0; 4])
+            {
+                self.external = Some(address);
+                if AddressKind::of(address) != AddressKind::Public {
+                    trouble = Trouble::NoPublicAddress(Protocol::Pcp);
+                }
+            }
+            self.protocol = Some(Protocol::Pcp);
+            self.refused(trouble, now);
+            return true;
+        }
+        let Some(map) = response.map else {
+            return false;
+        };
+        if self.epoch_went_back(response.epoch, now) && step > 0 {
+            self.remap("the router restarted (its PCP epoch went back)", now);
+            return true;
+        }
+        if let Some(address) = pcp::unmapped(map.external_address) {
+            self.external = Some(address);
+        }
+        self.granted(Protocol::Pcp, step, map.external, response.lifetime, now);
+        true
+    }
+
+    fn take_natpmp(&mut self, reply: natpmp::Reply, now: Instant) -> bool {
+        let step = self.asking(Protocol::NatPmp);
+        match reply {
+            natpmp::Reply::Error { result, .. } => {
+                if result == natpmp::RESULT_UNSUPPORTED_VERSION
+                    && self.asking(Protocol::Pcp).is_some()
+                {
+                    // A NAT-PMP-only gateway's answer to PCP (RFC 6887 §9).
+                    log::info!("router: the router speaks NAT-PMP, not PCP");
+                    self.phase = self.start(Protocol::NatPmp, now);
+                    return true;
+                }
+                if step.is_none() {
+                    return false;
+                }
+                let p = Protocol::NatPmp;
+                let trouble = match result {
+                    natpmp::RESULT_NOT_AUTHORIZED => Trouble::NotAuthorized(p),
+                    natpmp::RESULT_NETWORK_FAILURE => Trouble::NoPublicAddress(p),
+                    natpmp::RESULT_OUT_OF_RESOURCES => Trouble::NoResources(p),
+                    code => Trouble::Refused(p, code),
+                };
+                self.protocol = Some(p);
+                self.refused(trouble, now);
+                true
+            }
+            natpmp::Reply::Address { epoch, address } => {
+                let lost = self.epoch_went_back(epoch, now);
+                self.external = Some(address);
+                if step == Some(0) {
+                    self.next_step(Protocol::NatPmp, 0, now);
+                } else if lost || self.mappings.iter().any(Option::is_some) {
+                    // Unsolicited: the gateway restarted or its address changed.
+                    self.remap("the router announced its address (NAT-PMP)", now);
+                }
+                true
+            }
+            natpmp::Reply::Map {
+                epoch,
+                internal,
+                external,
+                lifetime,
+            } => {
+                let Some(step) = step.filter(|&s| s > 0) else {
+                    return false;
+                };
+                if internal != self.requests[step - 1].internal {
+                    return false;
+                }
+                if self.epoch_went_back(epoch, now) {
+                    self.remap("the router restarted (its NAT-PMP epoch went back)", now);
+                    return true;
+                }
+                self.granted(Protocol::NatPmp, step, external, lifetime, now);
+                true
+            }
+        }
+    }
+
+    /// Port `step`'s mapping (NAT-PMP: `step - 1`'s) granted: recorded, and the next step.
+    fn granted(
+        &mut self,
+        protocol: Protocol,
+        step: usize,
+        external: u16,
+        lifetime: u32,
+        now: Instant,
+    ) {
+        let index = match protocol {
+            Protocol::Pcp => step,
+            Protocol::NatPmp => step - 1,
+        };
+        let request = self.requests[index];
+        let renewed = self.mappings[index].is_some_and(|m| m.external == external);
+        self.mappings[index] = Some(Mapping {
+            internal: request.internal,
+            external,
+            lifetime,
+            granted_at: now,
+        });
+        if !renewed {
+            let address = Ipv4Addr::from(self.external.unwrap_or_default());
+            log::info!(
+                "router: {}: TCP {address}:{external} -> port {} for {lifetime} s",
+                protocol.name(),
+                request.internal
+            );
+            if external != request.external {
+                log::warn!(
+                    "router: port {} outside was taken; the router gave {external}",
+                    request.external
+                );
+            }
+        }
+        self.next_step(protocol, step, now);
+    }
+
+    fn next_step(&mut self, protocol: Protocol, step: usize, now: Instant) {
+        if step + 1 < self.steps(protocol) {
+            self.phase = Phase::Asking {
+                protocol,
+                step: step + 1,
+                attempt: 0,
+                due: now,
+            };
+            return;
+        }
+        self.protocol = Some(protocol);
+        self.trouble = None;
+        self.failures = 0;
+        self.counters.rounds += 1;
+        let shortest = self
+            .mappings
+            .iter()
+            .flatten()
+            .map(|m| m.lifetime)
+            .min()
+            .unwrap_or(self.lifetime)
+            .max(SHORTEST_LIFETIME);
+        self.phase = Phase::Holding {
+            renew_at: now.add_micros(u64::from(shortest) * 1_000_000 / 2),
+        };
+    }
+
+    /// When [`PortMapper::poll`] next has work.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Idle | Phase::Stopped => None,
+            Phase::Asking { due, .. } => Some(due),
+            Phase::Holding { renew_at } => Some(renew_at),
+            Phase::Waiting { until } => Some(until),
+        }
+    }
+
+    /// Deletes every mapping (a clean shutdown): the requests to send, one each, after which
+    /// the client stays quiet.
+    pub fn stop(&mut self) -> heapless::Vec<Datagram, MAX_PORTS> {
+        let mut out = heapless::Vec::new();
+        let protocol = self.protocol.unwrap_or(Protocol::Pcp);
+        for index in 0..self.requests.len() {
+            if self.mappings[index].is_none() {
+                continue;
+            }
+            let bytes = match protocol {
+                Protocol::Pcp => self.pcp_request(index, 0),
+                Protocol::NatPmp => {
+                    datagram(&natpmp::map_request(self.requests[index].internal, 0, 0))
+                }
+            };
+            let _ = out.push(bytes);
+        }
+        self.mappings = [None; MAX_PORTS];
+        self.phase = Phase::Stopped;
+        out
+    }
+
+    /// The public address the gateway reported, and by which protocol.
+    pub fn external(&self) -> Option<([u8; 4], Protocol)> {
+        Some((self.external?, self.protocol?))
+    }
+
+    /// The mappings held.
+    pub fn mappings(&self) -> impl Iterator<Item = &Mapping> {
+        self.mappings.iter().flatten()
+    }
+
+    /// What went wrong last, until a round succeeds.
+    pub fn trouble(&self) -> Option<Trouble> {
+        self.trouble
+    }
+
+    /// The counts.
+    pub fn counters(&self) -> MapperCounters {
+        self.counters
+    }
+
+    /// A one-line account for the console, the status line and the status page.
+    pub fn report(&self, now: Instant) -> MapperReport<'_> {
+        MapperReport { mapper: self, now }
+    }
+}
+
+/// [`PortMapper::report`]: `PCP via 192.168.1.1: 203.0.113.7:80->80, :443->443, 3550 s
+/// left, renewal in 3500 s`, or what is wrong.
+pub struct MapperReport<'m> {
+    mapper: &'m PortMapper,
+    now: Instant,
+}
+
+impl fmt::Display for MapperReport<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let m = self.mapper;
+        let Some(gateway) = m.gateway else {
+            return f.write_str("waiting for an address and a gateway");
+        };
+        let gateway = Ipv4Addr::from(gateway);
+        if m.phase == Phase::Stopped {
+            return write!(f, "mappings on {gateway} deleted");
+        }
+        let mut first = true;
+        let mut shortest = None::<u64>;
+        for mapping in m.mappings() {
+            if first {
+                let protocol = m.protocol.map_or("?", Protocol::name);
+                let external = Ipv4Addr::from(m.external.unwrap_or_default());
+                write!(f, "{protocol} via {gateway}: {external}")?;
+            } else {
+                f.write_str(",")?;
+            }
+            first = false;
+            write!(f, ":{}->{}", mapping.external, mapping.internal)?;
+            let left = mapping.remaining(self.now);
+            shortest = Some(shortest.map_or(left, |s| s.min(left)));
+        }
+        if let Some(left) = shortest {
+            write!(f, ", {left} s left")?;
+        }
+        let warning = m
+            .external
+            .and_then(|address| AddressKind::of(address).warning());
+        if let (Some(address), Some(warning)) = (m.external, warning) {
+            let sep = if first { "" } else { "; " };
+            write!(
+                f,
+                "{sep}outside address {}: {warning}",
+                Ipv4Addr::from(address)
+            )?;
+            first = false;
+        }
+        if let Some(trouble) = m.trouble {
+            if !first {
+                f.write_str("; ")?;
+            }
+            write!(f, "{trouble}")?;
+        }
+        let seconds = |at: Instant| at.micros_since(self.now) / 1_000_000;
+        match m.phase {
+            Phase::Asking { protocol, .. } => {
+                let sep = if first && m.trouble.is_none() {
+                    ""
+                } else {
+                    "; "
+                };
+                write!(f, "{sep}asking {gateway} by {}", protocol.name())
+            }
+            Phase::Holding { renew_at } => write!(f, ", renewal in {} s", seconds(renew_at)),
+            Phase::Waiting { until } => write!(f, "; next try in {} s", seconds(until)),
+            Phase::Idle | Phase::Stopped => Ok(()),
+        }
+    }
+}

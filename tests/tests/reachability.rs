@@ -1,0 +1,367 @@
+//! Reachable from outside (issue 29): Debian's miniupnpd as the home router. The test's TAP
+//! namespace is the router: its `tap0` (192.168.77.1) is the LAN port, the guest the LAN's
+//! one host; a veth pair leads to a second namespace, the "internet", where curl stands for a
+//! visitor. nftables in the router namespace forwards LAN to WAN with masquerade and holds
+//! the chains miniupnpd fills (its Debian nftables backend), and miniupnpd runs with NAT-PMP,
+//! PCP and UPnP IGD on. No address here leaves the two namespaces: the router's WAN address
+//! (11.0.0.1, a global one, since miniupnpd refuses to map on a private or documentation
+//! address) exists only inside them.
+//!
+//! One boot of `bramble qemu --image --tap` with `router_ports = on`, `https = on` and a 120 s
+//! lifetime covers, in order:
+//! 1. the mapping: the guest maps 80 and 443 by PCP, and the visitor fetches the page through
+//!    the router's WAN address over HTTP and HTTPS; `status` reports it;
+//! 2. a clean shutdown: `reboot` deletes both mappings on the router (its nftables rules go)
+//!    before the reset, and the rebooted guest maps again;
+//! 3. the router restarting (killed, its rules flushed as a power cycle loses them): the
+//!    visitor is refused, the restarted miniupnpd's PCP ANNOUNCE has the guest map again,
+//!    well within one renewal interval (60 s), and the visitor gets the page again;
+//! 4. a router without any protocol (miniupnpd stopped): `router again` ends in the
+//!    documented message;
+//! 5. double NAT and carrier-grade NAT: the router's WAN address in 10.0.0.0/8, then in
+//!    100.64.0.0/10; miniupnpd refuses to map, and the guest says which it is.
+
+mod netns;
+
+use bramble_tests::{BOOT_TIMEOUT, kernel};
+use netns::tool::start_bramble_qemu;
+use netns::{Daemon, Netns, TAP};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+bramble_qemu_helper!();
+
+/// The guest's address on the LAN (the TAP link).
+const GUEST: &str = "192.168.77.2";
+/// The router's public address, and the visitor's, on the WAN link.
+const WAN_ROUTER: &str = "11.0.0.1";
+const WAN_VISITOR: &str = "11.0.0.2";
+/// The lifetime the guest asks for: renewals every 60 s.
+const LIFETIME: u64 = 120;
+/// The chains miniupnpd fills, in the router's `inet filter` table.
+const MINIUPNPD_CHAINS: [&str; 3] = ["miniupnpd", "prerouting_miniupnpd", "postrouting_miniupnpd"];
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kernel/tls/tests/data")
+        .join(name)
+}
+
+fn run(command: &mut Command) -> String {
+    String::from_utf8_lossy(&netns::run(command).stdout).into_owned()
+}
+
+/// The "internet" namespace, joined to the router's by a veth pair; deleted on drop.
+struct Wan {
+    name: String,
+}
+
+impl Wan {
+    fn create(router: &Netns) -> Wan {
+        let name = format!("bramble-wan-{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        netns::run(Command::new("ip").args(["netns", "add", &name]));
+        let wan = Wan { name };
+        let r = router.name();
+        let visitor = format!("{WAN_VISITOR}/24");
+        netns::run(Command::new("ip").args([
+            "-n", r, "link", "add", "wan0", "type", "veth", "peer", "name", "eth0", "netns",
+            &wan.name,
+        ]));
+        for (space, args) in [
+            (r, vec!["link", "set", "wan0", "up"]),
+            (&wan.name, vec!["link", "set", "lo", "up"]),
+            (&wan.name, vec!["addr", "add", &visitor, "dev", "eth0"]),
+            (&wan.name, vec!["link", "set", "eth0", "up"]),
+        ] {
+            netns::run(Command::new("ip").args(["-n", space]).args(args));
+        }
+        wan
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new("nsenter");
+        command
+            .arg(format!("--net=/run/netns/{}", self.name))
+            .arg("--")
+            .arg(program);
+        command
+    }
+
+    /// The visitor's fetch of `url` (the router's WAN address, over HTTP or HTTPS as
+    /// `bramble.test`, trusting the test CA): the body, or `None` when it fails.
+    fn fetch(&self, url: &str, seconds: u32) -> Option<Vec<u8>> {
+        let output = self
+            .command("curl")
+            .args(["--silent", "--fail", "--max-time", &seconds.to_string()])
+            .arg("--cacert")
+            .arg(fixture("ca.pem"))
+            .args(["--resolve", &format!("bramble.test:443:{WAN_ROUTER}")])
+            .arg(url)
+            .stdin(Stdio::null())
+            .output()
+            .expect("curl (tools/setup.sh installs it)");
+        output.status.success().then_some(output.stdout)
+    }
+}
+
+impl Drop for Wan {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
+/// The router's forwarding, NAT and miniupnpd's (empty) chains.
+fn router_firewall(router: &Netns) {
+    let ruleset = format!(
+        "table inet filter {{\n\
+           chain forward {{ type filter hook forward priority 0; policy drop;\n\
+             ct state established,related accept\n\
+             iifname \"{TAP}\" oifname \"wan0\" accept\n\
+             jump miniupnpd; }}\n\
+           chain miniupnpd {{ }}\n\
+           chain prerouting {{ type nat hook prerouting priority -100; policy accept;\n\
+             jump prerouting_miniupnpd; }}\n\
+           chain postrouting {{ type nat hook postrouting priority 100; policy accept;\n\
+             oifname \"wan0\" masquerade\n\
+             jump postrouting_miniupnpd; }}\n\
+           chain prerouting_miniupnpd {{ }}\n\
+           chain postrouting_miniupnpd {{ }}\n\
+         }}\n"
+    );
+    let mut nft = router
+        .command("nft")
+        .args(["-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .expect("nft (Debian package nftables, installed by tools/setup.sh)");
+    use std::io::Write;
+    nft.stdin
+        .take()
+        .unwrap()
+        .write_all(ruleset.as_bytes())
+        .unwrap();
+    assert!(nft.wait().unwrap().success(), "nft refused the ruleset");
+    run(router
+        .command("sysctl")
+        .args(["-qw", "net.ipv4.ip_forward=1"]));
+}
+
+/// Empties miniupnpd's chains, as a router's power cycle does.
+fn flush_mappings(router: &Netns) {
+    for chain in MINIUPNPD_CHAINS {
+        run(router
+            .command("nft")
+            .args(["flush", "chain", "inet", "filter", chain]));
+    }
+}
+
+/// The DNAT rules miniupnpd holds now (one per mapping).
+fn dnat_rules(router: &Netns) -> usize {
+    run(router
+        .command("nft")
+        .args(["list", "chain", "inet", "filter", "prerouting_miniupnpd"]))
+    .matches(" dnat ")
+    .count()
+}
+
+/// Starts miniupnpd in the router namespace (foreground, debug log to `log`).
+fn start_miniupnpd(router: &Netns, dir: &Path, log: &str) -> Daemon {
+    let config = dir.join("miniupnpd.conf");
+    std::fs::write(
+        &config,
+        format!(
+            "ext_ifname=wan0\nlistening_ip={TAP}\nhttp_port=5000\nenable_natpmp=yes\n\
+             enable_upnp=yes\nsecure_mode=yes\nmin_lifetime=120\nmax_lifetime=86400\n\
+             uuid=3a1b8e44-2d6c-4c8e-9b1a-0b5e6c7d8e9f\n\
+             upnp_table_name=filter\nupnp_nat_table_name=filter\n\
+             upnp_forward_chain=miniupnpd\nupnp_nat_chain=prerouting_miniupnpd\n\
+             upnp_nat_postrouting_chain=postrouting_miniupnpd\n\
+             allow 1-65535 192.168.77.0/24 1-65535\ndeny 0-65535 0.0.0.0/0 0-65535\n"
+        ),
+    )
+    .unwrap();
+    let mut command = router.command("/usr/sbin/miniupnpd");
+    command
+        .args(["-d", "-f"])
+        .arg(&config)
+        .arg("-P")
+        .arg(dir.join("miniupnpd.pid"));
+    let daemon = Daemon::start(command, &dir.join(log));
+    // Listening once its log says so (bounded).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let text = std::fs::read_to_string(dir.join(log)).unwrap_or_default();
+        if text.contains("Listening for NAT-PMP/PCP traffic") {
+            return daemon;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!(
+        "miniupnpd did not start:\n{}",
+        std::fs::read_to_string(dir.join(log)).unwrap_or_default()
+    );
+}
+
+/// Moves the router's WAN address to `cidr`.
+fn set_wan_address(router: &Netns, cidr: &str) {
+    run(router.command("ip").args(["addr", "flush", "dev", "wan0"]));
+    run(router
+        .command("ip")
+        .args(["addr", "add", cidr, "dev", "wan0"]));
+}
+
+/// The visitor's fetches over HTTP and HTTPS through the mapping give the page.
+fn visitor_gets_the_page(wan: &Wan, index: &[u8]) {
+    for url in [
+        format!("http://{WAN_ROUTER}/"),
+        "https://bramble.test/".to_string(),
+    ] {
+        let body = wan.fetch(&url, 30);
+        assert_eq!(body.as_deref(), Some(index), "{url} from the WAN side");
+    }
+}
+
+#[test]
+fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = Netns::create();
+    let wan = Wan::create(&router);
+    run(router
+        .command("ip")
+        .args(["addr", "add", &format!("{WAN_ROUTER}/24"), "dev", "wan0"]));
+    router_firewall(&router);
+    let mut miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-1.log");
+
+    // The card: the site, the settings, the test CA's certificate.
+    let site = dir.path().join("site");
+    let files = netns::write_site(&site);
+    let index = files
+        .iter()
+        .find(|(path, _)| path == "/" || path == "/index.html")
+        .map(|(_, body)| body.clone())
+        .expect("the site's index");
+    let packed = bramble::pack::pack_site(&site, &bramble::pack::PackOptions::default())
+        .expect("pack the site");
+    let (certificate, key, _) =
+        bramble::image::check_tls_files(&fixture("p256.pem"), &fixture("p256.key"), 1_800_000_000)
+            .unwrap();
+    let card = dir.path().join("card.img");
+    let inputs = bramble::image::ImageInputs {
+        kernel: std::fs::read(&kernel().raw).expect("kernel.img"),
+        site: packed.image,
+        settings: format!(
+            "address = {GUEST}/24\ngateway = 192.168.77.1\nhostname = porch\nntp = off\n\
+             mdns = off\nhttps = on\nrouter_ports = on\nrouter_lifetime = {LIFETIME}\n"
+        ),
+        firmware: Vec::new(),
+        size_mib: None,
+        tls: Some(bramble::image::TlsFiles {
+            certificate_name: "CERT.PEM".into(),
+            certificate,
+            key_name: "KEY.PEM".into(),
+            key,
+        }),
+    };
+    bramble::image::build_image(&inputs, &card).expect("build the SD card image");
+    let args: Vec<String> = vec![
+        "--image".into(),
+        card.display().to_string(),
+        "--tap".into(),
+        TAP.into(),
+    ];
+    let mut qemu = start_bramble_qemu(&router, &args);
+    let guest = qemu.guest();
+
+    // 1. Mapped by PCP, and the page is reachable from outside.
+    guest.expect_line("router: PCP: TCP 11.0.0.1:80 -> port 80", BOOT_TIMEOUT);
+    guest.expect_line(
+        "router: PCP: TCP 11.0.0.1:443 -> port 443",
+        Duration::from_secs(10),
+    );
+    guest.expect_line(
+        "public: address 11.0.0.1 (from PCP)",
+        Duration::from_secs(10),
+    );
+    assert_eq!(dnat_rules(&router), 2);
+    visitor_gets_the_page(&wan, &index);
+    guest.send_line("router");
+    let line = guest.expect_line("status: router ", Duration::from_secs(10));
+    assert!(
+        line.contains("PCP via 192.168.77.1: 11.0.0.1:80->80,:443->443")
+            && line.contains("renewal in"),
+        "{line}"
+    );
+
+    // 2. A clean shutdown deletes the mappings before the reset; the new boot maps again.
+    guest.send_line("reboot");
+    guest.expect_line("router: deleting 2 mapping(s)", Duration::from_secs(10));
+    guest.expect_line("rebooting", Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while dnat_rules(&router) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(dnat_rules(&router), 0, "the deletions reached miniupnpd");
+    guest.expect_line("router: PCP: TCP 11.0.0.1:443 -> port 443", BOOT_TIMEOUT);
+
+    // 3. The router restarts and forgets: the guest maps again on its announcement, within
+    // one renewal interval.
+    drop(miniupnpd);
+    flush_mappings(&router);
+    assert!(
+        wan.fetch(&format!("http://{WAN_ROUTER}/"), 3).is_none(),
+        "nothing is forwarded once the router forgot"
+    );
+    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-2.log");
+    guest.expect_line(
+        "router: the router announced a restart (PCP ANNOUNCE); mapping the ports again",
+        Duration::from_secs(LIFETIME / 2),
+    );
+    guest.expect_line(
+        "router: PCP: TCP 11.0.0.1:443 -> port 443",
+        Duration::from_secs(10),
+    );
+    visitor_gets_the_page(&wan, &index);
+
+    // 4. No protocol at all: the documented message.
+    drop(miniupnpd);
+    flush_mappings(&router);
+    guest.send_line("router again");
+    guest.expect_line(
+        "router: no PCP answer; trying NAT-PMP",
+        Duration::from_secs(15),
+    );
+    guest.expect_line(
+        "router: ports not mapped on 192.168.77.1: the router answers neither PCP nor NAT-PMP",
+        Duration::from_secs(15),
+    );
+
+    // 5. Behind another NAT: a private WAN address (double NAT), then a shared one (CGNAT).
+    set_wan_address(&router, "10.0.0.1/24");
+    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-3.log");
+    guest.send_line("router again");
+    guest.expect_line(
+        "router: ports not mapped on 192.168.77.1: the router has no public address",
+        Duration::from_secs(15),
+    );
+    guest.expect_line("public: 10.0.0.1: double NAT", Duration::from_secs(10));
+    drop(miniupnpd);
+    set_wan_address(&router, "100.64.0.1/24");
+    let _miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-4.log");
+    guest.send_line("router again");
+    guest.expect_line(
+        "public: 100.64.0.1: carrier-grade NAT",
+        Duration::from_secs(15),
+    );
+    guest.send_line("router");
+    let line = guest.expect_line("status: router ", Duration::from_secs(10));
+    assert!(
+        line.contains("outside address 100.64.0.1: carrier-grade NAT")
+            && line.contains("no public address"),
+        "{line}"
+    );
+    assert_eq!(dnat_rules(&router), 0);
+}
