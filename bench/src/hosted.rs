@@ -16,9 +16,9 @@ use super::report::{Host, LoadReport, Report, ServerCpu, SystemReport, TARGETS};
 use super::{BenchArgs, NOT_ANSWERING, load, probe, systems};
 use anyhow::{Context, bail, ensure};
 use bramble::pack::{PackOptions, pack_site};
+use bramble_testkit::netns::TapNamespace;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -643,9 +643,10 @@ fn describe(load: &LoadReport) -> String {
     }
 }
 
-/// One server's network namespace with its TAP device; deleted on drop.
+/// One server's network namespace with its TAP device: the test kit's, deleted on drop.
 pub(crate) struct Namespace {
-    /// `bramble-bench-<pid>-<label>`.
+    inner: TapNamespace,
+    /// `bramble-bench-<pid>-<n>`.
     pub name: String,
 }
 
@@ -654,23 +655,13 @@ impl Namespace {
         Namespace::create_labelled(&index.to_string())
     }
 
-    /// `bramble-bench-<pid>-<label>` with loopback up and the TAP device `bbench0` (host
-    /// side 192.168.77.1/24, up).
+    /// `bramble-bench-<pid>-<n>` with loopback up and the TAP device `bbench0` (host side
+    /// 192.168.77.1/24, up); `label` says what it is for, in errors.
     pub(crate) fn create_labelled(label: &str) -> anyhow::Result<Namespace> {
-        let name = format!("bramble-bench-{}-{label}", std::process::id());
-        ip(&["netns", "add", &name])?;
-        // From here on, drop deletes it whatever fails next.
-        let namespace = Namespace { name };
-        let inside = |args: &[&str]| {
-            let mut all = vec!["netns", "exec", namespace.name.as_str(), "ip"];
-            all.extend_from_slice(args);
-            ip(&all)
-        };
-        inside(&["link", "set", "lo", "up"])?;
-        inside(&["tuntap", "add", "dev", TAP, "mode", "tap"])?;
-        inside(&["addr", "add", TAP_HOST, "dev", TAP])?;
-        inside(&["link", "set", TAP, "up"])?;
-        Ok(namespace)
+        let inner = TapNamespace::try_create("bramble-bench", TAP, TAP_HOST)
+            .map_err(|problem| anyhow::anyhow!("the namespace for {label}: {problem}"))?;
+        let name = inner.name().to_string();
+        Ok(Namespace { inner, name })
     }
 
     /// Sets the TAP device's transmit queue (towards whoever holds the device: QEMU) to
@@ -716,32 +707,9 @@ impl Namespace {
 
     /// Runs `f` on a thread that has entered the namespace, so that its sockets live there.
     pub(crate) fn inside<T: Send>(&self, f: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
-        let handle = std::fs::File::open(Path::new("/run/netns").join(&self.name))
-            .with_context(|| format!("opening namespace {}", self.name))?;
-        std::thread::scope(|scope| {
-            scope
-                .spawn(|| {
-                    rustix::thread::move_into_link_name_space(
-                        handle.as_fd(),
-                        Some(rustix::thread::LinkNameSpaceType::Network),
-                    )
-                    .context("entering the benchmark's network namespace")?;
-                    Ok(f())
-                })
-                .join()
-                .unwrap_or_else(|_| bail!("a probe thread panicked"))
-        })
-    }
-}
-
-impl Drop for Namespace {
-    fn drop(&mut self) {
-        if let Err(error) = ip(&["netns", "del", &self.name]) {
-            eprintln!(
-                "bench: hosted: could not delete namespace {}: {error:#}",
-                self.name
-            );
-        }
+        self.inner
+            .inside(f)
+            .map_err(|problem| anyhow::anyhow!("the benchmark's namespace: {problem}"))
     }
 }
 

@@ -1036,21 +1036,7 @@ fn free_port() -> anyhow::Result<u16> {
 /// Runs `f` on a thread that has entered the network namespace `name` (/run/netns/NAME), so
 /// that its sockets, and those of the threads it starts, live there.
 pub fn in_namespace<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> anyhow::Result<T> {
-    let handle = std::fs::File::open(Path::new("/run/netns").join(name))
-        .with_context(|| format!("opening namespace {name}"))?;
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                rustix::thread::move_into_link_name_space(
-                    std::os::fd::AsFd::as_fd(&handle),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )
-                .with_context(|| format!("entering namespace {name}"))?;
-                Ok(f())
-            })
-            .join()
-            .unwrap_or_else(|_| bail!("the thread in namespace {name} panicked"))
-    })
+    bramble_testkit::netns::inside(name, f).map_err(|problem| anyhow::anyhow!(problem))
 }
 
 /// wrk (and the judging client) keep one descriptor per connection: lift the soft limit to

@@ -1,5 +1,6 @@
-//! Bramble's host-side test kit: the one HTTP/1.x response parser, and the epoll client
-//! loop's shared steps ([`epoll`]), and a network namespace with a TAP device ([`netns`]).
+//! Bramble's host-side test kit: the one HTTP/1.x response parser, the epoll client loop's
+//! shared steps ([`epoll`]), network namespaces with a TAP device ([`netns`]) and the test
+//! CA for pebble's API ([`pebble`]).
 //!
 //! Host only; nothing of it goes into the kernel. `bramble check` reads answers with it too.
 //!
@@ -13,6 +14,7 @@
 
 pub mod epoll;
 pub mod netns;
+pub mod pebble;
 
 /// Header fields a response may carry before it is refused as malformed.
 const MAX_HEADERS: usize = 64;

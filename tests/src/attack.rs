@@ -279,39 +279,10 @@ pub fn run(attack: Attack, plan: &AttackPlan) -> AttackReport {
 }
 
 /// Starts `f` on a thread that enters the network namespace `name` first.
-pub fn spawn_inside<T: Send + 'static>(
-    name: &str,
-    f: impl FnOnce() -> T + Send + 'static,
-) -> std::thread::JoinHandle<T> {
-    let handle = std::fs::File::open(format!("/run/netns/{name}"))
-        .unwrap_or_else(|error| panic!("opening namespace {name}: {error}"));
-    let name = name.to_string();
-    std::thread::spawn(move || {
-        rustix::thread::move_into_link_name_space(
-            std::os::fd::AsFd::as_fd(&handle),
-            Some(rustix::thread::LinkNameSpaceType::Network),
-        )
-        .unwrap_or_else(|error| panic!("entering namespace {name}: {error}"));
-        f()
-    })
-}
+pub use bramble_testkit::netns::spawn_inside;
 
 /// Runs `f` on a thread that has entered the network namespace `name` (its sockets, and
 /// those of every thread it starts, live there).
 pub fn inside<T: Send>(name: &str, f: impl FnOnce() -> T + Send) -> T {
-    let handle = std::fs::File::open(format!("/run/netns/{name}"))
-        .unwrap_or_else(|error| panic!("opening namespace {name}: {error}"));
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                rustix::thread::move_into_link_name_space(
-                    std::os::fd::AsFd::as_fd(&handle),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )
-                .unwrap_or_else(|error| panic!("entering namespace {name}: {error}"));
-                f()
-            })
-            .join()
-            .expect("the thread in the namespace panicked")
-    })
+    bramble_testkit::netns::inside(name, f).unwrap_or_else(|problem| panic!("{problem}"))
 }

@@ -28,11 +28,11 @@ mod netns;
 
 use bramble::image::disk::{STORE_FIRST_SECTOR, STORE_REGION_BLOCKS};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
+use bramble_testkit::pebble::{ApiChain, make_ca};
 use bramble_tests::{Guest, kernel, sntp};
 use netns::tool::{BrambleQemu, bramble_image, start_bramble_qemu};
-use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, TAP, run, run as run_command};
+use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, TAP, run as run_command};
 use std::net::UdpSocket;
-use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
@@ -57,19 +57,12 @@ struct Sntp {
 
 impl Sntp {
     fn start(netns: &Netns) -> Sntp {
-        let namespace = std::fs::File::open(Path::new("/run/netns").join(netns.name()))
-            .expect("open the namespace");
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let offset = Arc::new(AtomicU64::new(0));
         let ahead = Arc::clone(&offset);
         let (ready, bound) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            rustix::thread::move_into_link_name_space(
-                namespace.as_fd(),
-                Some(rustix::thread::LinkNameSpaceType::Network),
-            )
-            .expect("enter the test's network namespace");
+        let thread = bramble_testkit::netns::spawn_inside(netns.name(), move || {
             let socket = UdpSocket::bind((HOST_ADDRESS, 123)).expect("bind port 123");
             socket
                 .set_read_timeout(Some(Duration::from_millis(50)))
@@ -110,145 +103,6 @@ impl Drop for Sntp {
     }
 }
 
-/// The shape of the chain pebble's API (`acme.test`) presents, made by the test: each is one
-/// of Let's Encrypt's, so the client's verifiers meet what the real API server sends.
-#[derive(Clone, Copy, Debug)]
-enum ApiChain {
-    /// ISRG Root X1 over an R-series intermediate: an RSA-4096 root over an RSA-2048
-    /// intermediate and leaf, sha256WithRSAEncryption (TLS 1.3 handshake signed with PSS).
-    Rsa,
-    /// ISRG Root X2 over an E-series intermediate: a P-384 root and intermediate over a P-256
-    /// leaf, ecdsa-with-SHA384.
-    P384,
-}
-
-/// The test CA for pebble's own HTTPS listener (`ca.pem`, the root only, goes on the card
-/// with `--acme-ca`; `wfe.pem` holds the leaf and the intermediate) and pebble's
-/// configuration.
-fn make_ca(dir: &Path, chain: ApiChain) {
-    let openssl = |args: &[&str]| {
-        run(Command::new("openssl").current_dir(dir).args(args));
-    };
-    let (root_key, intermediate_key, leaf_key, digest) = match chain {
-        ApiChain::Rsa => (
-            "rsa_keygen_bits:4096",
-            "rsa_keygen_bits:2048",
-            "rsa_keygen_bits:2048",
-            "-sha256",
-        ),
-        ApiChain::P384 => (
-            "ec_paramgen_curve:P-384",
-            "ec_paramgen_curve:P-384",
-            "ec_paramgen_curve:P-256",
-            "-sha384",
-        ),
-    };
-    let key = |name: &str, option: &str| {
-        let algorithm = if option.starts_with("rsa") {
-            "RSA"
-        } else {
-            "EC"
-        };
-        openssl(&[
-            "genpkey",
-            "-algorithm",
-            algorithm,
-            "-pkeyopt",
-            option,
-            "-out",
-            name,
-        ]);
-    };
-    std::fs::write(
-        dir.join("ext.txt"),
-        format!(
-            "[intermediate]\nbasicConstraints=critical,CA:TRUE\n\
-             keyUsage=critical,keyCertSign,cRLSign\n\
-             [leaf]\nsubjectAltName=DNS:acme.test,IP:{HOST_ADDRESS}\n\
-             extendedKeyUsage=serverAuth\n"
-        ),
-    )
-    .unwrap();
-    key("ca.key", root_key);
-    openssl(&[
-        "req",
-        "-x509",
-        "-new",
-        "-key",
-        "ca.key",
-        digest,
-        "-days",
-        "3650",
-        "-subj",
-        "/CN=Bramble test CA",
-        "-out",
-        "ca.pem",
-    ]);
-    // The intermediate, signed by the root; pebble's leaf, signed by the intermediate.
-    for (issuer, issuer_key, name, subject, section) in [
-        (
-            "ca.pem",
-            "ca.key",
-            "intermediate",
-            "/CN=Bramble test intermediate",
-            "intermediate",
-        ),
-        (
-            "intermediate.pem",
-            "intermediate.key",
-            "wfe",
-            "/CN=acme.test",
-            "leaf",
-        ),
-    ] {
-        let option = if section == "leaf" {
-            leaf_key
-        } else {
-            intermediate_key
-        };
-        let key_file = format!("{name}.key");
-        let csr = format!("{name}.csr");
-        let cert = format!("{name}.pem");
-        key(&key_file, option);
-        openssl(&[
-            "req", "-new", "-key", &key_file, "-subj", subject, "-out", &csr,
-        ]);
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            &csr,
-            "-CA",
-            issuer,
-            "-CAkey",
-            issuer_key,
-            digest,
-            "-CAcreateserial",
-            "-days",
-            "3650",
-            "-extfile",
-            "ext.txt",
-            "-extensions",
-            section,
-            "-out",
-            &cert,
-        ]);
-    }
-    // pebble (Go) presents every certificate in its certificate file: leaf, intermediate.
-    let mut presented = std::fs::read(dir.join("wfe.pem")).unwrap();
-    presented.extend(std::fs::read(dir.join("intermediate.pem")).unwrap());
-    std::fs::write(dir.join("wfe-chain.pem"), presented).unwrap();
-    std::fs::write(
-        dir.join("pebble.json"),
-        format!(
-            r#"{{"pebble":{{"listenAddress":"{HOST_ADDRESS}:14000","managementListenAddress":"{HOST_ADDRESS}:15000","certificate":"{}","privateKey":"{}","httpPort":80,"tlsPort":443,"ocspResponderURL":"","externalAccountBindingRequired":false}}}}"#,
-            dir.join("wfe-chain.pem").display(),
-            dir.join("wfe.key").display()
-        ),
-    )
-    .unwrap();
-}
-
 /// Waits (bounded) until `path` holds `needle`.
 fn wait_for_log(path: &Path, needle: &str, limit: Duration) {
     let start = Instant::now();
@@ -275,7 +129,7 @@ impl Lab {
     fn new(dir: &Path, chain: ApiChain) -> Lab {
         let netns = Netns::create();
         let sntp = Sntp::start(&netns);
-        make_ca(dir, chain);
+        make_ca(dir, chain, HOST_ADDRESS);
         let mut command = netns.command("dnsmasq");
         command.args([
             "--keep-in-foreground",

@@ -20,7 +20,6 @@ use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel, sntp};
 use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, PREFIX_LEN, TAP, build_card, run};
 use std::net::{Ipv4Addr, UdpSocket};
-use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -48,18 +47,11 @@ struct SntpResponders {
 
 impl SntpResponders {
     fn start(netns: &Netns, addresses: &[Ipv4Addr]) -> SntpResponders {
-        let namespace = std::fs::File::open(Path::new("/run/netns").join(netns.name()))
-            .expect("open the namespace");
         let addresses = addresses.to_vec();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = Arc::clone(&stop);
         let (ready, bound) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            rustix::thread::move_into_link_name_space(
-                namespace.as_fd(),
-                Some(rustix::thread::LinkNameSpaceType::Network),
-            )
-            .expect("enter the test's network namespace");
+        let thread = bramble_testkit::netns::spawn_inside(netns.name(), move || {
             let sockets: Vec<UdpSocket> = addresses
                 .iter()
                 .map(|address| {

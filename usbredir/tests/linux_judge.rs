@@ -94,7 +94,7 @@ fn linux_smsc95xx_drives_the_model_link_ping_http_and_sees_a_cable_pull() {
     let log = dir.path().join("registers.log");
     let serial = dir.path().join("serial.log");
     let monitor = dir.path().join("monitor.sock");
-    let netns = Netns::create("judge");
+    let netns = Netns::create();
 
     // A boot of this kernel in QEMU 7.2 now and then stalls early (a few seconds in, before
     // USB: the CPU idles in WFI and no further timer interrupt comes, with or without a USB

@@ -13,6 +13,7 @@
 
 use bramble_site::{FileSpec, SiteImageWriter, VariantSpec, http_date};
 use bramble_testkit::netns::{TapNamespace, run_ok};
+use bramble_testkit::pebble::ApiChain;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -184,83 +185,8 @@ impl Lab {
 
     /// A P-256 CA and a certificate for pebble's listener (acme.test).
     fn make_ca(&self) {
-        let d = self.net.dir();
-        let openssl = |args: &[&str]| {
-            run_ok(Command::new("openssl").current_dir(d).args(args));
-        };
-        openssl(&[
-            "ecparam",
-            "-name",
-            "prime256v1",
-            "-genkey",
-            "-noout",
-            "-out",
-            "ca.key",
-        ]);
-        openssl(&[
-            "req",
-            "-x509",
-            "-new",
-            "-key",
-            "ca.key",
-            "-sha256",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=Bramble test CA",
-            "-out",
-            "ca.pem",
-        ]);
-        openssl(&[
-            "ecparam",
-            "-name",
-            "prime256v1",
-            "-genkey",
-            "-noout",
-            "-out",
-            "wfe.key",
-        ]);
-        openssl(&[
-            "req",
-            "-new",
-            "-key",
-            "wfe.key",
-            "-subj",
-            "/CN=acme.test",
-            "-out",
-            "wfe.csr",
-        ]);
-        fs::write(
-            d.join("ext.txt"),
-            format!("subjectAltName=DNS:acme.test,IP:{HOST}\nextendedKeyUsage=serverAuth\n"),
-        )
-        .unwrap();
-        openssl(&[
-            "x509",
-            "-req",
-            "-in",
-            "wfe.csr",
-            "-CA",
-            "ca.pem",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "3650",
-            "-extfile",
-            "ext.txt",
-            "-out",
-            "wfe.pem",
-        ]);
-        fs::write(
-            d.join("pebble.json"),
-            format!(
-                r#"{{"pebble":{{"listenAddress":"{HOST}:14000","managementListenAddress":"{HOST}:15000","certificate":"{}","privateKey":"{}","httpPort":80,"tlsPort":443,"ocspResponderURL":"","externalAccountBindingRequired":false}}}}"#,
-                d.join("wfe.pem").display(),
-                d.join("wfe.key").display()
-            ),
-        )
-        .unwrap();
+        let host = HOST.parse().expect("HOST is an IPv4 address");
+        bramble_testkit::pebble::make_ca(self.net.dir(), ApiChain::P256, host);
     }
 
     fn make_site(&self) -> PathBuf {

@@ -1,10 +1,11 @@
 //! Test-only network namespaces with a TAP link, and QEMU guests (and other servers) run inside
 //! them, so that tests get real L2 (ARP, ping, DHCP, mDNS) without touching the host's network.
 //!
-//! Every process started here is entered into the namespace with `nsenter --net=...`, which
-//! `exec`s the program: the PID we hold is the program itself, so killing it by PID stops it
-//! (no wrapper process left in between). Namespaces are deleted on drop, also when a test
-//! panics; namespaces left behind by a killed test run are removed on the next run.
+//! The namespace itself is the test kit's ([`bramble_testkit::netns`]). Every process started
+//! here is entered into the namespace with `nsenter --net=...`, which `exec`s the program: the
+//! PID we hold is the program itself, so killing it by PID stops it (no wrapper process left
+//! in between). Namespaces are deleted on drop, also when a test panics; namespaces left
+//! behind by a killed test run are removed on the next run.
 
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
@@ -15,12 +16,12 @@ pub mod tool;
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
 use bramble_qemu::QemuConfig;
+use bramble_testkit::netns::TapNamespace;
 use bramble_tests::{Guest, kernel};
 use std::ffi::OsStr;
 use std::net::Ipv4Addr;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Output};
 
 /// The TAP interface inside every test namespace.
 pub const TAP: &str = "tap0";
@@ -29,128 +30,54 @@ pub const HOST_ADDRESS: Ipv4Addr = Ipv4Addr::new(192, 168, 77, 1);
 /// Prefix length of the TAP link.
 pub const PREFIX_LEN: u8 = 24;
 /// Name prefix of the namespaces these tests create: `bramble-qemu-<pid>-<n>`.
-const NAME_PREFIX: &str = "bramble-qemu-";
+const NAME_PREFIX: &str = "bramble-qemu";
+
+#[allow(unused_imports)] // each test binary uses its own part of this module
+pub use bramble_testkit::netns::Daemon;
 
 /// Runs `command`, panicking with its output unless it succeeds.
 pub fn run(command: &mut Command) -> Output {
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run {command:?}: {error}"));
-    assert!(
-        output.status.success(),
-        "{command:?} failed ({}):\n{}{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    output
+    bramble_testkit::netns::run_ok(command)
 }
 
-/// A network namespace holding one TAP device whose host side is 192.168.77.1/24.
-pub struct Netns {
-    name: String,
-}
+/// A network namespace holding one TAP device whose host side is 192.168.77.1/24: the test
+/// kit's [`TapNamespace`], with a route for mDNS multicast.
+pub struct Netns(TapNamespace);
 
 impl Netns {
     /// Creates `bramble-qemu-<pid>-<n>` with loopback up and `tap0` (owned by the namespace,
     /// 192.168.77.1/24, up, with a route for mDNS multicast).
     pub fn create() -> Netns {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        remove_stale_namespaces();
-        let name = format!(
-            "{NAME_PREFIX}{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        run(Command::new("ip").args(["netns", "add", &name]));
-        // From here on, drop deletes the namespace even if the set-up below fails.
-        let netns = Netns { name };
-        let address = format!("{HOST_ADDRESS}/{PREFIX_LEN}");
-        for args in [
-            &["link", "set", "lo", "up"][..],
-            &["tuntap", "add", "dev", TAP, "mode", "tap"],
-            &["addr", "add", &address, "dev", TAP],
-            &["link", "set", TAP, "up"],
-            &["route", "add", "224.0.0.0/4", "dev", TAP],
-        ] {
-            run(Command::new("ip").args(["-n", &netns.name]).args(args));
-        }
-        netns
+        let netns = TapNamespace::create(NAME_PREFIX, TAP, &format!("{HOST_ADDRESS}/{PREFIX_LEN}"));
+        netns.ip(&["route", "add", "224.0.0.0/4", "dev", TAP]);
+        Netns(netns)
     }
 
     /// The namespace's name.
     pub fn name(&self) -> &str {
-        &self.name
+        self.0.name()
     }
 
     /// A command that runs `program` inside the namespace. `nsenter` execs it, so the child's
     /// PID is the program's own.
     pub fn command(&self, program: impl AsRef<OsStr>) -> Command {
-        let mut command = Command::new("nsenter");
-        command
-            .arg(format!("--net=/run/netns/{}", self.name))
-            .arg("--")
-            .arg(program);
-        command
+        self.0.enter(program)
     }
 
     /// Runs `program args` inside the namespace and returns its output (whatever the status).
     pub fn output(&self, program: &str, args: &[&str]) -> Output {
-        self.command(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap_or_else(|error| panic!("cannot run {program} in {}: {error}", self.name))
+        self.0.output(program, args)
     }
 
     /// The namespace's neighbour entry for `address` on the TAP link (`ip neigh show`).
     pub fn neighbour(&self, address: Ipv4Addr) -> String {
-        let output = run(Command::new("ip").args([
-            "-n",
-            &self.name,
-            "neigh",
-            "show",
-            &address.to_string(),
-            "dev",
-            TAP,
-        ]));
-        String::from_utf8_lossy(&output.stdout).trim().to_string()
+        self.0.neighbour(address, TAP)
     }
 
     /// Fetches `url` with curl from inside the namespace; `None` when curl fails (it retries
     /// nothing: the caller decides).
     pub fn curl(&self, url: &str) -> Option<Vec<u8>> {
-        let output = self.output("curl", &["--silent", "--fail", "--max-time", "30", url]);
-        output.status.success().then_some(output.stdout)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        // Deleting the namespace removes tap0 with it once no process holds it open.
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
-    }
-}
-
-/// Deletes `bramble-qemu-<pid>-*` namespaces whose test process no longer exists (a run that
-/// was killed before its destructors ran).
-fn remove_stale_namespaces() {
-    let Ok(output) = Command::new("ip").args(["netns", "list"]).output() else {
-        return;
-    };
-    for line in String::from_utf8_lossy(&output.stdout).lines() {
-        let name = line.split_whitespace().next().unwrap_or("");
-        let Some(rest) = name.strip_prefix(NAME_PREFIX) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = Command::new("ip").args(["netns", "del", name]).status();
-        }
+        self.0.curl(url)
     }
 }
 
@@ -166,37 +93,6 @@ pub fn process_is_running(pid: u32, name: &str) -> bool {
     let comm = &stat[open + 1..close];
     let state = stat[close + 1..].split_whitespace().next().unwrap_or("");
     comm == name && state != "Z" && state != "X"
-}
-
-/// A server process (such as dnsmasq) run inside a namespace, killed by PID on drop.
-pub struct Daemon {
-    child: Child,
-}
-
-impl Daemon {
-    /// Starts `command` with its output (stdout and stderr) going to the file `log`.
-    pub fn start(mut command: Command, log: &Path) -> Daemon {
-        let file = std::fs::File::create(log).expect("creating the daemon's log file");
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("duplicating the log file"))
-            .stderr(file)
-            .spawn()
-            .unwrap_or_else(|error| panic!("cannot start {command:?}: {error}"));
-        Daemon { child }
-    }
-
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// Starts QEMU guests inside a namespace as the shared [`Guest`] (killed by PID on drop).

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test binary uses its own part
 
+use bramble_testkit::netns::TapNamespace;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -43,59 +44,26 @@ pub fn can_run() -> bool {
     true
 }
 
-fn run(command: &mut Command) {
-    let output = command
-        .output()
-        .unwrap_or_else(|e| panic!("{command:?}: {e}"));
-    assert!(
-        output.status.success(),
-        "{command:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-/// A network namespace `bramble-ur-<pid>-<n>` with `tap0` at 192.168.77.1/24; deleted on drop.
-pub struct Netns {
-    name: String,
-}
+/// A network namespace `bramble-ur-<pid>-<n>` with `tap0` at 192.168.77.1/24 and a route
+/// for multicast: the test kit's [`TapNamespace`]; deleted on drop.
+pub struct Netns(TapNamespace);
 
 impl Netns {
     /// Creates it.
-    pub fn create(tag: &str) -> Netns {
-        let name = format!("bramble-ur-{}-{tag}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).status();
-        run(Command::new("ip").args(["netns", "add", &name]));
-        let netns = Netns { name };
-        for args in [
-            &["link", "set", "lo", "up"][..],
-            &["tuntap", "add", "dev", TAP, "mode", "tap"],
-            &["addr", "add", "192.168.77.1/24", "dev", TAP],
-            &["link", "set", TAP, "up"],
-            &["route", "add", "224.0.0.0/4", "dev", TAP],
-        ] {
-            run(Command::new("ip").args(["-n", &netns.name]).args(args));
-        }
-        netns
+    pub fn create() -> Netns {
+        let netns = TapNamespace::create("bramble-ur", TAP, &format!("{HOST_ADDRESS}/24"));
+        netns.ip(&["route", "add", "224.0.0.0/4", "dev", TAP]);
+        Netns(netns)
     }
 
     /// A command running `program` inside the namespace (`nsenter` execs it: same PID).
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut command = Command::new("nsenter");
-        command
-            .arg(format!("--net=/run/netns/{}", self.name))
-            .arg("--")
-            .arg(program);
-        command
+        self.0.enter(program)
     }
 
     /// Runs a program in the namespace and returns (success, stdout).
     pub fn output(&self, program: &str, args: &[&str]) -> (bool, String) {
-        let output = self
-            .command(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run");
+        let output = self.0.output(program, args);
         (
             output.status.success(),
             String::from_utf8_lossy(&output.stdout).into_owned(),
@@ -104,35 +72,12 @@ impl Netns {
 
     /// `count` pings to `address`, 200 ms apart; the number answered.
     pub fn ping(&self, address: &str, count: u32) -> u32 {
-        let (_, out) = self.output(
-            "ping",
-            &["-c", &count.to_string(), "-i", "0.2", "-W", "3", address],
-        );
-        out.lines()
-            .find(|l| l.contains("packets transmitted"))
-            .and_then(|l| l.split(", ").nth(1))
-            .and_then(|r| r.split_whitespace().next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
+        self.0.ping(address, count)
     }
 
     /// GET `url` with curl; the body, or `None`.
     pub fn curl(&self, url: &str) -> Option<Vec<u8>> {
-        let output = self
-            .command("curl")
-            .args(["--silent", "--fail", "--max-time", "30", url])
-            .stdin(Stdio::null())
-            .output()
-            .expect("curl");
-        output.status.success().then_some(output.stdout)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
+        self.0.curl(url)
     }
 }
 
