@@ -1,8 +1,9 @@
 //! The board-rules judge (qemu/plugin/boardrules.c, bramble_qemu::board_rules) on real boots:
 //! every guest of the tests runs under it (`bramble_tests::Guest`), and here it is shown to
 //! see the EMMC's register writes and the peripheral switches of a whole boot of the kernel
-//! with none broken, and to catch a kernel built with the EMMC write spacing removed (the
-//! `break-board-rule-spacing` feature), with no false barrier violation.
+//! with none broken, and to catch a kernel without the EMMC write spacing (the same kernel
+//! with its `BRAMBLE_EMMC_WRITE_SPACING` byte set to 0 in a copy of kernel.img: no second
+//! build), with no false barrier violation.
 
 use bramble::image::{ImageInputs, build_image};
 use bramble::pack::{PackOptions, pack_site};
@@ -10,7 +11,6 @@ use bramble_qemu::board_rules::Verdict;
 use bramble_qemu::{Kernel, Machine, QemuConfig};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 /// A card with a one-page site and `kernel_img`.
@@ -48,52 +48,49 @@ fn judge_boot(kernel_img: &Path) -> Verdict {
     guest.stop_and_judge().expect("the guest was judged")
 }
 
-/// The kernel built with `break-board-rule-spacing`, in a target folder of its own (seeded
-/// from the normal kernel's, so only the changed crates are rebuilt).
-fn kernel_without_spacing() -> PathBuf {
+/// The address of the symbol `name` in the 32-bit little-endian ELF `elf` (its `.symtab`).
+fn symbol_address(elf: &[u8], name: &str) -> Option<u32> {
+    let u16_at = |at: usize| Some(u16::from_le_bytes(elf.get(at..at + 2)?.try_into().ok()?));
+    let u32_at = |at: usize| Some(u32::from_le_bytes(elf.get(at..at + 4)?.try_into().ok()?));
+    let sections = u32_at(32)? as usize;
+    let (entry_len, count) = (usize::from(u16_at(46)?), usize::from(u16_at(48)?));
+    let section = |index: usize| {
+        let at = sections + index * entry_len;
+        // (type, offset, size, link, entry size)
+        Some((
+            u32_at(at + 4)?,
+            u32_at(at + 16)? as usize,
+            u32_at(at + 20)? as usize,
+            u32_at(at + 24)? as usize,
+            u32_at(at + 36)? as usize,
+        ))
+    };
+    const SYMTAB: u32 = 2;
+    let (_, offset, size, link, entry) =
+        (0..count).find_map(|i| section(i).filter(|s| s.0 == SYMTAB))?;
+    let (_, strings, strings_len, _, _) = section(link)?;
+    let names = elf.get(strings..strings + strings_len)?;
+    (0..size / entry.max(1)).find_map(|i| {
+        let at = offset + i * entry;
+        let start = u32_at(at)? as usize;
+        let end = start + names.get(start..)?.iter().position(|&b| b == 0)?;
+        (names.get(start..end)? == name.as_bytes()).then(|| u32_at(at + 4))?
+    })
+}
+
+/// The test's kernel.img with register-write spacing off: the normal image with its
+/// `BRAMBLE_EMMC_WRITE_SPACING` byte (kernel/bcm2835/src/emmc.rs) set to 0, in `dir`.
+fn kernel_without_spacing(dir: &Path) -> PathBuf {
     let normal = kernel();
-    let root = bramble::workspace_root();
-    let target = root.join("target/kernel-broken-spacing");
-    if !target.exists() {
-        let seeded = Command::new("cp")
-            .arg("-a")
-            .arg(root.join("target/kernel"))
-            .arg(&target)
-            .status()
-            .expect("cp");
-        assert!(seeded.success(), "seeding {}", target.display());
-    }
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "bramble-kernel",
-            "--features",
-            "break-board-rule-spacing",
-            "--target",
-            "armv6-none-eabihf",
-            "-Zbuild-std=core,alloc",
-            "-Zbuild-std-features=compiler-builtins-mem",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .current_dir(&root)
-        .env_remove("CARGO_TARGET_DIR")
-        .env_remove("CARGO_BUILD_TARGET")
-        .status()
-        .expect("cargo");
-    assert!(status.success(), "the broken kernel's build failed");
-    let elf = target.join("armv6-none-eabihf/release/bramble-kernel");
-    let image = bramble::kernel::flat_image(&std::fs::read(elf).unwrap()).unwrap();
-    let raw = target.join("kernel.img");
+    let elf = std::fs::read(&normal.elf).unwrap();
+    let address = symbol_address(&elf, "BRAMBLE_EMMC_WRITE_SPACING")
+        .expect("the kernel's symbol table has BRAMBLE_EMMC_WRITE_SPACING");
+    let mut image = std::fs::read(&normal.raw).unwrap();
+    let at = (address - bramble::kernel::LOAD_ADDRESS) as usize;
+    assert_eq!(image[at], 1, "the spacing is on in the kernel as built");
+    image[at] = 0;
+    let raw = dir.join("kernel-without-spacing.img");
     std::fs::write(&raw, &image).unwrap();
-    assert_ne!(
-        image,
-        std::fs::read(&normal.raw).unwrap(),
-        "the feature changed the kernel"
-    );
     raw
 }
 
@@ -112,7 +109,8 @@ fn the_kernel_keeps_the_board_rules_through_a_boot() {
 
 #[test]
 fn a_kernel_without_the_emmc_write_spacing_is_caught() {
-    let broken = kernel_without_spacing();
+    let dir = tempfile::tempdir().unwrap();
+    let broken = kernel_without_spacing(dir.path());
     let verdict = judge_boot(&broken);
     let (spacing, barrier, emmc_writes, _) =
         verdict.totals.expect("QEMU exited cleanly with the totals");

@@ -31,7 +31,9 @@
 //!   plus one for the timer's resolution) and by a count of wait-loop passes that at four
 //!   instructions each covers two card clocks at 700 MHz even if the timer were fast, which is
 //!   also what the plugin measures. While the clock changes, the slower of the two clocks
-//!   sets the gap.
+//!   sets the gap. The one way to switch it off is [`BRAMBLE_EMMC_WRITE_SPACING`], a byte of the image
+//!   that only the board-rules test patches (in a copy of kernel.img), to show that the
+//!   plugin catches a kernel without the spacing.
 //! - R1b busy. After a command with a busy response (CMD7, CMD12) the card holds DAT0 low
 //!   until it is done; the next command waits until the data lines are free (DAT_INHIBIT
 //!   clear, or the transfer-complete flag), as Circle and Linux do.
@@ -44,6 +46,21 @@
 
 use crate::mmio::{Field, FieldValue, Offset, RegisterBlock, Value, Word};
 use bramble_hal::block::{BLOCK_SIZE, BlockDevice, BlockError, BlockWrite};
+use core::sync::atomic::{AtomicU8, Ordering};
+
+/// Register-write spacing: 1 (on) in every kernel as built, and nothing in the kernel
+/// changes it. The board-rules test (tests/tests/board_rules.rs) sets this byte to 0 in a
+/// copy of kernel.img, found by its symbol, to boot a kernel without the spacing under the
+/// judge: one build serves both boots. Unmangled so that the test can find it, and so that
+/// the optimiser cannot take its value as known.
+#[allow(unsafe_code)] // `no_mangle`: the symbol name is unique (the BRAMBLE_ prefix)
+#[unsafe(no_mangle)]
+static BRAMBLE_EMMC_WRITE_SPACING: AtomicU8 = AtomicU8::new(1);
+
+/// Whether register writes are spaced (see [`BRAMBLE_EMMC_WRITE_SPACING`]).
+fn spacing_on() -> bool {
+    BRAMBLE_EMMC_WRITE_SPACING.load(Ordering::Relaxed) != 0
+}
 
 // Registers (BCM2835 ARM Peripherals §5.4).
 
@@ -521,10 +538,8 @@ impl<C: Fn() -> u64> Emmc<C> {
     /// # Safety
     /// Only one `Emmc` may exist, and GPIO48-53 must be routed to it (function ALT3).
     pub unsafe fn new(base_clock_hz: u32, now_micros: C) -> Result<Self, EmmcError> {
-        if cfg!(feature = "break-board-rule-spacing") {
-            log::warn!(
-                "sd: a test build without register-write spacing (break-board-rule-spacing)"
-            );
+        if !spacing_on() {
+            log::warn!("sd: register-write spacing is off in this image (patched for a test)");
         }
         let base_clock_hz = if base_clock_hz == 0 {
             log::warn!(
@@ -608,7 +623,7 @@ impl<C: Fn() -> u64> Emmc<C> {
     /// Writes `value` to register `offset` (anything but DATA) once two card clocks have
     /// passed since the previous such write (see the module notes), and notes when.
     fn write_register<R>(&mut self, offset: Offset<R>, value: Value<R>) {
-        let gap = if cfg!(feature = "break-board-rule-spacing") {
+        let gap = if !spacing_on() {
             WriteGap {
                 micros: 0,
                 spins: 0,
