@@ -9,6 +9,7 @@ use bramble::image::{ImageInputs, SlotSpec, build_image_slotted};
 use bramble_fat::site_slots::{Slots, candidates};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use sha2::Digest;
 use std::fs;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
@@ -84,7 +85,8 @@ fn the_live_slot_is_served_and_a_slot_failing_its_checks_never_is() {
     let page_a = "<h1>site A</h1>".repeat(20);
     let page_b = "<h1>site B</h1>".repeat(20);
     let site_a = site(dir.path(), "a", &page_a);
-    site(dir.path(), "b", &page_b);
+    let site_b = site(dir.path(), "b", &page_b);
+    fs::write(dir.path().join("b.bin"), &site_b).unwrap();
     let key = dir.path().join("owner.key");
     bramble::publish::keys::run(bramble::publish::keys::KeygenArgs {
         output: key.clone(),
@@ -118,8 +120,8 @@ fn the_live_slot_is_served_and_a_slot_failing_its_checks_never_is() {
         .expect("publish");
     };
 
-    // 1. `bramble publish` (its library entry point) of site B: slot B, version 7.
-    publish(Some("b"), 7, false);
+    // 1. `bramble publish` (its library entry point) of site B's SITE.BIN: slot B, version 7.
+    publish(Some("b.bin"), 7, false);
     let (line, body, guest) = boot(&card);
     assert!(line.contains("slot B, version 7"), "{line}");
     assert!(!line.contains("failed"), "{line}");
@@ -145,4 +147,15 @@ fn the_live_slot_is_served_and_a_slot_failing_its_checks_never_is() {
     guest.drain();
     let log = guest.transcript.join("\n");
     assert!(log.contains("slots: slot A:"), "{log}");
+    // `selftest board` reads the site served (slot B) from the card: its bytes, whole.
+    guest.send_line("selftest board");
+    let line = guest.expect_line("selftest: card", Duration::from_secs(30));
+    let hex: String = sha2::Sha256::digest(&site_b)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
+    assert!(
+        line.contains(&format!("SITE.BIN {} bytes", site_b.len())) && line.contains(&hex),
+        "{line}"
+    );
 }

@@ -1,34 +1,14 @@
 //! The card's site slots as the board reads them (`bramble_fat::site_slots` has the layout
 //! and the record's format): finding the slot partition by its label, reading the record's
-//! two copies, and what is served (for the console and the status page).
+//! two copies.
 
 use crate::storage::CardReader;
 use bramble_fat::site_slots::{SlotRecord, Slots, SlotsError};
 use bramble_hal::block::{BLOCK_SIZE, BlockDevice};
-use core::sync::atomic::{AtomicU64, Ordering};
-
-/// The slot served (0: A, 1: B) in the low byte, the version above it; `u64::MAX`: no slot.
-static SERVING: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// "A" or "B".
 pub fn slot_name(slot: u8) -> &'static str {
     if slot & 1 == 0 { "A" } else { "B" }
-}
-
-/// Notes that `slot` of `record` is being served.
-pub fn serving(record: &SlotRecord, slot: u8) {
-    let version = record.slots[usize::from(slot & 1)].version;
-    SERVING.store(
-        version.saturating_mul(256) | u64::from(slot & 1),
-        Ordering::Relaxed,
-    );
-}
-
-/// The slot served and its version, if the site comes from a slot.
-#[allow(dead_code)] // for the status page and the publish handler
-pub fn served() -> Option<(u8, u64)> {
-    let value = SERVING.load(Ordering::Relaxed);
-    (value != u64::MAX).then_some(((value & 1) as u8, value >> 8))
 }
 
 /// Finds the slot partition: a 0xDA entry of the partition table whose first block is a slot

@@ -47,6 +47,9 @@ fn timed<T>(call: impl FnOnce() -> T) -> T {
     result
 }
 static TLS_FILES: spin::Once<TlsFiles> = spin::Once::new();
+/// Where the site served lies on the card (SITE.BIN's runs, or a site slot), for
+/// [`check_card`].
+static SITE_EXTENTS: spin::Once<FileExtents> = spin::Once::new();
 static STORE_REGION: spin::Once<Result<StoreRegion, StoreRegionError>> = spin::Once::new();
 
 /// The certificate store's region as found on the card at boot (`None`: the card could not
@@ -515,7 +518,7 @@ pub struct CardCheck {
 /// Blocks `check_card` reads per call.
 const CHECK_BLOCKS: usize = 16;
 
-/// Reads all of SITE.BIN from the card (by its FAT runs, 8 KiB at a time, waiting) and hashes
+/// Reads all of the site served from the card (SITE.BIN by its FAT runs, or its site slot, 8 KiB at a time, waiting) and hashes
 /// it, timing the reads: the card's real read speed and a hash to compare with the packed
 /// site's. `None` while the store's own read is in flight (try again).
 pub fn check_card(store: &Store) -> Option<Result<CardCheck, BlockError>> {
@@ -524,7 +527,8 @@ pub fn check_card(store: &Store) -> Option<Result<CardCheck, BlockError>> {
     struct Buffer([u8; CHECK_BLOCKS * BLOCK_SIZE]);
     store.with_device(|reader| {
         let info = reader.emmc.card();
-        let extents = fat::locate(reader, SITE_FILE).map_err(|_| BlockError::Transfer)?;
+        // The site served: SITE.BIN on FAT, or the site slot boot chose.
+        let extents = SITE_EXTENTS.get().ok_or(BlockError::Transfer)?;
         let mut buffer = Buffer([0; CHECK_BLOCKS * BLOCK_SIZE]);
         let mut hasher = sha2::Sha256::new();
         let mut left = extents.len() as usize;
@@ -788,7 +792,6 @@ fn open_slot_site(
             Ok(index)
                 if index.checksum() == entry.index_checksum && index.image_len() == entry.len =>
             {
-                crate::site_slots::serving(&record, slot);
                 log::info!(
                     "slots: serving slot {name}, version {} ({} bytes){}",
                     entry.version,
@@ -866,6 +869,7 @@ fn build_site(
     let table = arena
         .slice(Store::table_len(&index), || 0u32)
         .ok_or(StorageError::NoMemory)?;
+    SITE_EXTENTS.call_once(|| extents.clone());
     let store = arena
         .value(CardStore::new(reader, index, extents, table).with_clock(now))
         .ok_or(StorageError::NoMemory)?;
