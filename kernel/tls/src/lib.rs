@@ -20,6 +20,7 @@ pub mod heap;
 pub mod hello;
 pub mod provider;
 pub mod random;
+pub mod reseed;
 pub mod session;
 pub mod tickets;
 

@@ -1,6 +1,8 @@
 //! The CSPRNG every key, nonce and ticket comes from: ChaCha20 (rand_chacha) seeded from
 //! hardware entropy. Until it has a seed it refuses to give out bytes, so TLS cannot start
-//! without one.
+//! without one; once its source has failed a health test ([`Csprng::fail`], see
+//! [`crate::reseed`]) it refuses for good, so TLS stops: a handshake that needs a random
+//! byte ends with an error, and new server configurations are refused.
 
 use rand_chacha::ChaCha20Rng;
 use rand_core::{RngCore, SeedableRng};
@@ -14,6 +16,7 @@ pub struct Unseeded;
 /// A ChaCha20 generator behind a lock, empty until [`Csprng::seed`].
 pub struct Csprng {
     state: spin::Mutex<Option<ChaCha20Rng>>,
+    failed: core::sync::atomic::AtomicBool,
 }
 
 /// Entropy needed before the generator counts as seeded: 256 bits, given as at least this
@@ -28,7 +31,22 @@ impl Csprng {
     pub const fn new() -> Self {
         Self {
             state: spin::Mutex::new(None),
+            failed: core::sync::atomic::AtomicBool::new(false),
         }
+    }
+
+    /// Puts the generator in its error state for good: the state is wiped, and every later
+    /// [`Csprng::seed`] and [`Csprng::fill_bytes`] is refused. For a hardware source that
+    /// failed its health tests: nothing keyed after that moment may rest on it.
+    pub fn fail(&self) {
+        self.failed
+            .store(true, core::sync::atomic::Ordering::SeqCst);
+        *self.state.lock() = None;
+    }
+
+    /// Whether [`Csprng::fail`] was called.
+    pub fn has_failed(&self) -> bool {
+        self.failed.load(core::sync::atomic::Ordering::SeqCst)
     }
 
     /// Mixes `entropy` into the generator (SHA-256 of the current state's output and the new
@@ -39,6 +57,9 @@ impl Csprng {
             return Err(Unseeded);
         }
         let mut state = self.state.lock();
+        if self.has_failed() {
+            return Err(Unseeded);
+        }
         let mut hasher = Sha256::new();
         if let Some(rng) = state.as_mut() {
             let mut carried = [0u8; 32];
@@ -100,6 +121,19 @@ mod tests {
         assert!(rng.is_seeded());
         rng.fill_bytes(&mut out).unwrap();
         assert_ne!(out, [0; 16]);
+    }
+
+    #[test]
+    fn a_failed_generator_refuses_for_good() {
+        let rng = Csprng::new();
+        rng.seed(&[7; MINIMUM_SEED_BYTES]).unwrap();
+        rng.fail();
+        let mut out = [0u8; 16];
+        assert_eq!(rng.fill_bytes(&mut out), Err(Unseeded));
+        assert!(!rng.is_seeded());
+        assert!(rng.has_failed());
+        assert_eq!(rng.seed(&[8; 64]), Err(Unseeded), "no reseed revives it");
+        assert_eq!(rng.fill_bytes(&mut out), Err(Unseeded));
     }
 
     #[test]
