@@ -9,7 +9,7 @@ set -eu
 seconds="${1:-60}"
 [ "$#" -gt 0 ] && shift
 cd "$(dirname "$0")/.."
-targets="${*:-request_path site_image site_index usb_descriptors nic_receive mdns_handle settings boot_sector tls_input client_hello sntp_reply usbredir_packets router_advert acme_json acme_response acme_store store_region stream_segments site_rules rules_text search_query ipv6_extensions status_access dns_update_reply dyndns_answer h2_frames hpack_block site_slots publish_manifest portmap_reply}"
+targets="${*:-request_path site_image site_index usb_descriptors nic_receive mdns_handle settings boot_sector tls_input client_hello sntp_reply usbredir_packets router_advert acme_json acme_response acme_store store_region stream_segments site_rules rules_text search_query ipv6_extensions status_access dns_update_reply dyndns_answer h2_frames hpack_block site_slots publish_manifest portmap_reply forwarded}"
 for target in $targets; do
     echo "target: $target"
     mkdir -p "fuzz/corpus/$target"

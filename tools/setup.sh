@@ -17,7 +17,8 @@ cd "$(dirname "$0")/.."
 # over IPv6) and tcpdump for the IPv6 tests; python3-doc for a real 1,063-file documentation
 # site (tests/tests/card_boot.rs, serving from the card); gcc builds the QEMU TCG plugins
 # (the benchmark's profiler and the tests' board-rules judge, qemu/plugin/boardrules.c);
-# prometheus for promtool, which checks the guest's /metrics (tests/tests/owner_view.rs);
+# prometheus for promtool, which checks the guest's /metrics, and varnish, put in front of
+# the guest as a caching proxy (tests/tests/owner_view.rs);
 # knot (knotd takes the guest's signed DNS UPDATEs) and knot-dnsutils (kdig) for
 # tests/tests/ddns.rs; miniupnpd-nftables (NAT-PMP, PCP, UPnP IGD) and nftables, the home
 # router of tests/tests/reachability.rs.
@@ -25,7 +26,7 @@ packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromiu
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
           openssl testssl.sh python3-venv pebble radvd avahi-daemon avahi-utils dbus-daemon
           tcpdump python3-doc gcc prometheus knot knot-dnsutils
-          miniupnpd-nftables nftables)
+          miniupnpd-nftables nftables varnish)
 
 missing=()
 for package in "${packages[@]}"; do

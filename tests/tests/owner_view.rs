@@ -2,8 +2,10 @@
 //! namespace with `syslog` set to a name (`logs.test`, which dnsmasq in the namespace
 //! answers); a collector in the namespace receives its log as UDP datagrams and parses every
 //! one strictly as RFC 5424 (the boot's events and one access-log line per request, with the
-//! client's address), and the console's `log` command prints the RAM ring. One boot serves
-//! every check.
+//! client's address), and the console's `log` command prints the RAM ring. The status page
+//! and metrics are checked from allowed and refused sources, and Debian's Varnish is put in
+//! front with doc/cdn.md's configuration (`proxy_from` trusting it). One boot serves every
+//! check.
 
 mod netns;
 
@@ -376,6 +378,150 @@ fn check_status_page_and_metrics(netns: &Netns, dir: &std::path::Path) {
     }
 }
 
+/// Varnish's address in the namespace (the host side's own) and port.
+const VARNISH: &str = "192.168.77.1:6081";
+/// A stylesheet for the test's site: text, so the packer gives it gzip and brotli variants,
+/// with `max-age` (cacheable).
+const STYLE: &str = "body { font: 16px system-ui; margin: 2em; color: #223; }\n";
+
+/// Starts Debian's Varnish in the namespace in front of the guest, with the configuration
+/// doc/cdn.md gives (its `vcl` block, the guest's address put in), gzip handling off.
+fn start_varnish(netns: &Netns, dir: &std::path::Path) -> Daemon {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../doc/cdn.md"))
+        .expect("reading doc/cdn.md");
+    let vcl = doc
+        .split("```vcl\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a vcl block in doc/cdn.md");
+    assert!(vcl.contains("192.168.1.20"), "the doc's backend address");
+    let vcl_path = dir.join("bramble.vcl");
+    std::fs::write(&vcl_path, vcl.replace("192.168.1.20", "192.168.77.2")).unwrap();
+    let mut command = netns.command("varnishd");
+    command
+        .args(["-F", "-j", "none", "-a", VARNISH, "-s", "malloc,16m"])
+        .args(["-p", "http_gzip_support=off", "-n"])
+        .arg(dir.join("varnish"))
+        .arg("-f")
+        .arg(&vcl_path);
+    let varnish = Daemon::start(command, &dir.join("varnishd.log"));
+    let started = Instant::now();
+    while !std::fs::read_to_string(dir.join("varnishd.log"))
+        .unwrap_or_default()
+        .contains("Child launched OK")
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "varnishd did not start:\n{}",
+            std::fs::read_to_string(dir.join("varnishd.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    varnish
+}
+
+/// Varnish's hit counter.
+fn varnish_hits(dir: &std::path::Path) -> u64 {
+    let out = std::process::Command::new("varnishstat")
+        .arg("-n")
+        .arg(dir.join("varnish"))
+        .args(["-1", "-f", "MAIN.cache_hit"])
+        .output()
+        .expect("running varnishstat");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("varnishstat: {out:?}"))
+}
+
+/// GETs `path` through Varnish from the stranger's address with `Accept-Encoding:
+/// encoding` (none if empty): the status, the Content-Encoding and the body's bytes.
+fn through_varnish(netns: &Netns, path: &str, encoding: &str) -> (u16, String, Vec<u8>) {
+    let header = format!("Accept-Encoding: {encoding}");
+    let url = format!("http://{VARNISH}{path}");
+    let mut args = vec!["--silent", "--max-time", "20", "--interface", STRANGER];
+    if !encoding.is_empty() {
+        args.extend(["--header", header.as_str()]);
+    }
+    args.extend([
+        "--write-out",
+        "\n%{http_code} %header{content-encoding}",
+        url.as_str(),
+    ]);
+    let output = netns.output("curl", &args);
+    assert!(output.status.success(), "curl {url}");
+    let split = output.stdout.iter().rposition(|&b| b == b'\n').unwrap();
+    let tail = String::from_utf8_lossy(&output.stdout[split + 1..]).to_string();
+    let (code, content_encoding) = tail.split_once(' ').unwrap_or((&tail, ""));
+    (
+        code.parse().unwrap(),
+        content_encoding.trim().to_string(),
+        output.stdout[..split].to_vec(),
+    )
+}
+
+/// Varnish in front (issue 31 item 5): a second pass over every file, in each encoding, is
+/// served from Varnish's cache (its hit counter); the page is revalidated with a 304 from the
+/// guest; the brotli, gzip and plain variants stay apart; the guest logs the client's address
+/// (`proxy_from` trusts Varnish's X-Forwarded-For), and a client's own X-Forwarded-For, sent
+/// straight to the guest, is not believed.
+fn check_varnish_in_front(netns: &Netns, dir: &std::path::Path, guest: &mut bramble_tests::Guest) {
+    let _varnish = start_varnish(netns, dir);
+    let paths = ["/", "/blob.bin", "/style.css"];
+    let encodings = ["br", "gzip", ""];
+    let mut first = Vec::new();
+    for path in paths {
+        for encoding in encodings {
+            let answer = through_varnish(netns, path, encoding);
+            assert_eq!(answer.0, 200, "{path} {encoding:?} through Varnish");
+            first.push(answer);
+        }
+    }
+    // The variants: the stylesheet in brotli, gzip and plain, each as asked.
+    let style: Vec<&String> = first[6..9].iter().map(|(_, ce, _)| ce).collect();
+    assert_eq!(style, ["br", "gzip", ""], "the stylesheet's encodings");
+    assert_eq!(first[8].2, STYLE.repeat(40).as_bytes());
+    let hits_before = varnish_hits(dir);
+    for (i, path) in paths.iter().enumerate() {
+        for (j, encoding) in encodings.iter().enumerate() {
+            let again = through_varnish(netns, path, encoding);
+            assert_eq!(
+                again,
+                first[i * encodings.len() + j],
+                "{path} {encoding:?}: the second pass differs from the first"
+            );
+        }
+    }
+    let hits = varnish_hits(dir) - hits_before;
+    // Every file but the page (revalidated, by its no-cache) in each encoding.
+    assert!(hits >= 6, "{hits} Varnish hits on the second pass");
+    // The page went back to the guest, which answered 304, logged with the client's address.
+    let revalidated = guest.expect_line("GET / 304", Duration::from_secs(20));
+    assert!(
+        revalidated.trim_end().ends_with(&format!(" {STRANGER}")),
+        "the guest logged {revalidated:?}, not the client {STRANGER}"
+    );
+    // Straight to the guest, a client's own X-Forwarded-For is not believed.
+    let forged = netns.output(
+        "curl",
+        &[
+            "--silent",
+            "--fail",
+            "--max-time",
+            "20",
+            "--interface",
+            STRANGER,
+            "--header",
+            "X-Forwarded-For: 203.0.113.9",
+            "http://192.168.77.2/style.css?forged",
+        ],
+    );
+    assert!(forged.status.success());
+    let line = guest.expect_line("GET /style.css?forged 200", Duration::from_secs(20));
+    assert!(line.trim_end().ends_with(&format!(" {STRANGER}")), "{line}");
+}
+
 fn unhex(text: &str) -> Vec<u8> {
     (0..text.len())
         .step_by(2)
@@ -412,16 +558,20 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
     netns::write_site(&site);
+    std::fs::write(site.join("style.css"), STYLE.repeat(40)).unwrap();
     let settings = dir.path().join("BRAMBLE.TXT");
     std::fs::write(
         &settings,
         format!(
             "address = 192.168.77.2/24\nhostname = sill\nntp = off\n\
              dns = {HOST_ADDRESS}\nsyslog = logs.test:{COLLECTOR_PORT}\n\
-             status_from = {HOST_ADDRESS}/32\nstatus_token = {TOKEN}\n"
+             status_from = {HOST_ADDRESS}/32\nstatus_token = {TOKEN}\n\
+             proxy_from = {HOST_ADDRESS}/32\n"
         ),
     )
     .unwrap();
+    // The kernel is built (when stale) before anything with a time limit starts.
+    let kernel_image = kernel().raw.display().to_string();
     let netns = Netns::create();
     // The collector's name, answered by dnsmasq (which forwards nothing).
     let mut dnsmasq = netns.command("dnsmasq");
@@ -465,7 +615,7 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
     }
     let args: Vec<String> = vec![
         "--kernel".into(),
-        kernel().raw.display().to_string(),
+        kernel_image,
         "--site".into(),
         site.display().to_string(),
         "--config".into(),
@@ -484,6 +634,7 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
         );
     }
     check_status_page_and_metrics(&netns, dir.path());
+    check_varnish_in_front(&netns, dir.path(), guest);
 
     // A missing page (curl --fail: no body) is the collector's signal to stop.
     let _ = netns.curl("http://192.168.77.2/missing-page");

@@ -327,6 +327,18 @@ pub fn start(
     );
     let mut server = server;
     server.set_status_access(status_access(settings));
+    let proxies: heapless::Vec<
+        bramble_http::status::Prefix,
+        { bramble_settings::MAX_STATUS_PREFIXES },
+    > = settings
+        .proxy_from
+        .iter()
+        .map(|prefix| bramble_http::status::Prefix {
+            address: prefix.address,
+            len: prefix.len,
+        })
+        .collect();
+    server.set_trusted_proxies(&proxies);
     match Appliance::new(nic, config, memory, server, Instant::from_micros(micros())) {
         Ok(mut appliance) => {
             appliance.set_copy_words(crate::checksum::copy_sum_words);

@@ -136,8 +136,11 @@ pub struct Connection {
     log_status: u16,
     log_bytes: u64,
     log_started: Instant,
-    /// The client's address, for the access log (its family included).
+    /// The connection's own source address (its family included).
     peer: Option<core::net::IpAddr>,
+    /// The current request's client, for the access log and the visitor counts: the peer,
+    /// or behind one of the owner's proxies the address it forwarded ([`crate::forwarded`]).
+    client: Option<core::net::IpAddr>,
 }
 
 impl Default for Connection {
@@ -213,6 +216,7 @@ impl Connection {
             log_bytes: 0,
             log_started: Instant(0),
             peer: None,
+            client: None,
         }
     }
 
@@ -241,6 +245,7 @@ impl Connection {
     /// ends each line with its address, so the family shows too.
     pub fn set_peer(&mut self, peer: core::net::IpAddr) {
         self.peer = Some(peer);
+        self.client = Some(peer);
     }
 
     /// True between [`Connection::open`] and [`Connection::close`].
@@ -1009,6 +1014,7 @@ impl Connection {
         server.counters.header_parses += 1;
         let result = parsed.parse(&self.request);
         self.head.clear();
+        self.client = self.peer;
         let error = |status: u16,
                      log_method: &mut heapless::String<16>,
                      log_target: &mut heapless::String<LOG_TARGET_LEN>,
@@ -1028,6 +1034,12 @@ impl Connection {
                 };
                 push_log_text(&mut self.log_method, view.method);
                 push_log_text(&mut self.log_target, view.target);
+                self.client = crate::forwarded::client_address(
+                    self.peer,
+                    &server.trusted_proxies,
+                    view.all("forwarded"),
+                    view.all("x-forwarded-for"),
+                );
                 let mut search = SearchState::new();
                 let mut outcome = dispatch(
                     &view,
@@ -1045,7 +1057,7 @@ impl Connection {
                     let request = crate::visitors::VisitRequest {
                         status: outcome.status,
                         path,
-                        peer: self.peer,
+                        peer: self.client,
                         user_agent: header("user-agent"),
                         referer: header("referer").and_then(|v| core::str::from_utf8(v).ok()),
                         own_host: header("host")
@@ -1244,7 +1256,7 @@ impl Connection {
             micros / 1000,
             micros % 1000,
             if interrupted { " interrupted" } else { "" },
-            Peer(self.peer)
+            Peer(self.client)
         );
     }
 }

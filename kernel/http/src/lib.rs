@@ -68,6 +68,7 @@ pub mod date;
 #[doc(hidden)]
 pub mod exercise;
 mod fields;
+pub mod forwarded;
 mod path;
 mod request;
 mod respond;

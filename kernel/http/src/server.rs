@@ -263,6 +263,10 @@ pub struct Server<'a> {
     pub(crate) searches: crate::search::SearchSlots,
     /// Who may see the status page and metrics.
     pub(crate) status_access: crate::status::StatusAccess,
+    /// The owner's proxies (`proxy_from`), whose forwarding headers name the client
+    /// ([`crate::forwarded`]).
+    pub(crate) trusted_proxies:
+        heapless::Vec<crate::status::Prefix, { crate::status::MAX_STATUS_PREFIXES }>,
     /// The board's figures for them.
     pub(crate) status_snapshot: crate::status::StatusSnapshot,
     /// Today's visitor counts.
@@ -305,6 +309,7 @@ impl<'a> Server<'a> {
             acme_answers: heapless::Vec::new(),
             searches: crate::search::SearchSlots::new(),
             status_access: crate::status::StatusAccess::default(),
+            trusted_proxies: heapless::Vec::new(),
             status_snapshot: crate::status::StatusSnapshot::default(),
             visitors: crate::visitors::Visitors::default(),
         }
@@ -313,6 +318,17 @@ impl<'a> Server<'a> {
     /// Sets who may see the status page and metrics.
     pub fn set_status_access(&mut self, access: crate::status::StatusAccess) {
         self.status_access = access;
+    }
+
+    /// Sets the owner's proxies (`proxy_from`, at most
+    /// [`crate::status::MAX_STATUS_PREFIXES`]; the rest are ignored): requests from them are
+    /// logged and counted under the client address their forwarding headers give.
+    pub fn set_trusted_proxies(&mut self, proxies: &[crate::status::Prefix]) {
+        self.trusted_proxies = proxies
+            .iter()
+            .copied()
+            .take(self.trusted_proxies.capacity())
+            .collect();
     }
 
     /// Whether the visitor counts want a fresh salt for the next day (see

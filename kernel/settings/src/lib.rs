@@ -549,6 +549,9 @@ pub struct Settings {
     /// `router_lifetime`: seconds each mapping is asked for. Default
     /// [`DEFAULT_ROUTER_LIFETIME`].
     pub router_lifetime: u32,
+    /// `proxy_from`: `off` (default) or up to [`MAX_STATUS_PREFIXES`] prefixes of the
+    /// owner's caching proxies, whose X-Forwarded-For / Forwarded name the client.
+    pub proxy_from: heapless::Vec<AddressPrefix, MAX_STATUS_PREFIXES>,
 }
 
 /// Default `tls_certificate`.
@@ -599,6 +602,7 @@ impl Default for Settings {
             ddns: DdnsSettings::default(),
             router_ports: RouterPorts::Off,
             router_lifetime: DEFAULT_ROUTER_LIFETIME,
+            proxy_from: heapless::Vec::new(),
         }
     }
 }
@@ -649,10 +653,11 @@ enum Key {
     DdnsIpv6,
     RouterPorts,
     RouterLifetime,
+    ProxyFrom,
 }
 
 impl Key {
-    const ALL: [Key; 43] = [
+    const ALL: [Key; 44] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -696,6 +701,7 @@ impl Key {
         Key::DdnsIpv6,
         Key::RouterPorts,
         Key::RouterLifetime,
+        Key::ProxyFrom,
     ];
 
     fn name(self) -> &'static str {
@@ -743,6 +749,7 @@ impl Key {
             Key::DdnsIpv6 => "ddns_ipv6",
             Key::RouterPorts => "router_ports",
             Key::RouterLifetime => "router_lifetime",
+            Key::ProxyFrom => "proxy_from",
         }
     }
 
@@ -1344,6 +1351,7 @@ impl Settings {
             Key::DdnsIpv6 => self.ddns.ipv6 = parse_switch(value)?,
             Key::RouterPorts => self.router_ports = router::parse_router_ports(value)?,
             Key::RouterLifetime => self.router_lifetime = router::parse_router_lifetime(value)?,
+            Key::ProxyFrom => self.proxy_from = remote::parse_proxy_from(value)?,
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
                     UsbProtocol::Rndis

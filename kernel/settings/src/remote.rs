@@ -216,6 +216,21 @@ pub(crate) fn parse_status_from(
     Ok(list)
 }
 
+/// Parses `off` (the default: no proxy is trusted) or up to [`MAX_STATUS_PREFIXES`]
+/// comma-separated prefixes of the owner's caching proxies (`proxy_from`).
+pub(crate) fn parse_proxy_from(
+    value: &str,
+) -> Result<heapless::Vec<AddressPrefix, MAX_STATUS_PREFIXES>, Problem> {
+    if value.eq_ignore_ascii_case("off") {
+        return Ok(heapless::Vec::new());
+    }
+    // `link` is status_from's word, not a proxy.
+    if value.eq_ignore_ascii_case("link") {
+        return Err(Problem::NotAPrefix);
+    }
+    parse_status_from(value)
+}
+
 /// Parses `off` or a bearer token: 16 to 64 of `A-Z a-z 0-9 - . _ ~`.
 pub(crate) fn parse_status_token(value: &str) -> Result<Option<heapless::String<64>>, Problem> {
     if value.eq_ignore_ascii_case("off") {
@@ -256,6 +271,12 @@ mod status_tests {
             parse_status_from("1.0.0.0/8,2.0.0.0/8,3.0.0.0/8,4.0.0.0/8,5.0.0.0/8"),
             Err(Problem::TooManyPrefixes)
         );
+        assert_eq!(parse_proxy_from("off").unwrap().len(), 0);
+        assert_eq!(
+            parse_proxy_from("10.0.0.0/8, 2001:db8::/32").unwrap().len(),
+            2
+        );
+        assert_eq!(parse_proxy_from("link"), Err(Problem::NotAPrefix));
         assert_eq!(parse_status_token("off"), Ok(None));
         assert!(parse_status_token("abcdefghijklmnop").unwrap().is_some());
         for bad in [

@@ -68,6 +68,7 @@ fn template_mentions_every_setting() {
         "status_from",
         "status_token",
         "ipv6_secret",
+        "proxy_from",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }
