@@ -22,6 +22,7 @@ pub mod mdns;
 pub mod ndp;
 pub mod phy;
 pub mod portmap;
+mod siphash;
 pub mod slaac;
 pub mod sntp;
 pub mod stream;

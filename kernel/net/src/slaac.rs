@@ -651,55 +651,14 @@ pub fn is_reserved_interface_id(iid: u64) -> bool {
         || (0x0200_5eff_fe00_0000..=0x0200_5eff_feff_ffff).contains(&iid)
 }
 
-/// SipHash-2-4 (Aumasson and Bernstein, 2012) of `message` under `key`.
+/// SipHash-2-4 of `message` under the 128-bit `key` (its bytes, little-endian words).
 fn siphash24(key: &[u8; 16], message: &[u8]) -> u64 {
-    let k0 = u64::from_le_bytes([
-        key[0], key[1], key[2], key[3], key[4], key[5], key[6], key[7],
-    ]);
-    let k1 = u64::from_le_bytes([
-        key[8], key[9], key[10], key[11], key[12], key[13], key[14], key[15],
-    ]);
-    let mut v = [
-        k0 ^ 0x736f_6d65_7073_6575,
-        k1 ^ 0x646f_7261_6e64_6f6d,
-        k0 ^ 0x6c79_6765_6e65_7261,
-        k1 ^ 0x7465_6462_7974_6573,
-    ];
-    fn round(v: &mut [u64; 4]) {
-        v[0] = v[0].wrapping_add(v[1]);
-        v[1] = v[1].rotate_left(13) ^ v[0];
-        v[0] = v[0].rotate_left(32);
-        v[2] = v[2].wrapping_add(v[3]);
-        v[3] = v[3].rotate_left(16) ^ v[2];
-        v[0] = v[0].wrapping_add(v[3]);
-        v[3] = v[3].rotate_left(21) ^ v[0];
-        v[2] = v[2].wrapping_add(v[1]);
-        v[1] = v[1].rotate_left(17) ^ v[2];
-        v[2] = v[2].rotate_left(32);
-    }
-    let compress = |word: u64, v: &mut [u64; 4]| {
-        v[3] ^= word;
-        round(v);
-        round(v);
-        v[0] ^= word;
+    let word = |at: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&key[at..at + 8]);
+        u64::from_le_bytes(bytes)
     };
-    let mut chunks = message.chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        compress(u64::from_le_bytes(word), &mut v);
-    }
-    let mut last = [0u8; 8];
-    let tail = chunks.remainder();
-    last[..tail.len()].copy_from_slice(tail);
-    // The message length mod 256 in the top byte (a message here is far shorter).
-    last[7] = message.len() as u8;
-    compress(u64::from_le_bytes(last), &mut v);
-    v[2] ^= 0xff;
-    for _ in 0..4 {
-        round(&mut v);
-    }
-    v[0] ^ v[1] ^ v[2] ^ v[3]
+    crate::siphash::siphash24([word(0), word(8)], message)
 }
 
 #[cfg(test)]
