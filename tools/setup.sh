@@ -21,12 +21,13 @@ cd "$(dirname "$0")/.."
 # the guest as a caching proxy (tests/tests/owner_view.rs);
 # knot (knotd takes the guest's signed DNS UPDATEs) and knot-dnsutils (kdig) for
 # tests/tests/ddns.rs; miniupnpd-nftables (NAT-PMP, PCP, UPnP IGD) and nftables, the home
-# router of tests/tests/reachability.rs.
+# router of tests/tests/reachability.rs; nghttp2-client (nghttp) and python3-h2 (hostile
+# HTTP/2 clients) for tests/tests/http2.rs.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
           openssl testssl.sh python3-venv pebble radvd avahi-daemon avahi-utils dbus-daemon
           tcpdump python3-doc gcc prometheus knot knot-dnsutils
-          miniupnpd-nftables nftables varnish)
+          miniupnpd-nftables nftables varnish nghttp2-client python3-h2)
 
 missing=()
 for package in "${packages[@]}"; do

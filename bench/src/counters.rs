@@ -47,8 +47,8 @@ pub fn add_bramble_events(counters: &mut GuestCounters, line: &str) {
 }
 
 /// Adds the handshake counters of Bramble's [`Https`] status line to `counters`, as `tls
-/// full handshakes`, `tls resumed handshakes`, `tls failures`, `tls deferred` and `tls closed
-/// for memory`.
+/// full handshakes`, `tls resumed handshakes`, `tls h2 connections`, `tls failures`, `tls
+/// deferred` and `tls closed for memory`.
 pub fn add_bramble_tls_events(counters: &mut GuestCounters, line: &str) {
     let Some(https) = Https::parse(line) else {
         return;
@@ -56,6 +56,7 @@ pub fn add_bramble_tls_events(counters: &mut GuestCounters, line: &str) {
     for (name, value) in [
         ("tls full handshakes", https.full),
         ("tls resumed handshakes", https.resumed),
+        ("tls h2 connections", https.h2),
         ("tls failures", https.failures),
         ("tls deferred", https.deferred),
         ("tls closed for memory", https.closed_for_memory),
@@ -367,7 +368,7 @@ mod tests {
         let mut counters = GuestCounters::default();
         add_bramble_tls_events(
             &mut counters,
-            "[    9.1] INFO  status: https open 2, handshakes full 17 resumed 3, failures 1, \
+            "[    9.1] INFO  status: https open 2, handshakes full 17 resumed 3, h2 5, failures 1, \
              deferred 4, heap 1226 B in use, 5029 B at most, of 3400985 B; certificate valid, \
              expires Sun, 07 Nov 2126 09:37:56 GMT (in 36500 days); abandoned at the 10 s \
              handshake limit 0, closed for memory 5; refused: budget 0 no hello 0 not TLS 0; \
@@ -376,6 +377,7 @@ mod tests {
         let expected: BTreeMap<String, u64> = [
             ("tls full handshakes", 17),
             ("tls resumed handshakes", 3),
+            ("tls h2 connections", 5),
             ("tls failures", 1),
             ("tls deferred", 4),
             ("tls closed for memory", 5),

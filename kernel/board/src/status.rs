@@ -77,6 +77,7 @@ pub fn print_https(appliance: &Network) {
         open: appliance.open_https_connections(),
         full: counters.full_handshakes,
         resumed: counters.resumed_handshakes,
+        h2: counters.h2_connections,
         failures: counters.failures,
         deferred: counters.deferred,
         heap: Text::Read(&heap),

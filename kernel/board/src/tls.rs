@@ -182,10 +182,13 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
         + TCP_RX_LEN
         + TCP_TX_LEN
         + core::mem::size_of::<TlsConnection<'static>>()
-        + bramble_tls::heap::PER_CONNECTION_BYTES;
+        + bramble_tls::heap::PER_CONNECTION_BYTES
+        + bramble_h2::HEAP_BYTES_PER_CONNECTION;
     let pool =
         (arena.remaining() / HTTPS_SHARE_DIVISOR / per_connection).clamp(1, MAX_HTTPS_CONNECTIONS);
-    let heap_bytes = bramble_tls::heap::heap_bytes(pool);
+    // rustls's state, and an HTTP/2 session for each connection that may negotiate h2.
+    let heap_bytes =
+        bramble_tls::heap::heap_bytes(pool) + pool * bramble_h2::HEAP_BYTES_PER_CONNECTION;
     let Some(heap) = arena.zeroed_bytes(heap_bytes) else {
         return not_started(format_args!(
             "no memory left for the {heap_bytes}-byte TLS heap"

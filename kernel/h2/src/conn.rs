@@ -49,7 +49,7 @@ pub const MAX_CONTINUATIONS: u32 = 16;
 /// Bytes of queued HTTP/1.1 request heads (all streams waiting for their turn).
 pub const QUEUE_LEN: usize = 8192;
 /// Bytes of control frames waiting to be sent.
-pub const CONTROL_LEN: usize = 512;
+pub const CONTROL_LEN: usize = 1024;
 /// Streams the client may reset before their response ends, beyond the responses it lets
 /// complete (see the module notes).
 pub const RESET_BUDGET: u32 = 100;

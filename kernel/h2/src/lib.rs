@@ -10,21 +10,27 @@
 //!   site's rules, conditional requests, ranges, precompressed variants, redirects and error
 //!   pages are the HTTP/1.1 engine's own, and turns its responses into HEADERS and DATA.
 //!
+//! - [`negotiated`]: what a TLS slot holds: HTTP/1.1 or HTTP/2 as ALPN chose.
+//!
 //! No push (SETTINGS_ENABLE_PUSH is 0 and the server never sends PUSH_PROMISE), priority
-//! ignored (RFC 9113 §5.3.2). Nothing allocates; every buffer is a fixed array, and the
-//! whole state of one connection is a [`serve::H2Session`] the caller boxes when ALPN picks
-//! `h2`.
+//! ignored (RFC 9113 §5.3.2). Every buffer is a fixed array; the whole state of one
+//! connection is a [`serve::H2Session`], which [`Negotiated`] allocates (fallibly) when ALPN
+//! picks `h2`.
 #![cfg_attr(not(test), no_std)]
 #![forbid(unsafe_code)]
+
+extern crate alloc;
 
 pub mod conn;
 #[doc(hidden)]
 pub mod exercise;
 pub mod frame;
 pub mod hpack;
+pub mod negotiated;
 pub mod serve;
 
 pub use conn::H2;
+pub use negotiated::{HEAP_BYTES_PER_CONNECTION, Negotiated, Protocol};
 pub use serve::H2Session;
 
 /// The ALPN protocol identifier of HTTP/2 over TLS.

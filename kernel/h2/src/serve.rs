@@ -44,6 +44,8 @@ pub struct H2Session {
     current: Option<Current>,
     /// Deadline for the response in progress to get a window again.
     stall_deadline: Option<Instant>,
+    /// The client's address, given to the lane again whenever it is reopened.
+    peer: Option<core::net::IpAddr>,
 }
 
 impl Default for H2Session {
@@ -52,10 +54,19 @@ impl Default for H2Session {
     }
 }
 
-/// Why the lane had to be reopened (the response was cut short or the lane closed itself).
-fn reopen(lane: &mut Connection, server: &mut Server, now: Instant) {
+/// Reopens the lane (a response was cut short, or the lane closed itself after an error
+/// or its request limit), keeping the client's address for the access log.
+fn reopen(
+    lane: &mut Connection,
+    server: &mut Server,
+    now: Instant,
+    peer: Option<core::net::IpAddr>,
+) {
     lane.close(server);
     lane.open_secure(server, now);
+    if let Some(peer) = peer {
+        lane.set_peer(peer);
+    }
 }
 
 impl H2Session {
@@ -66,7 +77,14 @@ impl H2Session {
             h2: H2::new(),
             current: None,
             stall_deadline: None,
+            peer: None,
         }
+    }
+
+    /// Remembers the client's address (the lane has it already; a reopened lane gets it
+    /// again).
+    pub fn set_peer(&mut self, peer: core::net::IpAddr) {
+        self.peer = Some(peer);
     }
 
     /// The protocol state (counters, tests).
@@ -103,7 +121,7 @@ impl H2Session {
             if !self.h2.is_stream_open(current.stream) {
                 // Reset by the client (or by us): whatever the lane was sending is dropped.
                 if lane.activity() != Activity::Idle {
-                    reopen(lane, server, now);
+                    reopen(lane, server, now, self.peer);
                 }
                 self.current = None;
                 continue;
@@ -114,7 +132,7 @@ impl H2Session {
                     Step::Wait => break,
                     Step::Failed => {
                         self.h2.reset(current.stream, ErrorCode::InternalError);
-                        reopen(lane, server, now);
+                        reopen(lane, server, now, self.peer);
                         self.current = None;
                         continue;
                     }
@@ -128,7 +146,7 @@ impl H2Session {
                     }
                     Step::Failed => {
                         self.h2.reset(current.stream, ErrorCode::InternalError);
-                        reopen(lane, server, now);
+                        reopen(lane, server, now, self.peer);
                         self.current = None;
                         continue;
                     }
@@ -137,7 +155,7 @@ impl H2Session {
             if current.head_done && current.remaining == 0 {
                 // Done: the lane must be idle again, ready for the next request.
                 if lane.activity() != Activity::Idle || !lane.is_open() {
-                    reopen(lane, server, now);
+                    reopen(lane, server, now, self.peer);
                 }
                 self.current = None;
             } else {
@@ -176,14 +194,14 @@ impl H2Session {
             return true;
         }
         if !lane.is_open() || lane.activity() != Activity::Idle {
-            reopen(lane, server, now);
+            reopen(lane, server, now, self.peer);
         }
         let len = request.head.len();
         let taken = lane.receive(server, request.head, now);
         self.h2.pop_request();
         if taken < len {
             self.h2.reset(stream, ErrorCode::InternalError);
-            reopen(lane, server, now);
+            reopen(lane, server, now, self.peer);
             return true;
         }
         self.current = Some(Current {
@@ -340,7 +358,7 @@ impl H2Session {
         } else {
             self.h2.reset(current.stream, ErrorCode::Cancel);
         }
-        reopen(lane, server, now);
+        reopen(lane, server, now, self.peer);
         self.current = None;
         self.stall_deadline = None;
     }
@@ -409,7 +427,11 @@ mod tests {
     #[test]
     fn a_session_stays_within_its_budget() {
         let size = core::mem::size_of::<H2Session>();
-        std::println!("H2Session: {size} bytes");
+        std::println!(
+            "H2Session: {size} bytes; Negotiated: {} bytes; Connection: {} bytes",
+            core::mem::size_of::<crate::Negotiated>(),
+            core::mem::size_of::<Connection>()
+        );
         assert!(size <= 30 * 1024, "{size}");
     }
 }

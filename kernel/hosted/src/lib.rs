@@ -696,6 +696,7 @@ fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
             open: appliance.open_https_connections(),
             full: tls.full_handshakes,
             resumed: tls.resumed_handshakes,
+            h2: tls.h2_connections,
             failures: tls.failures,
             deferred: tls.deferred,
             // rustls allocates from the process's heap here: there is no TLS heap to report.

@@ -381,7 +381,9 @@ status_line! {
         /// Full handshakes completed.
         full: u64, " resumed "
         /// Resumed handshakes completed.
-        resumed: u64, ", failures "
+        resumed: u64, ", h2 "
+        /// Connections that negotiated HTTP/2 (ALPN `h2`).
+        h2: u64, ", failures "
         /// Handshakes that failed.
         failures: u64, ", deferred "
         /// Handshakes deferred for the budget.

@@ -242,16 +242,17 @@ fn https() {
     let heap = "40000 B in use, 90000 B at most, of 200000 B";
     let certificate = "valid, expires 2027-01-01 (in 30 days), does not cover www.example.org";
     let expected = format!(
-        "status: https open {}, handshakes full {} resumed {}, failures {}, deferred {}, \
+        "status: https open {}, handshakes full {} resumed {}, h2 {}, failures {}, deferred {}, \
          heap {heap}; certificate {certificate}; abandoned at the 10 s handshake limit {}, \
          closed for memory {}; refused: budget {} no hello {} not TLS {}; priced P-256 {}, \
          handshake work {} M instructions",
-        1, 17, 3, 2, 1, 4, 0, 5, 6, 7, 8, 900
+        1, 17, 3, 11, 2, 1, 4, 0, 5, 6, 7, 8, 900
     );
     let line = Https {
         open: 1,
         full: 17,
         resumed: 3,
+        h2: 11,
         failures: 2,
         deferred: 1,
         heap: Text::Shown(&heap),
@@ -266,7 +267,10 @@ fn https() {
     };
     check(line, &expected, |l| Https::parse(l).map(|c| c.to_string()));
     let read = Https::parse(&expected).unwrap();
-    assert_eq!((read.resumed, read.certificate.as_str()), (3, certificate));
+    assert_eq!(
+        (read.resumed, read.h2, read.certificate.as_str()),
+        (3, 11, certificate)
+    );
 }
 
 #[test]
@@ -383,6 +387,7 @@ fn cut_and_changed_lines_never_panic() {
         open: 1,
         full: 2,
         resumed: 3,
+        h2: 9,
         failures: 4,
         deferred: 5,
         heap: Text::Read(heap),

@@ -1,5 +1,5 @@
 //! The server's identity (certificate chain and key from PEM) and the rustls configuration
-//! built from it: ALPN http/1.1, tickets, the SNI policy, the server's cipher order.
+//! built from it: ALPN h2 and http/1.1, tickets, the SNI policy, the server's cipher order.
 //!
 //! ALPN is chosen here and only here ([`alpn_protocols`]), in the server's order. While an
 //! ACME order waits for a TLS-ALPN-01 validation (RFC 8737), the configuration also carries
@@ -130,10 +130,14 @@ pub enum SniPolicy {
 /// The ALPN protocol of a TLS-ALPN-01 validation (RFC 8737 §6.2).
 pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
 
-/// The protocols the server negotiates, in its order of preference: `http/1.1`, then
-/// `acme-tls/1` while a TLS-ALPN-01 challenge is up.
+/// The protocols the site is served with, in the server's order of preference (rustls
+/// picks the first one the client also offers): HTTP/2, then HTTP/1.1.
+pub const SITE_ALPN_PROTOCOLS: [&[u8]; 2] = [b"h2", b"http/1.1"];
+
+/// The protocols the server negotiates, in its order of preference: `h2` and `http/1.1`
+/// ([`SITE_ALPN_PROTOCOLS`]), then `acme-tls/1` while a TLS-ALPN-01 challenge is up.
 pub fn alpn_protocols(acme_challenge: bool) -> Vec<Vec<u8>> {
-    let mut protocols = alloc::vec![b"http/1.1".to_vec()];
+    let mut protocols: Vec<Vec<u8>> = SITE_ALPN_PROTOCOLS.iter().map(|p| p.to_vec()).collect();
     if acme_challenge {
         protocols.push(ACME_TLS_ALPN.to_vec());
     }
@@ -267,7 +271,7 @@ impl core::fmt::Display for ConfigError {
 
 impl core::error::Error for ConfigError {}
 
-/// The rustls server configuration for `identity`: TLS 1.3 and 1.2, ALPN `http/1.1`, one
+/// The rustls server configuration for `identity`: TLS 1.3 and 1.2, ALPN `h2` and `http/1.1`, one
 /// ticket per full handshake, the server's cipher order.
 pub fn server_config(
     identity: Identity,

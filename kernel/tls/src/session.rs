@@ -141,6 +141,13 @@ impl<'b> TlsSession<'b> {
         self.error.as_ref()
     }
 
+    /// Whether the handshake is still going on. It can be over while [`TlsSession::phase`]
+    /// still says `Handshaking`: plaintext that came with the client's Finished is handed
+    /// over before the session reports itself open.
+    pub fn is_handshaking(&self) -> bool {
+        self.connection.is_handshaking()
+    }
+
     /// The negotiated application protocol (ALPN), if the client offered one.
     pub fn alpn_protocol(&self) -> Option<&[u8]> {
         self.connection.alpn_protocol()

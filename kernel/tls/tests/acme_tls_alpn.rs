@@ -1,7 +1,7 @@
 //! TLS-ALPN-01 (RFC 8737) on the server: a validator's hello (ALPN `acme-tls/1` alone) gets
 //! the challenge certificate for the name it asks for, with the acmeIdentifier extension
 //! holding SHA-256 of the key authorization, and `acme-tls/1` negotiated; any other hello
-//! gets the site's certificate and `http/1.1`; a validator asking for another name, or a
+//! gets the site's certificate and `h2` or `http/1.1`; a validator asking for another name, or a
 //! server with no challenge up, gets a handshake failure; a server still without a site
 //! certificate answers validators only.
 
@@ -163,14 +163,16 @@ fn a_validator_gets_the_challenge_certificate_and_browsers_the_sites() {
         .next()
         .map(|cert: Result<CertificateDer<'static>, _>| cert.unwrap().to_vec())
         .unwrap();
-    for offered in [&[b"h2" as &[u8], HTTP11][..], &[HTTP11, ACME], &[]] {
+    // The site's protocols are h2 first, then http/1.1 (SITE_ALPN_PROTOCOLS).
+    let h2: &[u8] = b"h2";
+    for (offered, chosen) in [
+        (&[h2, HTTP11][..], Some(h2)),
+        (&[HTTP11, ACME], Some(HTTP11)),
+        (&[], None),
+    ] {
         let (leaf, alpn) = handshake(server.clone(), NAME, offered).unwrap();
         assert_eq!(leaf, site_der, "offering {offered:?}");
-        assert_eq!(
-            alpn.as_deref(),
-            (!offered.is_empty()).then_some(HTTP11),
-            "offering {offered:?}"
-        );
+        assert_eq!(alpn.as_deref(), chosen, "offering {offered:?}");
     }
 
     // A validator asking for a name with no challenge up: refused.

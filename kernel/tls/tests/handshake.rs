@@ -222,7 +222,8 @@ fn full_tls13_handshake_negotiates_http11_and_chacha() {
         Some(CipherSuite::TLS13_CHACHA20_POLY1305_SHA256)
     );
     assert_eq!(outcome.kind, Some(HandshakeKind::Full));
-    assert_eq!(outcome.alpn.as_deref(), Some(&b"http/1.1"[..]));
+    // The server prefers HTTP/2 (SITE_ALPN_PROTOCOLS) when the client offers it.
+    assert_eq!(outcome.alpn.as_deref(), Some(&b"h2"[..]));
     assert_eq!(outcome.server_received, b"get / please");
     assert_eq!(outcome.echoed, b"GET / PLEASE");
 }

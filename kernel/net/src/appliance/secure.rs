@@ -15,8 +15,9 @@
 
 use super::pool::{FirstBytes, Opening, PooledConnection};
 use alloc::sync::Arc;
+use bramble_h2::Negotiated;
 use bramble_hal::Instant;
-use bramble_http::{Connection, ConnectionAction, Server};
+use bramble_http::{ConnectionAction, Server};
 use bramble_tls::hello::{self, CertificateKey, Group, HandshakeCost, Peek};
 use bramble_tls::session::{Phase, TlsSession};
 use bramble_tls::{Application, ServerConfig};
@@ -128,6 +129,8 @@ pub struct TlsCounters {
     /// Of `failures`: sessions closed because their waiting plaintext found no heap, or
     /// would have passed its bound (`bramble_tls::session::MAX_PENDING_LEN`).
     pub memory_closed: u64,
+    /// Connections that negotiated HTTP/2 (ALPN `h2`).
+    pub h2_connections: u64,
 }
 
 impl TlsCounters {
@@ -206,9 +209,9 @@ impl TlsShared {
     }
 }
 
-/// The HTTP engine as a TLS session's application.
+/// The HTTP engine (HTTP/1.1 or HTTP/2, as ALPN chose) as a TLS session's application.
 struct Http<'c, 's, 'a> {
-    connection: &'c mut Connection,
+    connection: &'c mut Negotiated,
     server: &'s mut Server<'a>,
     now: Instant,
 }
@@ -234,9 +237,10 @@ enum Session<'a> {
 
 /// One HTTPS connection: the HTTP engine's connection inside a TLS session, over a receive
 /// buffer of a whole record ([`bramble_tls::session::MAX_RECORD_LEN`]) and a transmit buffer
-/// for the handshake flight, both lent for the appliance's life.
+/// for the handshake flight, both lent for the appliance's life. The engine speaks
+/// HTTP/1.1 or HTTP/2 as ALPN chose ([`Negotiated`]).
 pub struct TlsConnection<'a> {
-    http: Connection,
+    http: Negotiated,
     session: Session<'a>,
     /// The handshake's completion has been counted.
     counted: bool,
@@ -253,7 +257,7 @@ impl<'a> TlsConnection<'a> {
     /// An idle slot over its two buffers.
     pub fn new(incoming: &'a mut [u8], outgoing: &'a mut [u8]) -> Self {
         Self {
-            http: Connection::new(),
+            http: Negotiated::new(),
             session: Session::Idle(Some((incoming, outgoing))),
             counted: false,
             price: None,
@@ -341,6 +345,23 @@ impl<'a> TlsConnection<'a> {
     }
 }
 
+/// Once the handshake is done, tells the engine which protocol ALPN chose, and offers it
+/// the plaintext that came with the client's Finished (which it could not take before).
+/// Returns whether HTTP/2 was chosen just now.
+fn choose_protocol(session: &mut TlsSession<'_>, http: &mut Http<'_, '_, '_>) -> bool {
+    if http.connection.protocol() != bramble_h2::Protocol::Undecided
+        || session.is_handshaking()
+        || session.error().is_some()
+    {
+        return false;
+    }
+    http.connection.select(session.alpn_protocol());
+    if let Err(error) = session.poll(http) {
+        log::debug!("tls: {error}");
+    }
+    http.connection.protocol() == bramble_h2::Protocol::H2
+}
+
 impl PooledConnection for TlsConnection<'_> {
     type Shared = TlsShared;
 
@@ -426,6 +447,9 @@ impl PooledConnection for TlsConnection<'_> {
                 data.len()
             }
         };
+        if choose_protocol(session, &mut http) {
+            shared.counters.h2_connections += 1;
+        }
         self.count_handshake(shared, now);
         taken
     }
@@ -445,6 +469,9 @@ impl PooledConnection for TlsConnection<'_> {
             server,
             now,
         };
+        if choose_protocol(session, &mut http) {
+            shared.counters.h2_connections += 1;
+        }
         // Plaintext the engine could not take while a response was going out is offered
         // again now that it may have room.
         if session.error().is_none()

@@ -495,3 +495,127 @@ fn bytes_that_are_not_tls_are_refused_at_once() {
     });
     assert!(done);
 }
+
+/// Frames read back from plaintext: (type, flags, stream, payload).
+fn h2_frames(mut bytes: &[u8]) -> Vec<(u8, u8, u32, Vec<u8>)> {
+    let mut frames = Vec::new();
+    while bytes.len() >= 9 {
+        let header = bramble_h2::frame::FrameHeader::parse(bytes[..9].try_into().unwrap());
+        let end = 9 + header.len as usize;
+        if bytes.len() < end {
+            break;
+        }
+        frames.push((
+            header.kind,
+            header.flags,
+            header.stream,
+            bytes[9..end].to_vec(),
+        ));
+        bytes = &bytes[end..];
+    }
+    frames
+}
+
+struct Fields(Vec<(Vec<u8>, Vec<u8>)>);
+
+impl bramble_h2::hpack::Sink for Fields {
+    fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.0.push((name.to_vec(), value.to_vec()));
+    }
+}
+
+/// A client that offers h2 gets it (the server prefers it), and the same appliance, pool
+/// slot and engine answer three concurrent streams: the page, a body larger than every
+/// buffer, and the 404.
+#[test]
+fn alpn_h2_serves_streams_through_the_same_engine() {
+    use bramble_h2::frame::{self, FrameHeader, PREFACE, flag, kind, setting};
+    let (mut appliance, mut client) = appliance_with_https(2);
+    let mut config = (*client_config()).clone();
+    config.alpn_protocols = std::vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let config = Arc::new(config);
+    let mut tls = TlsClient::connect(&mut client, &config, 41100);
+    let mut clock = 0;
+    let frame_bytes = |kind: u8, flags: u8, stream: u32, payload: &[u8]| {
+        let mut out = std::vec![0u8; 9 + payload.len()];
+        let header = FrameHeader {
+            len: payload.len() as u32,
+            kind,
+            flags,
+            stream,
+        };
+        frame::write_frame(&mut out, header, payload).unwrap();
+        out
+    };
+    let mut request = PREFACE.to_vec();
+    let mut settings = setting::INITIAL_WINDOW_SIZE.to_be_bytes().to_vec();
+    settings.extend(1_000_000u32.to_be_bytes());
+    request.extend(frame_bytes(kind::SETTINGS, 0, 0, &settings));
+    request.extend(frame_bytes(
+        kind::WINDOW_UPDATE,
+        0,
+        0,
+        &1_000_000u32.to_be_bytes(),
+    ));
+    for (stream, path) in [(1u32, "/"), (3, "/big.bin"), (5, "/nothing")] {
+        let mut block = std::vec![0u8; 256];
+        let mut at = 0;
+        for (name, value) in [
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", path),
+            (":authority", "bramble.test"),
+        ] {
+            bramble_h2::hpack::Encoder::field(
+                &mut block,
+                &mut at,
+                name.as_bytes(),
+                value.as_bytes(),
+            )
+            .unwrap();
+        }
+        request.extend(frame_bytes(
+            kind::HEADERS,
+            flag::END_HEADERS | flag::END_STREAM,
+            stream,
+            &block[..at],
+        ));
+    }
+    let ended = |t: &TlsClient| {
+        h2_frames(&t.plaintext)
+            .iter()
+            .filter(|f| f.0 <= kind::HEADERS && f.1 & flag::END_STREAM != 0)
+            .count()
+    };
+    let done = exchange(
+        &mut appliance,
+        &mut client,
+        &mut tls,
+        &mut clock,
+        &request,
+        |t| ended(t) == 3,
+    );
+    assert!(done, "three streams ended: {} bytes", tls.plaintext.len());
+    assert_eq!(tls.tls.alpn_protocol(), Some(&b"h2"[..]));
+    let mut decoder = bramble_h2::hpack::Decoder::new();
+    let mut status = std::collections::BTreeMap::new();
+    let mut bodies: std::collections::BTreeMap<u32, Vec<u8>> = std::collections::BTreeMap::new();
+    for (kind, _, stream, payload) in h2_frames(&tls.plaintext) {
+        if kind == kind::HEADERS {
+            let mut fields = Fields(Vec::new());
+            decoder.decode(&payload, 1 << 20, &mut fields).unwrap();
+            status.insert(stream, fields.0[0].1.clone());
+        } else if kind == kind::DATA {
+            bodies.entry(stream).or_default().extend(payload);
+        }
+    }
+    assert_eq!(status[&1], b"200");
+    assert_eq!(status[&3], b"200");
+    assert_eq!(status[&5], b"404");
+    assert!(bodies[&1].windows(BODY.len()).any(|w| w == BODY));
+    assert_eq!(bodies[&3], big_body(), "the large body arrives whole");
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(counters.h2_connections, 1);
+    assert_eq!(appliance.server().counters().requests, 3);
+    assert_eq!(appliance.open_https_connections(), 1, "kept open");
+}

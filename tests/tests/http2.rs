@@ -1,0 +1,244 @@
+//! HTTP/2 from the QEMU guest, one boot for every check (issue 32):
+//! - curl --http2 fetches every file of the default site byte for byte over one h2
+//!   connection, and nghttp (Debian's nghttp2-client) fetches each of them too;
+//! - curl --http1.1 still gets HTTP/1.1 (ALPN offers both);
+//! - headless Chromium loads the page over HTTPS with one TLS handshake, which negotiated h2,
+//!   and every asset answered 200 (the kernel's access log and status line say so);
+//! - hostile clients written with Python's h2 and hpack libraries (Debian's python3-h2,
+//!   tests/tests/h2_hostile.py): rapid reset, a CONTINUATION flood, PING and SETTINGS
+//!   floods each end with GOAWAY ENHANCE_YOUR_CALM; an HPACK bomb gets 431 and the next
+//!   request on its connection 200; a dependency loop costs nothing and a self-dependency is
+//!   PROTOCOL_ERROR; a zero-window stall is cancelled after 10 s; a polite client is served
+//!   before and after.
+
+mod support;
+
+use bramble::image::{TlsFiles, check_tls_files};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+use support::chromium::{find_chromium, run_chromium};
+use support::*;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../kernel/tls/tests/data")
+        .join(name)
+}
+
+fn tls_files() -> TlsFiles {
+    let (certificate, key, _) =
+        check_tls_files(&fixture("p256.pem"), &fixture("p256.key"), 1_800_000_000).unwrap();
+    TlsFiles {
+        certificate_name: "CERT.PEM".into(),
+        certificate,
+        key_name: "KEY.PEM".into(),
+        key,
+    }
+}
+
+fn curl(https_port: u16) -> Command {
+    let mut command = Command::new("curl");
+    command
+        .args(["--silent", "--show-error", "--max-time", "60", "--cacert"])
+        .arg(fixture("ca.pem"))
+        .arg("--resolve")
+        .arg(format!("bramble.test:{https_port}:127.0.0.1"));
+    command
+}
+
+/// The `status: https` line's counters (`full`, `resumed`, `h2`...).
+fn https_status(guest: &mut bramble_tests::Guest) -> BTreeMap<String, u64> {
+    guest.send_line("status");
+    let line = guest
+        .wait_for(|l| l.contains("status: https"), Duration::from_secs(20))
+        .unwrap_or_default();
+    let words: Vec<&str> = line
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .windows(2)
+        .filter_map(|pair| Some((pair[0].to_string(), pair[1].parse::<u64>().ok()?)))
+        .collect()
+}
+
+/// Whether a hostile case's reported result is the expected one.
+type Judge = dyn Fn(&str) -> bool;
+
+/// GOAWAY's ENHANCE_YOUR_CALM (RFC 9113 §7), as the script prints it.
+const CALM: &str = "11";
+
+#[test]
+fn h2_serves_curl_nghttp_chromium_and_withstands_hostile_clients() {
+    let site = default_site_dir();
+    let (mut served, https_port) = boot_site_with(&site, "https = on\n", Some(tls_files()), false);
+    let https_port = https_port.unwrap();
+    let mut checks = Checks::default();
+    let files = site_files(&site);
+    let dir = tempfile::tempdir().unwrap();
+
+    // curl: every file over one h2 connection, and the version it used for each.
+    let mut command = curl(https_port);
+    command.args([
+        "--http2",
+        "--write-out",
+        "%{http_version} %{num_connects}\\n",
+    ]);
+    for (index, (url, _)) in files.iter().enumerate() {
+        command
+            .arg("-o")
+            .arg(dir.path().join(index.to_string()))
+            .arg(format!("https://bramble.test:{https_port}{url}"));
+    }
+    let output = command.output().unwrap();
+    let written = String::from_utf8_lossy(&output.stdout).into_owned();
+    checks.check("curl --http2 succeeded", output.status.success(), || {
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    });
+    let lines: Vec<&str> = written.lines().collect();
+    checks.check(
+        "curl used HTTP/2 for every file, over one connection",
+        lines.len() == files.len()
+            && lines.iter().all(|l| l.starts_with("2 "))
+            && lines.iter().skip(1).all(|l| l.ends_with(" 0")),
+        || written.clone(),
+    );
+    for (index, (url, bytes)) in files.iter().enumerate() {
+        let got = std::fs::read(dir.path().join(index.to_string())).unwrap_or_default();
+        checks.check(
+            &format!("{url} byte for byte over h2 (curl)"),
+            &got == bytes,
+            || format!("{} bytes, expected {}", got.len(), bytes.len()),
+        );
+    }
+
+    // nghttp: each file, its body on stdout (nghttp verifies nothing; the bytes are the test).
+    for (url, bytes) in &files {
+        let output = Command::new("nghttp")
+            .args(["--timeout=30"])
+            .arg(format!("https://127.0.0.1:{https_port}{url}"))
+            .output()
+            .expect("nghttp (Debian package nghttp2-client, installed by tools/setup.sh)");
+        checks.check(
+            &format!("{url} byte for byte over h2 (nghttp)"),
+            output.status.success() && &output.stdout == bytes,
+            || {
+                format!(
+                    "{}: {} bytes, expected {}; {}",
+                    output.status,
+                    output.stdout.len(),
+                    bytes.len(),
+                    String::from_utf8_lossy(&output.stderr)
+                )
+            },
+        );
+    }
+
+    // HTTP/1.1 is still offered.
+    let output = curl(https_port)
+        .args([
+            "--http1.1",
+            "--write-out",
+            "%{http_version}",
+            "-o",
+            "/dev/null",
+        ])
+        .arg(format!("https://bramble.test:{https_port}/"))
+        .output()
+        .unwrap();
+    let version = String::from_utf8_lossy(&output.stdout).into_owned();
+    checks.check(
+        "curl --http1.1 still gets HTTP/1.1",
+        version == "1.1",
+        || version.clone(),
+    );
+
+    // Chromium: one page view, one TLS handshake, h2.
+    let before = https_status(&mut served.guest);
+    let log_from = served.guest.transcript.len();
+    let chromium = find_chromium();
+    let profile = tempfile::tempdir().unwrap();
+    // No speculative preconnects (Chromium's "preload pages" setting off): a preconnected
+    // socket races the navigation's own and is dropped once both are h2, which would count
+    // as a second handshake that carried nothing.
+    std::fs::create_dir_all(profile.path().join("Default")).unwrap();
+    std::fs::write(
+        profile.path().join("Default/Preferences"),
+        r#"{"net":{"network_prediction_options":2}}"#,
+    )
+    .unwrap();
+    let url = format!("https://127.0.0.1:{https_port}/");
+    let dom = run_chromium(
+        &chromium,
+        profile.path(),
+        &url,
+        &["--ignore-certificate-errors", "--dump-dom"],
+    );
+    let dom_text = String::from_utf8_lossy(&dom.stdout).into_owned();
+    checks.check(
+        "chromium loaded the page over https",
+        dom.status.success() && dom_text.contains("</html>"),
+        || format!("{}: {}", dom.status, String::from_utf8_lossy(&dom.stderr)),
+    );
+    let log = access_log_since(&mut served.guest, log_from, Duration::from_millis(500));
+    let after = https_status(&mut served.guest);
+    let delta =
+        |name: &str| after.get(name).copied().unwrap_or(0) - before.get(name).copied().unwrap_or(0);
+    let handshakes = delta("full") + delta("resumed");
+    checks.check(
+        "chromium opened one connection for the page and its assets, and it spoke h2",
+        handshakes == 1 && delta("h2") == 1,
+        || format!("before {before:?}, after {after:?}"),
+    );
+    for needed in ["/", "/style.css", "/favicon.svg"] {
+        checks.check(
+            &format!("chromium fetched {needed} with 200"),
+            log.iter()
+                .any(|line| line.method == "GET" && line.target == needed && line.status == 200),
+            || format!("{log:?}"),
+        );
+    }
+    eprintln!(
+        "chromium: {} requests over {handshakes} connection(s): {:?}",
+        log.len(),
+        log.iter().map(|l| l.target.as_str()).collect::<Vec<_>>()
+    );
+
+    // Hostile clients, from Python's h2 library and raw frames.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h2_hostile.py");
+    let output = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(https_port.to_string())
+        .arg(fixture("ca.pem"))
+        .output()
+        .expect("python3 with python3-h2 (tools/setup.sh)");
+    let text = String::from_utf8_lossy(&output.stdout).into_owned();
+    let cases: BTreeMap<&str, &str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("case: ")?.split_once(' '))
+        .collect();
+    let expect: &[(&str, &Judge)] = &[
+        ("alpn", &|r| r == "h2"),
+        ("polite", &|r| r.starts_with("200 ")),
+        ("rapid_reset", &|r| r == CALM),
+        ("continuation_flood", &|r| r == CALM),
+        ("ping_flood", &|r| r == CALM),
+        ("settings_flood", &|r| r == CALM),
+        ("hpack_bomb", &|r| r == "431 then 200"),
+        ("dependency_loop", &|r| r == "1 200"),
+        ("zero_window", &|r| r.starts_with("rst 8 after")),
+        ("polite_after", &|r| r.starts_with("200 ")),
+    ];
+    for (name, ok) in expect {
+        let result = cases.get(name).copied().unwrap_or("missing");
+        checks.check(&format!("hostile: {name}"), ok(result), || {
+            format!(
+                "{result}\nstdout:\n{text}\nstderr:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+    }
+    checks.finish("HTTP/2 from the guest");
+}
