@@ -11,6 +11,12 @@
 //!    documented error on the console (`the server refused our signature: NOTAUTH/BADSIG`)
 //!    and leaves the records as they were.
 //!
+//! A second boot obtains a certificate for `board.home.test` and `*.board.home.test` from
+//! Debian's pebble by DNS-01 (`acme_challenge = dns-01`): the guest puts each answer up as a
+//! TXT record at `_acme-challenge.board.home.test` through the same signed updates, pebble
+//! (`-dnsserver` pointing at knotd) finds them, and the guest then serves HTTPS that curl
+//! verifies for a name under the wildcard; the TXT records are gone afterwards.
+//!
 //! No packet leaves the namespace.
 
 mod netns;
@@ -343,4 +349,215 @@ fn rfc2136_updates_follow_the_addresses_once_each_and_a_wrong_key_changes_nothin
     assert!(in_prefix(status.ipv6.as_str(), PREFIXES[1]), "{line}");
     assert_eq!((status.updates, status.failures), (2, 1), "{line}");
     assert!(status.last_failure.as_str().contains("BADSIG"), "{line}");
+}
+
+/// The test CA for pebble's own HTTPS listener (P-256 root and leaf, the leaf for the
+/// namespace's address) and pebble's configuration, in `dir`.
+fn make_pebble_files(dir: &Path) {
+    let openssl = |args: &[&str]| {
+        netns::run(Command::new("openssl").current_dir(dir).args(args));
+    };
+    for key in ["ca.key", "wfe.key"] {
+        openssl(&[
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+            key,
+        ]);
+    }
+    openssl(&[
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        "ca.key",
+        "-sha256",
+        "-days",
+        "30",
+        "-subj",
+        "/CN=Bramble ddns test CA",
+        "-out",
+        "ca.pem",
+    ]);
+    std::fs::write(
+        dir.join("ext.txt"),
+        format!("subjectAltName=IP:{HOST_ADDRESS}\nextendedKeyUsage=serverAuth\n"),
+    )
+    .unwrap();
+    openssl(&[
+        "req",
+        "-new",
+        "-key",
+        "wfe.key",
+        "-subj",
+        "/CN=pebble",
+        "-out",
+        "wfe.csr",
+    ]);
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "wfe.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-sha256",
+        "-CAcreateserial",
+        "-days",
+        "30",
+        "-extfile",
+        "ext.txt",
+        "-out",
+        "wfe.pem",
+    ]);
+    std::fs::write(
+        dir.join("pebble.json"),
+        format!(
+            r#"{{"pebble":{{"listenAddress":"{HOST_ADDRESS}:14000","managementListenAddress":"{HOST_ADDRESS}:15000","certificate":"{}","privateKey":"{}","httpPort":80,"tlsPort":443,"ocspResponderURL":"","externalAccountBindingRequired":false}}}}"#,
+            dir.join("wfe.pem").display(),
+            dir.join("wfe.key").display()
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn dns01_through_the_same_updates_gets_a_wildcard_certificate_from_pebble() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let netns = Netns::create();
+    let _sntp = Sntp::start(&netns);
+    let _knot = start_knot(&netns, dir, SECRET, 0);
+    make_pebble_files(dir);
+    let pebble_log = dir.join("pebble.log");
+    let mut command = netns.command("pebble");
+    command
+        .env("PEBBLE_VA_NOSLEEP", "1")
+        .arg("-config")
+        .arg(dir.join("pebble.json"))
+        .args(["-dnsserver", &format!("{HOST_ADDRESS}:53")]);
+    let _pebble = Daemon::start(command, &pebble_log);
+    wait_for(
+        || std::fs::read_to_string(&pebble_log).is_ok_and(|log| log.contains("Listening on")),
+        Duration::from_secs(20),
+        "pebble to listen",
+    );
+    let root = netns.output(
+        "curl",
+        &[
+            "--silent",
+            "--insecure",
+            "--max-time",
+            "10",
+            &format!("https://{HOST_ADDRESS}:15000/roots/0"),
+        ],
+    );
+    assert!(root.status.success(), "pebble's root: {root:?}");
+    std::fs::write(dir.join("pebble-root.pem"), &root.stdout).unwrap();
+
+    let site = dir.join("site");
+    let files = netns::write_site(&site);
+    let settings = dir.join("BRAMBLE.TXT");
+    std::fs::write(
+        &settings,
+        format!(
+            "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\nntp = {HOST_ADDRESS}\nipv6 = off\n\
+             https = on\nacme = on\nacme_challenge = dns-01\n\
+             domain = {NAME}, *.{NAME}\nacme_email = owner@home.test\n\
+             acme_directory = https://{HOST_ADDRESS}:14000/dir\ncertificate_store = ram\n\
+             ddns = rfc2136\nddns_name = {NAME}\nddns_server = {HOST_ADDRESS}\n\
+             ddns_key = hmac-sha256:bramble-key:{SECRET}\nddns_ipv4 = interface\n"
+        ),
+    )
+    .unwrap();
+    let card = dir.join("card.img");
+    let path = |p: &Path| p.display().to_string();
+    bramble_image(&[
+        "--site",
+        &path(&site),
+        "--config",
+        &path(&settings),
+        "--acme-ca",
+        &path(&dir.join("ca.pem")),
+        "--kernel",
+        &path(&kernel().raw),
+        "-o",
+        &path(&card),
+    ]);
+    let args = ["--image", &path(&card), "--tap", TAP].map(String::from);
+    let mut guest = start_bramble_qemu(&netns, &args);
+    let fail = |guest: &netns::tool::BrambleQemu, what: &str| -> ! {
+        panic!(
+            "{what}; serial:\n{}\npebble:\n{}\nknotd:\n{}",
+            guest.transcript.join("\n"),
+            std::fs::read_to_string(dir.join("pebble.log")).unwrap_or_default(),
+            std::fs::read_to_string(dir.join("knot0.log")).unwrap_or_default()
+        )
+    };
+    if guest
+        .wait_for(
+            |line| line.contains("acme: certificate issued"),
+            Duration::from_secs(240),
+        )
+        .is_none()
+    {
+        fail(&guest, "no certificate by DNS-01");
+    }
+    // Both names were answered by TXT records the name server confirmed.
+    let answers = guest
+        .transcript
+        .iter()
+        .filter(|line| line.contains("acme: DNS-01 answer up"))
+        .count();
+    assert_eq!(answers, 2, "one DNS-01 answer per name");
+    // A name under the wildcard, verified against pebble's root.
+    let host = format!("www.{NAME}");
+    let out = netns.output(
+        "curl",
+        &[
+            "--silent",
+            "--fail",
+            "--max-time",
+            "20",
+            "--cacert",
+            &path(&dir.join("pebble-root.pem")),
+            "--resolve",
+            &format!("{host}:443:{GUEST}"),
+            &format!("https://{host}/"),
+        ],
+    );
+    if !out.status.success() || out.stdout != files[0].1 {
+        fail(&guest, &format!("https://{host}/ did not verify: {out:?}"));
+    }
+    // The answers are taken down after the order.
+    if guest
+        .wait_for(
+            |line| line.contains("ddns: removing 2 TXT record(s)"),
+            Duration::from_secs(20),
+        )
+        .is_none()
+    {
+        fail(&guest, "the TXT records were not removed");
+    }
+    wait_for(
+        || {
+            let output = netns.output(
+                "kdig",
+                &[
+                    &format!("@{HOST_ADDRESS}"),
+                    "+short",
+                    &format!("_acme-challenge.{NAME}"),
+                    "TXT",
+                ],
+            );
+            output.status.success() && output.stdout.is_empty()
+        },
+        Duration::from_secs(20),
+        "the TXT records to be gone",
+    );
 }

@@ -34,6 +34,12 @@ pub fn key_authorization(token: &str, key: &EcKey) -> String {
     out
 }
 
+/// The TXT record's value for dns-01 (§8.4): the key authorization's SHA-256, base64url
+/// without padding (43 characters).
+pub fn dns01_txt(key_authorization: &str) -> String {
+    url_encode(&Sha256::digest(key_authorization.as_bytes()))
+}
+
 /// How the request names its signer: the whole key (new account) or the account URL.
 #[derive(Clone, Copy, Debug)]
 pub enum Signer<'a> {
@@ -90,6 +96,16 @@ mod tests {
 
     fn key() -> EcKey {
         EcKey::from_secret(&[7; 32]).unwrap()
+    }
+
+    #[test]
+    fn the_dns01_value_is_the_key_authorizations_digest() {
+        // RFC 8555 §8.1's key authorization; its SHA-256 in base64url (Python's hashlib).
+        let key_authorization = "evaGxfADs6pSRb2LAv9IZf17Dt3juxGJ-PCt92wr-oA.nP1qzpXGymHBrUEepNY9HCsQk7K8KhOypzEt62jcerQ";
+        assert_eq!(
+            dns01_txt(key_authorization),
+            "NGwKoXBgCT8JhEa0bK7AwfSqHyu_ZWeugV07fLGIVq0"
+        );
     }
 
     #[test]

@@ -140,6 +140,9 @@ pub enum ChallengeKind {
     Http01,
     /// tls-alpn-01 (RFC 8737), on port 443.
     TlsAlpn01,
+    /// dns-01 (§8.4): a TXT record at `_acme-challenge.NAME`, the only one for wildcard
+    /// names.
+    Dns01,
 }
 
 impl ChallengeKind {
@@ -148,6 +151,7 @@ impl ChallengeKind {
         match self {
             ChallengeKind::Http01 => "http-01",
             ChallengeKind::TlsAlpn01 => "tls-alpn-01",
+            ChallengeKind::Dns01 => "dns-01",
         }
     }
 }
@@ -197,6 +201,7 @@ impl Authorization {
             let kind = match item.str_field("type") {
                 Some("http-01") => ChallengeKind::Http01,
                 Some("tls-alpn-01") => ChallengeKind::TlsAlpn01,
+                Some("dns-01") => ChallengeKind::Dns01,
                 _ => continue,
             };
             let token = item.str_field("token").ok_or(Malformed("token"))?;
@@ -387,9 +392,10 @@ mod tests {
         let authz = parse(br#"{"status":"pending","identifier":{"type":"dns","value":"bramble.test"},"challenges":[{"type":"dns-01","url":"https://ca/c/1","token":"a","status":"pending"},{"type":"http-01","url":"https://ca/c/2","token":"tok_-9","status":"pending"},{"type":"tls-alpn-01","url":"https://ca/c/3","token":"t3","status":"pending"}],"expires":"x"}"#).unwrap();
         let authz = Authorization::from_json(&authz).unwrap();
         assert_eq!(authz.name, "bramble.test");
-        assert_eq!(authz.challenges.len(), 2);
-        assert_eq!(authz.challenges[0].kind, ChallengeKind::Http01);
-        assert_eq!(authz.challenges[0].token, "tok_-9");
+        assert_eq!(authz.challenges.len(), 3);
+        assert_eq!(authz.challenges[0].kind, ChallengeKind::Dns01);
+        assert_eq!(authz.challenges[1].kind, ChallengeKind::Http01);
+        assert_eq!(authz.challenges[1].token, "tok_-9");
         let order = parse(br#"{"status":"invalid","authorizations":["https://ca/a/1"],"finalize":"https://ca/f","error":{"type":"urn:ietf:params:acme:error:unauthorized","detail":"no"}}"#).unwrap();
         let order = Order::from_json(&order).unwrap();
         assert_eq!(order.status, Status::Invalid);

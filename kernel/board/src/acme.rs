@@ -101,6 +101,7 @@ pub fn prepare(
                 bramble_settings::AcmeChallenge::TlsAlpn01 => {
                     bramble_acme::ChallengeKind::TlsAlpn01
                 }
+                bramble_settings::AcmeChallenge::Dns01 => bramble_acme::ChallengeKind::Dns01,
             },
             redirect_plain_http: settings.https == HttpsMode::Only,
             backoff: bramble_acme::BackoffPolicy::DEFAULT,

@@ -120,6 +120,9 @@ pub enum AcmeChallenge {
     /// TLS-ALPN-01 (RFC 8737): the CA connects to the HTTPS port with ALPN `acme-tls/1`,
     /// for owners who can forward only 443.
     TlsAlpn01,
+    /// DNS-01: a TXT record at `_acme-challenge.NAME`, put up by dynamic DNS (`ddns =
+    /// rfc2136`); for hosts without port 80 or 443 reachable, and for wildcard names.
+    Dns01,
 }
 
 /// Which names (TLS SNI) the HTTPS server answers.
@@ -242,7 +245,8 @@ impl fmt::Display for NtpServer {
 }
 
 /// A name a certificate is asked for: a DNS name of at least two RFC 1123 labels, kept in
-/// lower case (no wildcards: HTTP-01 cannot prove them).
+/// lower case; a wildcard (`*.example.org`) only through [`DomainName::new_or_wildcard`],
+/// for `domain` with DNS-01 (HTTP-01 and TLS-ALPN-01 cannot prove one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DomainName(heapless::String<MAX_DNS_NAME_LEN>);
 
@@ -263,6 +267,27 @@ impl DomainName {
             let _ = kept.push(c.to_ascii_lowercase());
         }
         Ok(DomainName(kept))
+    }
+
+    /// Like [`DomainName::new`], also taking a wildcard name (`*.example.org`, RFC 8555
+    /// §7.1.3), which only DNS-01 can validate.
+    pub fn new_or_wildcard(text: &str) -> Result<Self, Problem> {
+        match text.strip_prefix("*.") {
+            Some(rest) => {
+                let base = DomainName::new(rest)?;
+                let mut kept = heapless::String::new();
+                kept.push_str("*.").map_err(|_| Problem::NotADomainName)?;
+                kept.push_str(base.as_str())
+                    .map_err(|_| Problem::NotADomainName)?;
+                Ok(DomainName(kept))
+            }
+            None => DomainName::new(text),
+        }
+    }
+
+    /// Whether it is a wildcard name (`*.example.org`).
+    pub fn is_wildcard(&self) -> bool {
+        self.0.starts_with("*.")
     }
 
     /// The name as text.
@@ -529,7 +554,7 @@ pub struct Settings {
     pub acme_ca_certificate: Option<CardFileName>,
     /// `certificate_store`: `card` (default) or `ram`.
     pub certificate_store: CertificateStore,
-    /// `acme_challenge`: `http-01` (default) or `tls-alpn-01`.
+    /// `acme_challenge`: `http-01` (default), `tls-alpn-01` or `dns-01`.
     pub acme_challenge: AcmeChallenge,
     /// `syslog`: `off` (default) or the collector the log is also sent to over UDP
     /// (RFC 5424 messages): `192.168.1.9`, `192.168.1.9:1514`, `logs.lan`, `2001:db8::9` or
@@ -844,8 +869,12 @@ pub enum Problem {
     NotAnEmailAddress,
     /// `certificate_store` is neither `card` nor `ram`.
     NotACertificateStore,
-    /// `acme_challenge` is neither `http-01` nor `tls-alpn-01`.
+    /// `acme_challenge` is not `http-01`, `tls-alpn-01` or `dns-01`.
     NotAnAcmeChallenge,
+    /// A wildcard `domain` without `acme_challenge = dns-01`.
+    WildcardNeedsDns01,
+    /// `acme_challenge = dns-01` without dynamic DNS to publish its answers.
+    Dns01WithoutDdns,
     /// `acme = on` without a `domain` to ask a certificate for.
     AcmeWithoutDomain,
     /// `syslog` is neither `off` nor an IPv4 or IPv6 address with an optional port.
@@ -970,7 +999,17 @@ impl fmt::Display for Problem {
                 f.write_str("expected an e-mail address such as owner@example.org")
             }
             Problem::NotACertificateStore => f.write_str("expected `card` or `ram`"),
-            Problem::NotAnAcmeChallenge => f.write_str("expected `http-01` or `tls-alpn-01`"),
+            Problem::NotAnAcmeChallenge => {
+                f.write_str("expected `http-01`, `tls-alpn-01` or `dns-01`")
+            }
+            Problem::WildcardNeedsDns01 => f.write_str(
+                "a wildcard name (*.example.org) can only be validated by acme_challenge = \
+                 dns-01; it is left out",
+            ),
+            Problem::Dns01WithoutDdns => f.write_str(
+                "dns-01 puts its TXT records up by dynamic DNS: it needs ddns = rfc2136 with \
+                 its ddns_ settings",
+            ),
             Problem::AcmeWithoutDomain => f.write_str(
                 "acme = on needs the names to ask for, for example `domain = example.org`; \
                  ACME stays off",
@@ -1145,6 +1184,29 @@ impl Settings {
             });
         }
 
+        // Wildcard names only by DNS-01, and DNS-01 only through dynamic DNS.
+        if settings.acme_challenge != AcmeChallenge::Dns01
+            && settings.domains.iter().any(DomainName::is_wildcard)
+        {
+            settings.domains.retain(|name| !name.is_wildcard());
+            report(SettingsError {
+                line: first_seen[Key::Domain as usize],
+                key: "domain",
+                value: "",
+                problem: Problem::WildcardNeedsDns01,
+            });
+        }
+        if settings.acme_challenge == AcmeChallenge::Dns01
+            && (settings.ddns.protocol == DdnsProtocol::Off || settings.ddns.missing().is_some())
+        {
+            report(SettingsError {
+                line: first_seen[Key::AcmeChallenge as usize],
+                key: "acme_challenge",
+                value: "dns-01",
+                problem: Problem::Dns01WithoutDdns,
+            });
+        }
+
         // ACME needs names; checked once both are known.
         if settings.acme && settings.domains.is_empty() {
             settings.acme = false;
@@ -1286,7 +1348,7 @@ impl Settings {
                 let mut names = heapless::Vec::new();
                 for item in value.split(',') {
                     names
-                        .push(DomainName::new(item.trim())?)
+                        .push(DomainName::new_or_wildcard(item.trim())?)
                         .map_err(|_| Problem::TooManyDomains)?;
                 }
                 self.domains = names;
@@ -1335,6 +1397,7 @@ impl Settings {
                     &[
                         ("http-01", AcmeChallenge::Http01),
                         ("tls-alpn-01", AcmeChallenge::TlsAlpn01),
+                        ("dns-01", AcmeChallenge::Dns01),
                     ],
                 )
                 .ok_or(Problem::NotAnAcmeChallenge)?

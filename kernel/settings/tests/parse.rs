@@ -556,8 +556,13 @@ fn acme_settings_are_applied() {
 fn bad_acme_settings_are_named() {
     assert_eq!(problem_of("acme = sometimes"), Problem::NotOnOff);
     assert_eq!(problem_of("domain = localhost"), Problem::NotADomainName);
+    // A wildcard only with dns-01 (wildcard_names_need_dns01_and_dns01_needs_ddns).
     assert_eq!(
         problem_of("domain = *.example.org"),
+        Problem::WildcardNeedsDns01
+    );
+    assert_eq!(
+        problem_of("domain = x.*.example.org"),
         Problem::NotADomainName
     );
     assert_eq!(problem_of("domain = 10.0.0.1"), Problem::NotADomainName);
@@ -587,7 +592,7 @@ fn bad_acme_settings_are_named() {
         Problem::NotACertificateStore
     );
     assert_eq!(
-        problem_of("acme_challenge = dns-01"),
+        problem_of("acme_challenge = dns-02"),
         Problem::NotAnAcmeChallenge
     );
     // acme = on without names: reported, and ACME stays off.
@@ -661,4 +666,28 @@ fn ipv6_secret_is_board_or_32_hex_digits() {
             "{bad}"
         );
     }
+}
+
+#[test]
+fn wildcard_names_need_dns01_and_dns01_needs_ddns() {
+    let ddns = "ddns = rfc2136\nddns_name = home.example.org\nddns_server = 192.0.2.53\n\
+                ddns_key = hmac-sha256:k:MDEyMzQ1Njc4OWFiY2RlZg==\n";
+    let text = format!(
+        "https = on\nacme = on\nacme_challenge = dns-01\ndomain = example.org, *.Example.org\n{ddns}"
+    );
+    let parsed = Settings::parse(&text).unwrap();
+    let names: Vec<&str> = parsed.domains.iter().map(|n| n.as_str()).collect();
+    assert_eq!(names, ["example.org", "*.example.org"]);
+    // Without dns-01 the wildcard is left out, and said so.
+    let (s, errors) = lenient("https = on\nacme = on\ndomain = example.org, *.example.org\n");
+    assert_eq!(s.domains.len(), 1);
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].problem, Problem::WildcardNeedsDns01);
+    // dns-01 without dynamic DNS is reported.
+    let (_, errors) =
+        lenient("https = on\nacme = on\nacme_challenge = dns-01\ndomain = example.org\n");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].problem, Problem::Dns01WithoutDdns);
+    assert!(Settings::parse("domain = *.*.example.org\n").is_err());
+    assert!(Settings::parse("ddns_name = *.example.org\n").is_err());
 }

@@ -226,6 +226,9 @@ pub(super) struct AcmeAgent<'a> {
     identity: Option<bramble_tls::Identity>,
     /// The TLS-ALPN-01 answers up for the order under way.
     alpn_answers: Vec<bramble_tls::AlpnChallenge>,
+    /// A DNS-01 answer is on its way to the name server: the challenge is not answered
+    /// before the server confirms it.
+    dns_wait: bool,
     run: Option<OrderRun>,
     run_started: Instant,
     transfer: Option<Transfer>,
@@ -355,6 +358,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             client_config: Some(client_config),
             identity: None,
             alpn_answers: Vec::new(),
+            dns_wait: false,
             run: None,
             run_started: now,
             transfer: None,
@@ -436,6 +440,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     pub(super) fn acme_deadline(&self, now: Instant) -> Option<Instant> {
         let agent = self.acme.as_ref()?;
         if agent.transfer.is_some() {
+            return Some(now.add_micros(TRANSFER_RECHECK_MICROS));
+        }
+        if agent.dns_wait {
             return Some(now.add_micros(TRANSFER_RECHECK_MICROS));
         }
         if agent.run.is_some() {
@@ -549,6 +556,16 @@ impl<'a> AcmeAgent<'a> {
                 }
                 continue;
             }
+            if self.dns_wait {
+                match appliance.ddns_txt_progress() {
+                    Some(super::ddns::TxtProgress::Waiting) => return,
+                    Some(super::ddns::TxtProgress::Published) => {
+                        log::info!("acme: DNS-01 answer up (the name server confirmed it)");
+                    }
+                    _ => log::warn!("acme: the DNS-01 answer is not up; the CA will not find it"),
+                }
+                self.dns_wait = false;
+            }
             if self.wait_until.is_some_and(|at| now < at) {
                 return;
             }
@@ -575,6 +592,25 @@ impl<'a> AcmeAgent<'a> {
                         }
                     }
                     ChallengeKind::TlsAlpn01 => self.publish_tls_alpn(appliance, &answer, now),
+                    ChallengeKind::Dns01 => {
+                        let value = bramble_acme::jose::dns01_txt(&answer.key_authorization);
+                        match appliance.ddns_add_txt(&answer.name, &value) {
+                            Ok(()) => {
+                                log::info!(
+                                    "acme: DNS-01 answer for {} going up: TXT at \
+                                     _acme-challenge.{}",
+                                    answer.name,
+                                    answer.name
+                                );
+                                self.dns_wait = true;
+                                return;
+                            }
+                            Err(problem) => log::warn!(
+                                "acme: the DNS-01 answer for {} is not up: {problem}",
+                                answer.name
+                            ),
+                        }
+                    }
                 },
                 Action::AccountReady(url) => {
                     log::info!("acme: account {url}");
@@ -586,6 +622,7 @@ impl<'a> AcmeAgent<'a> {
                 }
                 Action::Issued(issued) => {
                     appliance.pool.service_mut().server.clear_acme_answers();
+                    appliance.ddns_remove_txt();
                     // Taken down by the install below, which builds the configuration anew.
                     self.alpn_answers.clear();
                     self.run = None;
@@ -594,6 +631,8 @@ impl<'a> AcmeAgent<'a> {
                 }
                 Action::Failed(error, retry_after) => {
                     appliance.pool.service_mut().server.clear_acme_answers();
+                    appliance.ddns_remove_txt();
+                    self.dns_wait = false;
                     if !self.alpn_answers.is_empty() {
                         self.alpn_answers.clear();
                         if let Err(problem) = self.serve_tls(appliance, now) {

@@ -23,6 +23,13 @@
 //! the key is wrong) or a REFUSED/NOTAUTH/NOTZONE (the server will not take updates for this
 //! name with this key) waits the longest at once. The clock must be set first: TSIG signs
 //! the time.
+//!
+//! ACME's DNS-01 answers ([`super::acme`]) go the same way: `ddns_add_txt` queues a TXT
+//! record at `_acme-challenge.NAME` (added beside any other, since a name and its wildcard
+//! share the owner name), `ddns_txt_progress` says when the server has confirmed it, and
+//! `ddns_remove_txt` deletes each one when the order ends. TXT changes go before address
+//! updates and are not held back by the address back-off; a failed one is reported, not
+//! retried (the order fails, and is retried as a whole).
 
 use super::Appliance;
 use crate::dns_update::{
@@ -50,6 +57,10 @@ pub const LONGEST_RETRY_MICROS: u64 = 3_600_000_000;
 const WAITING_RECHECK_MICROS: u64 = 1_000_000;
 /// TTL of the records published: short, so that a change reaches resolvers soon.
 pub const RECORD_TTL: u32 = 60;
+/// TXT records (DNS-01 answers) kept at once: one per name of a certificate.
+const MAX_TXT: usize = 4;
+/// The longest TXT owner name: `_acme-challenge.` and a name.
+const TXT_OWNER_LEN: usize = 16 + 253;
 /// Largest DNS message sent or taken.
 const MESSAGE_LEN: usize = 768;
 /// The local port updates leave from.
@@ -90,6 +101,9 @@ pub struct DdnsMemory {
     rx: [u8; 2 * MESSAGE_LEN],
     tx: [u8; MESSAGE_LEN],
     message: [u8; MESSAGE_LEN],
+    /// The DNS-01 TXT records (here, not in the appliance, so that a board without dynamic
+    /// DNS does not carry their room).
+    txt: heapless::Vec<TxtRecord, MAX_TXT>,
 }
 
 impl DdnsMemory {
@@ -101,6 +115,7 @@ impl DdnsMemory {
             rx: [0; 2 * MESSAGE_LEN],
             tx: [0; MESSAGE_LEN],
             message: [0; MESSAGE_LEN],
+            txt: heapless::Vec::new(),
         }
     }
 }
@@ -159,13 +174,49 @@ pub struct DdnsStatus {
     pub last_failure: Option<DdnsFailure>,
 }
 
+/// Where a DNS-01 TXT record stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxtState {
+    ToAdd,
+    Adding,
+    Added,
+    Failed,
+    ToRemove,
+    Removing,
+}
+
+struct TxtRecord {
+    owner: heapless::String<TXT_OWNER_LEN>,
+    value: heapless::String<64>,
+    state: TxtState,
+}
+
+/// How the TXT records asked for stand, for ACME.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxtProgress {
+    /// Not all confirmed yet.
+    Waiting,
+    /// Every one asked for is confirmed by the server.
+    Published,
+    /// The server did not take one (the log says why).
+    Failed,
+}
+
+/// What an update under way changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Job {
+    Addresses(Published),
+    /// The TXT records in state Adding or Removing.
+    Txt,
+}
+
 /// An update under way.
 struct InFlight {
     id: u16,
     mac: [u8; MAC_LEN],
     len: usize,
     signed_at: u64,
-    wanted: Published,
+    job: Job,
     sends: u32,
     sent_at: Instant,
 }
@@ -186,6 +237,7 @@ pub(super) struct DdnsState<'a> {
     /// The addresses the last failed try wanted: a change of them ends the back-off.
     failed_for: Option<Published>,
     next_id: u16,
+    txt: &'a mut heapless::Vec<TxtRecord, MAX_TXT>,
     status: DdnsStatus,
     logged_clock_wait: bool,
 }
@@ -222,6 +274,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             rx,
             tx,
             message,
+            txt,
         } = memory;
         let mut socket = udp::Socket::new(
             udp::PacketBuffer::new(&mut rx_meta[..], &mut rx[..]),
@@ -252,6 +305,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             retry_at: None,
             failed_for: None,
             next_id: u16::from_le_bytes(id),
+            txt,
             status: DdnsStatus {
                 published: Published::default(),
                 updates: 0,
@@ -270,6 +324,58 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             published: state.published,
             ..state.status
         })
+    }
+
+    /// Queues the TXT record `_acme-challenge.NAME` = `value` (a DNS-01 answer; `name`
+    /// without a wildcard's `*.`).
+    pub(super) fn ddns_add_txt(&mut self, name: &str, value: &str) -> Result<(), &'static str> {
+        let state = self
+            .ddns
+            .as_mut()
+            .ok_or("dns-01 needs dynamic DNS (ddns = rfc2136) to publish its TXT records")?;
+        let mut owner = heapless::String::new();
+        owner
+            .push_str("_acme-challenge.")
+            .and_then(|()| owner.push_str(name))
+            .map_err(|_| "the name is too long")?;
+        let value = heapless::String::try_from(value).map_err(|_| "the TXT value is too long")?;
+        state
+            .txt
+            .push(TxtRecord {
+                owner,
+                value,
+                state: TxtState::ToAdd,
+            })
+            .map_err(|_| "too many TXT records at once")
+    }
+
+    /// How the TXT records asked for stand (`None` without dynamic DNS).
+    pub(super) fn ddns_txt_progress(&self) -> Option<TxtProgress> {
+        let state = self.ddns.as_ref()?;
+        let states = state.txt.iter().map(|record| record.state);
+        Some(if states.clone().any(|s| s == TxtState::Failed) {
+            TxtProgress::Failed
+        } else if states
+            .clone()
+            .any(|s| matches!(s, TxtState::ToAdd | TxtState::Adding))
+        {
+            TxtProgress::Waiting
+        } else {
+            TxtProgress::Published
+        })
+    }
+
+    /// Deletes every TXT record added (the order is over).
+    pub(super) fn ddns_remove_txt(&mut self) {
+        if let Some(state) = &mut self.ddns {
+            // Never sent: nothing to delete.
+            state.txt.retain(|record| record.state != TxtState::ToAdd);
+            for record in state.txt.iter_mut() {
+                if matches!(record.state, TxtState::Added | TxtState::Failed) {
+                    record.state = TxtState::ToRemove;
+                }
+            }
+        }
     }
 
     /// The addresses to publish now.
@@ -318,6 +424,13 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let state = self.ddns.as_ref()?;
         if let Some(flight) = &state.in_flight {
             return Some(flight.sent_at.add_micros(RESEND_MICROS).max(now));
+        }
+        if state
+            .txt
+            .iter()
+            .any(|record| matches!(record.state, TxtState::ToAdd | TxtState::ToRemove))
+        {
+            return Some(now.add_micros(WAITING_RECHECK_MICROS));
         }
         // Address changes come with polls of their own (DHCP, SLAAC, the router's report):
         // only the end of the settle time or of a back-off needs a wake-up.
@@ -368,21 +481,33 @@ impl DdnsState<'_> {
                 return;
             }
             if flight.sends >= SENDS_PER_TRY {
+                let job = flight.job;
                 self.in_flight = None;
-                self.fail(DdnsFailure::NoAnswer, false, now);
+                self.settle_failure(job, DdnsFailure::NoAnswer, false, now);
                 return;
             }
             // The same message again: an update the server already made is made once.
             flight.sends += 1;
             flight.sent_at = now;
             self.status.sends += 1;
-            let len = flight.len;
+            let (len, job) = (flight.len, flight.job);
             if socket
                 .send_slice(&self.message[..len], self.server)
                 .is_err()
             {
                 self.in_flight = None;
-                self.fail(DdnsFailure::Send, false, now);
+                self.settle_failure(job, DdnsFailure::Send, false, now);
+            }
+            return;
+        }
+        if has_source
+            && self
+                .txt
+                .iter()
+                .any(|record| matches!(record.state, TxtState::ToAdd | TxtState::ToRemove))
+        {
+            if let Some(unix_now) = CLOCK.unix_seconds() {
+                self.send_txt(unix_now, socket, now);
             }
             return;
         }
@@ -401,6 +526,117 @@ impl DdnsState<'_> {
             return;
         };
         self.send(wanted, unix_now, socket, now);
+    }
+
+    /// Sends the TXT changes waiting: the additions, or else the removals.
+    fn send_txt(&mut self, unix_now: u64, socket: &mut udp::Socket<'_>, now: Instant) {
+        let adding = self
+            .txt
+            .iter()
+            .any(|record| record.state == TxtState::ToAdd);
+        let (from, to) = if adding {
+            (TxtState::ToAdd, TxtState::Adding)
+        } else {
+            (TxtState::ToRemove, TxtState::Removing)
+        };
+        let mut changes: heapless::Vec<Change<'_>, MAX_TXT> = heapless::Vec::new();
+        for record in self.txt.iter().filter(|record| record.state == from) {
+            let rdata = Rdata::Txt(&record.value);
+            let change = if adding {
+                Change::Add {
+                    name: &record.owner,
+                    rdata,
+                    ttl: RECORD_TTL,
+                }
+            } else {
+                Change::Delete {
+                    name: &record.owner,
+                    rdata,
+                }
+            };
+            let _ = changes.push(change);
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        let built = build_update(
+            &mut self.message[..],
+            id,
+            self.config.zone,
+            &changes,
+            &self.config.key,
+            unix_now,
+        );
+        let count = changes.len();
+        drop(changes);
+        for record in self.txt.iter_mut().filter(|record| record.state == from) {
+            record.state = to;
+        }
+        match built {
+            Ok(signed) => {
+                log::info!(
+                    "ddns: {} {count} TXT record(s) for ACME dns-01",
+                    if adding { "adding" } else { "removing" }
+                );
+                self.transmit(id, signed, unix_now, Job::Txt, socket, now);
+            }
+            Err(error) => self.finish_txt(Some(DdnsFailure::Build(error))),
+        }
+    }
+
+    /// Settles the TXT records under way: confirmed (`None`) or failed.
+    fn finish_txt(&mut self, failure: Option<DdnsFailure>) {
+        if let Some(failure) = failure {
+            log::error!("ddns: the TXT records for ACME dns-01 were not changed: {failure}");
+            self.status.last_failure = Some(failure);
+        }
+        for record in self.txt.iter_mut() {
+            record.state = match (record.state, failure) {
+                (TxtState::Adding, None) => TxtState::Added,
+                (TxtState::Adding, Some(_)) => TxtState::Failed,
+                (other, _) => other,
+            };
+        }
+        // Removed (or given up on: a failed removal is not retried).
+        self.txt.retain(|record| record.state != TxtState::Removing);
+    }
+
+    /// Sends a built message and keeps it for resending and for checking the answer.
+    fn transmit(
+        &mut self,
+        id: u16,
+        signed: crate::dns_update::Signed,
+        unix_now: u64,
+        job: Job,
+        socket: &mut udp::Socket<'_>,
+        now: Instant,
+    ) {
+        // A stale answer of an earlier try must not be read as this one's.
+        while socket.recv().is_ok() {}
+        self.status.sends += 1;
+        if socket
+            .send_slice(&self.message[..signed.len], self.server)
+            .is_err()
+        {
+            self.settle_failure(job, DdnsFailure::Send, false, now);
+            return;
+        }
+        self.in_flight = Some(InFlight {
+            id,
+            mac: signed.mac,
+            len: signed.len,
+            signed_at: unix_now,
+            job,
+            sends: 1,
+            sent_at: now,
+        });
+    }
+
+    /// A try of `job` failed: TXT changes are settled as failed, address updates back off.
+    fn settle_failure(&mut self, job: Job, failure: DdnsFailure, hopeless: bool, now: Instant) {
+        match job {
+            Job::Txt => self.finish_txt(Some(failure)),
+            Job::Addresses(_) => self.fail(failure, hopeless, now),
+        }
     }
 
     fn send(
@@ -442,26 +678,8 @@ impl DdnsState<'_> {
                 return;
             }
         };
-        // A stale answer of an earlier try must not be read as this one's.
-        while socket.recv().is_ok() {}
-        self.status.sends += 1;
-        if socket
-            .send_slice(&self.message[..signed.len], self.server)
-            .is_err()
-        {
-            self.fail(DdnsFailure::Send, false, now);
-            return;
-        }
         log::info!("ddns: updating {name}: {}", Shown(&wanted));
-        self.in_flight = Some(InFlight {
-            id,
-            mac: signed.mac,
-            len: signed.len,
-            signed_at: unix_now,
-            wanted,
-            sends: 1,
-            sent_at: now,
-        });
+        self.transmit(id, signed, unix_now, Job::Addresses(wanted), socket, now);
     }
 
     /// Takes the server's answers: the first that is ours settles the try.
@@ -469,7 +687,7 @@ impl DdnsState<'_> {
         let Some(flight) = &self.in_flight else {
             return;
         };
-        let (id, mac, wanted) = (flight.id, flight.mac, flight.wanted);
+        let (id, mac, job) = (flight.id, flight.mac, flight.job);
         // The answer is checked against our clock (its time within the fudge of ours).
         let unix_now = CLOCK.unix_seconds().unwrap_or(flight.signed_at);
         while let Ok((datagram, meta)) = socket.recv() {
@@ -480,6 +698,11 @@ impl DdnsState<'_> {
                 Err(ReplyError::NotOurs) => continue,
                 Ok(()) => {
                     self.in_flight = None;
+                    let Job::Addresses(wanted) = job else {
+                        log::info!("ddns: the TXT records for ACME dns-01 are changed");
+                        self.finish_txt(None);
+                        return;
+                    };
                     if wanted.ipv4.is_some() {
                         self.published.ipv4 = wanted.ipv4;
                     }
@@ -502,7 +725,7 @@ impl DdnsState<'_> {
                             | ReplyError::BadSignature
                             | ReplyError::Failed(Rcode(5 | 9 | 10))
                     );
-                    self.fail(DdnsFailure::Reply(error), hopeless, now);
+                    self.settle_failure(job, DdnsFailure::Reply(error), hopeless, now);
                     return;
                 }
             }
