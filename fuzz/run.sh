@@ -4,15 +4,51 @@
 # Needs cargo-fuzz (`cargo install cargo-fuzz`) and the pinned nightly toolchain. The
 # committed seeds (fuzz/seeds/TARGET) start each run; new corpus entries and crash artifacts
 # stay under fuzz/corpus and fuzz/artifacts (not committed). Prints one `target: NAME` line
-# before each run, so libFuzzer's `Done N runs` lines can be told apart.
+# before each target's output, so libFuzzer's `Done N runs` lines can be told apart.
+#
+# Every target is built once (cargo-fuzz's build, its sanitizer flags), then the targets run
+# FUZZ_JOBS at a time (default: the CPUs, `nproc`), each a single-threaded libFuzzer for the
+# whole bound: on an otherwise idle machine each gets a core of its own, so running them side
+# by side divides the wall time and not the fuzzing any target gets. Set FUZZ_JOBS=1 on a
+# busy machine. The output is printed per target, in order, once all have run; the exit
+# status is non-zero if any target failed or found a crash.
 set -eu
 seconds="${1:-60}"
 [ "$#" -gt 0 ] && shift
 cd "$(dirname "$0")/.."
-targets="${*:-request_path site_image site_index usb_descriptors nic_receive mdns_handle settings boot_sector tls_input client_hello sntp_reply usbredir_packets router_advert acme_json acme_response acme_store store_region stream_segments site_rules rules_text search_query ipv6_extensions status_access dns_update_reply dyndns_answer h2_frames hpack_block site_slots publish_manifest portmap_reply forwarded}"
+# Every [[bin]] of fuzz/Cargo.toml, unless targets are named.
+targets="${*:-$(cd fuzz && cargo fuzz list)}"
+jobs="${FUZZ_JOBS:-$(nproc)}"
+triple="$(rustc -vV | sed -n 's/^host: //p')"
+(cd fuzz && cargo fuzz build -O)
+bin="fuzz/target/$triple/release"
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+run_one() {
+    mkdir -p "fuzz/corpus/$1" "fuzz/artifacts/$1"
+    if "$bin/$1" -artifact_prefix="fuzz/artifacts/$1/" "fuzz/corpus/$1" "fuzz/seeds/$1" \
+        -max_total_time="$seconds" -rss_limit_mb=1024 -print_final_stats=1 \
+        > "$logs/$1.log" 2>&1; then
+        : > "$logs/$1.ok"
+    fi
+}
+set -- $targets
+while [ "$#" -gt 0 ]; do
+    running=0
+    while [ "$#" -gt 0 ] && [ "$running" -lt "$jobs" ]; do
+        run_one "$1" &
+        shift
+        running=$((running + 1))
+    done
+    wait
+done
+status=0
 for target in $targets; do
     echo "target: $target"
-    mkdir -p "fuzz/corpus/$target"
-    cargo fuzz run -O "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
-        -max_total_time="$seconds" -rss_limit_mb=1024 -print_final_stats=1
+    cat "$logs/$target.log"
+    if [ ! -e "$logs/$target.ok" ]; then
+        echo "fuzz target $target failed (inputs: fuzz/artifacts/$target)"
+        status=1
+    fi
 done
+exit "$status"

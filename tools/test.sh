@@ -19,7 +19,7 @@ echo "== clippy (kernel, armv6-none-eabihf)"
 cargo kernel-clippy -- -D warnings
 echo "== bramble check site/default (the default site as the appliance serves it, in QEMU)"
 cargo run -q -p bramble -- check site/default --junit target/check-default.xml
-echo "== fuzz (bounded: every parser of untrusted bytes, 15 s per target)"
+echo "== fuzz (bounded: every parser of untrusted bytes, 15 s per target, one per CPU at a time)"
 command -v cargo-fuzz >/dev/null 2>&1 || cargo install --locked cargo-fuzz
 mkdir -p target
 if ! sh fuzz/run.sh 15 > target/fuzz.log 2>&1; then
