@@ -19,7 +19,10 @@
 //! 4. a router without any protocol (miniupnpd stopped): `router again` ends in the
 //!    documented message;
 //! 5. double NAT and carrier-grade NAT: the router's WAN address in 10.0.0.0/8, then in
-//!    100.64.0.0/10; miniupnpd refuses to map, and the guest says which it is.
+//!    100.64.0.0/10; miniupnpd refuses to map, and the guest says which it is;
+//! 6. a router with UPnP IGD only (`enable_natpmp=no`): after PCP's and NAT-PMP's silence
+//!    the guest finds it by SSDP, reads its description and maps both ports by SOAP, and
+//!    the visitor gets the page again.
 
 mod netns;
 
@@ -169,18 +172,19 @@ fn dnat_rules(router: &Netns) -> usize {
 }
 
 /// Starts miniupnpd in the router namespace (foreground, debug log to `log`).
-fn start_miniupnpd(router: &Netns, dir: &Path, log: &str) -> Daemon {
+fn start_miniupnpd(router: &Netns, dir: &Path, log: &str, natpmp: bool) -> Daemon {
     let config = dir.join("miniupnpd.conf");
     std::fs::write(
         &config,
         format!(
-            "ext_ifname=wan0\nlistening_ip={TAP}\nhttp_port=5000\nenable_natpmp=yes\n\
+            "ext_ifname=wan0\nlistening_ip={TAP}\nhttp_port=5000\nenable_natpmp={}\n\
              enable_upnp=yes\nsecure_mode=yes\nmin_lifetime=120\nmax_lifetime=86400\n\
              uuid=3a1b8e44-2d6c-4c8e-9b1a-0b5e6c7d8e9f\n\
              upnp_table_name=filter\nupnp_nat_table_name=filter\n\
              upnp_forward_chain=miniupnpd\nupnp_nat_chain=prerouting_miniupnpd\n\
              upnp_nat_postrouting_chain=postrouting_miniupnpd\n\
-             allow 1-65535 192.168.77.0/24 1-65535\ndeny 0-65535 0.0.0.0/0 0-65535\n"
+             allow 1-65535 192.168.77.0/24 1-65535\ndeny 0-65535 0.0.0.0/0 0-65535\n",
+            if natpmp { "yes" } else { "no" }
         ),
     )
     .unwrap();
@@ -192,10 +196,15 @@ fn start_miniupnpd(router: &Netns, dir: &Path, log: &str) -> Daemon {
         .arg(dir.join("miniupnpd.pid"));
     let daemon = Daemon::start(command, &dir.join(log));
     // Listening once its log says so (bounded).
+    let ready = if natpmp {
+        "Listening for NAT-PMP/PCP traffic"
+    } else {
+        "HTTP listening on port"
+    };
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         let text = std::fs::read_to_string(dir.join(log)).unwrap_or_default();
-        if text.contains("Listening for NAT-PMP/PCP traffic") {
+        if text.contains(ready) {
             return daemon;
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -234,7 +243,7 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         .command("ip")
         .args(["addr", "add", &format!("{WAN_ROUTER}/24"), "dev", "wan0"]));
     router_firewall(&router);
-    let mut miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-1.log");
+    let mut miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-1.log", true);
 
     // The card: the site, the settings, the test CA's certificate.
     let site = dir.path().join("site");
@@ -315,7 +324,7 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         wan.fetch(&format!("http://{WAN_ROUTER}/"), 3).is_none(),
         "nothing is forwarded once the router forgot"
     );
-    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-2.log");
+    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-2.log", true);
     guest.expect_line(
         "router: the router announced a restart (PCP ANNOUNCE); mapping the ports again",
         Duration::from_secs(LIFETIME / 2),
@@ -335,13 +344,18 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         Duration::from_secs(15),
     );
     guest.expect_line(
-        "router: ports not mapped on 192.168.77.1: the router answers neither PCP nor NAT-PMP",
+        "router: no NAT-PMP answer; searching for a UPnP IGD",
+        Duration::from_secs(15),
+    );
+    guest.expect_line(
+        "router: ports not mapped on 192.168.77.1: the router answers neither PCP, NAT-PMP nor \
+         UPnP IGD",
         Duration::from_secs(15),
     );
 
     // 5. Behind another NAT: a private WAN address (double NAT), then a shared one (CGNAT).
     set_wan_address(&router, "10.0.0.1/24");
-    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-3.log");
+    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-3.log", true);
     guest.send_line("router again");
     guest.expect_line(
         "router: ports not mapped on 192.168.77.1: the router has no public address",
@@ -350,7 +364,7 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
     guest.expect_line("public: 10.0.0.1: double NAT", Duration::from_secs(10));
     drop(miniupnpd);
     set_wan_address(&router, "100.64.0.1/24");
-    let _miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-4.log");
+    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-4.log", true);
     guest.send_line("router again");
     guest.expect_line(
         "public: 100.64.0.1: carrier-grade NAT",
@@ -364,4 +378,25 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         "{line}"
     );
     assert_eq!(dnat_rules(&router), 0);
+
+    // 6. A router with UPnP IGD only (NAT-PMP and PCP off): the fallback maps both ports by
+    // SOAP, and the visitor gets the page.
+    drop(miniupnpd);
+    set_wan_address(&router, &format!("{WAN_ROUTER}/24"));
+    let _miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-5.log", false);
+    guest.send_line("router again");
+    guest.expect_line(
+        "router: UPnP IGD: TCP port 80 outside -> port 80 with a lease",
+        Duration::from_secs(30),
+    );
+    guest.expect_line(
+        "router: UPnP IGD: TCP port 443 outside -> port 443 with a lease",
+        Duration::from_secs(10),
+    );
+    guest.expect_line(
+        "public: address 11.0.0.1 (from UPnP IGD)",
+        Duration::from_secs(10),
+    );
+    assert_eq!(dnat_rules(&router), 2);
+    visitor_gets_the_page(&wan, &index);
 }

@@ -230,7 +230,7 @@ pub fn start(
                 bramble_settings::SyslogHost::Name(_) => 2,
             })
         + ddns.as_ref().map_or(0, |_| crate::ddns::SOCKETS)
-        + usize::from(settings.router_ports != RouterPorts::Off);
+        + 2 * usize::from(settings.router_ports != RouterPorts::Off);
     let per_address = settings.connections_per_address.map_or(0, u32::from);
     let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
     let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;

@@ -189,7 +189,7 @@ pub struct Appliance<'a, D: EthernetDevice> {
     /// Dynamic DNS, once [`Appliance::start_ddns`] has run.
     ddns: Option<ddns::DdnsState<'a>>,
     /// The port-mapping client, once [`Appliance::start_router`] has run.
-    router: Option<router::RouterState>,
+    router: Option<router::RouterState<'a>>,
     /// The public IPv4 address as last learned ([`public`]).
     public: public::PublicAddress,
     /// The IPv4 address the pool was last told.
@@ -648,7 +648,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         next = earliest(next, self.acme_deadline(now));
         next = earliest(next, self.syslog_deadline(now));
         next = earliest(next, self.ddns_deadline(now));
-        next = earliest(next, self.router_deadline());
+        next = earliest(next, self.router_deadline(now));
         next = earliest(next, self.address.link_local_deadline(self.link));
         if self.link == LinkState::Up {
             next = earliest(next, self.ipv6_deadline());

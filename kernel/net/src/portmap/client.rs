@@ -1,6 +1,6 @@
 //! The port-mapping client: one request out at a time, to the gateway's port 5351.
 
-use super::{natpmp, pcp};
+use super::{natpmp, pcp, upnp};
 use crate::appliance::public::AddressKind;
 use bramble_hal::Instant;
 use core::fmt;
@@ -27,6 +27,8 @@ pub enum Protocol {
     Pcp,
     /// RFC 6886.
     NatPmp,
+    /// UPnP IGD (WANIPConnection or WANPPPConnection), the fallback.
+    Upnp,
 }
 
 impl Protocol {
@@ -35,6 +37,7 @@ impl Protocol {
         match self {
             Protocol::Pcp => "PCP",
             Protocol::NatPmp => "NAT-PMP",
+            Protocol::Upnp => "UPnP IGD",
         }
     }
 }
@@ -71,8 +74,10 @@ impl Mapping {
 /// Why the ports are not mapped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Trouble {
-    /// Neither PCP nor NAT-PMP answered.
+    /// Neither PCP, NAT-PMP nor UPnP IGD answered.
     NoAnswer,
+    /// A UPnP IGD answered the search, but its description or control requests failed.
+    IgdBroken,
     /// The gateway refused: port mapping is turned off in its settings.
     NotAuthorized(Protocol),
     /// The gateway has no external address to map on: it sits behind another NAT (double
@@ -88,7 +93,8 @@ impl Trouble {
     /// A few words, for the status page.
     pub fn short(self) -> &'static str {
         match self {
-            Trouble::NoAnswer => "no PCP or NAT-PMP answer",
+            Trouble::NoAnswer => "no PCP, NAT-PMP or UPnP answer",
+            Trouble::IgdBroken => "the router's UPnP IGD fails",
             Trouble::NotAuthorized(_) => "refused: mapping is off in the router",
             Trouble::NoPublicAddress(_) => "no public address: double NAT or carrier-grade NAT",
             Trouble::NoResources(_) => "the router is out of room",
@@ -101,8 +107,12 @@ impl fmt::Display for Trouble {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Trouble::NoAnswer => f.write_str(
-                "the router answers neither PCP nor NAT-PMP (UPnP IGD is not tried): \
-                 turn one of them on in the router, or forward the ports by hand",
+                "the router answers neither PCP, NAT-PMP nor UPnP IGD: turn one of them on \
+                 in the router, or forward the ports by hand",
+            ),
+            Trouble::IgdBroken => f.write_str(
+                "the router's UPnP IGD answered the search but not its description or \
+                 mapping requests (or offers no WANIPConnection service)",
             ),
             Trouble::NotAuthorized(p) => write!(
                 f,
@@ -162,7 +172,47 @@ enum Phase {
     Waiting { until: Instant },
     /// Mappings deleted (shutdown).
     Stopped,
+    /// UPnP IGD: `step` due at `due` (or under way, while an exchange is out).
+    Upnp { step: UpnpStep, due: Instant },
 }
+
+/// Where a UPnP IGD round stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum UpnpStep {
+    /// SSDP search sent `attempt` times.
+    Search { attempt: u32 },
+    /// The device description to fetch.
+    Describe,
+    /// AddPortMapping for port `index`.
+    Map { index: usize },
+    /// GetExternalIPAddress.
+    External,
+}
+
+/// What the UPnP IGD fallback wants done (see [`PortMapper::poll_upnp`]).
+// Returned by value once per poll and sent at once: boxing the request would only add a
+// heap allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UpnpAction {
+    /// Send [`upnp::search_request`] to 239.255.255.250:1900 from the client's socket (the
+    /// answers come back to it, and go to [`PortMapper::receive`]).
+    Search,
+    /// Open a TCP connection to `to`, send `request`, read the answer until the server
+    /// closes, and give it to [`PortMapper::upnp_answer`] ([`PortMapper::upnp_failed`] when
+    /// it cannot).
+    Exchange {
+        /// Address and port.
+        to: ([u8; 4], u16),
+        /// The HTTP request.
+        request: heapless::Vec<u8, { upnp::REQUEST_LEN }>,
+    },
+}
+
+/// Searches sent before UPnP IGD counts as absent.
+const UPNP_SEARCHES: u32 = 2;
+/// Wait for SSDP answers (MX is 2 s).
+const UPNP_SEARCH_WAIT_MICROS: u64 = 2_500_000;
 
 /// A datagram for the gateway's port [`natpmp::SERVER_PORT`].
 pub type Datagram = heapless::Vec<u8, { pcp::MAP_LEN }>;
@@ -184,6 +234,12 @@ pub struct PortMapper {
     trouble: Option<Trouble>,
     failures: u32,
     counters: MapperCounters,
+    /// UPnP IGD: the description's URL (from SSDP), the control URL and service type, whether
+    /// the IGD takes only permanent mappings, and whether an exchange is out.
+    igd_location: Option<upnp::HttpUrl>,
+    igd_control: Option<(upnp::HttpUrl, &'static str)>,
+    igd_permanent: bool,
+    igd_waiting: bool,
 }
 
 fn datagram(bytes: &[u8]) -> Datagram {
@@ -209,6 +265,10 @@ impl PortMapper {
             trouble: None,
             failures: 0,
             counters: MapperCounters::default(),
+            igd_location: None,
+            igd_control: None,
+            igd_permanent: false,
+            igd_waiting: false,
         }
     }
 
@@ -223,6 +283,9 @@ impl PortMapper {
         self.mappings = [None; MAX_PORTS];
         self.epoch = None;
         self.failures = 0;
+        self.igd_location = None;
+        self.igd_control = None;
+        self.igd_waiting = false;
         self.phase = if client.is_some() && gateway.is_some() {
             self.start(Protocol::Pcp, now)
         } else {
@@ -239,6 +302,13 @@ impl PortMapper {
     }
 
     fn start(&self, protocol: Protocol, now: Instant) -> Phase {
+        if protocol == Protocol::Upnp {
+            let step = match self.igd_control {
+                Some(_) => UpnpStep::Map { index: 0 },
+                None => UpnpStep::Search { attempt: 0 },
+            };
+            return Phase::Upnp { step, due: now };
+        }
         Phase::Asking {
             protocol,
             step: 0,
@@ -250,7 +320,7 @@ impl PortMapper {
     fn steps(&self, protocol: Protocol) -> usize {
         match protocol {
             Protocol::Pcp => self.requests.len(),
-            Protocol::NatPmp => self.requests.len() + 1,
+            Protocol::NatPmp | Protocol::Upnp => self.requests.len() + 1,
         }
     }
 
@@ -281,6 +351,7 @@ impl PortMapper {
 
     fn request(&self, protocol: Protocol, step: usize) -> Datagram {
         match protocol {
+            Protocol::Upnp => Datagram::new(),
             Protocol::Pcp => self.pcp_request(step, self.lifetime),
             Protocol::NatPmp if step == 0 => datagram(&natpmp::address_request()),
             Protocol::NatPmp => {
@@ -306,7 +377,7 @@ impl PortMapper {
         // At most: a renewal starts, PCP falls silent, NAT-PMP's first request goes.
         for _ in 0..3 {
             match self.phase {
-                Phase::Idle | Phase::Stopped => return None,
+                Phase::Idle | Phase::Stopped | Phase::Upnp { .. } => return None,
                 Phase::Holding { renew_at } | Phase::Waiting { until: renew_at } => {
                     if now < renew_at {
                         return None;
@@ -341,7 +412,11 @@ impl PortMapper {
                             log::info!("router: no PCP answer; trying NAT-PMP");
                             self.phase = self.start(Protocol::NatPmp, now);
                         }
-                        Protocol::NatPmp => self.fail(Trouble::NoAnswer, now),
+                        Protocol::NatPmp | Protocol::Upnp => {
+                            log::info!("router: no NAT-PMP answer; searching for a UPnP IGD");
+                            self.phase = self.start(Protocol::Upnp, now);
+                            return None;
+                        }
                     }
                 }
             }
@@ -409,6 +484,21 @@ impl PortMapper {
     pub fn receive(&mut self, from: [u8; 4], bytes: &[u8], now: Instant) {
         if Some(from) != self.gateway || self.phase == Phase::Stopped {
             self.counters.ignored += 1;
+            return;
+        }
+        if let Phase::Upnp {
+            step: UpnpStep::Search { .. },
+            ..
+        } = self.phase
+            && let Some(location) = upnp::parse_search_answer(bytes)
+        {
+            self.igd_location = Some(location);
+            self.igd_control = None;
+            self.phase = Phase::Upnp {
+                step: UpnpStep::Describe,
+                due: now,
+            };
+            self.counters.replies += 1;
             return;
         }
         let taken = match bytes.first() {
@@ -568,7 +658,7 @@ impl PortMapper {
         now: Instant,
     ) {
         let index = match protocol {
-            Protocol::Pcp => step,
+            Protocol::Pcp | Protocol::Upnp => step,
             Protocol::NatPmp => step - 1,
         };
         let request = self.requests[index];
@@ -606,6 +696,11 @@ impl PortMapper {
             };
             return;
         }
+        self.finish_round(protocol, now);
+    }
+
+    /// Every port mapped by `protocol`: renew at half the shortest lifetime granted.
+    fn finish_round(&mut self, protocol: Protocol, now: Instant) {
         self.protocol = Some(protocol);
         self.trouble = None;
         self.failures = 0;
@@ -623,9 +718,177 @@ impl PortMapper {
         };
     }
 
+    /// The UPnP IGD fallback's next action, when one is due (call beside
+    /// [`PortMapper::poll`]).
+    pub fn poll_upnp(&mut self, now: Instant) -> Option<UpnpAction> {
+        let Phase::Upnp { step, due } = self.phase else {
+            return None;
+        };
+        if now < due || self.igd_waiting {
+            return None;
+        }
+        let exchange = |to: &upnp::HttpUrl, request| {
+            Some(UpnpAction::Exchange {
+                to: (to.address, to.port),
+                request,
+            })
+        };
+        match step {
+            UpnpStep::Search { attempt } => {
+                if attempt >= UPNP_SEARCHES {
+                    self.fail(Trouble::NoAnswer, now);
+                    return None;
+                }
+                self.phase = Phase::Upnp {
+                    step: UpnpStep::Search {
+                        attempt: attempt + 1,
+                    },
+                    due: now.add_micros(UPNP_SEARCH_WAIT_MICROS),
+                };
+                self.counters.requests += 1;
+                Some(UpnpAction::Search)
+            }
+            UpnpStep::Describe => {
+                let url = self.igd_location.clone()?;
+                self.igd_waiting = true;
+                self.counters.requests += 1;
+                exchange(&url, upnp::get_request(&url)?)
+            }
+            UpnpStep::Map { index } => {
+                let (url, service) = self.igd_control.clone()?;
+                let request = self.requests[index];
+                let client = Ipv4Addr::from(self.client?);
+                let lease = if self.igd_permanent { 0 } else { self.lifetime };
+                let soap = upnp::soap_request(
+                    &url,
+                    service,
+                    "AddPortMapping",
+                    &[
+                        ("NewRemoteHost", &""),
+                        ("NewExternalPort", &request.external),
+                        ("NewProtocol", &"TCP"),
+                        ("NewInternalPort", &request.internal),
+                        ("NewInternalClient", &client),
+                        ("NewEnabled", &1),
+                        ("NewPortMappingDescription", &"Bramble"),
+                        ("NewLeaseDuration", &lease),
+                    ],
+                )?;
+                self.igd_waiting = true;
+                self.counters.requests += 1;
+                exchange(&url, soap)
+            }
+            UpnpStep::External => {
+                let (url, service) = self.igd_control.clone()?;
+                let soap = upnp::soap_request(&url, service, "GetExternalIPAddress", &[])?;
+                self.igd_waiting = true;
+                self.counters.requests += 1;
+                exchange(&url, soap)
+            }
+        }
+    }
+
+    /// The whole answer to the exchange [`PortMapper::poll_upnp`] asked for.
+    pub fn upnp_answer(&mut self, bytes: &[u8], now: Instant) {
+        let Phase::Upnp { step, .. } = self.phase else {
+            return;
+        };
+        if !self.igd_waiting {
+            return;
+        }
+        self.igd_waiting = false;
+        self.counters.replies += 1;
+        let next = |step| Phase::Upnp { step, due: now };
+        match step {
+            UpnpStep::Search { .. } => {}
+            UpnpStep::Describe => {
+                let found = match (upnp::http_response(bytes), &self.igd_location) {
+                    (Some((200, body)), Some(base)) => upnp::find_control_url(body, base),
+                    _ => None,
+                };
+                match found {
+                    Some(control) => {
+                        self.igd_control = Some(control);
+                        self.phase = next(UpnpStep::Map { index: 0 });
+                    }
+                    None => self.fail(Trouble::IgdBroken, now),
+                }
+            }
+            UpnpStep::Map { index } => match upnp::parse_soap(bytes) {
+                Some(upnp::SoapAnswer::Ok(_)) => {
+                    let request = self.requests[index];
+                    // A permanent mapping is still checked at each renewal.
+                    let lifetime = self.lifetime;
+                    let renewed = self.mappings[index].is_some();
+                    self.mappings[index] = Some(Mapping {
+                        internal: request.internal,
+                        external: request.external,
+                        lifetime,
+                        granted_at: now,
+                    });
+                    if !renewed {
+                        log::info!(
+                            "router: UPnP IGD: TCP port {} outside -> port {} {}",
+                            request.external,
+                            request.internal,
+                            if self.igd_permanent {
+                                "(permanent: the router takes no lease time)"
+                            } else {
+                                "with a lease"
+                            }
+                        );
+                    }
+                    self.phase = if index + 1 < self.requests.len() {
+                        next(UpnpStep::Map { index: index + 1 })
+                    } else {
+                        next(UpnpStep::External)
+                    };
+                }
+                Some(upnp::SoapAnswer::Error(upnp::ERROR_ONLY_PERMANENT_LEASES))
+                    if !self.igd_permanent =>
+                {
+                    // Asked again without a lease time; renewals still check it is there.
+                    self.igd_permanent = true;
+                    self.phase = next(UpnpStep::Map { index });
+                }
+                Some(upnp::SoapAnswer::Error(code)) => {
+                    self.protocol = Some(Protocol::Upnp);
+                    let trouble = match code {
+                        401 | 606 => Trouble::NotAuthorized(Protocol::Upnp),
+                        728 => Trouble::NoResources(Protocol::Upnp),
+                        code => Trouble::Refused(Protocol::Upnp, code),
+                    };
+                    self.refused(trouble, now);
+                }
+                None => self.upnp_failed(now),
+            },
+            UpnpStep::External => {
+                if let Some(upnp::SoapAnswer::Ok(body)) = upnp::parse_soap(bytes)
+                    && let Some(address) = upnp::external_address(body)
+                {
+                    self.external = Some(address);
+                }
+                self.finish_round(Protocol::Upnp, now);
+            }
+        }
+    }
+
+    /// The exchange [`PortMapper::poll_upnp`] asked for failed (no connection, a timeout):
+    /// the IGD is searched for again after the usual wait.
+    pub fn upnp_failed(&mut self, now: Instant) {
+        if !self.igd_waiting {
+            return;
+        }
+        self.igd_waiting = false;
+        self.igd_control = None;
+        self.fail(Trouble::IgdBroken, now);
+    }
+
     /// When [`PortMapper::poll`] next has work.
     pub fn next_deadline(&self) -> Option<Instant> {
         match self.phase {
+            Phase::Upnp { .. } if self.igd_waiting => None,
+            Phase::Upnp { due, .. } => Some(due),
             Phase::Idle | Phase::Stopped => None,
             Phase::Asking { due, .. } => Some(due),
             Phase::Holding { renew_at } => Some(renew_at),
@@ -643,6 +906,9 @@ impl PortMapper {
                 continue;
             }
             let bytes = match protocol {
+                // A SOAP DeletePortMapping needs a TCP exchange the reset does not wait
+                // for: the mapping runs out with its lease.
+                Protocol::Upnp => continue,
                 Protocol::Pcp => self.pcp_request(index, 0),
                 Protocol::NatPmp => {
                     datagram(&natpmp::map_request(self.requests[index].internal, 0, 0))
@@ -745,6 +1011,14 @@ impl fmt::Display for MapperReport<'_> {
                 write!(f, "{sep}asking {gateway} by {}", protocol.name())
             }
             Phase::Holding { renew_at } => write!(f, ", renewal in {} s", seconds(renew_at)),
+            Phase::Upnp { .. } => {
+                let sep = if first && m.trouble.is_none() {
+                    ""
+                } else {
+                    "; "
+                };
+                write!(f, "{sep}asking {gateway} by UPnP IGD")
+            }
             Phase::Waiting { until } => write!(f, "; next try in {} s", seconds(until)),
             Phase::Idle | Phase::Stopped => Ok(()),
         }

@@ -19,9 +19,11 @@ pub mod natpmp;
 pub mod pcp;
 #[cfg(test)]
 mod tests;
+pub mod upnp;
 
 pub use client::{
     MAX_PORTS, MapperCounters, MapperReport, Mapping, PortMapper, PortRequest, Protocol, Trouble,
+    UpnpAction,
 };
 
 /// Why bytes from the gateway were not taken as a reply.

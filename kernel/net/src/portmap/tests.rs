@@ -149,34 +149,129 @@ fn a_nat_pmp_gateway_is_used_after_its_unsupported_version_answer() {
 }
 
 #[test]
-fn silence_to_both_protocols_is_said_plainly_and_retried() {
+fn silence_to_every_protocol_is_said_plainly_and_retried() {
     let mut mapper = mapper();
     let mut sent = std::vec::Vec::new();
     let mut now = at(0);
-    while now < at(100) {
+    while now < at(400) {
         if let Some(request) = mapper.poll(now) {
             sent.push((now, request[0]));
         }
+        if let Some(action) = mapper.poll_upnp(now) {
+            assert_eq!(action, UpnpAction::Search);
+            sent.push((now, b'S'));
+        }
         now = mapper.next_deadline().unwrap().max(now);
-        if now >= at(100) {
+        if mapper.trouble().is_some() {
             break;
         }
     }
-    // PCP four times (250 ms doubling), then NAT-PMP four times, then a wait of 30 s.
+    // PCP four times (250 ms doubling), NAT-PMP four times, two SSDP searches, then a wait
+    // of 30 s.
     let versions: std::vec::Vec<u8> = sent.iter().map(|(_, v)| *v).collect();
-    assert_eq!(versions, [2, 2, 2, 2, 0, 0, 0, 0]);
+    assert_eq!(versions, [2, 2, 2, 2, 0, 0, 0, 0, b'S', b'S']);
     assert_eq!(mapper.trouble(), Some(Trouble::NoAnswer));
     assert!(
         mapper
             .report(now)
             .to_string()
-            .contains("answers neither PCP nor NAT-PMP")
+            .contains("answers neither PCP, NAT-PMP nor UPnP IGD")
     );
     let retry = mapper.next_deadline().unwrap();
-    assert_eq!(retry.micros_since(sent[7].0), 2_000_000 + 30_000_000);
+    assert_eq!(retry.micros_since(sent[9].0), 2_500_000 + 30_000_000);
     // The owner's `router again` starts over at once.
     mapper.again(now);
     assert_eq!(mapper.poll(now).map(|r| r[0]), Some(2));
+}
+
+/// Runs PCP and NAT-PMP into silence, so that the UPnP fallback's first search is due.
+fn into_upnp(mapper: &mut PortMapper) -> Instant {
+    let mut now = at(0);
+    for _ in 0..20 {
+        let _ = mapper.poll(now);
+        now = mapper.next_deadline().unwrap().max(now);
+    }
+    assert_eq!(mapper.poll_upnp(now), Some(UpnpAction::Search));
+    now
+}
+
+fn exchange(action: Option<UpnpAction>) -> std::string::String {
+    match action {
+        Some(UpnpAction::Exchange { to, request }) => {
+            assert_eq!(to, (GATEWAY, 5000));
+            std::string::String::from_utf8(request.to_vec()).unwrap()
+        }
+        other => panic!("not an exchange: {other:?}"),
+    }
+}
+
+#[test]
+fn upnp_igd_maps_when_pcp_and_nat_pmp_are_silent() {
+    let mut mapper = mapper();
+    let now = into_upnp(&mut mapper);
+    mapper.receive(
+        GATEWAY,
+        b"HTTP/1.1 200 OK\r\nST: urn:schemas-upnp-org:device:InternetGatewayDevice:1\r\n\
+          LOCATION: http://192.168.1.1:5000/rootDesc.xml\r\n\r\n",
+        now,
+    );
+    let get = exchange(mapper.poll_upnp(now));
+    assert!(get.starts_with("GET /rootDesc.xml HTTP/1.1\r\n"), "{get}");
+    assert_eq!(mapper.poll_upnp(now), None, "one exchange at a time");
+    mapper.upnp_answer(
+        b"HTTP/1.1 200 OK\r\n\r\n<root><service><serviceType>\
+          urn:schemas-upnp-org:service:WANIPConnection:1</serviceType>\
+          <controlURL>/ctl/IPConn</controlURL></service></root>",
+        now,
+    );
+    let add = exchange(mapper.poll_upnp(now));
+    assert!(add.contains("#AddPortMapping"), "{add}");
+    assert!(
+        add.contains("<NewInternalClient>192.168.1.50</NewInternalClient>"),
+        "{add}"
+    );
+    assert!(
+        add.contains("<NewLeaseDuration>120</NewLeaseDuration>"),
+        "{add}"
+    );
+    // An IGD that keeps only permanent mappings is asked again without a lease.
+    mapper.upnp_answer(
+        b"HTTP/1.1 500 Internal Server Error\r\n\r\n<errorCode>725</errorCode>",
+        now,
+    );
+    let again = exchange(mapper.poll_upnp(now));
+    assert!(
+        again.contains("<NewLeaseDuration>0</NewLeaseDuration>"),
+        "{again}"
+    );
+    mapper.upnp_answer(b"HTTP/1.1 200 OK\r\n\r\n<ok/>", now);
+    let second = exchange(mapper.poll_upnp(now));
+    assert!(
+        second.contains("<NewExternalPort>443</NewExternalPort>"),
+        "{second}"
+    );
+    mapper.upnp_answer(b"HTTP/1.1 200 OK\r\n\r\n<ok/>", now);
+    let external = exchange(mapper.poll_upnp(now));
+    assert!(external.contains("#GetExternalIPAddress"), "{external}");
+    mapper.upnp_answer(
+        b"HTTP/1.1 200 OK\r\n\r\n<NewExternalIPAddress>198.51.100.20</NewExternalIPAddress>",
+        now,
+    );
+    assert_eq!(mapper.external(), Some((PUBLIC, Protocol::Upnp)));
+    assert_eq!(mapper.mappings().count(), 2);
+    assert!(
+        mapper
+            .report(now)
+            .to_string()
+            .starts_with("UPnP IGD via 192.168.1.1: 198.51.100.20:80->80,:443->443")
+    );
+    // The renewal goes straight to the control URL, without a search.
+    let renew_at = mapper.next_deadline().unwrap();
+    assert_eq!(mapper.poll(renew_at), None);
+    assert!(exchange(mapper.poll_upnp(renew_at)).contains("#AddPortMapping"));
+    // A failed exchange forgets the IGD and waits.
+    mapper.upnp_failed(renew_at);
+    assert_eq!(mapper.trouble(), Some(Trouble::IgdBroken));
 }
 
 #[test]
