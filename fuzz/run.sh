@@ -6,7 +6,7 @@
 # stay under fuzz/corpus and fuzz/artifacts (not committed). Prints one `target: NAME` line
 # before each target's output, so libFuzzer's `Done N runs` lines can be told apart.
 #
-# Every target is built once (cargo-fuzz's build, its sanitizer flags), then the targets run
+# Every target is built first (cargo-fuzz's build, its sanitizer flags), then the targets run
 # FUZZ_JOBS at a time (default: the CPUs, `nproc`), each a single-threaded libFuzzer for the
 # whole bound: on an otherwise idle machine each gets a core of its own, so running them side
 # by side divides the wall time and not the fuzzing any target gets. Set FUZZ_JOBS=1 on a
@@ -16,11 +16,18 @@ set -eu
 seconds="${1:-60}"
 [ "$#" -gt 0 ] && shift
 cd "$(dirname "$0")/.."
-# Every [[bin]] of fuzz/Cargo.toml, unless targets are named.
-targets="${*:-$(cd fuzz && cargo fuzz list)}"
+# Every [[bin]] of fuzz/Cargo.toml, unless targets are named (then only they are built).
+if [ "$#" -gt 0 ]; then
+    targets="$*"
+    for target in $targets; do
+        (cd fuzz && cargo fuzz build -O "$target")
+    done
+else
+    targets="$(cd fuzz && cargo fuzz list)"
+    (cd fuzz && cargo fuzz build -O)
+fi
 jobs="${FUZZ_JOBS:-$(nproc)}"
 triple="$(rustc -vV | sed -n 's/^host: //p')"
-(cd fuzz && cargo fuzz build -O)
 bin="fuzz/target/$triple/release"
 logs="$(mktemp -d)"
 trap 'rm -rf "$logs"' EXIT
