@@ -601,18 +601,19 @@ pub fn check_reply(
     Ok(())
 }
 
+/// A name server's side, for the tests here and the appliance's.
 #[cfg(test)]
-mod tests {
+pub(crate) mod testing {
     use super::*;
     use std::vec::Vec;
 
-    const KEY: TsigKey<'static> = TsigKey {
-        name: "bramble-key",
-        secret: b"0123456789abcdef0123456789abcdef",
-    };
-
     /// Signs `body` (an answer without TSIG, ADCOUNT not counting it) as a server would.
-    fn server_sign(body: &[u8], request_mac: &[u8], key: &TsigKey<'_>, time: u64) -> Vec<u8> {
+    pub(crate) fn server_sign(
+        body: &[u8],
+        request_mac: &[u8],
+        key: &TsigKey<'_>,
+        time: u64,
+    ) -> Vec<u8> {
         let mut mac = keyed(key);
         mac.update(&(request_mac.len() as u16).to_be_bytes());
         mac.update(request_mac);
@@ -644,7 +645,7 @@ mod tests {
     }
 
     /// A bare answer: the request's header with QR set and `rcode`, its zone section.
-    fn answer_body(request: &[u8], rcode: u8) -> Vec<u8> {
+    pub(crate) fn answer_body(request: &[u8], rcode: u8) -> Vec<u8> {
         let zone_end = 12 + request[12..].iter().position(|&b| b == 0).unwrap() + 1 + 4;
         let mut body = request[..zone_end].to_vec();
         body[2] |= 0x80;
@@ -652,6 +653,17 @@ mod tests {
         body[6..12].copy_from_slice(&[0, 0, 0, 0, 0, 0]);
         body
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{answer_body, server_sign};
+    use super::*;
+
+    const KEY: TsigKey<'static> = TsigKey {
+        name: "bramble-key",
+        secret: b"0123456789abcdef0123456789abcdef",
+    };
 
     fn request(buf: &mut [u8]) -> Signed {
         let changes = [

@@ -5,6 +5,7 @@
 
 mod address;
 mod clock;
+mod ddns;
 mod https;
 mod ipv6;
 mod mdns;
