@@ -169,6 +169,18 @@ fn cli_keygen_then_image_with_the_public_key_puts_it_in_the_slot_label() {
             .success(),
         "keygen does not overwrite"
     );
+    // With --force it does: a new pair (--debug: the global flag, with this subcommand).
+    let forced = bramble()
+        .args(["keygen", "--force", "--debug"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(forced.status.success());
+    let again = bramble::publish::keys::read_public(&dir.path().join("owner.pub")).unwrap();
+    assert_ne!(again, public, "a new key pair");
+    let secret = bramble::publish::keys::read_secret(&key).unwrap();
+    assert_eq!(secret.verifying_key().as_bytes(), &again);
+    let public = again;
     site_image(dir.path());
     let img = dir.path().join("card.img");
     let out = run(bramble()
@@ -366,15 +378,34 @@ fn cli_publish_rollback_and_the_refusals_leave_one_whole_site() {
     );
 
     // Rollback: slot A again; its replay is old.
-    let out = publish(&["--rollback", "--version", "13"], &card, &key);
+    let rollback = || {
+        bramble()
+            .args([
+                "publish",
+                "--rollback",
+                "--debug",
+                "--version",
+                "13",
+                "--card",
+            ])
+            .arg(&card)
+            .arg("--key")
+            .arg(&key)
+            .output()
+            .unwrap()
+    };
+    let out = rollback();
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(kernel_serves(&fs::read(&card).unwrap()), (0, packed(&a)));
-    let out = publish(&["--rollback", "--version", "13"], &card, &key);
-    assert!(!out.status.success());
+    let replay = rollback();
+    assert!(!replay.status.success());
+    let err = String::from_utf8_lossy(&replay.stderr);
+    assert!(err.contains("\"error\":\"old-version\""), "{err}");
+    assert_eq!(kernel_serves(&fs::read(&card).unwrap()).0, 0);
 }
 
 /// The power cut through the real binary: `bramble publish --card` killed by PID (SIGKILL)
