@@ -29,14 +29,13 @@ mod netns;
 use bramble::image::disk::{STORE_FIRST_SECTOR, STORE_REGION_BLOCKS};
 use bramble_qemu::{Kernel, Machine, Network, QemuConfig, Topology};
 use bramble_testkit::pebble::{ApiChain, make_ca};
-use bramble_tests::{Guest, kernel, sntp};
+use bramble_tests::{Guest, kernel};
+use netns::sntp::Sntp;
 use netns::tool::{BrambleQemu, bramble_image, start_bramble_qemu};
 use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, TAP, run as run_command};
-use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 bramble_qemu_helper!();
@@ -46,62 +45,6 @@ const GUEST: &str = "192.168.77.50";
 /// From boot to a certificate: the kernel's order under QEMU (key generation, ten or so
 /// signed requests, a TLS handshake per request) takes well under a minute; bounded.
 const ISSUE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// An SNTP responder on the namespace's address, giving the host's time moved on by
-/// `offset` seconds (0 unless a test makes a certificate due for renewal).
-struct Sntp {
-    stop: Arc<AtomicBool>,
-    offset: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Sntp {
-    fn start(netns: &Netns) -> Sntp {
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = Arc::clone(&stop);
-        let offset = Arc::new(AtomicU64::new(0));
-        let ahead = Arc::clone(&offset);
-        let (ready, bound) = std::sync::mpsc::channel();
-        let thread = bramble_testkit::netns::spawn_inside(netns.name(), move || {
-            let socket = UdpSocket::bind((HOST_ADDRESS, 123)).expect("bind port 123");
-            socket
-                .set_read_timeout(Some(Duration::from_millis(50)))
-                .unwrap();
-            ready.send(()).unwrap();
-            let mut request = [0u8; 512];
-            while !stopping.load(Ordering::Relaxed) {
-                let Ok((len, peer)) = socket.recv_from(&mut request) else {
-                    continue;
-                };
-                if len < 48 {
-                    continue;
-                }
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    + Duration::from_secs(ahead.load(Ordering::Relaxed));
-                let _ = socket.send_to(&sntp::reply(&request, now), peer);
-            }
-        });
-        bound
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the SNTP responder did not start");
-        Sntp {
-            stop,
-            offset,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Sntp {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// Waits (bounded) until `path` holds `needle`.
 fn wait_for_log(path: &Path, needle: &str, limit: Duration) {

@@ -10,7 +10,8 @@
 mod netns;
 
 use bramble_tests::{BOOT_TIMEOUT, kernel};
-use netns::tool::start_bramble_qemu;
+use netns::sntp::Sntp;
+use netns::tool::{bramble_image, start_bramble_qemu};
 use netns::{Daemon, HOST_ADDRESS, Netns, TAP};
 use std::io::{BufRead, BufReader};
 use std::net::UdpSocket;
@@ -522,6 +523,97 @@ fn check_varnish_in_front(netns: &Netns, dir: &std::path::Path, guest: &mut bram
     assert!(line.trim_end().ends_with(&format!(" {STRANGER}")), "{line}");
 }
 
+/// The heartbeat's server in the namespace: `openssl s_server -WWW` on `hc.test:8443` (a name
+/// dnsmasq answers) with a certificate from a CA this test makes, whose root goes on the card
+/// as `acme_ca_certificate`; it answers `GET /ping/owner-check` from a file and logs
+/// `FILE:ping/owner-check` for each.
+fn start_ping_server(netns: &Netns, dir: &std::path::Path) -> Daemon {
+    let openssl = |args: &[&str]| {
+        netns::run(
+            std::process::Command::new("openssl")
+                .current_dir(dir)
+                .args(args),
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:P-256",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "30"],
+            &["-subj", "/CN=Owner view test CA"],
+        ]
+        .concat(),
+    );
+    openssl(
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "hc.key",
+                "-out",
+                "hc.csr",
+                "-subj",
+                "/CN=hc.test",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(dir.join("hc.ext"), "subjectAltName=DNS:hc.test\n").unwrap();
+    openssl(&[
+        "x509",
+        "-req",
+        "-in",
+        "hc.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "hc.pem",
+        "-days",
+        "30",
+        "-extfile",
+        "hc.ext",
+    ]);
+    let www = dir.join("www");
+    std::fs::create_dir_all(www.join("ping")).unwrap();
+    std::fs::write(www.join("ping/owner-check"), "OK\n").unwrap();
+    let mut command = netns.command("openssl");
+    command.current_dir(&www).args([
+        "s_server",
+        "-accept",
+        &format!("{HOST_ADDRESS}:{PING_PORT}"),
+        "-cert",
+        "../hc.pem",
+        "-key",
+        "../hc.key",
+        "-WWW",
+    ]);
+    Daemon::start(command, &dir.join("s_server.log"))
+}
+
+/// The heartbeat's URL (issue 31 item 4), on the ping server above.
+const PING_URL: &str = "https://hc.test:8443/ping/owner-check";
+/// The ping server's port.
+const PING_PORT: u16 = 8443;
+
+/// `needle` in a line the guest printed already, or (bounded) in one still to come.
+fn seen_or_wait(guest: &mut bramble_tests::Guest, needle: &str, timeout: Duration) -> String {
+    if let Some(line) = guest.transcript.iter().find(|line| line.contains(needle)) {
+        return line.clone();
+    }
+    guest.expect_line(needle, timeout)
+}
+
 fn unhex(text: &str) -> Vec<u8> {
     (0..text.len())
         .step_by(2)
@@ -563,8 +655,9 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
     std::fs::write(
         &settings,
         format!(
-            "address = 192.168.77.2/24\nhostname = sill\nntp = off\n\
+            "address = 192.168.77.2/24\nhostname = sill\nntp = {HOST_ADDRESS}\n\
              dns = {HOST_ADDRESS}\nsyslog = logs.test:{COLLECTOR_PORT}\n\
+             heartbeat = {PING_URL}\nheartbeat_every = 1\n\
              status_from = {HOST_ADDRESS}/32\nstatus_token = {TOKEN}\n\
              proxy_from = {HOST_ADDRESS}/32\n"
         ),
@@ -585,12 +678,31 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
         &format!("--listen-address={HOST_ADDRESS}"),
         "--except-interface=lo",
         &format!("--address=/logs.test/{HOST_ADDRESS}"),
+        &format!("--address=/hc.test/{HOST_ADDRESS}"),
         "--user=root",
         "--log-queries",
         "--log-facility=-",
         &format!("--pid-file={}", dir.path().join("dnsmasq.pid").display()),
     ]);
     let _dnsmasq = Daemon::start(dnsmasq, &dir.path().join("dnsmasq.log"));
+    // The heartbeat's server, whose CA's root goes on the card; the clock its certificate is
+    // checked against.
+    let _ping_server = start_ping_server(&netns, dir.path());
+    let _sntp = Sntp::start(&netns);
+    let card = dir.path().join("card.img");
+    let path = |p: &std::path::Path| p.display().to_string();
+    bramble_image(&[
+        "--site",
+        &path(&site),
+        "--config",
+        &path(&settings),
+        "--acme-ca",
+        &path(&dir.path().join("ca.pem")),
+        "--kernel",
+        &kernel_image,
+        "-o",
+        &path(&card),
+    ]);
     // The collector listens before the guest boots, so the boot's lines (kept in the ring
     // until the address is up) reach it.
     let mut collector = netns
@@ -613,20 +725,27 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
     {
         line.clear();
     }
-    let args: Vec<String> = vec![
-        "--kernel".into(),
-        kernel_image,
-        "--site".into(),
-        site.display().to_string(),
-        "--config".into(),
-        settings.display().to_string(),
-        "--tap".into(),
-        TAP.into(),
-    ];
+    let args: Vec<String> = vec!["--image".into(), path(&card), "--tap".into(), TAP.into()];
     let mut qemu = start_bramble_qemu(&netns, &args);
     let guest = qemu.guest();
     guest.expect_line("Bramble", BOOT_TIMEOUT);
     guest.expect_line("serving: http://192.168.77.2/", BOOT_TIMEOUT);
+    // The heartbeat's first ping goes once the clock is set (its server's certificate is
+    // checked against it); the requests below wait for it, so that the visitor counts all
+    // fall on the clock's day.
+    let ping = seen_or_wait(guest, "the next ping in", Duration::from_secs(60));
+    assert!(
+        ping.contains("heartbeat: answered 200; the next ping in 60 s"),
+        "{ping}\ndnsmasq:\n{}\nping server:\n{}\nserial:\n{}",
+        std::fs::read_to_string(dir.path().join("dnsmasq.log")).unwrap_or_default(),
+        std::fs::read_to_string(dir.path().join("s_server.log")).unwrap_or_default(),
+        guest.transcript.join("\n")
+    );
+    let served = std::fs::read_to_string(dir.path().join("s_server.log")).unwrap_or_default();
+    assert!(
+        served.contains("FILE:ping/owner-check"),
+        "the ping server saw no ping:\n{served}"
+    );
     for path in ["/", "/blob.bin"] {
         assert!(
             netns.curl(&format!("http://192.168.77.2{path}")).is_some(),
@@ -685,8 +804,13 @@ fn syslog_receives_boot_events_and_every_request_and_the_console_keeps_a_ring() 
     for message in &messages {
         assert_eq!(message.hostname, "sill");
         assert_eq!(message.app_name, "bramble");
-        // No clock (ntp = off): RFC 5424's NILVALUE.
-        assert_eq!(message.timestamp, "-");
+        // RFC 5424's NILVALUE until the clock is set, then the time (checked by the parser).
+        if message.msgid == "access" {
+            assert_ne!(
+                message.timestamp, "-",
+                "requests come after the clock is set"
+            );
+        }
         assert_eq!(message.priority / 8, 16, "facility local0");
         assert_eq!(message.elements.len(), 1);
         assert_eq!(message.elements[0].0, "meta");

@@ -487,6 +487,17 @@ fn print_status(
             };
             log::info!("{line}");
         }
+        if let Some(heartbeat) =
+            appliance.heartbeat_status(bramble_hal::Instant::from_micros(TIMER.micros()))
+        {
+            let line = bramble_status::Heartbeat {
+                sent: heartbeat.sent,
+                answered: heartbeat.answered,
+                failed: heartbeat.failed,
+                next_in: heartbeat.next_in,
+            };
+            log::info!("{line}");
+        }
         status::print_https(appliance);
         status::print_acme(appliance);
         ddns::print_status(appliance);

@@ -9,6 +9,7 @@ use bramble_bcm2835::mailbox::{PropertyBuffer, device};
 use bramble_hal::{Instant, MacAddress};
 use bramble_http::{Connection, RedirectHost, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
+use bramble_net::appliance::heartbeat::{HeartbeatConfig, HeartbeatMemory};
 use bramble_net::appliance::router::{RouterConfig, RouterMemory};
 use bramble_net::appliance::syslog::{CollectorHost, SyslogConfig, SyslogMemory};
 use bramble_net::appliance::{
@@ -230,7 +231,8 @@ pub fn start(
                 bramble_settings::SyslogHost::Name(_) => 2,
             })
         + ddns.as_ref().map_or(0, |_| crate::ddns::SOCKETS)
-        + 2 * usize::from(settings.router_ports != RouterPorts::Off);
+        + 2 * usize::from(settings.router_ports != RouterPorts::Off)
+        + if settings.heartbeat.is_some() { 2 } else { 0 };
     let per_address = settings.connections_per_address.map_or(0, u32::from);
     let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
     let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;
@@ -250,6 +252,7 @@ pub fn start(
         None
     };
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
+    let heartbeat = heartbeat_config(settings, arena);
     let syslog = match &settings.syslog {
         Some(target) => {
             let host = match &target.host {
@@ -354,6 +357,11 @@ pub fn start(
                 };
                 appliance.start_syslog(config, memory, Instant::from_micros(micros()));
             }
+            if let Some((config, memory)) = heartbeat
+                && let Err(error) = appliance.start_heartbeat(config, memory)
+            {
+                log::error!("heartbeat: not started: {error}");
+            }
             if let Some(ddns) = ddns {
                 let now = Instant::from_micros(micros());
                 if let Err(error) = appliance.start_ddns(ddns.config, ddns.memory, now) {
@@ -434,6 +442,48 @@ fn router_ports(settings: &Settings) -> Option<heapless::Vec<PortRequest, 2>> {
         });
     }
     Some(ports)
+}
+
+/// Heap for the heartbeat's TLS client: its handshake, the server's chain, one record each
+/// way (ACME's client, doing more, peaked at 18 KiB against pebble).
+const HEARTBEAT_HEAP_BYTES: usize = 48 * 1024;
+
+/// The heartbeat's configuration and memory from the settings (`None`: off, or logged why
+/// not): the URL, its interval, the roots (`acme_ca_certificate`, else Let's Encrypt's).
+fn heartbeat_config(
+    settings: &Settings,
+    arena: &mut Arena,
+) -> Option<(HeartbeatConfig<'static>, &'static mut HeartbeatMemory)> {
+    let url = settings.heartbeat.as_ref()?;
+    let roots_pem: &'static [u8] = match &settings.acme_ca_certificate {
+        None => bramble_acme::LETS_ENCRYPT_ROOTS_PEM,
+        Some(name) => match crate::storage::acme_ca_file() {
+            Some(Ok(bytes)) => bytes,
+            Some(Err(problem)) => {
+                log::error!("heartbeat: {name}: {problem}; not started");
+                return None;
+            }
+            None => {
+                log::error!("heartbeat: the card could not be read; not started");
+                return None;
+            }
+        },
+    };
+    if !crate::tls::claim_heap(arena, HEARTBEAT_HEAP_BYTES) {
+        log::error!("heartbeat: no memory for its {HEARTBEAT_HEAP_BYTES}-byte heap; not started");
+        return None;
+    }
+    let dns_servers = arena.slice(settings.dns.len(), || [0u8; 4])?;
+    for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
+        *slot = server.octets();
+    }
+    let config = HeartbeatConfig {
+        url: arena.value(url.clone())?.as_str(),
+        every_minutes: u32::from(settings.heartbeat_every),
+        roots_pem,
+        dns_servers,
+    };
+    Some((config, arena.value(HeartbeatMemory::new())?))
 }
 
 /// Who may see the status page and metrics, from `status_from` and `status_token`.

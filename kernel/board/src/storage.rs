@@ -103,8 +103,8 @@ pub fn tls_files() -> Option<&'static TlsFiles> {
     TLS_FILES.get()
 }
 
-/// The `acme_ca_certificate` file read at boot (`None`: not named, ACME or HTTPS off, or the
-/// card could not be read).
+/// The `acme_ca_certificate` file read at boot (`None`: not named, neither ACME nor the
+/// heartbeat on, or the card could not be read).
 pub fn acme_ca_file() -> Option<&'static Result<&'static [u8], FileProblem>> {
     ACME_CA.get()
 }
@@ -748,19 +748,19 @@ fn read_settings(reader: &mut CardReader, arena: &mut Arena) -> Settings {
             Settings::default()
         }
     };
-    if settings.https != bramble_settings::HttpsMode::Off {
-        let mut read = |name: &str| read_small_file(reader, name, MAX_TLS_FILE_BYTES, arena);
-        if settings.acme {
-            // ACME brings its own certificate; only a private CA's roots come from the card.
-            if let Some(name) = &settings.acme_ca_certificate {
-                let roots = read(name.as_str());
-                ACME_CA.call_once(|| roots);
-            }
-        } else {
-            let certificate = read(settings.tls_certificate.as_str());
-            let key = read(settings.tls_key.as_str());
-            TLS_FILES.call_once(|| TlsFiles { certificate, key });
-        }
+    let https = settings.https != bramble_settings::HttpsMode::Off;
+    let mut read = |name: &str| read_small_file(reader, name, MAX_TLS_FILE_BYTES, arena);
+    if https && !settings.acme {
+        let certificate = read(settings.tls_certificate.as_str());
+        let key = read(settings.tls_key.as_str());
+        TLS_FILES.call_once(|| TlsFiles { certificate, key });
+    }
+    // ACME brings its own certificate; only a private CA's roots come from the card, for it
+    // and for the heartbeat's server.
+    let wants_roots = (https && settings.acme) || settings.heartbeat.is_some();
+    if wants_roots && let Some(name) = &settings.acme_ca_certificate {
+        let roots = read(name.as_str());
+        ACME_CA.call_once(|| roots);
     }
     settings
 }

@@ -3,7 +3,8 @@
 //!
 //! The heap is talc over a region cut from the arena once, sized by `bramble_tls::heap` for
 //! the HTTPS pool, so it cannot run out (an allocation failure would panic, and the panic
-//! handler resets the board). Nothing else in the kernel allocates.
+//! handler resets the board). Nothing else in the kernel allocates, but for the heartbeat's
+//! TLS client, which claims a region of its own ([`claim_heap`]) after the pool's.
 
 use crate::arena::Arena;
 use crate::storage::TlsFiles;
@@ -58,6 +59,25 @@ unsafe impl GlobalAlloc for TlsHeap {
         unsafe { self.talc.dealloc(pointer, layout) };
         self.in_use.fetch_sub(layout.size(), Ordering::Relaxed);
     }
+}
+
+/// Adds `bytes` cut from `arena` to the TLS heap (a region of its own beside any the HTTPS
+/// pool claimed): for the heartbeat's TLS client. `false` (logged by the caller) when the
+/// arena has no room or the region is refused.
+pub fn claim_heap(arena: &mut Arena, bytes: usize) -> bool {
+    let Some(heap) = arena.zeroed_bytes(bytes) else {
+        return false;
+    };
+    // SAFETY: the region was just cut from the arena for the heap alone and lives forever;
+    // talc takes further disjoint regions at any time, beside one claimed before.
+    let claimed = unsafe {
+        let span = talc::Span::from_base_size(heap.as_mut_ptr(), heap.len());
+        HEAP.talc.lock().claim(span).is_ok()
+    };
+    if claimed {
+        HEAP.size.fetch_add(bytes, Ordering::Relaxed);
+    }
+    claimed
 }
 
 /// Heap bytes: in use now, the most in use at once, and the heap's size.

@@ -577,6 +577,11 @@ pub struct Settings {
     /// `proxy_from`: `off` (default) or up to [`MAX_STATUS_PREFIXES`] prefixes of the
     /// owner's caching proxies, whose X-Forwarded-For / Forwarded name the client.
     pub proxy_from: heapless::Vec<AddressPrefix, MAX_STATUS_PREFIXES>,
+    /// `heartbeat`: `off` (default) or an `https://` URL pinged with a GET every
+    /// `heartbeat_every` minutes.
+    pub heartbeat: Option<heapless::String<MAX_ACME_TEXT_LEN>>,
+    /// `heartbeat_every`: minutes between pings, 1 to 1440. Default 5.
+    pub heartbeat_every: u16,
 }
 
 /// Default `tls_certificate`.
@@ -628,6 +633,8 @@ impl Default for Settings {
             router_ports: RouterPorts::Off,
             router_lifetime: DEFAULT_ROUTER_LIFETIME,
             proxy_from: heapless::Vec::new(),
+            heartbeat: None,
+            heartbeat_every: 5,
         }
     }
 }
@@ -679,10 +686,12 @@ enum Key {
     RouterPorts,
     RouterLifetime,
     ProxyFrom,
+    Heartbeat,
+    HeartbeatEvery,
 }
 
 impl Key {
-    const ALL: [Key; 44] = [
+    const ALL: [Key; 46] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -727,6 +736,8 @@ impl Key {
         Key::RouterPorts,
         Key::RouterLifetime,
         Key::ProxyFrom,
+        Key::Heartbeat,
+        Key::HeartbeatEvery,
     ];
 
     fn name(self) -> &'static str {
@@ -775,6 +786,8 @@ impl Key {
             Key::RouterPorts => "router_ports",
             Key::RouterLifetime => "router_lifetime",
             Key::ProxyFrom => "proxy_from",
+            Key::Heartbeat => "heartbeat",
+            Key::HeartbeatEvery => "heartbeat_every",
         }
     }
 
@@ -1415,6 +1428,8 @@ impl Settings {
             Key::RouterPorts => self.router_ports = router::parse_router_ports(value)?,
             Key::RouterLifetime => self.router_lifetime = router::parse_router_lifetime(value)?,
             Key::ProxyFrom => self.proxy_from = remote::parse_proxy_from(value)?,
+            Key::Heartbeat => self.heartbeat = remote::parse_heartbeat(value)?,
+            Key::HeartbeatEvery => self.heartbeat_every = parse_number(value, 1, 1440)?,
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
                     UsbProtocol::Rndis

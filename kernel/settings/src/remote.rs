@@ -231,6 +231,28 @@ pub(crate) fn parse_proxy_from(
     parse_status_from(value)
 }
 
+/// Parses `heartbeat`: `off` or an `https://` URL of at most
+/// [`crate::MAX_ACME_TEXT_LEN`] printable characters with a host.
+pub(crate) fn parse_heartbeat(
+    value: &str,
+) -> Result<Option<heapless::String<{ crate::MAX_ACME_TEXT_LEN }>>, Problem> {
+    if value.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    let rest = value
+        .get(..8)
+        .filter(|scheme| scheme.eq_ignore_ascii_case("https://"))
+        .map(|_| &value[8..])
+        .ok_or(Problem::NotAnHttpsUrl)?;
+    let host = rest.split(['/', ':', '?']).next().unwrap_or("");
+    if host.is_empty() || value.bytes().any(|b| !b.is_ascii_graphic()) {
+        return Err(Problem::NotAnHttpsUrl);
+    }
+    heapless::String::try_from(value)
+        .map(Some)
+        .map_err(|_| Problem::NotAnHttpsUrl)
+}
+
 /// Parses `off` or a bearer token: 16 to 64 of `A-Z a-z 0-9 - . _ ~`.
 pub(crate) fn parse_status_token(value: &str) -> Result<Option<heapless::String<64>>, Problem> {
     if value.eq_ignore_ascii_case("off") {
@@ -277,6 +299,16 @@ mod status_tests {
             2
         );
         assert_eq!(parse_proxy_from("link"), Err(Problem::NotAPrefix));
+        assert_eq!(parse_heartbeat("off"), Ok(None));
+        assert_eq!(
+            parse_heartbeat("https://hc-ping.com/0f1e2d3c")
+                .unwrap()
+                .as_deref(),
+            Some("https://hc-ping.com/0f1e2d3c")
+        );
+        for bad in ["http://hc-ping.com/x", "https:///x", "https://a b/", "ping"] {
+            assert_eq!(parse_heartbeat(bad), Err(Problem::NotAnHttpsUrl), "{bad}");
+        }
         assert_eq!(parse_status_token("off"), Ok(None));
         assert!(parse_status_token("abcdefghijklmnop").unwrap().is_some());
         for bad in [

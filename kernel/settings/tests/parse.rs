@@ -69,6 +69,8 @@ fn template_mentions_every_setting() {
         "status_token",
         "ipv6_secret",
         "proxy_from",
+        "heartbeat",
+        "heartbeat_every",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }

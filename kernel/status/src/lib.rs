@@ -323,6 +323,20 @@ status_line! {
 }
 
 status_line! {
+    /// The heartbeat (the board, with `heartbeat` set).
+    Heartbeat = "status: heartbeat sent " {
+        /// Pings started.
+        sent: u64, ", answered "
+        /// Pings answered with a 2xx status.
+        answered: u64, ", failed "
+        /// Pings that failed.
+        failed: u64, ", next in "
+        /// Seconds to the next ping.
+        next_in: u64, " s"
+    }
+}
+
+status_line! {
     /// Dynamic DNS (the board, with `ddns` set): what the server last confirmed.
     Ddns<'a> = "status: ddns A " {
         /// The A record's address, or `-`.

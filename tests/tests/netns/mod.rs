@@ -11,6 +11,7 @@
 
 pub mod ipv6;
 pub mod mdns;
+pub mod sntp;
 pub mod tool;
 
 use bramble::image::{ImageInputs, build_image};

@@ -1102,6 +1102,13 @@ impl<'a> AcmeAgent<'a> {
                 let (Some(v4), Some(v6)) = (&lookup.v4, &lookup.v6) else {
                     return None;
                 };
+                // Idle, the socket lists no server: smoltcp hands each DNS answer to the
+                // first socket listing its source (the clock's, syslog's and the heartbeat's
+                // lookups have sockets of their own).
+                appliance
+                    .sockets
+                    .get_mut::<dns::Socket>(self.dns)
+                    .update_servers(&[]);
                 let addresses = happy_eyeballs_order(v6, v4, ipv6_usable);
                 if addresses.is_empty() {
                     return Some(Err(

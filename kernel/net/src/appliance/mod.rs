@@ -24,6 +24,7 @@ mod address6;
 pub mod clock;
 mod config;
 pub mod ddns;
+pub mod heartbeat;
 mod mdns_socket;
 mod memory;
 mod pool;
@@ -186,6 +187,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     acme: Option<acme::AcmeAgent<'a>>,
     /// The syslog sender, once [`Appliance::start_syslog`] has run.
     syslog: Option<syslog::SyslogState<'a>>,
+    /// The heartbeat, once [`Appliance::start_heartbeat`] has run.
+    heartbeat: Option<heartbeat::HeartbeatState<'a>>,
     /// Dynamic DNS, once [`Appliance::start_ddns`] has run.
     ddns: Option<ddns::DdnsState<'a>>,
     /// The port-mapping client, once [`Appliance::start_router`] has run.
@@ -347,6 +350,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             clock: None,
             acme: None,
             syslog: None,
+            heartbeat: None,
             ddns: None,
             router: None,
             public: public::PublicAddress::default(),
@@ -431,6 +435,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_clock(now);
         self.poll_acme(now);
         self.poll_syslog(now);
+        self.poll_heartbeat(now);
         self.poll_ddns(now);
         self.poll_router(now);
     }
@@ -647,6 +652,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         }
         next = earliest(next, self.acme_deadline(now));
         next = earliest(next, self.syslog_deadline(now));
+        next = earliest(next, self.heartbeat_deadline(now));
         next = earliest(next, self.ddns_deadline(now));
         next = earliest(next, self.router_deadline(now));
         next = earliest(next, self.address.link_local_deadline(self.link));

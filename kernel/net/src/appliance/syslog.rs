@@ -316,6 +316,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 Err(GetQueryResultError::Failed) => None,
             };
             state.query = None;
+            // Idle, the socket lists no server: smoltcp hands each DNS answer to the first
+            // socket listing its source, which must be the one that asked.
+            socket.update_servers(&[]);
             match answer {
                 Some(address) => {
                     let endpoint = IpEndpoint::new(address, state.port);
