@@ -313,10 +313,13 @@ fn input_checks() {
     assert!(err.contains("line 2") && err.contains("address"), "{err}");
     fs::write(&settings, "hostname = garden\naddress = 192.168.1.50/24\n").unwrap();
     assert!(image::read_settings(&settings).unwrap().contains("garden"));
-    let long = format!("{}hostname = garden\n", "# a long note\n".repeat(2000));
+    let limit = bramble_settings::MAX_FILE_BYTES;
+    let note = "# a long note\n";
+    let long = format!("{}hostname = garden\n", note.repeat(limit / note.len() + 1));
+    assert!(long.len() > limit);
     fs::write(&settings, long).unwrap();
     let err = image::read_settings(&settings).unwrap_err().to_string();
-    assert!(err.contains("at most 16384"), "{err}");
+    assert!(err.contains(&format!("at most {limit}")), "{err}");
 }
 
 fn bramble() -> Command {
