@@ -132,7 +132,11 @@ pub fn print_acme(appliance: &Network) {
 pub fn print_router(appliance: &Network) {
     let now = bramble_hal::Instant::from_micros(micros());
     if let Some(mapper) = appliance.port_mapper() {
-        log::info!("status: router {}", mapper.report(now));
+        let report = mapper.report(now);
+        let line = bramble_status::Router {
+            report: Text::Shown(&report),
+        };
+        log::info!("{line}");
     }
 }
 

@@ -424,6 +424,15 @@ status_line! {
 }
 
 status_line! {
+    /// The port mapping on the home router, as the mapper reports it (the board, unless
+    /// `router_ports = off`).
+    Router<'a> = "status: router " {
+        /// The mapper's own report: mapping, protocol, lifetime, outside address, warning.
+        report: Text<'a>, ""
+    }
+}
+
+status_line! {
     /// The ACME client (the board, with `acme` set).
     Acme<'a> = "status: acme " {
         /// Where the client stands.

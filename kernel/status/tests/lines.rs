@@ -170,6 +170,15 @@ fn http_addresses_connections_syslog() {
         &expected,
         |l| Connections::parse(l).map(|c| c.to_string()),
     );
+    let report = "PCP, ports 80 443 for 7200 s, outside 203.0.113.7";
+    let expected = format!("status: router {report}");
+    check(
+        Router {
+            report: Text::Shown(&report),
+        },
+        &expected,
+        |l| Router::parse(l).map(|c| c.to_string()),
+    );
     let expected = format!("status: syslog sent {}, dropped {}", 7, 1);
     check(
         Syslog {
