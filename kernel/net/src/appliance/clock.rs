@@ -254,6 +254,14 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     }
                 }
             }
+            if clock.resolving.is_none() {
+                // Idle, the socket lists no server: smoltcp hands each DNS answer to the
+                // first socket listing its source, and this one was added before ACME's,
+                // syslog's and the heartbeat's, whose answers it would take.
+                self.sockets
+                    .get_mut::<dns::Socket>(clock.dns_socket)
+                    .update_servers(&[]);
+            }
         }
         while clock.resolving.is_none()
             && clock.next_name < count
