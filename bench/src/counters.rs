@@ -370,9 +370,9 @@ mod tests {
             &mut counters,
             "[    9.1] INFO  status: https open 2, handshakes full 17 resumed 3, h2 5, failures 1, \
              deferred 4, heap 1226 B in use, 5029 B at most, of 3400985 B; certificate valid, \
-             expires Sun, 07 Nov 2126 09:37:56 GMT (in 36500 days); abandoned at the 10 s \
-             handshake limit 0, closed for memory 5; refused: budget 0 no hello 0 not TLS 0; \
-             priced P-256 0, handshake work 120 M instructions",
+             expires Sun, 07 Nov 2126 09:37:56 GMT (in 36500 days); closed for memory 5; \
+             refused not TLS 0; priced P-256 0, handshake work 120 M instructions; idle \
+             sessions suspended 9 now 1",
         );
         let expected: BTreeMap<String, u64> = [
             ("tls full handshakes", 17),

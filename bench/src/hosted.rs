@@ -37,9 +37,9 @@ const NGINX_PORT: u16 = 8081;
 const BUSYBOX_PORT: u16 = 8082;
 /// nginx's HTTPS port on the namespace's loopback.
 const NGINX_TLS_PORT: u16 = 8443;
-/// bramble-hosted's HTTPS pool, as the Pi's kernel sizes it (kernel/board's tls.rs,
-/// `MAX_HTTPS_CONNECTIONS`).
-const BRAMBLE_HTTPS_CONNECTIONS: &str = "64";
+/// bramble-hosted's HTTPS sessions served at once, as the Pi's kernel sizes them
+/// (kernel/board's tls.rs, `FULL_HTTPS`).
+const BRAMBLE_HTTPS_SESSIONS: &str = "32";
 /// bramble-hosted's pool as the Pi kernel configures it (kernel/board's network.rs,
 /// `FULL_POOL`): 16,384 connections, 512 sessions, a parking cell per connection.
 const BRAMBLE_CONNECTIONS: &str = "16384";
@@ -285,8 +285,8 @@ impl ServerKind {
             ServerKind::Bramble { binary, .. } => format!(
                 "{} on TAP {TAP} as {BRAMBLE_ADDRESS}, static address, the Pi's pool \
                  ({BRAMBLE_CONNECTIONS} connections, {BRAMBLE_SESSIONS} served at once), \
-                 access log and mDNS off; HTTPS on 443 ({BRAMBLE_HTTPS_CONNECTIONS} \
-                 connections, ECDSA P-256 certificate); one process, one poll loop.",
+                 access log and mDNS off; HTTPS on 443 (its own pool \
+                 as large, {BRAMBLE_HTTPS_SESSIONS} served at once, ECDSA P-256 certificate); one process, one poll loop.",
                 binary.display()
             ),
             ServerKind::Nginx => format!(
@@ -335,8 +335,8 @@ impl ServerKind {
                 path(&tls_fixture("p256.pem")),
                 "--tls-key".into(),
                 path(&tls_fixture("p256.key")),
-                "--https-connections".into(),
-                BRAMBLE_HTTPS_CONNECTIONS.into(),
+                "--https-sessions".into(),
+                BRAMBLE_HTTPS_SESSIONS.into(),
             ],
             ServerKind::Nginx => {
                 let config = dir.join("nginx.conf");

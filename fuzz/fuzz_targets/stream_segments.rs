@@ -48,7 +48,10 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let image = SiteImage::new_checked(site()).unwrap();
-    let server = Server::new(SiteSource::Ready(image), ServerConfig::default());
+    let server = core::cell::RefCell::new(Server::new(
+        SiteSource::Ready(image),
+        ServerConfig::default(),
+    ));
     let mut tcbs = vec![Tcb::EMPTY; 4];
     let mut buckets = vec![0u32; 4];
     let mut leases: Vec<_> = (0..2).map(|_| Lease::new(Connection::new())).collect();
@@ -67,6 +70,6 @@ fuzz_target!(|data: &[u8]| {
         max_per_source: u32::from(shape >> 6),
         seed: [u64::from(shape), 1],
     };
-    let mut pool = StreamPool::new(memory, HttpService::new(server), config);
+    let mut pool = StreamPool::new(memory, HttpService::new(&server), config);
     exercise::run_script(&mut pool, script);
 });

@@ -250,7 +250,7 @@ fn attacks_on_bramble_hosted_leave_a_polite_client_served() {
         tls: None,
         https_only: false,
         hsts_seconds: None,
-        https_connections: 1,
+        https_sessions: 1,
         ntp: Vec::new(),
         acme: None,
         console: false,

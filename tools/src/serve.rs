@@ -23,11 +23,15 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use bramble_hal::Instant;
-use bramble_http::{Connection, ConnectionAction, Server, ServerConfig, SiteSource};
-use bramble_net::appliance::secure::{TlsConnection, TlsShared};
-use bramble_net::appliance::{FirstBytes, Opening, PooledConnection};
+use bramble_http::{Connection, Server, ServerConfig, SiteSource};
+use bramble_net::stream::http::HttpService;
+use bramble_net::stream::tls::{
+    Carried, QUEUE_LEN, SCRATCH_LEN, TLS_CELL_LEN, TlsService, TlsSlot,
+};
+use bramble_net::stream::{Admission, Ending, PoolLimits, Service, SessionPhase, wire};
 use bramble_site::SiteImage;
 use bramble_tls::hello::CertificateKey;
+use std::cell::RefCell;
 
 use crate::pack::{PackOptions, SiteOptions, pack_site};
 
@@ -328,16 +332,7 @@ fn accept(
             .spawn(move || {
                 match tls {
                     None if live_reload && asks_for_events(&stream) => serve_events(stream, &site),
-                    None => {
-                        serve_connection(stream, &site, config, &mut Connection::new(), &mut ())
-                    }
-                    Some((tls, key)) => {
-                        let mut incoming = vec![0u8; bramble_tls::session::MAX_RECORD_LEN];
-                        let mut outgoing = vec![0u8; 16 * 1024];
-                        let mut connection = TlsConnection::new(&mut incoming, &mut outgoing);
-                        let mut shared = TlsShared::new(tls, key, Instant::from_micros(0));
-                        serve_connection(stream, &site, config, &mut connection, &mut shared);
-                    }
+                    tls => serve_connection(stream, &site, config, tls),
                 }
                 active.fetch_sub(1, Ordering::AcqRel);
             });
@@ -518,22 +513,33 @@ fn instant(origin: std::time::Instant) -> Instant {
 }
 
 /// Serves one TCP connection until it closes, re-reading the published image between
-/// responses when it changes.
-fn serve_connection<C: PooledConnection>(
+/// responses when it changes: through the Pi's own stream services (plain HTTP's, or the
+/// TLS one around it), over a blocking socket instead of the stream pool.
+fn serve_connection(
     mut stream: TcpStream,
     site: &Site,
     config: ServerConfig,
-    connection: &mut C,
-    shared: &mut C::Shared,
+    tls: Option<TlsSetup>,
 ) {
     let _ = stream.set_nodelay(true);
     let _ = stream.set_read_timeout(Some(READ_SLICE));
     let _ = stream.set_write_timeout(Some(Duration::from_micros(config.limits.response_micros)));
     let origin = std::time::Instant::now();
-    let mut opened = false;
+    let peer = match stream.peer_addr().map(|address| address.ip()) {
+        Ok(IpAddr::V4(v4)) => wire::v4_mapped(v4.octets()),
+        Ok(IpAddr::V6(v6)) => v6.octets(),
+        Err(_) => return,
+    };
+    let port = stream.local_addr().map_or(0, |address| address.port());
+    let ends = Ends { peer, port, origin };
+    // What outlives an image: the engine's session, and what it carries between images.
+    let mut connection = Connection::new();
+    let mut incoming = vec![0u8; bramble_tls::session::MAX_RECORD_LEN];
+    let mut outgoing = vec![0u8; QUEUE_LEN];
+    let mut scratch = vec![0u8; SCRATCH_LEN];
+    let mut carried = [Carried::new()];
+    let mut carry = 0;
     let mut pending: Vec<u8> = Vec::new();
-    let mut out = vec![0u8; WRITE_CHUNK];
-    let mut input = vec![0u8; 16 * 1024];
     loop {
         let (generation, published) = site.snapshot();
         let problem;
@@ -553,144 +559,190 @@ fn serve_connection<C: PooledConnection>(
         if let Ok(since_epoch) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
             server.set_wall_clock(since_epoch.as_secs(), instant(origin));
         }
-        if !opened {
-            // A TLS connection's ClientHello is priced by the handshake budget (one per
-            // thread here: a preview has one author), so its bytes are read first.
-            if !open_connection(
-                &mut stream,
-                connection,
-                shared,
-                &mut server,
-                origin,
-                &mut pending,
-            ) {
-                return;
+        let server = RefCell::new(server);
+        let image = Image { site, generation };
+        let outcome = match &tls {
+            None => {
+                let mut service = HttpService::new(&server);
+                drive(
+                    &mut stream,
+                    &mut service,
+                    &mut connection,
+                    carry,
+                    &ends,
+                    image,
+                    &mut pending,
+                )
             }
-            opened = true;
+            Some((tls, key)) => {
+                // A budget per thread: a preview has one author.
+                let mut service = TlsService::new(
+                    &server,
+                    tls.clone(),
+                    *key,
+                    &mut carried,
+                    &mut scratch,
+                    instant(origin),
+                );
+                let mut slot = TlsSlot::new(&mut incoming, &mut outgoing);
+                drive(
+                    &mut stream,
+                    &mut service,
+                    &mut slot,
+                    carry,
+                    &ends,
+                    image,
+                    &mut pending,
+                )
+            }
+        };
+        match outcome {
+            Some(next) => carry = next,
+            None => return,
         }
-        let finished = drive(
-            &mut stream,
-            connection,
-            shared,
-            &mut server,
-            site,
-            generation,
-            origin,
-            (&mut pending, &mut input, &mut out),
-        );
-        if finished {
-            connection.close(shared, &mut server);
-            return;
-        }
-        // Otherwise a new image was published and no response is in flight: switch.
     }
 }
 
-/// Opens the connection once its first message is in (`pending` keeps what was read, for
-/// the engine). Returns false when it is not to be served: refused, or nothing usable came
-/// within the pool's handshake limit.
-fn open_connection<C: PooledConnection>(
-    stream: &mut TcpStream,
-    connection: &mut C,
-    shared: &mut C::Shared,
-    server: &mut Server,
+/// Who a connection is between: the peer (IPv4-mapped for IPv4), our port, and the
+/// thread's clock origin.
+struct Ends {
+    peer: wire::Address,
+    port: u16,
     origin: std::time::Instant,
-    pending: &mut Vec<u8>,
-) -> bool {
-    let mut input = [0u8; 4096];
-    let limit = Duration::from_micros(bramble_net::appliance::HANDSHAKE_LIMIT_MICROS);
-    while origin.elapsed() < limit {
-        let queued = pending.len();
-        let mut peek = |buffer: &mut [u8]| {
-            let n = buffer.len().min(pending.len());
-            buffer[..n].copy_from_slice(&pending[..n]);
-            n
-        };
-        let first = FirstBytes {
-            queued,
-            peek: &mut peek,
-            finished: false,
-            full: queued >= MAX_PENDING,
-            behind: false,
-        };
-        match connection.open(shared, server, first, instant(origin)) {
-            Opening::Open => return true,
-            Opening::Refuse => return false,
-            Opening::Deferred => std::thread::sleep(Duration::from_millis(10)),
-            Opening::WaitForBytes => match stream.read(&mut input) {
-                Ok(0) => return false,
-                Ok(n) => pending.extend_from_slice(&input[..n]),
-                Err(error)
-                    if matches!(
-                        error.kind(),
-                        ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
-                    ) => {}
-                Err(_) => return false,
-            },
-        }
-    }
-    false
 }
 
-/// Drives the connection against one image. Returns true when the connection is over,
-/// false when a newer image should be picked up.
-#[allow(clippy::too_many_arguments)] // one connection's parts, borrowed separately
-fn drive<C: PooledConnection>(
-    stream: &mut TcpStream,
-    connection: &mut C,
-    shared: &mut C::Shared,
-    server: &mut Server,
-    site: &Site,
+/// The image a connection is being served.
+#[derive(Clone, Copy)]
+struct Image<'s> {
+    site: &'s Site,
     generation: u64,
-    origin: std::time::Instant,
-    (pending, input, out): (&mut Vec<u8>, &mut Vec<u8>, &mut Vec<u8>),
-) -> bool {
-    loop {
-        // Hand pending input to the engine, sending responses as they are produced.
+}
+
+/// Drives the connection with `service` (serving one image) from `carry` (0: new). Returns
+/// `None` when the connection is over, or the carry to go on with once a newer image
+/// should be picked up (between responses).
+fn drive<S: Service>(
+    stream: &mut TcpStream,
+    service: &mut S,
+    session: &mut S::Session,
+    carry: u32,
+    ends: &Ends,
+    image: Image<'_>,
+    pending: &mut Vec<u8>,
+) -> Option<u32> {
+    let now = || instant(ends.origin);
+    let limits = PoolLimits::DEFAULT;
+    if carry == 0 && service.must_park(carry) {
+        // The first bytes wait until the service may take them (a ClientHello, priced).
+        let mut first = true;
         loop {
-            let consumed = connection.receive(shared, server, pending, instant(origin));
-            pending.drain(..consumed);
-            let mut sent = 0;
-            loop {
-                let n = connection.transmit(shared, server, out, instant(origin));
-                if n == 0 {
-                    break;
+            if service.parked_ready(pending, carry) || pending.len() >= TLS_CELL_LEN {
+                match service.admit(pending, carry, first, now()) {
+                    Admission::Now => break,
+                    Admission::Refuse => return None,
+                    Admission::Later(at) => {
+                        first = false;
+                        let wait = at.micros_since(now()).min(10_000);
+                        std::thread::sleep(Duration::from_micros(wait));
+                        continue;
+                    }
                 }
-                if stream.write_all(&out[..n]).is_err() {
-                    return true;
-                }
-                sent += n;
             }
-            if pending.is_empty() || (consumed == 0 && sent == 0) {
+            if now().as_micros() > limits.header_max_micros {
+                return None;
+            }
+            read_more(stream, pending)?;
+        }
+    }
+    service.open(session, &ends.peer, ends.port, carry, now());
+    let mut out = vec![0u8; WRITE_CHUNK];
+    let mut input = vec![0u8; 16 * 1024];
+    let mut progress = now();
+    loop {
+        // Hand pending input to the engine, sending what it produces.
+        while !pending.is_empty() {
+            let taken = service.receive(session, pending, now());
+            pending.drain(..taken.min(pending.len()));
+            if taken == 0 {
                 break;
             }
+            progress = now();
         }
-        match connection.action(instant(origin)) {
-            ConnectionAction::KeepOpen => {}
-            ConnectionAction::CloseWhenFlushed => {
-                let _ = stream.flush();
-                let _ = stream.shutdown(Shutdown::Write);
-                return true;
+        loop {
+            if service.send_len(session) == 0 {
+                break;
             }
-            ConnectionAction::Abort => {
-                let _ = stream.shutdown(Shutdown::Both);
-                return true;
+            let n = service.readable(session, 0, out.len(), now());
+            if n == 0 {
+                break;
             }
+            let copied = service.read_at(session, 0, &mut out[..n]);
+            if stream.write_all(&out[..copied]).is_err() {
+                service.close(session, Ending::Reset);
+                return None;
+            }
+            service.acknowledge(session, copied, now());
+            progress = now();
         }
-        if site.generation() != generation && !connection.is_responding() {
-            return false;
+        let waited = now().micros_since(progress);
+        let phase = service.phase(session);
+        let over = match phase {
+            SessionPhase::Abort => Some(Ending::Reset),
+            SessionPhase::Closing if service.send_len(session) == 0 => Some(Ending::Closed),
+            SessionPhase::Idle if image.site.generation() != image.generation => {
+                return Some(service.release(session));
+            }
+            SessionPhase::Idle if waited > limits.idle_micros => Some(Ending::Closed),
+            SessionPhase::Receiving { .. } if waited > limits.header_max_micros => {
+                Some(Ending::Reset)
+            }
+            SessionPhase::Sending if waited > limits.send_stall_micros => Some(Ending::Reset),
+            _ => None,
+        };
+        if let Some(ending) = over {
+            service.close(session, ending);
+            let how = match ending {
+                Ending::Closed => Shutdown::Write,
+                Ending::Reset => Shutdown::Both,
+            };
+            let _ = stream.flush();
+            let _ = stream.shutdown(how);
+            return None;
         }
         if pending.len() >= MAX_PENDING {
             // The engine holds input back until a response drains; do not read more.
             std::thread::sleep(Duration::from_millis(1));
             continue;
         }
-        match stream.read(input) {
-            Ok(0) => return true,
-            Ok(n) => pending.extend_from_slice(&input[..n]),
-            Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-            Err(error) if error.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return true,
+        if read_into(stream, &mut input, pending).is_none() {
+            service.close(session, Ending::Closed);
+            return None;
         }
+    }
+}
+
+/// Reads what the peer sent into `pending`; `None` once it closed (or the socket failed).
+fn read_more(stream: &mut TcpStream, pending: &mut Vec<u8>) -> Option<()> {
+    let mut input = [0u8; 4096];
+    read_into(stream, &mut input, pending)
+}
+
+/// [`read_more`] through `input`.
+fn read_into(stream: &mut TcpStream, input: &mut [u8], pending: &mut Vec<u8>) -> Option<()> {
+    match stream.read(input) {
+        Ok(0) => None,
+        Ok(n) => {
+            pending.extend_from_slice(&input[..n]);
+            Some(())
+        }
+        Err(error)
+            if matches!(
+                error.kind(),
+                ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+            ) =>
+        {
+            Some(())
+        }
+        Err(_) => None,
     }
 }

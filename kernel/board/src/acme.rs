@@ -34,7 +34,7 @@ pub struct Acme {
     pub memory: &'static mut AcmeMemory,
     /// The HTTPS pool, started once a certificate is in hand.
     pub https: &'static mut HttpsMemory<'static>,
-    /// Sockets to keep back from the HTTP pool: the HTTPS pool's and ACME's two.
+    /// Sockets to keep back for ACME: its two.
     pub sockets: usize,
 }
 
@@ -80,7 +80,11 @@ pub fn prepare(
     for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
         *slot = server.octets();
     }
-    let (https, pool) = crate::tls::prepare_pool(arena, ACME_HEAP_BYTES)?;
+    let https = crate::tls::prepare_pool(
+        arena,
+        ACME_HEAP_BYTES,
+        settings.connections_per_address.is_some(),
+    )?;
     let store = match card_store(settings, card) {
         Some(region) => arena.value(region)? as &'static mut dyn BlockStore,
         None => {
@@ -111,7 +115,7 @@ pub fn prepare(
         store,
         memory,
         https,
-        sockets: pool + 2,
+        sockets: 2,
     })
 }
 

@@ -450,7 +450,7 @@ fn print_status(
     }
     entropy::print_status();
     if let Some(appliance) = net {
-        let http = appliance.server().counters();
+        let http = appliance.server().counters().clone();
         let phy = appliance.phy_counters();
         let pool = appliance.pool_counters();
         let line = bramble_status::Http {

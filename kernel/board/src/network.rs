@@ -217,11 +217,10 @@ pub fn start(
         crate::tls::prepare(settings, crate::storage::tls_files(), arena)
     };
     let ddns = crate::ddns::prepare(settings, arena);
-    // Kept back from the pool's sockets: the HTTPS pool's, ACME's, the clock's two, syslog's
-    // and dynamic DNS's.
+    // Socket slots for what starts later: ACME's, the clock's two, syslog's and dynamic
+    // DNS's.
     let clock_sockets = if settings.ntp { CLOCK_SOCKETS } else { 0 };
-    let reserved = https.as_ref().map_or(0, |https| https.sockets)
-        + acme.as_ref().map_or(0, |acme| acme.sockets)
+    let reserved = acme.as_ref().map_or(0, |acme| acme.sockets)
         + clock_sockets
         + settings
             .syslog

@@ -82,15 +82,20 @@ pub fn print_https(appliance: &Network) {
         deferred: counters.deferred,
         heap: Text::Read(&heap),
         certificate: Text::Read(&certificate),
-        abandoned: appliance.counters().handshakes_abandoned,
         closed_for_memory: counters.memory_closed,
-        refused_budget: counters.refused_budget,
-        refused_no_hello: counters.refused_no_hello,
         refused_not_tls: counters.refused_not_tls,
         priced_p256: counters.priced_p256,
         work_millions: counters.charged_millions,
+        suspended: counters.suspended,
+        suspended_now: counters.suspended_now,
     };
     log::info!("{line}");
+    if let Some(pool) = appliance.https_pool_counters() {
+        let line = bramble_status::HttpsConnections {
+            pool: Text::Shown(&pool),
+        };
+        log::info!("{line}");
+    }
 }
 
 /// The status line's ACME part: where it stands, the certificate's end, the next order,

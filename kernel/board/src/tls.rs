@@ -1,29 +1,40 @@
 //! HTTPS on the board: entropy from the hardware RNG, the TLS-only heap, the certificate
 //! from the card, and the HTTPS pool's memory.
 //!
-//! The heap is talc over a region cut from the arena once, sized by `bramble_tls::heap` for
-//! the HTTPS pool, so it cannot run out (an allocation failure would panic, and the panic
-//! handler resets the board). Nothing else in the kernel allocates, but for the heartbeat's
-//! TLS client, which claims a region of its own ([`claim_heap`]) after the pool's.
+//! The HTTPS pool is a stream pool of its own (`bramble_net::stream::tls`): a control block
+//! per connection, a TLS session slot (record buffers) per connection served at once, and
+//! per idle connection only its suspended TLS state. The heap is talc over a region cut from
+//! the arena once, sized by `bramble_tls::heap` for every slot's active session and every
+//! connection's suspended one, so it cannot run out (an allocation failure would panic, and
+//! the panic handler resets the board). Nothing else in the kernel allocates, but for the
+//! heartbeat's TLS client, which claims a region of its own ([`claim_heap`]) after the pool's.
 
 use crate::arena::Arena;
 use crate::storage::TlsFiles;
 use alloc::sync::Arc;
-use bramble_net::appliance::HttpsMemory;
-use bramble_net::appliance::secure::TlsConnection;
+use bramble_net::appliance::{HttpsMemory, PoolSizes};
+use bramble_net::stream::tls::{Carried, FLIGHT_OVERHEAD, QUEUE_LEN, SCRATCH_LEN, TlsSlot};
+use bramble_net::stream::{Cell, Lease, PoolMemory, Source, Tcb};
 use bramble_settings::{HttpsMode, Settings, SniPolicy};
 use bramble_tls::session::MAX_RECORD_LEN;
 use bramble_tls::{Identity, ServerConfig};
 use core::alloc::{GlobalAlloc, Layout};
 use core::sync::atomic::{AtomicUsize, Ordering};
 
-/// HTTPS connections at most (each about 90 KiB with its TCP buffers and heap share).
-pub const MAX_HTTPS_CONNECTIONS: usize = 64;
+/// The HTTPS pool at full size: 4,096 connections open at once (a control block, a hash
+/// bucket and a suspended session each: about 2.6 KiB with its heap), 32 served at once (a
+/// session slot of about 51 KiB and 40 KiB of heap each), 256 cells of 2 KiB for
+/// ClientHellos: about 14 MiB. A smaller arena share gets a proportionally smaller pool.
+const FULL_HTTPS: PoolSizes = PoolSizes {
+    connections: 4 * 1024,
+    sessions: 32,
+    cells: 256,
+    sources: 0,
+};
+/// The smallest HTTPS pool worth starting.
+const MIN_HTTPS_SESSIONS: usize = 2;
 /// Share of the arena the HTTPS pool may take.
 const HTTPS_SHARE_DIVISOR: usize = 8;
-/// TCP receive and transmit buffers per HTTPS connection (as for plain HTTP).
-const TCP_RX_LEN: usize = 4 * 1024;
-const TCP_TX_LEN: usize = 32 * 1024;
 
 /// The TLS heap: talc, with what is in use and the most ever in use counted.
 struct TlsHeap {
@@ -116,8 +127,6 @@ pub struct Https {
     pub key: bramble_tls::hello::CertificateKey,
     /// The pool's connections and buffers.
     pub memory: &'static mut HttpsMemory<'static>,
-    /// Sockets to keep back from the HTTP pool.
-    pub sockets: usize,
     /// The port.
     pub port: u16,
 }
@@ -197,18 +206,9 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
         return not_started(format_args!("the CSPRNG has no seed from the hardware RNG"));
     }
     // The certificate is parsed with the heap in place: rustls keeps it there.
-    let per_connection = MAX_RECORD_LEN
-        + TLS_TRANSMIT_LEN
-        + TCP_RX_LEN
-        + TCP_TX_LEN
-        + core::mem::size_of::<TlsConnection<'static>>()
-        + bramble_tls::heap::PER_CONNECTION_BYTES
-        + bramble_h2::HEAP_BYTES_PER_CONNECTION;
-    let pool =
-        (arena.remaining() / HTTPS_SHARE_DIVISOR / per_connection).clamp(1, MAX_HTTPS_CONNECTIONS);
-    // rustls's state, and an HTTP/2 session for each connection that may negotiate h2.
-    let heap_bytes =
-        bramble_tls::heap::heap_bytes(pool) + pool * bramble_h2::HEAP_BYTES_PER_CONNECTION;
+    let per_address = settings.connections_per_address.is_some();
+    let sizes = https_sizes(arena.remaining() / HTTPS_SHARE_DIVISOR, per_address);
+    let heap_bytes = heap_bytes(&sizes);
     let Some(heap) = arena.zeroed_bytes(heap_bytes) else {
         return not_started(format_args!(
             "no memory left for the {heap_bytes}-byte TLS heap"
@@ -232,9 +232,9 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
             ));
         }
     };
-    if identity.chain_len() + FLIGHT_OVERHEAD > TLS_TRANSMIT_LEN {
+    if identity.chain_len() + FLIGHT_OVERHEAD > QUEUE_LEN {
         return not_started(format_args!(
-            "the certificate chain ({} bytes) does not fit the {TLS_TRANSMIT_LEN}-byte \
+            "the certificate chain ({} bytes) does not fit the {QUEUE_LEN}-byte \
              handshake buffer",
             identity.chain_len()
         ));
@@ -256,15 +256,18 @@ pub fn prepare(settings: &Settings, files: Option<&TlsFiles>, arena: &mut Arena)
         Date(validity.not_after),
         identity.chain_len()
     );
-    let Some(memory) = pool_memory(pool, arena) else {
-        return not_started(format_args!("no memory left for {pool} HTTPS connections"));
+    let Some(memory) = pool_memory(&sizes, arena) else {
+        return not_started(format_args!(
+            "no memory left for {} HTTPS connections",
+            sizes.connections
+        ));
     };
+    log_sizes(&sizes);
     CERTIFICATE.call_once(|| identity.clone());
     Some(Https {
         config,
         key: identity.certificate_key(),
         memory,
-        sockets: pool,
         port: settings.https_port,
     })
 }
@@ -337,23 +340,91 @@ pub fn notice(unix_seconds: Option<u64>) -> heapless::String<{ bramble_http::NOT
     text
 }
 
-/// The HTTPS pool's connections and buffers, cut from `arena`.
-fn pool_memory(pool: usize, arena: &mut Arena) -> Option<&'static mut HttpsMemory<'static>> {
-    let connections = arena.slice(pool, || {
-        // Filled in below: a slot needs its two buffers.
-        TlsConnection::new(&mut [], &mut [])
-    })?;
-    for connection in connections.iter_mut() {
-        let incoming = arena.zeroed_bytes(MAX_RECORD_LEN)?;
-        let outgoing = arena.zeroed_bytes(TLS_TRANSMIT_LEN)?;
-        *connection = TlsConnection::new(incoming, outgoing);
+/// [`FULL_HTTPS`], or a pool scaled down so that it and its heap fit `budget` bytes; with
+/// `per_address`, a count table for the per-address cap too.
+fn https_sizes(budget: usize, per_address: bool) -> PoolSizes {
+    let mut sizes = FULL_HTTPS;
+    if per_address {
+        sizes.sources = 2 * sizes.connections;
     }
-    let tcp_buffers = arena.zeroed_bytes(pool * (TCP_RX_LEN + TCP_TX_LEN))?;
+    while https_bytes(&sizes) > budget && sizes.sessions > MIN_HTTPS_SESSIONS {
+        sizes.connections /= 2;
+        sizes.cells /= 2;
+        sizes.sessions /= 2;
+        sizes.sources /= 2;
+    }
+    sizes
+}
+
+/// The TLS heap for `sizes`: every slot's active session and every connection's suspended
+/// one at once, and an HTTP/2 session per slot.
+fn heap_bytes(sizes: &PoolSizes) -> usize {
+    // An HTTP/2 connection's session lives on the heap while it holds a slot (it never
+    // gives its slot back idle).
+    bramble_tls::heap::heap_bytes(sizes.sessions)
+        + sizes.sessions * bramble_h2::HEAP_BYTES_PER_CONNECTION
+        + sizes.connections * bramble_tls::heap::PER_IDLE_BYTES
+}
+
+/// Says what the HTTPS pool holds and what a connection costs it: idle (a control block, a
+/// hash bucket, a suspended-session entry, and the heap such a session may hold) and while
+/// bytes flow (a session slot with its buffers and its heap share, on top).
+fn log_sizes(sizes: &PoolSizes) {
+    let idle = core::mem::size_of::<Tcb>()
+        + core::mem::size_of::<u32>()
+        + core::mem::size_of::<Carried>()
+        + bramble_tls::heap::PER_IDLE_BYTES;
+    let active = core::mem::size_of::<Lease<TlsSlot<'static>>>()
+        + MAX_RECORD_LEN
+        + QUEUE_LEN
+        + bramble_tls::heap::PER_CONNECTION_BYTES;
+    log::info!(
+        "tls: {} HTTPS connections ({idle} B each while idle), {} served at once ({active} B \
+         more each), {} KiB with the heap",
+        sizes.connections,
+        sizes.sessions,
+        https_bytes(sizes) / 1024
+    );
+}
+
+/// RAM an HTTPS pool of `sizes` takes, its heap included.
+fn https_bytes(sizes: &PoolSizes) -> usize {
+    let slot = core::mem::size_of::<Lease<TlsSlot<'static>>>() + MAX_RECORD_LEN + QUEUE_LEN;
+    sizes.connections
+        * (core::mem::size_of::<Tcb>()
+            + core::mem::size_of::<u32>()
+            + core::mem::size_of::<Carried>())
+        + sizes.sessions * slot
+        + sizes.cells * core::mem::size_of::<Cell<{ bramble_net::stream::tls::TLS_CELL_LEN }>>()
+        + sizes.sources * core::mem::size_of::<Source>()
+        + SCRATCH_LEN
+        + heap_bytes(sizes)
+}
+
+/// The HTTPS pool's memory for `sizes`, cut from `arena`.
+fn pool_memory(sizes: &PoolSizes, arena: &mut Arena) -> Option<&'static mut HttpsMemory<'static>> {
+    let leases = arena.slice(sizes.sessions, || {
+        // Filled in below: a slot needs its two buffers.
+        Lease::new(TlsSlot::new(&mut [], &mut []))
+    })?;
+    for lease in leases.iter_mut() {
+        let incoming = arena.zeroed_bytes(MAX_RECORD_LEN)?;
+        let outgoing = arena.zeroed_bytes(QUEUE_LEN)?;
+        *lease = Lease::new(TlsSlot::new(incoming, outgoing));
+    }
+    let pool = PoolMemory {
+        tcbs: arena.slice(sizes.connections, || Tcb::EMPTY)?,
+        buckets: arena.slice(sizes.buckets(), || 0u32)?,
+        leases,
+        cells: arena.slice(sizes.cells, Cell::new)?,
+        sources: arena.slice(sizes.sources, || Source::EMPTY)?,
+    };
+    let carried = arena.slice(sizes.connections, Carried::new)?;
+    let scratch = arena.zeroed_bytes(SCRATCH_LEN)?;
     arena.value(HttpsMemory {
-        connections,
-        tcp_buffers,
-        tcp_rx_len: TCP_RX_LEN,
-        tcp_tx_len: TCP_TX_LEN,
+        pool,
+        carried,
+        scratch,
     })
 }
 
@@ -399,28 +470,24 @@ pub fn check_certificate(unix_seconds: u64) {
     }
 }
 
-/// For ACME (`acme = on`): checks the entropy seeded at boot, claims the heap (the HTTPS pool's share and
-/// `extra_heap` more) and cuts the HTTPS pool's memory from `arena`, for the certificate that
-/// ACME obtains. Returns the memory and the pool's size; `None` (logged) if entropy or memory
-/// is missing.
+/// For ACME (`acme = on`): checks the entropy seeded at boot, claims the heap (the HTTPS
+/// pool's share and `extra_heap` more) and cuts the HTTPS pool's memory from `arena`, for the
+/// certificate that ACME obtains. Returns the memory; `None` (logged) if entropy or memory is
+/// missing.
 pub fn prepare_pool(
     arena: &mut Arena,
     extra_heap: usize,
-) -> Option<(&'static mut HttpsMemory<'static>, usize)> {
+    per_address: bool,
+) -> Option<&'static mut HttpsMemory<'static>> {
     if let Some(problem) = crate::entropy::problem() {
         log::error!("acme: {problem}; ACME is not started (keys need the hardware RNG)");
         return None;
     }
-    let per_connection = MAX_RECORD_LEN
-        + TLS_TRANSMIT_LEN
-        + TCP_RX_LEN
-        + TCP_TX_LEN
-        + core::mem::size_of::<TlsConnection<'static>>()
-        + bramble_tls::heap::PER_CONNECTION_BYTES;
-    let pool =
-        (arena.remaining().saturating_sub(extra_heap) / HTTPS_SHARE_DIVISOR / per_connection)
-            .clamp(1, MAX_HTTPS_CONNECTIONS);
-    let heap_bytes = bramble_tls::heap::heap_bytes(pool) + extra_heap;
+    let sizes = https_sizes(
+        arena.remaining().saturating_sub(extra_heap) / HTTPS_SHARE_DIVISOR,
+        per_address,
+    );
+    let heap_bytes = heap_bytes(&sizes) + extra_heap;
     let heap = arena.zeroed_bytes(heap_bytes)?;
     // SAFETY: the region was just cut from the arena for the heap alone, lives forever, and
     // is claimed once, before the first allocation (nothing allocates before ACME starts).
@@ -432,13 +499,6 @@ pub fn prepare_pool(
         }
     }
     HEAP.size.store(heap_bytes, Ordering::Relaxed);
-    let memory = pool_memory(pool, arena)?;
-    Some((memory, pool))
+    log_sizes(&sizes);
+    pool_memory(&sizes, arena)
 }
-
-/// The handshake flight buffer per connection: the certificate chain plus the rest of the
-/// server's first flight.
-const TLS_TRANSMIT_LEN: usize = 12 * 1024;
-/// The server's first flight besides the chain: ServerHello, EncryptedExtensions,
-/// CertificateVerify, Finished, record framing, a ticket.
-const FLIGHT_OVERHEAD: usize = 2 * 1024;

@@ -168,6 +168,32 @@ impl Negotiated {
         }
     }
 
+    /// Plaintext still to come of the response being sent, at least (see
+    /// [`Connection::pending_len`]; 1 while HTTP/2 frames wait).
+    pub fn pending_len(&self) -> usize {
+        match (self.protocol, self.h2.first()) {
+            (Protocol::H2, Some(session)) => usize::from(session.wants_transmit()),
+            _ => self.http.pending_len(),
+        }
+    }
+
+    /// Lets go of an idle HTTP/1.1 connection that stays open (see [`Connection::suspend`]):
+    /// the stream pool lends its slot to another connection meanwhile. Returns the requests
+    /// served, for [`Negotiated::resume_secure`].
+    pub fn suspend(&mut self, server: &mut Server) -> u32 {
+        self.protocol = Protocol::Undecided;
+        self.peer = None;
+        self.http.suspend(server)
+    }
+
+    /// Carries on an HTTP/1.1 connection that [`Negotiated::suspend`] let go of.
+    pub fn resume_secure(&mut self, server: &mut Server, now: Instant, requests_served: u32) {
+        self.http.resume_secure(server, now, requests_served);
+        self.h2 = Vec::new();
+        self.protocol = Protocol::Http1;
+        self.peer = None;
+    }
+
     /// The socket is gone.
     pub fn close(&mut self, server: &mut Server) {
         self.http.close(server);

@@ -15,7 +15,6 @@ use bramble_hal::{Clock, EthernetDevice, Instant, MacAddress};
 use bramble_http::{Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
 use bramble_net::appliance::acme::{AcmeConfig, AcmeMemory};
-use bramble_net::appliance::secure::TlsConnection;
 use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
     HttpsMemory, Ipv6Config, NetworkConfig, PoolSizes,
@@ -108,8 +107,9 @@ pub struct HostedConfig {
     pub https_only: bool,
     /// Strict-Transport-Security max-age on HTTPS responses.
     pub hsts_seconds: Option<u32>,
-    /// HTTPS connections in the pool.
-    pub https_connections: usize,
+    /// HTTPS connections served at once (TLS session slots of the HTTPS pool, which holds
+    /// as many connections as the HTTP pool).
+    pub https_sessions: usize,
     /// SNTP servers; empty: the host's clock sets the HTTP engine's.
     pub ntp: Vec<String>,
     /// Obtain the certificate by ACME.
@@ -238,23 +238,20 @@ fn seed_random() -> Result<(), HostedError> {
         .map_err(|_| HostedError::Tls("the CSPRNG refused its seed".into()))
 }
 
-/// The HTTPS pool's memory (leaked: it lives as long as the process).
+/// The HTTPS pool's memory (leaked: it lives as long as the process): as many connections
+/// as the HTTP pool, `https_sessions` served at once.
 fn https_memory(config: &HostedConfig) -> &'static mut HttpsMemory<'static> {
-    let pool = config.https_connections.max(1);
-    let connections: Vec<TlsConnection<'static>> = (0..pool)
-        .map(|_| {
-            TlsConnection::new(
-                Box::leak(vec![0u8; bramble_tls::session::MAX_RECORD_LEN].into_boxed_slice()),
-                Box::leak(vec![0u8; 12 * 1024].into_boxed_slice()),
-            )
-        })
-        .collect();
-    Box::leak(Box::new(HttpsMemory {
-        connections: Box::leak(connections.into_boxed_slice()),
-        tcp_buffers: Box::leak(vec![0u8; pool * (HTTPS_RX_LEN + HTTPS_TX_LEN)].into_boxed_slice()),
-        tcp_rx_len: HTTPS_RX_LEN,
-        tcp_tx_len: HTTPS_TX_LEN,
-    }))
+    let connections = config.connections.max(1);
+    HttpsMemory::leaked(PoolSizes {
+        connections,
+        sessions: config.https_sessions.max(1),
+        cells: config.cells.min(connections).max(1),
+        sources: if config.max_per_source > 0 {
+            2 * connections
+        } else {
+            0
+        },
+    })
 }
 
 /// Starts ACME on `appliance` as `acme` says.
@@ -322,10 +319,6 @@ fn start_acme<D: EthernetDevice>(
         )
         .map_err(|problem| HostedError::Tls(format!("ACME: {problem}")))
 }
-
-/// Receive and transmit buffer bytes of each HTTPS socket (smoltcp's, under TLS).
-const HTTPS_RX_LEN: usize = 4096;
-const HTTPS_TX_LEN: usize = 16384;
 
 /// What HTTPS needs: the rustls configuration, its certificate's key type and the pool's
 /// memory.
@@ -526,23 +519,16 @@ fn serve<D: EthernetDevice>(
             0
         },
     });
-    // Socket slots kept back: the HTTPS pool's and the clock's two.
-    let https_sockets = https
-        .as_ref()
-        .map_or(0, |_| config.https_connections.max(1));
+    // Socket slots kept back: ACME's and the clock's two.
     let clock_sockets = if config.ntp.is_empty() { 0 } else { 2 };
-    let acme_sockets = if config.acme.is_some() {
-        2 + config.https_connections.max(1)
-    } else {
-        0
-    };
+    let acme_sockets = if config.acme.is_some() { 2 } else { 0 };
     memory.sockets = Box::leak(
-        (0..https_sockets + clock_sockets + acme_sockets + EXTRA_SOCKETS)
+        (0..clock_sockets + acme_sockets + EXTRA_SOCKETS)
             .map(|_| SocketStorage::EMPTY)
             .collect::<Vec<_>>()
             .into_boxed_slice(),
     );
-    memory.reserved_sockets = https_sockets + clock_sockets + acme_sockets;
+    memory.reserved_sockets = clock_sockets + acme_sockets;
     let hostname: &'static str = Box::leak(config.hostname.clone().into_boxed_str());
     let address = match config.static_address {
         None => AddressConfig::Dhcp,
@@ -670,7 +656,7 @@ fn serve<D: EthernetDevice>(
 
 /// The Pi's `status` lines for the HTTP server and the connection pool, on stdout.
 fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
-    let http = appliance.server().counters();
+    let http = appliance.server().counters().clone();
     let phy = appliance.phy_counters();
     let pool = appliance.pool_counters();
     let mut out = std::io::stdout().lock();
@@ -702,13 +688,18 @@ fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
             // rustls allocates from the process's heap here: there is no TLS heap to report.
             heap: Text::Read("not measured (the host's allocator)"),
             certificate: Text::Read("not checked (hosted)"),
-            abandoned: appliance.counters().handshakes_abandoned,
             closed_for_memory: tls.memory_closed,
-            refused_budget: tls.refused_budget,
-            refused_no_hello: tls.refused_no_hello,
             refused_not_tls: tls.refused_not_tls,
             priced_p256: tls.priced_p256,
             work_millions: tls.charged_millions,
+            suspended: tls.suspended,
+            suspended_now: tls.suspended_now,
+        };
+        let _ = writeln!(out, "{line}");
+    }
+    if let Some(pool) = appliance.https_pool_counters() {
+        let line = bramble_status::HttpsConnections {
+            pool: Text::Shown(&pool),
         };
         let _ = writeln!(out, "{line}");
     }

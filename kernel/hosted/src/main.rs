@@ -85,9 +85,10 @@ struct Args {
     /// With --tls-cert: send Strict-Transport-Security with this max-age in seconds.
     #[arg(long, value_name = "SECONDS", requires = "tls_cert")]
     hsts: Option<u32>,
-    /// HTTPS connections in the pool (with --tls-cert).
+    /// HTTPS connections served at once (with --tls-cert): TLS session slots of the HTTPS
+    /// pool, which holds as many connections as --connections.
     #[arg(long, default_value_t = 8)]
-    https_connections: usize,
+    https_sessions: usize,
     /// Set the clock from this SNTP server (address or name, optional :port), as `ntp =`
     /// does on the Pi; repeat for more. Without it, the host's clock is used.
     #[arg(long, value_name = "SERVER")]
@@ -198,7 +199,7 @@ fn main() -> ExitCode {
         tls: args.tls_cert.zip(args.tls_key),
         https_only: args.https_only,
         hsts_seconds: args.hsts,
-        https_connections: args.https_connections,
+        https_sessions: args.https_sessions,
         ntp: args.ntp,
         acme: args.domain.map(|names| bramble_hosted::HostedAcme {
             names: names

@@ -612,6 +612,13 @@ impl Connection {
         self.requests_served = requests_served;
     }
 
+    /// [`Connection::resume`] for a connection whose bytes arrive over TLS (see
+    /// [`Connection::open_secure`]).
+    pub fn resume_secure(&mut self, server: &mut Server, now: Instant, requests_served: u32) {
+        self.resume(server, now, requests_served);
+        self.secure = true;
+    }
+
     /// Lets go of a connection that stays open while it is idle (see
     /// [`Connection::activity`]); returns the requests served so far, for
     /// [`Connection::resume`]. The state is then free for another connection.

@@ -35,8 +35,6 @@ pub struct PhyCounters {
     pub rx_errors: u64,
     /// Frames the driver refused (busy, transfer error, too large): dropped.
     pub tx_dropped: u64,
-    /// Connection requests dropped while every socket was busy (the client will retry).
-    pub syn_deferred: u64,
     /// IPv6 frames dropped by the receive filter ([`Ipv6Filter`]).
     pub ipv6_filtered: u64,
     /// IPv6 frames whose extension headers were taken out before the stack or the pool saw
@@ -81,12 +79,10 @@ pub struct EthernetPhy<D: EthernetDevice> {
     counters: PhyCounters,
     /// The first error that means the device is gone, kept until [`EthernetPhy::take_fault`].
     fault: Option<DeviceError>,
-    /// See [`EthernetPhy::limit_connection_requests`].
-    syn_limits: [Option<(u16, usize)>; 2],
     /// See [`EthernetPhy::set_ipv6_filter`].
     ipv6_filter: Ipv6Filter,
-    /// TCP frames to this port go to the stream pool, not to smoltcp.
-    divert_port: Option<u16>,
+    /// TCP frames to these ports go to the stream pools, not to smoltcp.
+    divert_ports: [Option<u16>; 2],
     /// The held frame is one for the pool.
     held_for_pool: bool,
 }
@@ -103,9 +99,8 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             scratch: [0; MAX_FRAME_LEN],
             counters: PhyCounters::default(),
             fault: None,
-            syn_limits: [None; 2],
             ipv6_filter: Ipv6Filter::Pass,
-            divert_port: None,
+            divert_ports: [None; 2],
             held_for_pool: false,
         }
     }
@@ -154,45 +149,24 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         self.held_frame = None;
     }
 
-    /// Limits how many connection requests (TCP SYN without ACK) to each of up to two ports
-    /// (HTTP and HTTPS) are handed to the stack from now on: `Some((port, n))` lets `n`
-    /// through and silently drops the rest, `None` limits nothing. The appliance sets `n` to
-    /// the port's number of listening sockets before each poll: a SYN with no socket to take
-    /// it would be answered with a reset (connection refused), while a dropped SYN is sent
-    /// again by the client a second later, when a socket may be free. That is the SYN
-    /// backlog, kept by the clients.
-    ///
-    /// A connection request already pulled and held for the stack was let through under the
-    /// limits before these and will take one of the sockets counted in `n`: it counts against
-    /// the new limit too. (Without this, each time a request was held across a new limit one
-    /// more than the listening sockets got through, and smoltcp refused it with a reset: wrk's
-    /// connect errors with the HTTPS pool full in the hosted benchmark.)
-    pub fn limit_connection_requests(&mut self, limits: [Option<(u16, usize)>; 2]) {
-        self.syn_limits = limits;
-        let Some(len) = self.held_frame.filter(|_| !self.held_for_pool) else {
-            return;
-        };
-        let Some(held) = self.receive_buffer.get(..len) else {
-            return;
-        };
-        if let Some(Some((_, allowed))) = self
-            .syn_limits
-            .iter_mut()
-            .find(|limit| limit.is_some_and(|(port, _)| is_connection_request(held, port)))
-        {
-            *allowed = allowed.saturating_sub(1);
-        }
-    }
-
     /// Sets which received IPv6 frames reach the stack (default: all).
     pub fn set_ipv6_filter(&mut self, filter: Ipv6Filter) {
         self.ipv6_filter = filter;
     }
 
-    /// Keeps TCP frames to `port` from smoltcp: they are for the stream pool, which gets
-    /// them through [`EthernetPhy::pull`] and [`EthernetPhy::take_held`].
-    pub fn divert_tcp_port(&mut self, port: Option<u16>) {
-        self.divert_port = port;
+    /// Keeps TCP frames to `ports` (HTTP's and HTTPS's) from smoltcp: they are for the
+    /// stream pools, which get them through [`EthernetPhy::pull_into_pool`] and
+    /// [`EthernetPhy::take_held`].
+    pub fn divert_tcp_ports(&mut self, ports: [Option<u16>; 2]) {
+        self.divert_ports = ports;
+    }
+
+    /// Whether `frame` is TCP to one of the diverted ports.
+    fn diverted(ports: [Option<u16>; 2], frame: &[u8]) -> bool {
+        ports
+            .into_iter()
+            .flatten()
+            .any(|port| crate::stream::wire::is_tcp_to(frame, &[port]))
     }
 
     /// Takes the next frame from the device into the receive buffer, unless one is held
@@ -226,9 +200,10 @@ impl<D: EthernetDevice> EthernetPhy<D> {
                 Held::ForStack
             };
         }
-        let Some(port) = self.divert_port else {
+        let ports = self.divert_ports;
+        if ports == [None; 2] {
             return self.pull();
-        };
+        }
         let mut pool = Some(pool);
         let filter = self.ipv6_filter;
         for _ in 0..MAX_SKIPPED_PER_CALL {
@@ -236,7 +211,7 @@ impl<D: EthernetDevice> EthernetPhy<D> {
             let result = self.device.receive(|frame| {
                 // IPv6 ones only as the filter lets through (those it stops are copied, to
                 // be counted and dropped below).
-                if crate::stream::wire::is_tcp_to(frame, &[port]) && ipv6_passes(frame, filter) {
+                if Self::diverted(ports, frame) && ipv6_passes(frame, filter) {
                     if let Some(pool) = pool.take() {
                         pool(frame);
                     }
@@ -255,14 +230,12 @@ impl<D: EthernetDevice> EthernetPhy<D> {
                 }
                 Ok(Some(Some(Some(len)))) => {
                     // One for smoltcp, or one for the pool behind IPv6 extension headers:
-                    // through the IPv6 filter, the headers' removal and the SYN limits like
-                    // any other.
+                    // through the IPv6 filter and the headers' removal like any other.
                     let Some(len) = self.admit_copied(len) else {
                         continue;
                     };
                     self.held_frame = Some(len);
-                    self.held_for_pool =
-                        crate::stream::wire::is_tcp_to(&self.receive_buffer[..len], &[port]);
+                    self.held_for_pool = Self::diverted(ports, &self.receive_buffer[..len]);
                     return if self.held_for_pool {
                         Held::ForPool
                     } else {
@@ -303,23 +276,11 @@ impl<D: EthernetDevice> EthernetPhy<D> {
                 return None;
             }
         };
-        let frame = &self.receive_buffer[..len];
-        let limit = self
-            .syn_limits
-            .iter_mut()
-            .find(|limit| limit.is_some_and(|(port, _)| is_connection_request(frame, port)));
-        if let Some(Some((_, allowed))) = limit {
-            if *allowed == 0 {
-                self.counters.syn_deferred += 1;
-                return None;
-            }
-            *allowed -= 1;
-        }
         Some(len)
     }
 
     /// Pulls one frame from the device into the receive buffer if none is held, skipping
-    /// (a bounded number of) connection requests that are to be dropped.
+    /// (a bounded number of) frames that are to be dropped.
     fn fill_receive_buffer(&mut self) {
         for _ in 0..MAX_SKIPPED_PER_CALL {
             if self.held_frame.is_some() {
@@ -339,9 +300,8 @@ impl<D: EthernetDevice> EthernetPhy<D> {
                     let Some(len) = self.admit_copied(len) else {
                         continue;
                     };
-                    self.held_for_pool = self.divert_port.is_some_and(|port| {
-                        crate::stream::wire::is_tcp_to(&self.receive_buffer[..len], &[port])
-                    });
+                    self.held_for_pool =
+                        Self::diverted(self.divert_ports, &self.receive_buffer[..len]);
                     self.held_frame = Some(len);
                     return;
                 }
@@ -405,41 +365,6 @@ fn ipv6_passes(frame: &[u8], filter: Ipv6Filter) -> bool {
             next_header == Some(&58) && icmp_type.is_some_and(|t| (133..=137).contains(t))
         }
     }
-}
-
-/// Whether `frame` is a TCP SYN without ACK to `port`, over IPv4 or IPv6 (TCP straight after
-/// the fixed IPv6 header, as every client sends it).
-fn is_connection_request(frame: &[u8], port: u16) -> bool {
-    // Ethernet II, IPv4 (RFC 791 §3.1) or IPv6 (RFC 8200 §3), TCP (RFC 9293 §3.1), read by
-    // offset: only the addresses of the fields are needed, not a validated packet.
-    let tcp = match frame.get(12..14) {
-        Some([0x08, 0x00]) => {
-            let Some(ip) = frame.get(14..14 + 20) else {
-                return false;
-            };
-            let header_len = usize::from(ip[0] & 0x0f) * 4;
-            let fragment_offset = u16::from_be_bytes([ip[6] & 0x1f, ip[7]]);
-            if ip[0] >> 4 != 4 || header_len < 20 || ip[9] != 6 || fragment_offset != 0 {
-                return false;
-            }
-            frame.get(14 + header_len..14 + header_len + 14)
-        }
-        Some([0x86, 0xdd]) => {
-            if frame.get(14 + 6) != Some(&6) {
-                return false;
-            }
-            frame.get(14 + IPV6_HEADER_LEN..14 + IPV6_HEADER_LEN + 14)
-        }
-        _ => None,
-    };
-    let Some(tcp) = tcp else {
-        return false;
-    };
-    let destination = u16::from_be_bytes([tcp[2], tcp[3]]);
-    let flags = tcp[13];
-    const SYN: u8 = 0x02;
-    const ACK: u8 = 0x10;
-    destination == port && flags & (SYN | ACK) == SYN
 }
 
 /// A received frame, held in the adapter's buffer.
@@ -675,30 +600,6 @@ mod tests {
     }
 
     #[test]
-    fn ipv6_connection_requests_are_limited_too() {
-        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
-        for frame in [
-            tcp6_frame(80, 0x02),
-            tcp6_frame(80, 0x02),
-            tcp6_frame(80, 0x10),
-        ] {
-            device.rx.push_back(Ok(frame));
-        }
-        let mut phy = EthernetPhy::new(device);
-        phy.limit_connection_requests([Some((80, 1)), None]);
-        let mut delivered = 0;
-        while let Some((rx, _tx)) = phy.receive(now()) {
-            rx.consume(|_| ());
-            delivered += 1;
-        }
-        assert_eq!(delivered, 2, "one SYN and the ACK");
-        assert_eq!(phy.counters().syn_deferred, 1);
-        // Truncated frames of either family are no requests.
-        assert!(!is_connection_request(&tcp6_frame(80, 0x02)[..60], 80));
-        assert!(!is_connection_request(&tcp_frame(80, 0x02)[..40], 80));
-    }
-
-    #[test]
     fn the_ipv6_filter_drops_all_or_all_but_neighbor_discovery() {
         let frames = || {
             [
@@ -734,77 +635,6 @@ mod tests {
     }
 
     #[test]
-    fn connection_requests_beyond_the_limit_are_dropped_quietly() {
-        const SYN: u8 = 0x02;
-        const ACK: u8 = 0x10;
-        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
-        for frame in [
-            tcp_frame(80, SYN),       // allowed: the one listening socket
-            tcp_frame(80, SYN),       // dropped
-            tcp_frame(80, SYN | ACK), // not a request
-            tcp_frame(80, ACK),       // data of an open connection
-            tcp_frame(8080, SYN),     // another port
-            tcp_frame(80, SYN),       // dropped
-        ] {
-            device.rx.push_back(Ok(frame));
-        }
-        let mut phy = EthernetPhy::new(device);
-        phy.limit_connection_requests([Some((80, 1)), None]);
-        let mut delivered = Vec::new();
-        while let Some((rx, _tx)) = phy.receive(now()) {
-            delivered.push(rx.consume(|f| (u16::from_be_bytes([f[36], f[37]]), f[47])));
-        }
-        assert_eq!(
-            delivered,
-            vec![(80, SYN), (80, SYN | ACK), (80, ACK), (8080, SYN)]
-        );
-        assert_eq!(phy.counters().syn_deferred, 2);
-        // No limit: everything passes.
-        phy.limit_connection_requests([None, None]);
-        phy.device_mut().rx.push_back(Ok(tcp_frame(80, SYN)));
-        assert!(phy.receive(now()).is_some());
-    }
-
-    #[test]
-    fn a_held_connection_request_counts_against_the_next_limit() {
-        // The appliance pulls a frame (here a SYN, under the limit of the last pass), then
-        // sets the limit to the listening sockets before smoltcp takes it: the held SYN will
-        // take one of them, so only the rest may follow.
-        const SYN: u8 = 0x02;
-        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
-        for _ in 0..3 {
-            device.rx.push_back(Ok(tcp_frame(443, SYN)));
-        }
-        let mut phy = EthernetPhy::new(device);
-        phy.limit_connection_requests([Some((443, 1)), None]);
-        assert_eq!(phy.pull(), Held::ForStack);
-        // One socket listens still (the held SYN has not reached it).
-        phy.limit_connection_requests([Some((443, 1)), None]);
-        let mut delivered = 0;
-        while let Some((rx, _tx)) = phy.receive(now()) {
-            rx.consume(|_| ());
-            delivered += 1;
-        }
-        assert_eq!(delivered, 1, "the held SYN alone: one socket for it");
-        assert_eq!(phy.counters().syn_deferred, 2);
-        // With two listening sockets the held one and one more pass.
-        let mut device = MockDevice::new([2, 0, 0, 0, 0, 1]);
-        for _ in 0..3 {
-            device.rx.push_back(Ok(tcp_frame(443, SYN)));
-        }
-        let mut phy = EthernetPhy::new(device);
-        phy.limit_connection_requests([Some((443, 1)), None]);
-        assert_eq!(phy.pull(), Held::ForStack);
-        phy.limit_connection_requests([Some((443, 2)), None]);
-        let mut delivered = 0;
-        while let Some((rx, _tx)) = phy.receive(now()) {
-            rx.consume(|_| ());
-            delivered += 1;
-        }
-        assert_eq!(delivered, 2);
-    }
-
-    #[test]
     fn frames_for_the_pool_are_kept_from_smoltcp_and_handed_over() {
         const SYN: u8 = 0x02;
         const ACK: u8 = 0x10;
@@ -818,7 +648,7 @@ mod tests {
             device.rx.push_back(Ok(frame));
         }
         let mut phy = EthernetPhy::new(device);
-        phy.divert_tcp_port(Some(80));
+        phy.divert_tcp_ports([Some(80), None]);
         let port = |f: &[u8]| u16::from_be_bytes([f[36], f[37]]);
         let (rx, _tx) = phy.receive(now()).expect("smoltcp's frame");
         assert_eq!(rx.consume(port), 8080);

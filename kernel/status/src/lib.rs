@@ -405,21 +405,28 @@ status_line! {
         /// The TLS heap's use (`N B in use, N B at most, of N B`), or why it is not known.
         heap: Text<'a>, "; certificate "
         /// The certificate's state against the clock.
-        certificate: Text<'a>, "; abandoned at the 10 s handshake limit "
-        /// Handshakes abandoned at the limit.
-        abandoned: u64, ", closed for memory "
+        certificate: Text<'a>, "; closed for memory "
         /// Sessions closed because their buffers could not grow.
-        closed_for_memory: u64, "; refused: budget "
-        /// Handshakes refused for the budget.
-        refused_budget: u64, " no hello "
-        /// Connections reset without a ClientHello.
-        refused_no_hello: u64, " not TLS "
+        closed_for_memory: u64, "; refused not TLS "
         /// Connections reset for bytes that are not TLS.
         refused_not_tls: u64, "; priced P-256 "
         /// Handshakes priced at P-256's cost.
         priced_p256: u64, ", handshake work "
         /// Handshake work charged, millions of instructions.
-        work_millions: u64, " M instructions"
+        work_millions: u64, " M instructions; idle sessions suspended "
+        /// Idle sessions suspended (their slot given back), so far.
+        suspended: u64, " now "
+        /// Idle sessions suspended now.
+        suspended_now: u32, ""
+    }
+}
+
+status_line! {
+    /// The HTTPS connection pool's counters, as the pool writes them (board and hosted,
+    /// with HTTPS running).
+    HttpsConnections<'a> = "status: https connections " {
+        /// The pool's own summary.
+        pool: Text<'a>, ""
     }
 }
 

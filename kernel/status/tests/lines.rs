@@ -252,10 +252,9 @@ fn https() {
     let certificate = "valid, expires 2027-01-01 (in 30 days), does not cover www.example.org";
     let expected = format!(
         "status: https open {}, handshakes full {} resumed {}, h2 {}, failures {}, deferred {}, \
-         heap {heap}; certificate {certificate}; abandoned at the 10 s handshake limit {}, \
-         closed for memory {}; refused: budget {} no hello {} not TLS {}; priced P-256 {}, \
-         handshake work {} M instructions",
-        1, 17, 3, 11, 2, 1, 4, 0, 5, 6, 7, 8, 900
+         heap {heap}; certificate {certificate}; closed for memory {}; refused not TLS {}; \
+         priced P-256 {}, handshake work {} M instructions; idle sessions suspended {} now {}",
+        1, 17, 3, 11, 2, 1, 0, 7, 8, 900, 40, 6
     );
     let line = Https {
         open: 1,
@@ -266,13 +265,12 @@ fn https() {
         deferred: 1,
         heap: Text::Shown(&heap),
         certificate: Text::Shown(&certificate),
-        abandoned: 4,
         closed_for_memory: 0,
-        refused_budget: 5,
-        refused_no_hello: 6,
         refused_not_tls: 7,
         priced_p256: 8,
         work_millions: 900,
+        suspended: 40,
+        suspended_now: 6,
     };
     check(line, &expected, |l| Https::parse(l).map(|c| c.to_string()));
     let read = Https::parse(&expected).unwrap();
@@ -401,13 +399,12 @@ fn cut_and_changed_lines_never_panic() {
         deferred: 5,
         heap: Text::Read(heap),
         certificate: Text::Read("valid, expires é (in 3 days)"),
-        abandoned: 6,
         closed_for_memory: 7,
-        refused_budget: 8,
-        refused_no_hello: 9,
         refused_not_tls: 10,
         priced_p256: 11,
         work_millions: 12,
+        suspended: 13,
+        suspended_now: 14,
     }
     .to_string();
     let chars: Vec<char> = line.chars().collect();

@@ -83,7 +83,21 @@ pub enum Phase {
     Closed,
 }
 
+/// A session between two exchanges, without its buffers: rustls's state (keys, sequence
+/// numbers, the resumption secret) and where the session is. What a keep-alive connection
+/// keeps while it waits for its next request; [`TlsSession::resume`] lends it buffers again.
+pub struct Suspended {
+    connection: UnbufferedServerConnection,
+    phase: Phase,
+}
+
 /// A server-side TLS session over two caller-owned buffers.
+///
+/// Two ways to send: [`TlsSession::transmit`] seals straight into the caller's socket buffer;
+/// or, for a TCP engine that retransmits from the session's own bytes,
+/// [`TlsSession::fill`] seals into the transmit queue, from which [`TlsSession::read_queued`]
+/// copies at any offset past the last acknowledged byte and [`TlsSession::acknowledge`]
+/// trims.
 pub struct TlsSession<'b> {
     connection: UnbufferedServerConnection,
     /// Received ciphertext; after a decryption, the plaintext of one record sits inside it.
@@ -129,6 +143,130 @@ impl<'b> TlsSession<'b> {
     /// Ends the session (rustls's state is freed) and gives the buffers back.
     pub fn into_buffers(self) -> (&'b mut [u8], &'b mut [u8]) {
         (self.incoming, self.outgoing)
+    }
+
+    /// Whether the session holds nothing but rustls's state: handshake done, no error, no
+    /// ciphertext received or queued, no plaintext waiting, no close queued. Only then can it
+    /// be suspended.
+    pub fn is_quiet(&self) -> bool {
+        self.phase == Phase::Open
+            && self.error.is_none()
+            && !self.close_queued
+            && self.incoming_len == 0
+            && self.outgoing_start == self.outgoing_end
+            && self.pending_start >= self.pending.len()
+    }
+
+    /// Keeps rustls's state apart from the buffers, if the session [`is_quiet`]
+    /// (`Err(self)` if not).
+    ///
+    /// [`is_quiet`]: TlsSession::is_quiet
+    #[allow(clippy::type_complexity, clippy::result_large_err)]
+    pub fn suspend(self) -> Result<(Suspended, &'b mut [u8], &'b mut [u8]), Self> {
+        if !self.is_quiet() {
+            return Err(self);
+        }
+        Ok((
+            Suspended {
+                connection: self.connection,
+                phase: self.phase,
+            },
+            self.incoming,
+            self.outgoing,
+        ))
+    }
+
+    /// Carries on a suspended session over `incoming` and `outgoing` (see
+    /// [`TlsSession::new`]).
+    pub fn resume(suspended: Suspended, incoming: &'b mut [u8], outgoing: &'b mut [u8]) -> Self {
+        Self {
+            connection: suspended.connection,
+            incoming,
+            incoming_len: 0,
+            outgoing,
+            outgoing_start: 0,
+            outgoing_end: 0,
+            pending: Vec::new(),
+            pending_start: 0,
+            phase: suspended.phase,
+            close_queued: false,
+            error: None,
+        }
+    }
+
+    /// Ciphertext in the transmit queue not yet acknowledged ([`TlsSession::acknowledge`]),
+    /// sent or not.
+    pub fn queued(&self) -> usize {
+        self.outgoing_end - self.outgoing_start
+    }
+
+    /// Copies queued ciphertext from `offset` past the last acknowledged byte into `out`;
+    /// returns how many bytes (the same bytes for the same offset until acknowledged).
+    pub fn read_queued(&self, offset: usize, out: &mut [u8]) -> usize {
+        let queued = self
+            .outgoing
+            .get(self.outgoing_start..self.outgoing_end)
+            .unwrap_or_default();
+        let from = queued.get(offset..).unwrap_or_default();
+        let n = from.len().min(out.len());
+        out[..n].copy_from_slice(&from[..n]);
+        n
+    }
+
+    /// The peer acknowledged the next `n` queued bytes: they leave the queue.
+    pub fn acknowledge(&mut self, n: usize) {
+        self.outgoing_start += n.min(self.queued());
+        if self.outgoing_start == self.outgoing_end {
+            self.outgoing_start = 0;
+            self.outgoing_end = 0;
+        }
+    }
+
+    /// Seals the application's plaintext into the transmit queue, through `scratch` (where
+    /// the application writes it), in records of at most `scratch.len()` bytes. While
+    /// earlier ciphertext is still queued, a record is sealed only if one of at least
+    /// `min_record` bytes fits (so that records stay large; acknowledgments make room).
+    /// Records rustls encodes on the way (a ticket, a KeyUpdate answer) join the queue in
+    /// order. Returns the ciphertext bytes added.
+    pub fn fill(
+        &mut self,
+        application: &mut impl Application,
+        scratch: &mut [u8],
+        min_record: usize,
+    ) -> usize {
+        let before = self.queued();
+        if self.error.is_some()
+            || self.close_queued
+            || !matches!(self.phase, Phase::Open | Phase::PeerClosed)
+        {
+            return 0;
+        }
+        loop {
+            self.compact();
+            let free = self.outgoing.len() - self.outgoing_end;
+            let room = free
+                .saturating_sub(RECORD_OVERHEAD)
+                .min(scratch.len())
+                .min(MAX_FRAGMENT_LEN);
+            if room == 0 || (room < min_record && self.queued() > 0) {
+                break;
+            }
+            let sealed = self.seal_with(|traffic, outgoing, _, end| {
+                let plain = application.transmit(&mut scratch[..room]);
+                if plain == 0 {
+                    return None;
+                }
+                // Cannot fail: `room` leaves RECORD_OVERHEAD for the one record.
+                traffic
+                    .encrypt(&scratch[..plain], &mut outgoing[end..])
+                    .ok()
+            });
+            match sealed.flatten() {
+                Some(written) => self.outgoing_end += written,
+                None => break,
+            }
+        }
+        self.queued() - before
     }
 
     /// Where the session is.
@@ -327,8 +465,8 @@ impl<'b> TlsSession<'b> {
     }
 
     /// Runs rustls over the received bytes until it can seal application data, then calls
-    /// `seal` with the sealing state and the transmit buffer's free part (`None` when records
-    /// already wait there: they must go first). Plaintext that arrives meanwhile waits in
+    /// `seal` with the sealing state, the transmit buffer, and where its queue starts and
+    /// ends (records in the queue go out before anything sealed elsewhere). Plaintext that arrives meanwhile waits in
     /// `pending` (bounded: [`TlsSession::receive`] takes no ciphertext while a record's worth
     /// waits), records rustls encodes go to the transmit buffer. Returns `None` when rustls
     /// cannot seal now.
@@ -339,7 +477,7 @@ impl<'b> TlsSession<'b> {
     /// the board).
     fn seal_with<R>(
         &mut self,
-        seal: impl FnOnce(&mut WriteTraffic<'_, ServerConnectionData>, Option<&mut [u8]>) -> R,
+        seal: impl FnOnce(&mut WriteTraffic<'_, ServerConnectionData>, &mut [u8], usize, usize) -> R,
     ) -> Option<R> {
         let mut seal = Some(seal);
         for _ in 0..8 {
@@ -352,9 +490,12 @@ impl<'b> TlsSession<'b> {
             let go_on = match status.state {
                 Ok(ConnectionState::WriteTraffic(mut traffic)) => {
                     if let Some(seal) = seal.take() {
-                        let free = (self.outgoing_end == self.outgoing_start)
-                            .then_some(&mut self.outgoing[..]);
-                        sealed = Some(seal(&mut traffic, free));
+                        sealed = Some(seal(
+                            &mut traffic,
+                            &mut self.outgoing[..],
+                            self.outgoing_start,
+                            self.outgoing_end,
+                        ));
                     }
                     false
                 }
@@ -427,8 +568,9 @@ impl<'b> TlsSession<'b> {
         while out.len() - written > RECORD_OVERHEAD {
             let room = (out.len() - written - RECORD_OVERHEAD).min(MAX_FRAGMENT_LEN);
             let target = &mut out[written..];
-            let sealed = self.seal_with(|traffic, scratch| {
-                let scratch = scratch?;
+            let sealed = self.seal_with(|traffic, outgoing, start, end| {
+                // The empty transmit queue is the plaintext's scratch.
+                let scratch = (start == end).then_some(outgoing)?;
                 let room = room.min(scratch.len());
                 let plain = application.transmit(&mut scratch[..room]);
                 if plain == 0 {
@@ -446,6 +588,22 @@ impl<'b> TlsSession<'b> {
         written
     }
 
+    /// Moves the transmit queue to the front of its buffer (acknowledged bytes make room
+    /// there).
+    fn compact(&mut self) {
+        if self.outgoing_start > 0 {
+            self.outgoing
+                .copy_within(self.outgoing_start..self.outgoing_end, 0);
+            self.outgoing_end -= self.outgoing_start;
+            self.outgoing_start = 0;
+        }
+    }
+
+    /// Room left in the transmit queue for more records, in bytes.
+    pub fn queue_room(&self) -> usize {
+        self.outgoing.len() - self.queued()
+    }
+
     /// Queues close_notify (RFC 8446 §6.1); the caller sends it with [`TlsSession::transmit`]
     /// and then closes the TCP connection.
     pub fn close(&mut self) {
@@ -455,8 +613,11 @@ impl<'b> TlsSession<'b> {
         self.close_queued = true;
         let mut notify = [0u8; 64];
         let written = self
-            .seal_with(|traffic, _| traffic.queue_close_notify(&mut notify).ok())
+            .seal_with(|traffic, _, _, _| traffic.queue_close_notify(&mut notify).ok())
             .flatten();
+        if written.is_some_and(|written| self.outgoing.len() - self.outgoing_end < written) {
+            self.compact();
+        }
         if let Some(written) = written
             && self.outgoing.len() - self.outgoing_end >= written
         {

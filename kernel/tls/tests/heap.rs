@@ -133,8 +133,12 @@ fn leak(len: usize) -> &'static mut [u8] {
     Box::leak(vec![0u8; len].into_boxed_slice())
 }
 
+/// The tests of this file one at a time: they share the allocator's counts.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn a_handshake_flood_stays_under_the_heap_budget() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     RANDOM.seed(&[9; 32]).unwrap();
     let identity = Identity::from_pem(
         include_bytes!("data/p256.pem"),
@@ -277,4 +281,121 @@ fn a_handshake_flood_stays_under_the_heap_budget() {
         peak / AT_ONCE < bramble_tls::heap::PER_CONNECTION_BYTES,
         "per-connection figure under its constant"
     );
+}
+
+/// Echoes what it receives, once.
+#[derive(Default)]
+struct Echo {
+    waiting: Vec<u8>,
+}
+
+impl Application for Echo {
+    fn receive(&mut self, data: &[u8]) -> usize {
+        self.waiting.extend_from_slice(data);
+        data.len()
+    }
+    fn transmit(&mut self, out: &mut [u8]) -> usize {
+        let n = self.waiting.len().min(out.len());
+        out[..n].copy_from_slice(&self.waiting[..n]);
+        self.waiting.drain(..n);
+        n
+    }
+}
+
+/// Moves the queued ciphertext of `session` to `client`, acknowledging it.
+fn deliver(session: &mut TlsSession<'_>, client: &mut ClientConnection) {
+    let mut out = vec![0u8; session.queued()];
+    let n = session.read_queued(0, &mut out);
+    as_server(|| session.acknowledge(n));
+    let mut reader = &out[..n];
+    while !reader.is_empty() {
+        client.read_tls(&mut reader).unwrap();
+        client.process_new_packets().unwrap();
+    }
+}
+
+#[test]
+fn a_suspended_session_keeps_only_its_keys() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    RANDOM.seed(&[7; 32]).unwrap();
+    let identity = Identity::from_pem(
+        include_bytes!("data/p256.pem"),
+        include_bytes!("data/p256.key"),
+    )
+    .unwrap();
+    let server = bramble_tls::server_config(identity, SniPolicy::AnyName).unwrap();
+    let configs = [
+        client(&rustls::version::TLS13),
+        client(&rustls::version::TLS12),
+    ];
+    const SESSIONS: usize = 32;
+    SERVER_BYTES.store(0, Ordering::Relaxed);
+    let mut scratch = vec![0u8; 16 * 1024];
+    // One pair of buffers, lent to one session at a time, as the pool's slots are.
+    let mut buffers = Some((leak(MAX_RECORD_LEN), leak(24 * 1024)));
+    let mut kept = Vec::new();
+    for index in 0..SESSIONS {
+        let mut client = ClientConnection::new(
+            configs[index % 2].clone(),
+            ServerName::try_from("bramble.test").unwrap(),
+        )
+        .unwrap();
+        let (incoming, outgoing) = buffers.take().unwrap();
+        let mut session =
+            as_server(|| TlsSession::new(server.clone(), incoming, outgoing).unwrap());
+        let mut app = Echo::default();
+        client.writer().write_all(b"ping").unwrap();
+        for _ in 0..8 {
+            let mut wire = Vec::new();
+            while client.wants_write() {
+                client.write_tls(&mut wire).unwrap();
+            }
+            if !wire.is_empty() {
+                let taken = as_server(|| session.receive(&mut app, &wire).unwrap());
+                assert_eq!(taken, wire.len());
+            }
+            as_server(|| session.fill(&mut app, &mut scratch, 1024));
+            deliver(&mut session, &mut client);
+        }
+        let mut echoed = [0u8; 4];
+        client.reader().read_exact(&mut echoed).unwrap();
+        assert_eq!(
+            &echoed, b"ping",
+            "session {index}: answered through the queue"
+        );
+        assert!(session.is_quiet(), "session {index}: nothing left");
+        let (suspended, incoming, outgoing) = as_server(|| session.suspend().ok()).unwrap();
+        buffers = Some((incoming, outgoing));
+        kept.push((suspended, client));
+    }
+    let held = SERVER_BYTES.load(Ordering::Relaxed).max(0) as usize;
+    println!(
+        "{SESSIONS} suspended sessions: {held} B of heap ({} B each), {} B of state each",
+        held / SESSIONS,
+        std::mem::size_of::<bramble_tls::session::Suspended>()
+    );
+    assert!(
+        held / SESSIONS <= bramble_tls::heap::PER_IDLE_BYTES,
+        "a suspended session holds {} B of heap",
+        held / SESSIONS
+    );
+    // Each resumes where it stopped, in a slot's buffers again.
+    for (index, (suspended, mut client)) in kept.into_iter().enumerate() {
+        let (incoming, outgoing) = buffers.take().unwrap();
+        let mut session = TlsSession::resume(suspended, incoming, outgoing);
+        let mut app = Echo::default();
+        client.writer().write_all(b"again").unwrap();
+        let mut wire = Vec::new();
+        while client.wants_write() {
+            client.write_tls(&mut wire).unwrap();
+        }
+        as_server(|| session.receive(&mut app, &wire).unwrap());
+        as_server(|| session.fill(&mut app, &mut scratch, 1024));
+        deliver(&mut session, &mut client);
+        let mut echoed = [0u8; 5];
+        client.reader().read_exact(&mut echoed).unwrap();
+        assert_eq!(&echoed, b"again", "session {index} resumed");
+        let (_, incoming, outgoing) = as_server(|| session.suspend().ok()).unwrap();
+        buffers = Some((incoming, outgoing));
+    }
 }

@@ -581,9 +581,8 @@ impl<'a> AcmeAgent<'a> {
                 Action::Publish(answer) => match answer.kind {
                     ChallengeKind::Http01 => {
                         if appliance
-                            .pool
-                            .service_mut()
                             .server
+                            .borrow_mut()
                             .add_acme_answer(&answer.token, &answer.key_authorization)
                         {
                             log::info!("acme: HTTP-01 answer up for {}", answer.name);
@@ -621,7 +620,7 @@ impl<'a> AcmeAgent<'a> {
                     self.save(now);
                 }
                 Action::Issued(issued) => {
-                    appliance.pool.service_mut().server.clear_acme_answers();
+                    appliance.server.borrow_mut().clear_acme_answers();
                     appliance.ddns_remove_txt();
                     // Taken down by the install below, which builds the configuration anew.
                     self.alpn_answers.clear();
@@ -630,7 +629,7 @@ impl<'a> AcmeAgent<'a> {
                     return;
                 }
                 Action::Failed(error, retry_after) => {
-                    appliance.pool.service_mut().server.clear_acme_answers();
+                    appliance.server.borrow_mut().clear_acme_answers();
                     appliance.ddns_remove_txt();
                     self.dns_wait = false;
                     if !self.alpn_answers.is_empty() {
@@ -838,9 +837,8 @@ impl<'a> AcmeAgent<'a> {
         }
         if self.config.redirect_plain_http {
             appliance
-                .pool
-                .service_mut()
                 .server
+                .borrow_mut()
                 .set_redirect_to_https_port(Some(self.config.https_port));
         }
         self.validity = Some((validity.not_before, validity.not_after));
@@ -869,8 +867,7 @@ impl<'a> AcmeAgent<'a> {
             self.alpn_answers.clone(),
         )
         .map_err(|problem| format!("{problem}"))?;
-        if let Some(https) = &mut appliance.https {
-            https.shared_mut().replace_config(config, key);
+        if appliance.replace_https_config(config.clone(), key) {
             return Ok(());
         }
         let memory = self

@@ -310,9 +310,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 continue;
             };
             if let Some(unix) = clock.client.receive(server, data, now) {
-                self.pool
-                    .service_mut()
-                    .server
+                self.server
+                    .borrow_mut()
                     .set_wall_clock(unix / 1_000_000, now);
                 bramble_tls::clock::CLOCK.set(unix, now.as_micros());
                 if !clock.logged_set {

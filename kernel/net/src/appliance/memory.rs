@@ -1,17 +1,17 @@
 //! The memory the caller lends the appliance: the connection pool's parts (control blocks,
 //! hash table, HTTP sessions, parking cells), the smoltcp socket slots (DHCP, mDNS, IPv6
-//! neighbour discovery and the HTTPS pool's) and their small fixed buffers, and the HTTPS
-//! pool's memory.
+//! neighbour discovery, the clock's) and their small fixed buffers, and the HTTPS pool's
+//! memory.
 
-use super::pool::MAX_CONNECTIONS;
+use crate::stream::tls::{Carried, TLS_CELL_LEN, TlsSlot};
 use crate::stream::{Cell, Lease, PoolMemory, Source, Tcb};
 use bramble_http::Connection;
 use smoltcp::iface::SocketStorage;
 use smoltcp::socket::{raw, udp};
 use smoltcp::wire::DhcpOption;
 
-/// smoltcp sockets the appliance needs besides the HTTPS pool's: DHCP, mDNS, and the raw
-/// ICMPv6 socket of IPv6 address configuration (plain HTTP goes to the stream pool).
+/// smoltcp sockets the appliance always needs: DHCP, mDNS, and the raw ICMPv6 socket of
+/// IPv6 address configuration (HTTP and HTTPS go to the stream pools).
 pub const EXTRA_SOCKETS: usize = 3;
 /// DHCP option 12: host name (RFC 2132 §3.14).
 const DHCP_OPTION_HOSTNAME: u8 = 12;
@@ -65,8 +65,10 @@ pub struct ApplianceMemory<'a> {
     pub sockets: &'a mut [SocketStorage<'a>],
     /// The connection pool's parts.
     pub pool: PoolMemory<'a, Connection>,
-    /// Socket slots kept for what starts later: the HTTPS pool
-    /// ([`Appliance::start_https`](super::Appliance::start_https)) and the clock's two
+    /// Where the site's server lives, shared by the HTTP and HTTPS pools (filled in by
+    /// [`Appliance::new`](super::Appliance::new)).
+    pub(super) server: Option<core::cell::RefCell<bramble_http::Server<'a>>>,
+    /// Socket slots kept for what starts later: ACME's, syslog's and the clock's two
     /// ([`Appliance::start_clock`](super::Appliance::start_clock)). Default 0.
     pub reserved_sockets: usize,
     pub(super) dhcp: DhcpSocketMemory<'a>,
@@ -104,6 +106,7 @@ impl<'a> ApplianceMemory<'a> {
             sockets,
             pool,
             reserved_sockets: 0,
+            server: None,
             dhcp: DhcpSocketMemory {
                 options: [DhcpOption {
                     kind: DHCP_OPTION_HOSTNAME,
@@ -200,31 +203,60 @@ impl Default for ClockMemory {
     }
 }
 
-/// Memory for the HTTPS pool: one TLS connection (with its record buffers) per socket, and
-/// the sockets' TCP buffers. The socket slots come from [`ApplianceMemory::reserved_sockets`].
+/// Memory for the HTTPS pool: a stream pool of its own (control blocks, hash table, TLS
+/// session slots with their buffers, cells for ClientHellos, per-source counts), one entry
+/// per connection for the sessions that wait idle, and the plaintext scratch its sessions
+/// seal through.
 pub struct HttpsMemory<'a> {
-    /// One TLS connection per TCP socket.
-    pub connections: &'a mut [super::secure::TlsConnection<'a>],
-    /// Backing store for every socket's receive and transmit buffers.
-    pub tcp_buffers: &'a mut [u8],
-    /// Receive buffer bytes per TCP socket.
-    pub tcp_rx_len: usize,
-    /// Transmit buffer bytes per TCP socket.
-    pub tcp_tx_len: usize,
+    /// The pool's parts.
+    pub pool: PoolMemory<'a, TlsSlot<'a>, TLS_CELL_LEN>,
+    /// One per control block.
+    pub carried: &'a mut [Carried],
+    /// [`crate::stream::tls::SCRATCH_LEN`] bytes.
+    pub scratch: &'a mut [u8],
 }
 
 impl HttpsMemory<'_> {
-    /// How many HTTPS connections this memory holds, given `socket_slots` free slots.
-    pub fn pool_size(&self, socket_slots: usize) -> usize {
-        let per_socket = self.tcp_rx_len + self.tcp_tx_len;
-        let by_buffers = if self.tcp_rx_len == 0 || self.tcp_tx_len == 0 {
+    /// How many HTTPS connections this memory holds (0 if it cannot serve even one).
+    pub fn pool_size(&self) -> usize {
+        if self.pool.leases.is_empty() || self.pool.buckets.is_empty() || self.scratch.is_empty() {
             0
         } else {
-            self.tcp_buffers.len() / per_socket
+            self.pool.tcbs.len().min(self.carried.len())
+        }
+    }
+
+    /// Memory for `sizes` from the heap, never freed (for the hosted build and tests, which
+    /// run one appliance for the life of the process).
+    #[cfg(any(test, feature = "std"))]
+    pub fn leaked(sizes: PoolSizes) -> &'static mut HttpsMemory<'static> {
+        use crate::stream::tls::{QUEUE_LEN, SCRATCH_LEN};
+        use bramble_tls::session::MAX_RECORD_LEN;
+        use std::boxed::Box;
+        use std::vec::Vec;
+        fn leak<T>(items: Vec<T>) -> &'static mut [T] {
+            Box::leak(items.into_boxed_slice())
+        }
+        let pool = PoolMemory {
+            tcbs: leak(std::vec![Tcb::EMPTY; sizes.connections]),
+            buckets: leak(std::vec![0u32; sizes.buckets()]),
+            leases: leak(
+                (0..sizes.sessions)
+                    .map(|_| {
+                        Lease::new(TlsSlot::new(
+                            leak(std::vec![0u8; MAX_RECORD_LEN]),
+                            leak(std::vec![0u8; QUEUE_LEN]),
+                        ))
+                    })
+                    .collect(),
+            ),
+            cells: leak((0..sizes.cells).map(|_| Cell::new()).collect()),
+            sources: leak(std::vec![Source::EMPTY; sizes.sources]),
         };
-        by_buffers
-            .min(self.connections.len())
-            .min(socket_slots)
-            .min(MAX_CONNECTIONS)
+        Box::leak(Box::new(HttpsMemory {
+            pool,
+            carried: leak((0..sizes.connections).map(|_| Carried::new()).collect()),
+            scratch: leak(std::vec![0u8; SCRATCH_LEN]),
+        }))
     }
 }

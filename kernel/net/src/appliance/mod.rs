@@ -1,8 +1,7 @@
 //! The appliance loop: one smoltcp interface (IPv4 by DHCP with a link-local fallback, or
 //! static; IPv6 by SLAAC or static, with a link-local address; ARP, neighbour discovery, ICMP
-//! and ICMPv6 echo), the stream pool serving HTTP on port 80 over either family
-//! ([`crate::stream`]), the HTTPS pool of smoltcp sockets (`pool`, `secure`), and the mDNS
-//! responder.
+//! and ICMPv6 echo), the stream pools serving HTTP on port 80 and HTTPS on port 443 over
+//! either family ([`crate::stream`], [`crate::stream::tls`]), and the mDNS responder.
 //!
 //! The caller owns time and sleeping: it calls [`Appliance::poll`] with the current instant
 //! whenever something may have happened (a frame arrived, an interrupt came), or
@@ -14,9 +13,10 @@
 //! [`Appliance::poll`] and its wake-up time); `config` what the caller tells it, `memory` the
 //! memory it lends, `address` DHCP and the link-local fallback, `address6` IPv6
 //! configuration ([`crate::slaac`]) over its raw ICMPv6 socket, `mdns_socket` the
-//! responder's UDP socket, `pool` and `secure` the HTTPS connections (smoltcp sockets each
-//! driving a TLS session), and `tests` the host tests. The plain HTTP connections are the
-//! stream pool's ([`crate::stream`]): frames for its port go to it, not to smoltcp.
+//! responder's UDP socket, and `tests` the host tests. The HTTP and HTTPS connections are
+//! the stream pools' ([`crate::stream`]): frames for their ports go to them, not to smoltcp.
+//! Both pools serve one [`Server`] (the site, its configuration and counters), which the
+//! appliance keeps in a `RefCell` lent to both services.
 
 pub mod acme;
 mod address;
@@ -27,10 +27,8 @@ pub mod ddns;
 pub mod heartbeat;
 mod mdns_socket;
 mod memory;
-mod pool;
 pub mod public;
 pub mod router;
-pub mod secure;
 pub mod syslog;
 #[cfg(test)]
 mod tests;
@@ -42,24 +40,20 @@ pub use memory::{
     ApplianceMemory, ClockMemory, DHCP_PACKET_BUFFER_LEN, EXTRA_SOCKETS, HttpsMemory,
     MDNS_BUFFER_LEN, MDNS_PACKETS, PoolSizes,
 };
-pub use pool::{
-    CLOSE_LIMIT_MICROS, FirstBytes, HANDSHAKE_LIMIT_MICROS, MAX_CONNECTIONS, Opening,
-    PooledConnection,
-};
 pub use public::{AddressKind, PublicAddress, PublicSource};
 
 use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, Held, PhyCounters};
 use crate::stream::http::HttpService;
+use crate::stream::tls::{TLS_CELL_LEN, TlsCounters, TlsService};
 use crate::stream::{PoolConfig, PoolCounters, PoolLimits, StreamPool};
 use address::AddressState;
 use address6::Ipv6State;
 use alloc::sync::Arc;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState};
 use bramble_http::Server;
+use core::cell::{Ref, RefCell};
 use mdns_socket::start_mdns;
-use pool::ConnectionPool;
-use secure::{TlsConnection, TlsCounters, TlsShared};
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::time::Instant as SmolInstant;
 use smoltcp::wire::{EthernetAddress, HardwareAddress, IpCidr};
@@ -76,9 +70,6 @@ const FRAMES_PER_POLL: usize = 256;
 /// Received frames between two turns of the pool's transmissions within a poll (so that
 /// answers go out while requests keep arriving).
 const FRAMES_PER_SEND: usize = 16;
-/// Most egress-only passes at the end of a poll (each sends what the HTTPS sockets have; the
-/// device's transmit path usually fills long before).
-const EGRESS_ROUNDS: usize = 64;
 
 /// Why the appliance could not start.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,22 +134,15 @@ impl core::fmt::Display for AddressList<'_> {
     }
 }
 
-/// Counts the appliance keeps (the plain HTTP connections' in detail are the stream
-/// pool's: [`Appliance::pool_counters`]; the first two here count both pools, the next
-/// three the HTTPS pool's).
+/// Counts the appliance keeps (the connections' in detail are the stream pools':
+/// [`Appliance::pool_counters`], [`Appliance::https_pool_counters`]; the first two here
+/// count both pools).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ApplianceCounters {
-    /// Connections handed to the HTTP engine (as [`Appliance::counters`] reports them:
-    /// HTTPS connections and the stream pool's admissions).
+    /// Connections admitted (as [`Appliance::counters`] reports them: both pools').
     pub connections_opened: u64,
     /// Of those, the ones over IPv6.
     pub ipv6_connections_opened: u64,
-    /// HTTPS connections the engine asked to abort (reset).
-    pub connections_aborted: u64,
-    /// HTTPS handshakes reset because the client never completed them.
-    pub handshakes_abandoned: u64,
-    /// HTTPS connections reset because the client never finished closing.
-    pub closes_abandoned: u64,
     /// Times the link went down.
     pub link_losses: u64,
     /// mDNS datagrams that could not be parsed.
@@ -180,7 +164,13 @@ pub struct Appliance<'a, D: EthernetDevice> {
     sockets_capacity: usize,
     pool: StreamPool<'a, HttpService<'a>>,
     /// The HTTPS pool, once [`Appliance::start_https`] has run.
-    https: Option<ConnectionPool<'a, TlsConnection<'a>>>,
+    https: Option<StreamPool<'a, TlsService<'a>, TLS_CELL_LEN>>,
+    /// The site's server, shared by both pools' services.
+    server: &'a RefCell<Server<'a>>,
+    /// The secret keying both pools' SYN cookies and connection tables.
+    secret_key: [u64; 2],
+    /// Both pools' deadlines and per-source cap.
+    limits: (PoolLimits, u32),
     /// SNTP and DNS, once [`Appliance::start_clock`] has run.
     clock: Option<clock::ClockState<'a>>,
     /// The ACME agent, once [`Appliance::start_acme`] has run.
@@ -263,6 +253,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let ApplianceMemory {
             sockets: socket_storage,
             pool: pool_memory,
+            server: server_slot,
             reserved_sockets: _,
             dhcp: dhcp_memory,
             mdns: mdns_memory,
@@ -278,6 +269,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             cells: &mut *pool_memory.cells,
             sources: &mut *pool_memory.sources,
         };
+        let server: &'a RefCell<Server<'a>> = server_slot.insert(RefCell::new(server));
         let mut pool = StreamPool::new(
             pool_memory,
             HttpService::new(server),
@@ -288,7 +280,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 seed: config.secret_key,
             },
         );
-        phy.divert_tcp_port(Some(config.http_port));
+        phy.divert_tcp_ports([Some(config.http_port), None]);
         pool.set_address(mac.0, None, now);
         let address = AddressState::configure(&config, &mut iface, &mut sockets, dhcp_memory, now)?;
         let ipv6 = if config.ipv6.enabled {
@@ -347,6 +339,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             sockets_capacity,
             pool,
             https: None,
+            server,
+            secret_key: config.secret_key,
+            limits: (config.limits, config.max_per_source),
             clock: None,
             acme: None,
             syslog: None,
@@ -376,23 +371,18 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// give it work.
     pub fn poll(&mut self, now: Instant) -> Option<Instant> {
         self.check_link(now);
-        // Frames in: the stream pool's to it, the rest through smoltcp.
+        // Frames in: the stream pools' to them, the rest through smoltcp.
         self.receive_frames(now);
-        // The smoltcp sockets' work (DHCP, HTTPS, mDNS), then what it produced goes out.
+        // The smoltcp sockets' work (DHCP, mDNS, the clock), then what it produced goes out.
         self.poll_sockets(now);
-        let last_pass = self.poll_interface(now);
+        self.poll_interface(now);
         // That pass may have received a DHCP ACK: apply it now, at the instant smoltcp
         // counts the lease from, not whenever the loop next happens to wake.
         self.poll_dhcp(now);
         self.sync_pool_address(now);
-        // It may also have taken in ACKs that freed HTTPS send space (skipped when the pass
-        // changed nothing: it walks every HTTPS connection).
-        if last_pass == PollResult::SocketStateChanged {
-            self.send_into_freed_space(now);
-        }
-        // The stream pool's deadlines and transmissions, after whatever arrived meanwhile.
+        // The stream pools' deadlines and transmissions, after whatever arrived meanwhile.
         self.receive_frames(now);
-        self.pool.poll(now, &mut self.phy);
+        self.poll_pools(now);
         self.note_device_fault();
         self.show_addresses();
         self.stack_due = self.next_wake(now);
@@ -417,20 +407,34 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll(now)
     }
 
-    /// One pass of the interface: frames in (HTTPS connection requests only as many as its
-    /// pool can take), timers, frames out.
+    /// One pass of the interface: frames in, timers, frames out.
     fn poll_interface(&mut self, now: Instant) -> PollResult {
-        self.limit_connection_requests();
         self.iface.poll(smol(now), &mut self.phy, &mut self.sockets)
     }
 
+    /// Both stream pools' deadlines and transmissions.
+    fn poll_pools(&mut self, now: Instant) {
+        self.pool.poll(now, &mut self.phy);
+        if let Some(https) = &mut self.https {
+            https.poll(now, &mut self.phy);
+        }
+    }
+
+    /// Whether both stream pools could queue a control reply (a SYN-ACK, a reset) now.
+    fn pools_have_control_room(&self) -> bool {
+        self.pool.has_control_room()
+            && self
+                .https
+                .as_ref()
+                .is_none_or(|https| https.has_control_room())
+    }
+
     /// The smoltcp sockets' work after an interface pass: DHCP events, IPv6 configuration,
-    /// HTTPS connections, mDNS.
+    /// mDNS, the clock, ACME, syslog.
     fn poll_sockets(&mut self, now: Instant) {
         self.poll_dhcp(now);
         self.poll_ipv6(now);
         self.sync_pool_address(now);
-        self.poll_https(now);
         self.poll_mdns(now);
         self.poll_clock(now);
         self.poll_acme(now);
@@ -440,45 +444,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_router(now);
     }
 
-    /// Moves every HTTPS connection on.
-    fn poll_https(&mut self, now: Instant) {
-        if let Some(https) = &mut self.https {
-            let server = &mut self.pool.service_mut().server;
-            https.poll(&mut self.sockets, server, &mut self.counters, now);
-        }
-    }
-
-    /// Lets the HTTPS connections fill the send space that the last pass's ACKs freed and
-    /// sends it now, without taking in more frames (those wake the loop anyway). Without
-    /// this the rest of an answer waited for the next wake-up (615 -> 1,302 req/s for a
-    /// 100 KiB file in the hosted benchmark, measured side by side, for the socket pool).
-    fn send_into_freed_space(&mut self, now: Instant) {
-        self.poll_https(now);
-        for _ in 0..EGRESS_ROUNDS {
-            if self
-                .iface
-                .poll_egress(smol(now), &mut self.phy, &mut self.sockets)
-                == PollResult::None
-            {
-                break;
-            }
-        }
-    }
-
-    /// Lets through only as many new HTTPS connection requests as there are listening
-    /// sockets: when that pool is full, SYNs are dropped (clients retry) rather than refused.
-    /// (The stream pool's are not limited: it answers each with a cookie.)
-    fn limit_connection_requests(&mut self) {
-        let https = self
-            .https
-            .as_ref()
-            .map(|pool| (pool.port(), pool.listening(&self.sockets)));
-        self.phy.limit_connection_requests([https, None]);
-    }
-
-    /// Starts serving HTTPS on `port` with `config` (whose certificate has `key`), in `memory` and the socket slots
-    /// [`ApplianceMemory::reserved_sockets`] kept back. Returns the HTTPS pool's size. Can be
-    /// called once, at start-up or later (once a certificate is at hand).
+    /// Starts serving HTTPS on `port` with `config` (whose certificate has `key`), in
+    /// `memory`: a stream pool of its own, with the HTTP pool's deadlines, per-source cap and
+    /// secret. Returns the most HTTPS connections it holds at once. Can be called once, at
+    /// start-up or later (once a certificate is at hand).
     pub fn start_https(
         &mut self,
         config: Arc<bramble_tls::ServerConfig>,
@@ -487,30 +456,41 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         port: u16,
         now: Instant,
     ) -> Result<usize, NetError> {
-        let free_slots = self.sockets_free();
-        let size = memory.pool_size(free_slots);
+        let size = memory.pool_size();
         if size == 0 || self.https.is_some() {
             return Err(NetError::NoSocketMemory);
         }
         let HttpsMemory {
-            connections,
-            tcp_buffers,
-            tcp_rx_len,
-            tcp_tx_len,
+            pool,
+            carried,
+            scratch,
         } = memory;
-        self.https = Some(ConnectionPool::new(
-            &mut self.sockets,
-            connections,
-            TlsShared::new(config, key, now),
-            tcp_buffers,
-            (*tcp_rx_len, *tcp_tx_len),
-            size,
-            port,
-        ));
-        log::info!(
-            "net: {size} HTTPS connections on port {port} ({tcp_rx_len} + {tcp_tx_len} bytes of \
-             TCP buffer each)"
+        let sessions = pool.leases.len();
+        let pool_memory = crate::stream::PoolMemory {
+            tcbs: &mut *pool.tcbs,
+            buckets: &mut *pool.buckets,
+            leases: &mut *pool.leases,
+            cells: &mut *pool.cells,
+            sources: &mut *pool.sources,
+        };
+        let service = TlsService::new(self.server, config, key, carried, scratch, now);
+        let (limits, max_per_source) = self.limits;
+        let mut https = StreamPool::new(
+            pool_memory,
+            service,
+            PoolConfig {
+                port,
+                limits,
+                max_per_source,
+                seed: self.secret_key,
+            },
         );
+        https.set_address(self.mac, self.pool_address, now);
+        https.set_ipv6_addresses(self.pool.addresses(), now);
+        self.https = Some(https);
+        self.phy
+            .divert_tcp_ports([Some(self.http_port), Some(port)]);
+        log::info!("net: {size} HTTPS connections on port {port} ({sessions} served at once)");
         Ok(size)
     }
 
@@ -530,38 +510,61 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.link
     }
 
-    /// The HTTPS pool's counts, once it runs.
+    /// The HTTPS service's counts (handshakes, their budget), once it runs.
     pub fn tls_counters(&self) -> Option<TlsCounters> {
-        self.https.as_ref().map(|pool| pool.shared().counters())
+        self.https.as_ref().map(|pool| pool.service().counters())
+    }
+
+    /// The HTTPS pool's connection counts (admissions, evictions, deadlines), once it runs.
+    pub fn https_pool_counters(&self) -> Option<PoolCounters> {
+        self.https.as_ref().map(StreamPool::counters)
     }
 
     /// Number of HTTPS connections open now (0 without HTTPS).
     pub fn open_https_connections(&self) -> usize {
-        self.https.as_ref().map_or(0, |pool| pool.open_count())
+        self.https.as_ref().map_or(0, StreamPool::open)
+    }
+
+    /// Serves `config` (a renewed certificate, with `key`) to HTTPS connections from now on.
+    fn replace_https_config(
+        &mut self,
+        config: Arc<bramble_tls::ServerConfig>,
+        key: bramble_tls::hello::CertificateKey,
+    ) -> bool {
+        match &mut self.https {
+            Some(https) => {
+                https.service_mut().replace_config(config, key);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Takes in what the device has received (at most [`FRAMES_PER_POLL`] frames): the
-    /// pool's frames go to the pool, the rest through smoltcp. Every [`FRAMES_PER_SEND`]
-    /// frames the pool sends what they asked for.
+    /// pools' frames go to the pools, the rest through smoltcp. Every [`FRAMES_PER_SEND`]
+    /// frames the pools send what they asked for.
     fn receive_frames(&mut self, now: Instant) {
         for taken in 1..=FRAMES_PER_POLL {
-            if !self.pool.has_control_room() {
+            if !self.pools_have_control_room() {
                 // A frame may need a control reply (a SYN its SYN-ACK): send what the device
                 // takes, and if there is still no room, leave the frames where they wait
                 // (in the device, on the link) until the next poll: held, not dropped.
-                self.pool.poll(now, &mut self.phy);
-                if !self.pool.has_control_room() {
+                self.poll_pools(now);
+                if !self.pools_have_control_room() {
                     self.counters.receive_held += 1;
                     break;
                 }
             }
-            let pool = &mut self.pool;
-            match self.phy.pull_into_pool(|frame| pool.receive(frame, now)) {
+            let (pool, https) = (&mut self.pool, &mut self.https);
+            let mut to_pools = |frame: &[u8]| match https {
+                Some(https) if https.wants(frame) => https.receive(frame, now),
+                _ => pool.receive(frame, now),
+            };
+            match self.phy.pull_into_pool(&mut to_pools) {
                 Held::Nothing => break,
                 Held::ForPool => {
                     // Taken where it lay; one held from an earlier pull is taken now.
-                    let pool = &mut self.pool;
-                    self.phy.take_held(|frame| pool.receive(frame, now));
+                    self.phy.take_held(&mut to_pools);
                 }
                 Held::ForStack => {
                     // smoltcp takes this frame and any others for it that follow.
@@ -574,7 +577,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 }
             }
             if taken % FRAMES_PER_SEND == 0 {
-                self.pool.poll(now, &mut self.phy);
+                self.poll_pools(now);
             }
         }
     }
@@ -588,12 +591,18 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         if address != self.pool_address {
             self.pool_address = address;
             self.pool.set_address(self.mac, address, now);
+            if let Some(https) = &mut self.https {
+                https.set_address(self.mac, address, now);
+            }
         }
         let mut ipv6 = heapless::Vec::<[u8; 16], { crate::stream::MAX_IPV6_ADDRESSES }>::new();
         for entry in self.ipv6_addresses().iter().filter(|e| e.is_assigned()) {
             let _ = ipv6.push(entry.address);
         }
         self.pool.set_ipv6_addresses(&ipv6, now);
+        if let Some(https) = &mut self.https {
+            https.set_ipv6_addresses(&ipv6, now);
+        }
     }
 
     /// Keeps the first "device gone" error the adapter saw, for [`Appliance::device_fault`].
@@ -639,7 +648,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             }),
         );
         if let Some(https) = &self.https {
-            next = earliest(next, https.next_deadline(now));
+            next = earliest(
+                next,
+                https.next_deadline(now).map(|due| {
+                    if due <= now {
+                        now.add_micros(TRANSMIT_BUSY_RECHECK_MICROS)
+                    } else {
+                        due
+                    }
+                }),
+            );
         }
         if let Some(clock) = &self.clock {
             next = earliest(
@@ -699,6 +717,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 .set_hardware_addr(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
             self.mac = mac.0;
             self.pool.set_address(mac.0, self.pool_address, Instant(0));
+            if let Some(https) = &mut self.https {
+                https.set_address(mac.0, self.pool_address, Instant(0));
+            }
             log::warn!("net: the network device's MAC is now {mac}");
         }
     }
@@ -719,6 +740,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             .set_hardware_addr(HardwareAddress::Ethernet(EthernetAddress(mac.0)));
         self.mac = mac.0;
         self.pool.set_address(mac.0, self.pool_address, Instant(0));
+        if let Some(https) = &mut self.https {
+            https.set_address(mac.0, self.pool_address, Instant(0));
+        }
         self.device_fault = None;
         self.link = LinkState::Down;
         // The next poll must be a full one, whatever wakes it.
@@ -774,8 +798,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         // Cut short if it does not fit; the log line below is whole either way.
         let _ = core::fmt::write(&mut text, format_args!("{}", self.addresses()));
         // A router or name server change alone moves the version, not the list.
-        if text.as_str() != self.server().addresses() {
-            self.pool.service_mut().server.set_addresses(&text);
+        let changed = text.as_str() != self.server().addresses();
+        if changed {
+            self.server.borrow_mut().set_addresses(&text);
             if !text.is_empty() {
                 log::info!("net: addresses {}", self.addresses());
             }
@@ -854,10 +879,14 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 
     /// The appliance's counts (connections opened: both pools').
     pub fn counters(&self) -> ApplianceCounters {
-        let pool = self.pool.counters();
         let mut counters = self.counters;
-        counters.connections_opened += pool.accepted;
-        counters.ipv6_connections_opened += pool.accepted_ipv6;
+        for pool in [Some(self.pool.counters()), self.https_pool_counters()]
+            .into_iter()
+            .flatten()
+        {
+            counters.connections_opened += pool.accepted;
+            counters.ipv6_connections_opened += pool.accepted_ipv6;
+        }
         counters
     }
 
@@ -866,15 +895,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.phy.counters()
     }
 
-    /// The HTTP server (for its counters).
-    pub fn server(&self) -> &Server<'a> {
-        &self.pool.service().server
+    /// The HTTP server (for its counters). Borrowed until the value is dropped: nothing
+    /// else of the appliance may be called meanwhile.
+    pub fn server(&self) -> Ref<'_, Server<'a>> {
+        self.server.borrow()
     }
 
     /// Sets what the 503 diagnostic page says beside the site's problem (see
     /// [`Server::set_notice`]), such as why HTTPS is not running.
     pub fn set_notice(&mut self, text: &str) {
-        self.pool.service_mut().server.set_notice(text);
+        self.server.borrow_mut().set_notice(text);
     }
 
     /// The network device.

@@ -227,7 +227,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             + pool.bad_cookies
             + pool.evictions()
             + pool.timeouts();
-        self.pool.service_mut().server.set_status_snapshot(snapshot);
+        self.server.borrow_mut().set_status_snapshot(snapshot);
     }
 
     /// Whether the visitor counts want a fresh salt ([`bramble_http::visitors`]).
@@ -237,7 +237,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 
     /// Gives the visitor counts a fresh salt from the CSPRNG for the next day.
     pub fn offer_visitor_salt(&mut self, salt: [u8; 16]) {
-        self.pool.service_mut().server.offer_visitor_salt(salt);
+        self.server.borrow_mut().offer_visitor_salt(salt);
     }
 
     /// The sender's counts, once started.

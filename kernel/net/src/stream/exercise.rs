@@ -80,6 +80,7 @@ impl Transmit for Capture<'_> {
 }
 
 fn frame(
+    port: u16,
     client: usize,
     seq: u32,
     ack: u32,
@@ -101,7 +102,7 @@ fn frame(
             SERVER_IP6
         },
         src_port: 40_000 + client as u16,
-        dst_port: 80,
+        dst_port: port,
         seq,
         ack,
         flags: seg_flags,
@@ -128,10 +129,22 @@ const FRAGMENTS: [&[u8]; 6] = [
     b"POST / HTTP/1.1\r\nContent-Length: 4\r\n\r\nabcd",
 ];
 
-/// Runs `script` against `pool` (serving on port 80, not yet given an address). Panics if an
-/// invariant breaks: a frame the pool sends that does not parse, more connections or
-/// sessions in use than it has, or a poll that sleeps while it has something due.
+/// Runs `script` against `pool` (not yet given an address), with HTTP request fragments.
+/// Panics if an invariant breaks: a frame the pool sends that does not parse, more
+/// connections or sessions in use than it has, or a poll that sleeps while it has something
+/// due.
 pub fn run_script<S: Service>(pool: &mut StreamPool<'_, S>, script: &[u8]) {
+    run_script_with(pool, script, &FRAGMENTS);
+}
+
+/// [`run_script`] with `fragments` (the service's protocol: a TLS ClientHello, say) for the
+/// script to splice into its segments.
+pub fn run_script_with<S: Service, const N: usize>(
+    pool: &mut StreamPool<'_, S, N>,
+    script: &[u8],
+    fragments: &[&[u8]],
+) {
+    let port = pool.port();
     let mut now = Instant::from_micros(1_000_000);
     pool.set_address(SERVER_MAC, Some(SERVER_IP), now);
     pool.set_ipv6_addresses(&[SERVER_IP6], now);
@@ -152,8 +165,15 @@ pub fn run_script<S: Service>(pool: &mut StreamPool<'_, S>, script: &[u8]) {
             1 => {
                 // A SYN (a new connection, or a repeated one).
                 clients[client].our_next = u32::from_le_bytes([a, b, 3, 9]);
-                let (bytes, len) =
-                    frame(client, clients[client].our_next, 0, flags::SYN, 65_535, &[]);
+                let (bytes, len) = frame(
+                    port,
+                    client,
+                    clients[client].our_next,
+                    0,
+                    flags::SYN,
+                    65_535,
+                    &[],
+                );
                 clients[client].our_next = clients[client].our_next.wrapping_add(1);
                 pool.receive(&bytes[..len], now);
             }
@@ -164,12 +184,12 @@ pub fn run_script<S: Service>(pool: &mut StreamPool<'_, S>, script: &[u8]) {
                     continue;
                 };
                 let payload_len = usize::from(b >> 2).min(script.len() - i);
-                let payload: &[u8] = if b & 2 != 0 {
-                    FRAGMENTS[usize::from(b) % FRAGMENTS.len()]
+                let payload: &[u8] = if b & 2 != 0 && !fragments.is_empty() {
+                    fragments[usize::from(b) % fragments.len()]
                 } else {
                     &script[i..i + payload_len]
                 };
-                if b & 2 == 0 {
+                if b & 2 == 0 || fragments.is_empty() {
                     i += payload_len;
                 }
                 let seg_flags = if op % 6 == 2 {
@@ -184,7 +204,8 @@ pub fn run_script<S: Service>(pool: &mut StreamPool<'_, S>, script: &[u8]) {
                 };
                 let seq = clients[client].our_next.wrapping_sub(shift);
                 let window = if b & 1 == 0 { 65_535 } else { u16::from(a) };
-                let (bytes, len) = frame(client, seq, server_next, seg_flags, window, payload);
+                let (bytes, len) =
+                    frame(port, client, seq, server_next, seg_flags, window, payload);
                 pool.receive(&bytes[..len], now);
                 if shift == 0 {
                     clients[client].our_next = clients[client]

@@ -84,6 +84,7 @@ pub mod cookie;
 pub mod exercise;
 pub mod http;
 mod pool;
+pub mod tls;
 pub mod wire;
 
 pub use pool::{
@@ -113,6 +114,17 @@ pub enum SessionPhase {
     Closing,
     /// Reset the connection now (a response that cannot be completed).
     Abort,
+}
+
+/// What [`Service::admit`] decided about a waiting request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Give it a session now.
+    Now,
+    /// Not before this instant: the pool asks again then.
+    Later(Instant),
+    /// Reset the connection.
+    Refuse,
 }
 
 /// How a connection ended, for the session's records.
@@ -160,9 +172,32 @@ pub trait Service {
     fn receive(&mut self, session: &mut Self::Session, data: &[u8], now: Instant) -> usize;
 
     /// Whether `parked`, the first bytes a connection sent while every session was busy,
-    /// make a request worth a session (for HTTP: a whole header section). Until then they
-    /// wait in their cell, costing no session, under the header deadline.
-    fn parked_ready(&self, parked: &[u8]) -> bool;
+    /// make a request worth a session (for HTTP: a whole header section; for TLS: a whole
+    /// ClientHello, or a whole record). Until then they wait in their cell, costing no
+    /// session, under the header deadline. `carry` is as for [`Service::open`].
+    fn parked_ready(&self, parked: &[u8], carry: u32) -> bool;
+
+    /// Whether a connection's bytes must wait in a cell until [`Service::parked_ready`] and
+    /// [`Service::admit`] say so, even while sessions are free (for TLS: a ClientHello is
+    /// priced before any work is done for it). `carry` is as for [`Service::open`].
+    fn must_park(&self, carry: u32) -> bool {
+        let _ = carry;
+        false
+    }
+
+    /// Asked before a waiting request is given a session: now, later (it stays at the head
+    /// of its queue, and no other passes it), or never (the connection is reset). `first`:
+    /// the first time this request is asked about. The default admits every request.
+    fn admit(&mut self, parked: &[u8], carry: u32, first: bool, now: Instant) -> Admission {
+        let _ = (parked, carry, first, now);
+        Admission::Now
+    }
+
+    /// A connection that held no session ended: `carry` (what [`Service::release`] last
+    /// returned for it) will never be given to [`Service::open`].
+    fn forget(&mut self, carry: u32) {
+        let _ = carry;
+    }
 
     /// How many bytes [`Service::receive`] would take now (the window to offer).
     fn receive_window(&self, session: &Self::Session) -> usize;

@@ -4,7 +4,7 @@
 
 use super::cookie::{CookieInput, Cookies, siphash24};
 use super::wire::{self, Address, Outgoing, Segment, flags, seq_le, seq_lt};
-use super::{Ending, Service, SessionPhase};
+use super::{Admission, Ending, Service, SessionPhase};
 use bramble_hal::Instant;
 
 /// "No index" in every link field.
@@ -146,6 +146,10 @@ pub struct PoolCounters {
     pub timeout_close: u64,
     /// Requests parked in a cell to wait for a session.
     pub parked: u64,
+    /// Parked requests the service put off ([`Service::admit`]: a TLS handshake budget).
+    pub deferred: u64,
+    /// Parked requests the service refused (reset): not its protocol.
+    pub refused_service: u64,
     /// Sessions given back by a keep-alive connection whose next request came with the
     /// acknowledgment of its last answer, because others waited (that request parked).
     pub yielded: u64,
@@ -201,7 +205,7 @@ impl core::fmt::Display for PoolCounters {
              refused full {} per-source {}, evicted closing {} idle {} incomplete {} \
              stalled {} (narrow {}), timeouts first-byte {} header {} idle {} send {} close {}, parked {}, yielded {}, \
              peer resets {}, aborted {}, retransmits {}+{} fast, segments in {} out {}, \
-             malformed {}, control dropped {}",
+             malformed {}, control dropped {}, deferred {}, refused by service {}",
             self.open,
             self.peak_open,
             self.leased,
@@ -231,7 +235,9 @@ impl core::fmt::Display for PoolCounters {
             self.segments_in,
             self.segments_out,
             self.malformed,
-            self.control_dropped
+            self.control_dropped,
+            self.deferred,
+            self.refused_service
         )
     }
 }
@@ -312,6 +318,7 @@ const SERVED: u16 = 1 << 8;
 const CELL_COMPLETE: u16 = 1 << 9;
 const RECOVERY: u16 = 1 << 10;
 const BLOCKED: u16 = 1 << 11;
+const DEFERRED: u16 = 1 << 12;
 
 /// The 16 bytes of `address` folded to 32 bits (for the hash tables; the keyed mixing is
 /// theirs).
@@ -463,25 +470,27 @@ impl Default for Tcb {
     }
 }
 
-/// A parking cell: the bytes of a request that arrived while every session was busy.
-pub struct Cell {
-    bytes: [u8; CELL_LEN],
+/// A parking cell: the bytes of a request that arrived while every session was busy (or,
+/// for a service that prices its first request, before it had one: see
+/// [`Service::must_park`]). `N` bytes: [`CELL_LEN`] for HTTP, more for a TLS ClientHello.
+pub struct Cell<const N: usize = CELL_LEN> {
+    bytes: [u8; N],
     len: u16,
     next: u32,
 }
 
-impl Cell {
+impl<const N: usize> Cell<N> {
     /// An empty cell.
     pub const fn new() -> Self {
         Self {
-            bytes: [0; CELL_LEN],
+            bytes: [0; N],
             len: 0,
             next: NONE,
         }
     }
 }
 
-impl Default for Cell {
+impl<const N: usize> Default for Cell<N> {
     fn default() -> Self {
         Self::new()
     }
@@ -522,7 +531,7 @@ impl Source {
 }
 
 /// Memory the caller lends the pool for its whole life.
-pub struct PoolMemory<'a, S> {
+pub struct PoolMemory<'a, S, const N: usize = CELL_LEN> {
     /// Connection blocks: the most connections open at once.
     pub tcbs: &'a mut [Tcb],
     /// Hash table heads; its length is rounded down to a power of two (at least 1).
@@ -530,7 +539,7 @@ pub struct PoolMemory<'a, S> {
     /// Session slots: the most connections being served at once.
     pub leases: &'a mut [Lease<S>],
     /// Parking cells.
-    pub cells: &'a mut [Cell],
+    pub cells: &'a mut [Cell<N>],
     /// Per-source counts (only with a cap; twice the connection count is ample).
     pub sources: &'a mut [Source],
 }
@@ -695,12 +704,12 @@ struct Control {
 }
 
 /// The stream pool: every connection of one TCP port. See the module documentation.
-pub struct StreamPool<'a, S: Service> {
+pub struct StreamPool<'a, S: Service, const N: usize = CELL_LEN> {
     tcbs: &'a mut [Tcb],
     buckets: &'a mut [u32],
     bucket_mask: u32,
     leases: &'a mut [Lease<S::Session>],
-    cells: &'a mut [Cell],
+    cells: &'a mut [Cell<N>],
     sources: &'a mut [Source],
     service: S,
     config: PoolConfig,
@@ -727,6 +736,8 @@ pub struct StreamPool<'a, S: Service> {
     payload_alignment: usize,
     /// Grants given from the open-window queue since the narrow-window queue's last turn.
     narrow_passed: u32,
+    /// When the service said the request at the head of the queue may be admitted.
+    admit_at: Option<Instant>,
     counters: PoolCounters,
 }
 
@@ -743,10 +754,10 @@ enum Cause {
     Aborted,
 }
 
-impl<'a, S: Service> StreamPool<'a, S> {
+impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     /// A pool over `memory` serving `service` on `config.port`. The pool holds
     /// `memory.tcbs.len()` connections and serves `memory.leases.len()` at once.
-    pub fn new(memory: PoolMemory<'a, S::Session>, service: S, config: PoolConfig) -> Self {
+    pub fn new(memory: PoolMemory<'a, S::Session, N>, service: S, config: PoolConfig) -> Self {
         let PoolMemory {
             tcbs,
             buckets,
@@ -816,12 +827,13 @@ impl<'a, S: Service> StreamPool<'a, S> {
             ip_id: (siphash24(config.seed, b"bramble ip id") >> 16) as u16,
             payload_alignment: 2,
             narrow_passed: 0,
+            admit_at: None,
             counters: PoolCounters::default(),
         }
     }
 }
 
-impl<'a, S: Service> StreamPool<'a, S> {
+impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     /// The deadlines in force.
     pub fn limits(&self) -> PoolLimits {
         self.config.limits
@@ -1041,7 +1053,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             ack: segment.seq.wrapping_add(1),
             flags: flags::SYN | flags::ACK,
             mss,
-            window: CELL_LEN as u16,
+            window: N as u16,
         });
     }
 
@@ -1124,7 +1136,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         tcb.snd_wl1 = segment.seq;
         tcb.snd_wl2 = segment.ack;
         tcb.rcv_nxt = segment.seq;
-        tcb.rcv_wnd = CELL_LEN as u16;
+        tcb.rcv_wnd = N as u16;
         tcb.cwnd = INITIAL_WINDOW_SEGMENTS * u32::from(mss);
         tcb.ssthresh = 65_535;
         tcb.since = now;
@@ -1261,9 +1273,9 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 .receive_window(&self.leases[tcb.lease as usize].session)
                 .min(MAX_RECEIVE_WINDOW)
         } else if tcb.cell != NONE {
-            CELL_LEN - usize::from(self.cells[tcb.cell as usize].len)
+            N - usize::from(self.cells[tcb.cell as usize].len)
         } else if self.free_cell != NONE || self.free_lease != NONE {
-            CELL_LEN
+            N
         } else {
             0
         };
@@ -1500,7 +1512,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
         // the session: parking would drop what does not fit.)
         if self.tcbs[idx].lease != NONE
             && self.waiting_len() > 0
-            && data.len() <= CELL_LEN
+            && data.len() <= N
             && self.tcbs[idx].state == State::Established
             && !self.tcbs[idx].has(FIN_RECEIVED)
             && self.lease_phase(i) == Some(SessionPhase::Idle)
@@ -1512,6 +1524,7 @@ impl<'a, S: Service> StreamPool<'a, S> {
             && self.tcbs[idx].cell == NONE
             && self.free_lease != NONE
             && self.waiting_len() == 0
+            && !self.service.must_park(self.tcbs[idx].carry)
         {
             let lease = self.free_lease;
             self.grant(i, lease, now);
@@ -1536,11 +1549,12 @@ impl<'a, S: Service> StreamPool<'a, S> {
         }
         let cell = &mut self.cells[self.tcbs[idx].cell as usize];
         let start = usize::from(cell.len);
-        let n = data.len().min(CELL_LEN - start);
+        let n = data.len().min(N - start);
         cell.bytes[start..start + n].copy_from_slice(&data[..n]);
         cell.len = (start + n) as u16;
-        let complete = self.service.parked_ready(&cell.bytes[..start + n]);
-        if complete || usize::from(cell.len) == CELL_LEN {
+        let carry = self.tcbs[idx].carry;
+        let complete = self.service.parked_ready(&cell.bytes[..start + n], carry);
+        if complete || usize::from(cell.len) == N {
             self.tcbs[idx].flags |= CELL_COMPLETE;
         }
         n
@@ -1784,6 +1798,10 @@ impl<'a, S: Service> StreamPool<'a, S> {
             return;
         }
         let lease = self.tcbs[idx].lease;
+        if lease == NONE && self.tcbs[idx].carry != 0 {
+            // What the service kept of it between leases goes too.
+            self.service.forget(self.tcbs[idx].carry);
+        }
         if lease != NONE {
             let session = &mut self.leases[lease as usize].session;
             self.service.close(session, ending);
@@ -1980,6 +1998,36 @@ impl<'a, S: Service> StreamPool<'a, S> {
                 self.narrow_passed += 1;
                 open
             };
+            // The service may price the request first (a TLS handshake's cost) and put it off:
+            // then it stays at the head of its queue, and nothing passes it.
+            let cell = self.tcbs[i as usize].cell;
+            if cell != NONE {
+                let parked = &self.cells[cell as usize];
+                let first = !self.tcbs[i as usize].has(DEFERRED);
+                let carry = self.tcbs[i as usize].carry;
+                match self.service.admit(
+                    &parked.bytes[..usize::from(parked.len)],
+                    carry,
+                    first,
+                    now,
+                ) {
+                    Admission::Now => {}
+                    Admission::Later(at) => {
+                        if first {
+                            self.tcbs[i as usize].flags |= DEFERRED;
+                            self.counters.deferred += 1;
+                        }
+                        self.admit_at = Some(at);
+                        break;
+                    }
+                    Admission::Refuse => {
+                        self.counters.refused_service += 1;
+                        self.abort(i, Cause::Aborted);
+                        continue;
+                    }
+                }
+            }
+            self.admit_at = None;
             let class = self.tcbs[i as usize].class;
             let lease = self.free_lease;
             self.grant(i, lease, now);
@@ -2382,6 +2430,9 @@ impl<'a, S: Service> StreamPool<'a, S> {
         };
         if let Some(since) = head_since(Class::Closing) {
             consider(since.add_micros(limits.close_micros));
+        }
+        if let Some(at) = self.admit_at.filter(|_| self.waiting_len() > 0) {
+            consider(at);
         }
         if let Some(since) = head_since(Class::Fresh) {
             consider(since.add_micros(self.first_byte_allowance()));

@@ -111,7 +111,7 @@ impl Service for TestService {
         n
     }
 
-    fn parked_ready(&self, parked: &[u8]) -> bool {
+    fn parked_ready(&self, parked: &[u8], _carry: u32) -> bool {
         parked.contains(&b'\n')
     }
 
@@ -1258,7 +1258,10 @@ fn random_scripts_keep_the_pool_sound() {
     let image = bramble_site::SiteImage::new_checked(http_site()).unwrap();
     let mut state = 0x2545_f491_4f6c_dd1du64;
     for round in 0..300 {
-        let server = Server::new(SiteSource::Ready(image), ServerConfig::default());
+        let server = core::cell::RefCell::new(Server::new(
+            SiteSource::Ready(image),
+            ServerConfig::default(),
+        ));
         let memory = PoolMemory {
             tcbs: leak(vec![Tcb::EMPTY; 4]),
             buckets: leak(vec![0u32; 4]),
@@ -1272,7 +1275,7 @@ fn random_scripts_keep_the_pool_sound() {
             max_per_source: if round % 3 == 0 { 2 } else { 0 },
             seed: [round, 1],
         };
-        let mut pool = StreamPool::new(memory, http::HttpService::new(server), config);
+        let mut pool = StreamPool::new(memory, http::HttpService::new(&server), config);
         let script: Vec<u8> = (0..900)
             .map(|_| {
                 state ^= state << 13;
@@ -1453,4 +1456,105 @@ fn connections_to_an_ipv6_address_no_longer_ours_are_reset_and_others_kept() {
     assert_eq!(net.pool.addresses(), &[wire::v4_mapped(SERVER_IP)]);
     net.send(four, b"GET 100\n");
     assert_eq!(net.read_exact(four, 100, 500), pattern(100));
+}
+
+#[test]
+fn random_scripts_keep_the_tls_pool_sound() {
+    // The HTTPS pool's own paths: hellos parked until whole, priced and admitted (or put
+    // off by a budget of one handshake), sessions handed out, refused bytes, deadlines.
+    use super::tls::{Carried, HandshakeBudget, QUEUE_LEN, SCRATCH_LEN, TlsService, TlsSlot};
+    use bramble_http::{Server, ServerConfig, SiteSource};
+    use bramble_tls::hello::CertificateKey;
+    use std::sync::Arc;
+    bramble_tls::random::RANDOM.seed(&[3; 32]).unwrap();
+    let identity = bramble_tls::Identity::from_pem(
+        include_bytes!("../../../tls/tests/data/p256.pem"),
+        include_bytes!("../../../tls/tests/data/p256.key"),
+    )
+    .unwrap();
+    let config = bramble_tls::server_config(identity, bramble_tls::SniPolicy::AnyName).unwrap();
+    // A real ClientHello, whole and in two pieces.
+    let client_config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(bramble_tls::provider::provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+    let mut client =
+        rustls::ClientConnection::new(Arc::new(client_config), "a.test".try_into().unwrap())
+            .unwrap();
+    let mut hello = Vec::new();
+    client.write_tls(&mut hello).unwrap();
+    let (front, back) = hello.split_at(hello.len() / 2);
+    // Six, as the script picks them: by a byte with bit 1 set, modulo their number.
+    let fragments: [&[u8]; 6] = [&hello, front, back, b"GET / HTTP/1.1\r\n\r\n", &hello, back];
+    let image = bramble_site::SiteImage::new_checked(http_site()).unwrap();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let (mut charged, mut refused, mut deferred) = (0, 0, 0);
+    for round in 0..100 {
+        let server = Box::leak(Box::new(core::cell::RefCell::new(Server::new(
+            SiteSource::Ready(image),
+            ServerConfig::default(),
+        ))));
+        let memory = PoolMemory {
+            tcbs: leak(vec![Tcb::EMPTY; 4]),
+            buckets: leak(vec![0u32; 4]),
+            leases: leak(
+                (0..2)
+                    .map(|_| {
+                        Lease::new(TlsSlot::new(
+                            leak(vec![0u8; bramble_tls::session::MAX_RECORD_LEN]),
+                            leak(vec![0u8; QUEUE_LEN]),
+                        ))
+                    })
+                    .collect(),
+            ),
+            cells: leak(
+                (0..3)
+                    .map(|_| Cell::<{ super::tls::TLS_CELL_LEN }>::new())
+                    .collect(),
+            ),
+            sources: leak(vec![Source::EMPTY; 8]),
+        };
+        let now = Instant::from_micros(0);
+        let mut service = TlsService::new(
+            server,
+            config.clone(),
+            CertificateKey::EcdsaP256,
+            leak((0..4).map(|_| Carried::new()).collect()),
+            leak(vec![0u8; SCRATCH_LEN]),
+            now,
+        );
+        service.set_budget(HandshakeBudget::new(6_620, 6_620, now));
+        let pool_config = PoolConfig {
+            port: 443,
+            limits: PoolLimits::DEFAULT,
+            max_per_source: if round % 3 == 0 { 2 } else { 0 },
+            seed: [round, 2],
+        };
+        let mut pool = StreamPool::new(memory, service, pool_config);
+        let script: Vec<u8> = (0..900)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                let byte = (state >> 24) as u8;
+                if byte.is_multiple_of(5) { 1 } else { byte }
+            })
+            .collect();
+        exercise::run_script_with(&mut pool, &script, &fragments);
+        let tls = pool.service().counters();
+        assert_eq!(
+            tls.suspended_now, 0,
+            "round {round}: nothing kept once all closed"
+        );
+        charged += tls.charged_millions;
+        refused += tls.refused_not_tls;
+        deferred += pool.counters().deferred;
+    }
+    // The scripts reached the interesting paths.
+    assert!(
+        charged > 0 && refused > 0 && deferred > 0,
+        "{charged} {refused} {deferred}"
+    );
 }
