@@ -362,7 +362,7 @@ fn the_board_obtains_a_certificate_keeps_it_on_the_card_and_a_second_boot_reuses
         acme.contains("issued 1") && acme.contains("failures in a row 0"),
         "{acme}"
     );
-    let https = last_line(&guest, "status: https");
+    let https = last_line(&guest, "status: https open");
     assert!(https.contains("certificate from ACME"), "{https}");
     let busy = last_line(&guest, "status: up");
     let writes = last_line(&guest, "status: card writes");
