@@ -22,12 +22,15 @@ cd "$(dirname "$0")/.."
 # knot (knotd takes the guest's signed DNS UPDATEs) and knot-dnsutils (kdig) for
 # tests/tests/ddns.rs; miniupnpd-nftables (NAT-PMP, PCP, UPnP IGD) and nftables, the home
 # router of tests/tests/reachability.rs; nghttp2-client (nghttp) and python3-h2 (hostile
-# HTTP/2 clients) for tests/tests/http2.rs.
+# HTTP/2 clients) for tests/tests/http2.rs, and nghttp2-client's h2load for the 1,000 HTTPS
+# connections at once of tests/tests/attacks_https.rs; hping3 (the SYN flood) and
+# slowhttptest (slowloris, slow read) for the attack suite (tests/tests/attacks.rs,
+# attacks_https.rs and the `attack` tool).
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
           openssl testssl.sh python3-venv pebble radvd avahi-daemon avahi-utils dbus-daemon
           tcpdump python3-doc gcc prometheus knot knot-dnsutils
-          miniupnpd-nftables nftables varnish nghttp2-client python3-h2)
+          miniupnpd-nftables nftables varnish nghttp2-client python3-h2 hping3 slowhttptest)
 
 missing=()
 for package in "${packages[@]}"; do
