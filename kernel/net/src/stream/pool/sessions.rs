@@ -1,0 +1,247 @@
+//! Sessions and turns: leasing a session to a connection and taking it back, the class
+//! lists that order connections by deadline and value, and the turns of the waiting
+//! queues.
+//!
+//! After anything happens to a connection, `settle` asks its session where it is and puts
+//! it on the list of its class. Waiting requests get free sessions first come first
+//! served, the narrow-window queue one turn in [`NARROW_TURN`] while the other has
+//! requests.
+
+use super::tables::{Links, push_back, unlink};
+use super::{
+    ACK_NOW, CELL_COMPLETE, Cause, Class, DEFERRED, FIN_RECEIVED, FIN_WANTED, NARROW_TURN,
+    NARROW_WINDOW_SEGMENTS, NONE, SERVED, State, StreamPool,
+};
+use crate::stream::{Admission, Service, SessionPhase};
+use bramble_hal::Instant;
+
+impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
+    /// Leases session slot `lease` to connection `i` and feeds it any parked bytes.
+    pub(super) fn grant(&mut self, i: u32, lease: u32, now: Instant) {
+        let idx = i as usize;
+        debug_assert_eq!(self.free_lease, lease);
+        self.free_lease = self.leases[lease as usize].next;
+        self.leases[lease as usize].owner = i;
+        self.tcbs[idx].lease = lease;
+        self.counters.leased += 1;
+        let carry = self.tcbs[idx].carry;
+        let port = self.config.port;
+        let peer = self.tcbs[idx].remote_ip;
+        let session = &mut self.leases[lease as usize].session;
+        self.service.open(session, &peer, port, carry, now);
+        let cell = self.tcbs[idx].cell;
+        if cell != NONE {
+            let len = usize::from(self.cells[cell as usize].len);
+            let session = &mut self.leases[lease as usize].session;
+            let _ = self
+                .service
+                .receive(session, &self.cells[cell as usize].bytes[..len], now);
+            self.cells[cell as usize].len = 0;
+            self.cells[cell as usize].next = self.free_cell;
+            self.free_cell = cell;
+            self.tcbs[idx].cell = NONE;
+            self.tcbs[idx].flags &= !CELL_COMPLETE;
+            // The window was the cell's: offer the session's now.
+            self.tcbs[idx].flags |= ACK_NOW;
+        }
+    }
+
+    pub(super) fn release(&mut self, i: u32) {
+        let idx = i as usize;
+        let lease = self.tcbs[idx].lease;
+        if lease == NONE {
+            return;
+        }
+        let session = &mut self.leases[lease as usize].session;
+        self.tcbs[idx].carry = self.service.release(session);
+        self.tcbs[idx].lease = NONE;
+        self.tcbs[idx].flags |= SERVED;
+        self.leases[lease as usize].owner = NONE;
+        self.leases[lease as usize].next = self.free_lease;
+        self.free_lease = lease;
+        self.counters.leased -= 1;
+    }
+
+    /// Moves connection `i` to `class`'s list (at the tail, with `since`).
+    pub(super) fn set_class(&mut self, i: u32, class: Class, since: Instant) {
+        let idx = i as usize;
+        let old = self.tcbs[idx].class;
+        if old == class {
+            return;
+        }
+        if old != Class::None {
+            unlink(&mut self.lists[old as usize], self.tcbs, i, Links::Class);
+        }
+        self.tcbs[idx].class = class;
+        self.tcbs[idx].since = since;
+        if class != Class::None {
+            push_back(&mut self.lists[class as usize], self.tcbs, i, Links::Class);
+        }
+    }
+
+    /// Records acknowledgment progress of a busy connection: to the tail of its list.
+    pub(super) fn touch(&mut self, i: u32, now: Instant) {
+        let class = self.tcbs[i as usize].class;
+        unlink(&mut self.lists[class as usize], self.tcbs, i, Links::Class);
+        self.tcbs[i as usize].since = now;
+        push_back(&mut self.lists[class as usize], self.tcbs, i, Links::Class);
+    }
+
+    /// After anything happened to connection `i`: its session's phase, its class, whether
+    /// it has something to send.
+    pub(super) fn settle(&mut self, i: u32, now: Instant) {
+        let idx = i as usize;
+        if self.tcbs[idx].state == State::Free {
+            return;
+        }
+        let mut phase = None;
+        let lease = self.tcbs[idx].lease;
+        if lease != NONE {
+            let session = &self.leases[lease as usize].session;
+            let current = self.service.phase(session);
+            match current {
+                SessionPhase::Abort => {
+                    self.abort(i, Cause::Aborted);
+                    return;
+                }
+                SessionPhase::Closing => self.tcbs[idx].flags |= FIN_WANTED,
+                SessionPhase::Idle => {
+                    if self.tcbs[idx].has(FIN_RECEIVED) {
+                        self.tcbs[idx].flags |= FIN_WANTED;
+                    } else if self.tcbs[idx].state == State::Established {
+                        self.release(i);
+                    }
+                }
+                SessionPhase::Receiving { .. } => {
+                    if self.tcbs[idx].has(FIN_RECEIVED) {
+                        // The request can never complete.
+                        self.tcbs[idx].flags |= FIN_WANTED;
+                    }
+                }
+                SessionPhase::Sending => {}
+            }
+            phase = Some(current);
+        } else if self.tcbs[idx].has(FIN_RECEIVED)
+            && !(self.tcbs[idx].cell != NONE && self.tcbs[idx].has(CELL_COMPLETE))
+        {
+            // The client is done and nothing of it waits for an answer.
+            self.tcbs[idx].flags |= FIN_WANTED;
+        }
+        let tcb = &self.tcbs[idx];
+        let class = if matches!(
+            tcb.state,
+            State::FinWait1 | State::FinWait2 | State::Closing | State::LastAck
+        ) || (tcb.has(FIN_WANTED) && tcb.lease == NONE)
+        {
+            Class::Closing
+        } else if tcb.lease != NONE {
+            match phase {
+                Some(SessionPhase::Receiving { .. }) => Class::Partial,
+                _ => Class::Busy,
+            }
+        } else if tcb.cell != NONE {
+            if !tcb.has(CELL_COMPLETE) {
+                Class::Partial
+            } else if self.narrow(i) {
+                Class::WaitingNarrow
+            } else {
+                Class::Waiting
+            }
+        } else if tcb.has(SERVED) {
+            Class::Idle
+        } else {
+            Class::Fresh
+        };
+        let since = match (class, phase) {
+            (Class::Partial, Some(SessionPhase::Receiving { since, .. })) => since,
+            (Class::Partial, _) => tcb.request_start,
+            (Class::Fresh, _) => tcb.since,
+            _ => now,
+        };
+        self.set_class(i, class, since);
+        if self.wants_transmit(i) {
+            self.make_ready(i);
+        }
+    }
+
+    pub(super) fn lease_phase(&self, i: u32) -> Option<SessionPhase> {
+        let lease = self.tcbs[i as usize].lease;
+        (lease != NONE).then(|| self.service.phase(&self.leases[lease as usize].session))
+    }
+
+    pub(super) fn send_len(&self, i: u32) -> usize {
+        let lease = self.tcbs[i as usize].lease;
+        if lease == NONE {
+            0
+        } else {
+            self.service.send_len(&self.leases[lease as usize].session)
+        }
+    }
+
+    /// Gives free sessions to the connections waiting for one, each queue in order (the
+    /// narrow-window queue one turn in [`NARROW_TURN`] while the other has requests); when
+    /// none is free, takes them back from slow headers and stalled responses.
+    pub(super) fn grant_waiting(&mut self, now: Instant) {
+        while self.waiting_len() > 0 {
+            if self.free_lease == NONE && !self.reclaim_lease(now) {
+                break;
+            }
+            let open = self.lists[Class::Waiting as usize].head;
+            let narrow = self.lists[Class::WaitingNarrow as usize].head;
+            let i = if narrow == NONE {
+                open
+            } else if open == NONE || self.narrow_passed + 1 >= NARROW_TURN {
+                self.narrow_passed = 0;
+                narrow
+            } else {
+                self.narrow_passed += 1;
+                open
+            };
+            // The service may price the request first (a TLS handshake's cost) and put it off:
+            // then it stays at the head of its queue, and nothing passes it.
+            let cell = self.tcbs[i as usize].cell;
+            if cell != NONE {
+                let parked = &self.cells[cell as usize];
+                let first = !self.tcbs[i as usize].has(DEFERRED);
+                let carry = self.tcbs[i as usize].carry;
+                match self.service.admit(
+                    &parked.bytes[..usize::from(parked.len)],
+                    carry,
+                    first,
+                    now,
+                ) {
+                    Admission::Now => {}
+                    Admission::Later(at) => {
+                        if first {
+                            self.tcbs[i as usize].flags |= DEFERRED;
+                            self.counters.deferred += 1;
+                        }
+                        self.admit_at = Some(at);
+                        break;
+                    }
+                    Admission::Refuse => {
+                        self.counters.refused_service += 1;
+                        self.abort(i, Cause::Aborted);
+                        continue;
+                    }
+                }
+            }
+            self.admit_at = None;
+            let class = self.tcbs[i as usize].class;
+            let lease = self.free_lease;
+            self.grant(i, lease, now);
+            self.settle(i, now);
+            if self.tcbs[i as usize].class == class {
+                // Should not happen (a granted connection leaves the queue); never spin.
+                break;
+            }
+        }
+    }
+
+    /// Whether connection `i`'s client offers a window narrower than
+    /// [`NARROW_WINDOW_SEGMENTS`] segments.
+    pub(super) fn narrow(&self, i: u32) -> bool {
+        let tcb = &self.tcbs[i as usize];
+        tcb.snd_wnd < NARROW_WINDOW_SEGMENTS * u32::from(tcb.mss)
+    }
+}
