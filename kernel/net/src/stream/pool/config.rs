@@ -106,6 +106,8 @@ pub struct PoolCounters {
     /// Requests parked in a cell to wait for a session.
     pub parked: u64,
     /// Parked requests the service put off ([`Service::admit`]: a TLS handshake budget).
+    ///
+    /// [`Service::admit`]: crate::stream::Service::admit
     pub deferred: u64,
     /// Parked requests the service refused (reset): not its protocol.
     pub refused_service: u64,
