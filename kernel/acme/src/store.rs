@@ -1,13 +1,19 @@
 //! The certificate store: what ACME must keep across power cuts (the account key and URL,
 //! the certificate's key and chain), in two slots of a fixed block region, written in place.
 //!
-//! Each slot starts with a 64-byte header (magic, sequence number, payload length, SHA-256
-//! over header and payload) followed by the payload, in the slot's first blocks. A save
+//! Each slot starts with a 64-byte header (magic, sequence number, payload length, the Unix
+//! time of the save, SHA-256 over header and payload) followed by the payload, in the slot's
+//! first blocks. A save
 //! writes the slot that does not hold the newest valid record, with the next sequence
 //! number; the other slot is never touched. So a cut at any moment, tearing any block at any
 //! byte, leaves the previous record whole: at load the valid slot with the highest sequence
 //! number wins, and a torn slot fails its checksum. Nothing outside the region is written
 //! (the region is all a [`BlockStore`] can reach).
+//!
+//! The record also carries the issuance history ([`History`], schedule's bounds across
+//! reboots). A torn slot newer than the record is reported ([`Loaded::torn`]) with the time
+//! its header gives, since the header is the first block a save writes: the bounds count the
+//! cut save (bramble_acme::schedule's module docs).
 
 use alloc::string::String;
 use alloc::vec;
@@ -15,14 +21,16 @@ use alloc::vec::Vec;
 use bramble_hal::block::BlockWrite;
 use sha2::{Digest, Sha256};
 
+pub use crate::schedule::History;
+
 /// Bytes per block (an SD card's sector).
 pub const BLOCK_LEN: usize = 512;
 /// The slot header's size.
 const HEADER_LEN: usize = 64;
 /// The header's first bytes.
 const MAGIC: &[u8; 8] = b"BRMACME1";
-/// Payload format version.
-const PAYLOAD_VERSION: u8 = 1;
+/// Payload format version: 2 adds the issuance history; 1 (without it) is still read.
+const PAYLOAD_VERSION: u8 = 2;
 /// Longest field (a chain) kept.
 const MAX_FIELD_LEN: usize = 24 * 1024;
 /// Blocks of the region `bramble image` preallocates (two slots of 16 KiB).
@@ -296,6 +304,8 @@ pub struct Record {
     pub certificate_key: [u8; 32],
     /// The chain, PEM, leaf first (empty without a certificate).
     pub chain_pem: String,
+    /// The issuance bounds' history, as of this save (empty in a version 1 record).
+    pub history: History,
 }
 
 fn put_field(out: &mut Vec<u8>, bytes: &[u8]) {
@@ -343,24 +353,31 @@ impl Record {
         put_field(&mut out, self.names.as_bytes());
         put_field(&mut out, &self.certificate_key);
         put_field(&mut out, self.chain_pem.as_bytes());
+        let mut history = Vec::with_capacity(History::ENCODED_LEN);
+        self.history.encode(&mut history);
+        put_field(&mut out, &history);
         out
     }
 
     /// Reads payload bytes (already checksummed, but checked again field by field).
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let (&version, rest) = bytes.split_first()?;
-        if version != PAYLOAD_VERSION {
+        if version != 1 && version != PAYLOAD_VERSION {
             return None;
         }
         let mut reader = Reader(rest);
-        let record = Self {
+        let mut record = Self {
             directory_url: reader.text()?,
             account_key: reader.key()?,
             account_url: reader.text()?,
             names: reader.text()?,
             certificate_key: reader.key()?,
             chain_pem: reader.text()?,
+            history: History::default(),
         };
+        if version == PAYLOAD_VERSION {
+            record.history = History::decode(reader.field()?)?;
+        }
         reader.0.is_empty().then_some(record)
     }
 
@@ -390,6 +407,17 @@ pub struct Loaded {
     pub record: Option<Record>,
     /// Each slot's state.
     pub slots: [SlotState; 2],
+    /// A save newer than the record was cut off (or a slot cannot be read, or holds
+    /// neither a record nor an erased block): `Some(when)`, with the Unix time its header
+    /// gives if it can be read (and is not 0), `Some(None)` otherwise.
+    pub torn: Option<Option<i64>>,
+}
+
+/// What a slot's first block says, whole record or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SlotHeader {
+    sequence: u64,
+    saved_at: i64,
 }
 
 /// Saves and loads records in a region's two slots.
@@ -441,11 +469,11 @@ impl<B: BlockStore> CertificateStore<B> {
         self.slot_blocks as usize * BLOCK_LEN - HEADER_LEN
     }
 
-    fn read_slot(&mut self, slot: usize) -> (SlotState, Option<Record>) {
+    fn read_slot(&mut self, slot: usize) -> (SlotState, Option<Record>, Option<SlotHeader>) {
         let first = slot as u32 * self.slot_blocks;
         let mut block = [0u8; BLOCK_LEN];
         if self.blocks.read_block(first, &mut block).is_err() {
-            return (SlotState::Unreadable, None);
+            return (SlotState::Unreadable, None, None);
         }
         if &block[..8] != MAGIC {
             let erased = block.iter().all(|&b| b == 0) || block.iter().all(|&b| b == 0xff);
@@ -456,12 +484,15 @@ impl<B: BlockStore> CertificateStore<B> {
                     SlotState::Corrupt
                 },
                 None,
+                None,
             );
         }
         let sequence = u64::from_le_bytes(block[8..16].try_into().unwrap_or_default());
         let len = u32::from_le_bytes(block[16..20].try_into().unwrap_or_default()) as usize;
+        let saved_at = i64::from_le_bytes(block[20..28].try_into().unwrap_or_default());
+        let head = Some(SlotHeader { sequence, saved_at });
         if len > self.capacity() {
-            return (SlotState::Corrupt, None);
+            return (SlotState::Corrupt, None, head);
         }
         let header: [u8; HEADER_LEN] = block[..HEADER_LEN].try_into().unwrap_or([0; HEADER_LEN]);
         let mut payload = Vec::with_capacity(len);
@@ -470,7 +501,7 @@ impl<B: BlockStore> CertificateStore<B> {
         while payload.len() < len {
             if in_block.is_empty() {
                 if self.blocks.read_block(next, &mut block).is_err() {
-                    return (SlotState::Unreadable, None);
+                    return (SlotState::Unreadable, None, head);
                 }
                 next += 1;
                 in_block = &block[..];
@@ -480,18 +511,18 @@ impl<B: BlockStore> CertificateStore<B> {
             in_block = &in_block[take..];
         }
         if checksum(&header, &payload) != header[HEADER_LEN - 32..] {
-            return (SlotState::Corrupt, None);
+            return (SlotState::Corrupt, None, head);
         }
         match Record::decode(&payload) {
-            Some(record) => (SlotState::Valid(sequence), Some(record)),
-            None => (SlotState::Corrupt, None),
+            Some(record) => (SlotState::Valid(sequence), Some(record), head),
+            None => (SlotState::Corrupt, None, head),
         }
     }
 
     /// Reads both slots and returns the newest whole record.
     pub fn load(&mut self) -> Loaded {
-        let (state0, record0) = self.read_slot(0);
-        let (state1, record1) = self.read_slot(1);
+        let (state0, record0, header0) = self.read_slot(0);
+        let (state1, record1, header1) = self.read_slot(1);
         let pick = match (state0, state1) {
             (SlotState::Valid(a), SlotState::Valid(b)) if b > a => Some((1, b, record1)),
             (SlotState::Valid(a), _) => Some((0, a, record0)),
@@ -508,9 +539,23 @@ impl<B: BlockStore> CertificateStore<B> {
                 None
             }
         };
+        // A slot that is neither whole nor erased, unless its header says it is older than
+        // the record (a header torn before its sequence number reads as the older record's).
+        let newest = self.newest.map(|(_, sequence)| sequence);
+        let torn = [(state0, header0), (state1, header1)]
+            .into_iter()
+            .filter(|(state, _)| matches!(state, SlotState::Corrupt | SlotState::Unreadable))
+            .filter_map(|(_, header)| match (header, newest) {
+                (Some(header), Some(newest)) if header.sequence <= newest => None,
+                (Some(header), _) => Some((header.saved_at > 0).then_some(header.saved_at)),
+                (None, _) => Some(None),
+            })
+            // An unknown time (now, to the planner) before any known one.
+            .min_by_key(|when| when.map(core::cmp::Reverse));
         Loaded {
             record,
             slots: [state0, state1],
+            torn,
         }
     }
 
@@ -531,6 +576,7 @@ impl<B: BlockStore> CertificateStore<B> {
         image[..8].copy_from_slice(MAGIC);
         image[8..16].copy_from_slice(&sequence.to_le_bytes());
         image[16..20].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+        image[20..28].copy_from_slice(&record.history.last_save().to_le_bytes());
         image[HEADER_LEN..].copy_from_slice(&payload);
         let sum = checksum(&image[..HEADER_LEN], &payload);
         image[HEADER_LEN - 32..HEADER_LEN].copy_from_slice(&sum);
@@ -559,7 +605,84 @@ mod tests {
             certificate_key: [n.wrapping_add(1); 32],
             chain_pem: "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
                 .repeat(usize::from(n) * 9 + 1),
+            history: History {
+                issued_at: 1_800_000_000 + i64::from(n),
+                saves: [1_800_000_000 + 100 * i64::from(n), 0, 0, 0, 0, 0, 0, 7],
+                accounts: [0, 0, 1_799_000_000, 0, 0, 0, 0, 0],
+            },
         }
+    }
+
+    #[test]
+    fn a_version_1_record_reads_with_an_empty_history_and_saves_as_version_2() {
+        let mut old = record(1);
+        old.history = History::default();
+        let mut payload = old.encode();
+        // Version 1: the same fields without the history's.
+        payload[0] = 1;
+        payload.truncate(payload.len() - 4 - History::ENCODED_LEN);
+        assert_eq!(Record::decode(&payload), Some(old.clone()));
+        // A version 2 payload without its history, or with one of another length, is not read.
+        payload[0] = 2;
+        assert_eq!(Record::decode(&payload), None);
+        let mut short = record(1).encode();
+        let at = short.len() - 4 - History::ENCODED_LEN;
+        short[at..at + 4].copy_from_slice(&((History::ENCODED_LEN - 8) as u32).to_le_bytes());
+        short.truncate(short.len() - 8);
+        assert_eq!(Record::decode(&short), None);
+        assert_eq!(Record::decode(&record(2).encode()), Some(record(2)));
+    }
+
+    #[test]
+    fn a_torn_save_newer_than_the_record_is_reported_with_its_header_time() {
+        let mut store = CertificateStore::new(MemoryBlocks::new(64)).unwrap();
+        store.load();
+        store.save(&record(1)).unwrap();
+        assert_eq!(store.load().torn, None);
+        let whole = store.blocks().clone();
+        // The second save (slot 1) cut after its first block: the header is there.
+        let mut cut = CertificateStore::new(Cutting {
+            inner: whole.clone(),
+            writes_left: 1,
+            torn_bytes: 0,
+        })
+        .unwrap();
+        cut.load();
+        assert!(cut.save(&record(2)).is_err());
+        let mut after = CertificateStore::new(cut.blocks().inner.clone()).unwrap();
+        let loaded = after.load();
+        assert_eq!(loaded.record, Some(record(1)));
+        assert_eq!(loaded.slots[1], SlotState::Corrupt);
+        assert_eq!(loaded.torn, Some(Some(record(2).history.last_save())));
+        // The next save goes over the torn slot: nothing torn is left.
+        after.save(&record(3)).unwrap();
+        assert_eq!(after.load().torn, None);
+        // A header torn before its sequence number reads as the older record's: not newer.
+        let mut bytes = whole.clone();
+        bytes.bytes[32 * BLOCK_LEN..33 * BLOCK_LEN].copy_from_slice(&whole.bytes[..BLOCK_LEN]);
+        bytes.bytes[32 * BLOCK_LEN + 100] ^= 1;
+        let loaded = CertificateStore::new(bytes).unwrap().load();
+        assert_eq!(loaded.slots[1], SlotState::Corrupt);
+        assert_eq!(loaded.torn, None);
+        // Noise where a header should be, or a slot that cannot be read: a cut save at an
+        // unknown time, also with no record at all.
+        let mut noise = whole.clone();
+        noise.bytes[32 * BLOCK_LEN] = 0x55;
+        assert_eq!(
+            CertificateStore::new(noise).unwrap().load().torn,
+            Some(None)
+        );
+        let mut fresh = MemoryBlocks::new(64);
+        fresh.bytes[7] = 1;
+        let loaded = CertificateStore::new(fresh).unwrap().load();
+        assert_eq!((loaded.record, loaded.torn), (None, Some(None)));
+        assert_eq!(
+            CertificateStore::new(MemoryBlocks::new(64))
+                .unwrap()
+                .load()
+                .torn,
+            None
+        );
     }
 
     #[test]

@@ -100,7 +100,8 @@ pub fn print_https(appliance: &Network) {
 
 /// The status line's ACME part: where it stands, the certificate's end, the next order,
 /// orders and certificates, the issuance bounds' counts (certificates not valid by the
-/// clock, card saves and those the daily cap refused, accounts made), failures and the last
+/// clock, card saves and those the daily cap refused, accounts made; over boots, from the
+/// store's history: the last certificate, saves and accounts in 24 h), failures and the last
 /// error.
 pub fn print_acme(appliance: &Network) {
     let now = bramble_hal::Instant::from_micros(micros());
@@ -116,6 +117,10 @@ pub fn print_acme(appliance: &Network) {
         || alloc::string::String::from("-"),
         |s| alloc::format!("{s} s"),
     );
+    let since_last_issue = status.since_last_issue.map_or_else(
+        || alloc::string::String::from("-"),
+        |s| alloc::format!("{s} s ago"),
+    );
     let line = bramble_status::Acme {
         phase: Text::Debugged(&phase),
         not_after: Text::Read(&not_after),
@@ -126,6 +131,10 @@ pub fn print_acme(appliance: &Network) {
         saves: status.saves,
         saves_refused: status.saves_refused,
         accounts: status.accounts,
+        since_last_issue: Text::Read(&since_last_issue),
+        saves_in_day: status.saves_in_day,
+        accounts_in_day: status.accounts_in_day,
+        history: Text::Shown(&status.history),
         failures: status.failures,
         last_error: Text::Read(status.last_error.as_deref().unwrap_or("none")),
     };

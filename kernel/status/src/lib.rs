@@ -459,7 +459,17 @@ status_line! {
         /// Saves the daily cap refused.
         saves_refused: u32, " refused by the daily cap), accounts made "
         /// Accounts made.
-        accounts: u32, ", failures in a row "
+        accounts: u32, "; over boots: last certificate "
+        /// Time since the last certificate was obtained, this boot or before (`N s ago`),
+        /// or `-`.
+        since_last_issue: Text<'a>, ", saves in 24 h "
+        /// Card saves in the last 24 hours, this boot's and earlier boots'.
+        saves_in_day: u32, ", accounts in 24 h "
+        /// Accounts made in the last 24 hours, this boot's and earlier boots'.
+        accounts_in_day: u32, ", history "
+        /// What the store kept of earlier boots: `none`, `kept`, `a save cut off`, or
+        /// `waiting for the clock`.
+        history: Text<'a>, ", failures in a row "
         /// Failures since the last success.
         failures: u32, ", last error: "
         /// The last error, or `none`.

@@ -285,7 +285,8 @@ fn acme() {
     let expected = format!(
         "status: acme {:?}, certificate ends at Unix time {}, next order in {}, orders {}, \
          issued {} ({} not valid by the clock), saves {} ({} refused by the daily cap), \
-         accounts made {}, failures in a row {}, last error: {}",
+         accounts made {}; over boots: last certificate {}, saves in 24 h {}, accounts in \
+         24 h {}, history {}, failures in a row {}, last error: {}",
         Some(3),
         "(none yet)",
         "120 s",
@@ -295,6 +296,10 @@ fn acme() {
         0,
         0,
         1,
+        "3600 s ago",
+        2,
+        1,
+        "a save cut off",
         1,
         "order: the CA said: rejectedIdentifier, (a comma) and more"
     );
@@ -309,12 +314,18 @@ fn acme() {
         saves: 0,
         saves_refused: 0,
         accounts: 1,
+        since_last_issue: Text::Read("3600 s ago"),
+        saves_in_day: 2,
+        accounts_in_day: 1,
+        history: Text::Read("a save cut off"),
         failures: 1,
         last_error: Text::Read("order: the CA said: rejectedIdentifier, (a comma) and more"),
     };
     check(line, &expected, |l| Acme::parse(l).map(|c| c.to_string()));
     let read = Acme::parse(&expected).unwrap();
     assert_eq!((read.orders, read.failures), (1, 1));
+    assert_eq!((read.saves_in_day, read.accounts_in_day), (2, 1));
+    assert_eq!(read.history.as_str(), "a save cut off");
     assert_eq!(read.phase.as_str(), "Some(3)");
 }
 

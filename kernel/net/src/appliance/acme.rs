@@ -29,7 +29,8 @@ use bramble_acme::ari::{AriAction, RenewalInfo, RenewalInfoRun};
 use bramble_acme::http::{Method, ResponseReader, parse_https_url, write_request};
 use bramble_acme::protocol::RenewalWindow;
 use bramble_acme::schedule::{
-    IssuancePolicy, Planner, renewal_time, sane_unix_now, time_in_window,
+    History, IssuancePolicy, LOST_SAVE_HOLD_SECONDS, Planner, renewal_time, sane_unix_now,
+    time_in_window,
 };
 use bramble_acme::store::{BlockStore, CertificateStore, Record, SlotState};
 use bramble_acme::{Action, Backoff, BackoffPolicy, ChallengeKind, EcKey, OrderRun, OrderSettings};
@@ -150,6 +151,39 @@ pub struct AcmeStatus {
     pub accounts: u32,
     /// Certificates obtained that were not valid by the clock when they arrived.
     pub issued_invalid: u32,
+    /// Over boots (the store's history and this boot): seconds since the last certificate
+    /// was obtained.
+    pub since_last_issue: Option<u64>,
+    /// Over boots: card saves in the last 24 hours.
+    pub saves_in_day: u32,
+    /// Over boots: accounts made in the last 24 hours.
+    pub accounts_in_day: u32,
+    /// What the store said of earlier boots: [`HistoryState`].
+    pub history: HistoryState,
+}
+
+/// What the certificate store's record said of earlier boots' orders and saves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HistoryState {
+    /// Not read yet (it is taken up once the clock is set).
+    Waiting,
+    /// Nothing: a new card, a store in RAM, or a record of an older kernel.
+    None,
+    /// The record's history was taken up.
+    Kept,
+    /// A save was cut off: counted, with an hour's hold on orders.
+    CutSave,
+}
+
+impl core::fmt::Display for HistoryState {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            Self::Waiting => "waiting for the clock",
+            Self::None => "none",
+            Self::Kept => "kept",
+            Self::CutSave => "a save cut off",
+        })
+    }
 }
 
 /// The CA's name being looked up: A and AAAA at once, each `None` until started and its
@@ -242,6 +276,9 @@ pub(super) struct AcmeAgent<'a> {
     planner: Planner,
     /// The record has changes a refused save did not keep.
     unsaved: bool,
+    /// The store's history and any save cut off, until the clock is set to take them up.
+    pending_history: Option<(History, Option<Option<i64>>)>,
+    history_state: HistoryState,
     /// The renewal-information check under way (RFC 9773), outside any order.
     ari: Option<RenewalInfoRun>,
     /// The served certificate's ARI identifier (`None` without one, or without an AKI).
@@ -337,7 +374,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let dns = self
             .sockets
             .add(dns::Socket::new(&[], &mut dns_queries[..]));
+        let torn = loaded.torn;
         let mut record = loaded.record.unwrap_or_default();
+        let pending_history = Some((record.history, torn));
         if record.directory_url != config.directory_url
             || EcKey::from_secret(&record.account_key).is_none()
         {
@@ -368,6 +407,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             backoff: Backoff::new(config.backoff),
             planner: Planner::new(IssuancePolicy::DEFAULT),
             unsaved: false,
+            pending_history,
+            history_state: HistoryState::Waiting,
             ari: None,
             cert_id: None,
             ari_window: None,
@@ -424,6 +465,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             saves_refused: agent.planner.saves_refused,
             accounts: agent.planner.accounts_made,
             issued_invalid: agent.planner.issued_invalid,
+            since_last_issue: agent.planner.since_last_issue(seconds(now)),
+            saves_in_day: agent.planner.saves_in_day(seconds(now)),
+            accounts_in_day: agent.planner.accounts_in_day(seconds(now)),
+            history: agent.history_state,
         })
     }
 
@@ -490,6 +535,9 @@ impl<'a> AcmeAgent<'a> {
             return;
         };
         let unix_now = sane_unix_now(i64::try_from(unix_now).unwrap_or(i64::MAX));
+        if let Some((history, torn)) = self.pending_history.take() {
+            self.take_up_history(&history, torn, unix_now, now);
+        }
         if self.unsaved && self.planner.save_allowed_at(seconds(now)) <= seconds(now) {
             self.save(now);
         }
@@ -613,11 +661,12 @@ impl<'a> AcmeAgent<'a> {
                 },
                 Action::AccountReady(url) => {
                     log::info!("acme: account {url}");
+                    // Saved when new (an existing account changes nothing worth a write).
                     if self.record.account_url != url {
                         self.planner.account_made(seconds(now));
+                        self.record.account_url = url;
+                        self.save(now);
                     }
-                    self.record.account_url = url;
-                    self.save(now);
                 }
                 Action::Issued(issued) => {
                     appliance.server.borrow_mut().clear_acme_answers();
@@ -665,8 +714,9 @@ impl<'a> AcmeAgent<'a> {
     }
 
     /// When to order: from the certificate's dates (now if there is none), within the
-    /// planner's bounds (a day after a certificate obtained in this boot; the account cap
-    /// when the order must make one).
+    /// planner's bounds (a day after the last certificate obtained, in this boot or an
+    /// earlier one; the save cap; an hour after a save cut off; the account cap when the
+    /// order must make one).
     fn planned_order(&self, unix_now: i64, now: Instant) -> Instant {
         let renew_at =
             self.validity.map(
@@ -690,15 +740,60 @@ impl<'a> AcmeAgent<'a> {
             );
             if wait > renew_at.saturating_sub(unix_now).max(0) as u64 {
                 log::warn!(
-                    "acme: the next order waits {wait} s: at most one certificate a day, \
-                     {} accounts a day, whatever the clock and the CA say",
+                    "acme: the next order waits {wait} s: at most one certificate a day, {} \
+                     saves and {} accounts a day, whatever the clock, the CA and reboots say",
+                    IssuancePolicy::DEFAULT.max_saves_per_day,
                     IssuancePolicy::DEFAULT.max_accounts_per_day
                 );
             }
         } else if wait > 0 {
-            log::warn!("acme: the next order waits {wait} s for the daily account cap");
+            log::warn!(
+                "acme: the next order waits {wait} s: the daily save or account cap, or the \
+                 hold after a save cut off"
+            );
         }
         now.add_micros(wait.saturating_mul(1_000_000))
+    }
+
+    /// Takes up what the store kept of earlier boots (once the clock is set): the issuance
+    /// history, and a save cut off, which holds orders for an hour (schedule's module docs).
+    fn take_up_history(
+        &mut self,
+        history: &History,
+        torn: Option<Option<i64>>,
+        unix_now: i64,
+        now: Instant,
+    ) {
+        self.planner.restore(history, seconds(now), unix_now);
+        self.history_state = if history.is_empty() {
+            HistoryState::None
+        } else {
+            HistoryState::Kept
+        };
+        if !history.is_empty() {
+            log::info!(
+                "acme: earlier boots: {}, {} saves and {} accounts in the last 24 h",
+                match self.planner.since_last_issue(seconds(now)) {
+                    Some(ago) => format!("last certificate {ago} s ago"),
+                    None => String::from("no certificate obtained"),
+                },
+                self.planner.saves_in_day(seconds(now)),
+                self.planner.accounts_in_day(seconds(now))
+            );
+        }
+        if let Some(at) = torn {
+            self.planner.lost_save(at, seconds(now), unix_now);
+            self.history_state = HistoryState::CutSave;
+            log::warn!(
+                "acme: a save was cut off ({}): counted as a save, and no order within {} s \
+                 of it",
+                match at {
+                    Some(at) => format!("started at Unix time {at}"),
+                    None => String::from("when is not known: taken as now"),
+                },
+                LOST_SAVE_HOLD_SECONDS
+            );
+        }
     }
 
     fn begin_order(&mut self, now: Instant) {
@@ -808,6 +903,10 @@ impl<'a> AcmeAgent<'a> {
             return;
         }
         self.unsaved = false;
+        let unix_now = CLOCK
+            .unix_seconds()
+            .map_or(0, |s| i64::try_from(s).unwrap_or(i64::MAX));
+        self.record.history = self.planner.history(seconds(now), unix_now);
         match self.store.save(&self.record) {
             Ok(()) => log::info!(
                 "acme: saved to the certificate store: {} bytes in {} blocks",
