@@ -15,6 +15,15 @@
 //! address, the families interleaved), the next when one refuses or stays silent for
 //! [`CONNECT_ATTEMPT_MICROS`].
 //!
+//! The answers' TTLs are not read (smoltcp's DNS socket does not pass them on), and are not
+//! needed: a TTL says how long an address may be kept, and here one is kept only for the
+//! requests of one order or renewal-information check, never past a failed request, and
+//! never longer than five minutes, shorter than any TTL but a CDN's briefest. A CA that moves
+//! costs one failed request (its old address refusing, or silent until the request's
+//! timeout); the next finds the new address (the appliance test `tests/acme.rs`). An old
+//! address kept a little past its TTL that still answers is harmless: the CA's certificate is
+//! checked against its name, not its address.
+//!
 //! Faults (no address yet, DNS failing, the CA down or answering errors, a failed challenge,
 //! the clock not set, a corrupt store slot) are logged, counted in [`AcmeStatus`], and retried
 //! with exponential back-off; none of them touches plain HTTP or a certificate being served.
@@ -213,9 +222,9 @@ struct Resolved {
     when: Instant,
 }
 
-/// Longest an answer is kept: smoltcp's DNS socket does not pass the records' TTLs on, so
-/// the bound is one of the short TTLs CAs give their API names (a CDN's). Beyond that, each
-/// order and every connection failure look the name up again anyway.
+/// Longest an answer is kept within an order (module docs: why the TTL is not read): one of
+/// the short TTLs CAs give their API names (a CDN's). Each order and every failed request
+/// look the name up again anyway.
 const RESOLVED_LIFETIME_MICROS: u64 = 300_000_000;
 /// How long a connection to one of several addresses may take before the next is tried
 /// (RFC 8305 §5 staggers parallel attempts by 250 ms; with one socket they go in turn).

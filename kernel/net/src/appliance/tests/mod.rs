@@ -1,8 +1,9 @@
 //! Host tests of the appliance over in-memory devices, by part: the poll loop's wake-ups and
 //! device changes (`poll`), addresses (`address`), the mDNS socket (`mdns`), HTTP over
-//! TCP through the stream pool (`pool`), and HTTPS through the TLS pool (`https`). This file
-//! holds the fixtures they share.
+//! TCP through the stream pool (`pool`), HTTPS through the TLS pool (`https`), and ACME's
+//! lookups of the CA (`acme`). This file holds the fixtures they share.
 
+mod acme;
 mod address;
 mod clock;
 mod ddns;
