@@ -19,6 +19,7 @@ pub mod corpus;
 pub mod counters;
 pub mod guest;
 mod hosted;
+pub mod https;
 pub mod judge;
 pub mod load;
 pub mod plot;
@@ -137,6 +138,14 @@ pub struct BenchArgs {
     #[arg(long, value_name = "FRAMES", default_value_t = DEFAULT_TAP_QUEUE, requires = "tap",
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub tap_queue: u32,
+    /// With --tap: after each system's plain HTTP levels, the same levels over HTTPS with
+    /// HTTP/1.1 and with h2 (h2load, from nghttp2-client: keep-alive clients, each run judged),
+    /// full and resumed handshakes per second (openssl s_time -new / -reuse, 10 clients), the
+    /// 1 MiB file's MB/s over HTTPS, and (unless --icount-duration 0) guest instructions per
+    /// full handshake offering only X25519, then only P-256, in a second boot under -icount
+    /// with the counting plugin. The Linux guest answers HTTPS with nginx and OpenSSL.
+    #[arg(long, requires = "tap")]
+    pub https: bool,
 }
 
 /// The TAP queue `--tap-queue` gives by default, in frames: room for a SYN from each of

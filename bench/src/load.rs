@@ -163,6 +163,18 @@ pub const MAX_S_TIME_CLIENTS: u32 = 10;
 /// `report_file`; responses are the connections completed, and there are no latency
 /// percentiles (left 0). Each s_time is killed (by PID) if it overruns by 30 s.
 pub fn run_s_time(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigures> {
+    run_s_time_mode(run, report_file, false).map(|(figures, _)| figures)
+}
+
+/// [`run_s_time`], with `resume` = true `openssl s_time -reuse` instead of `-new`: each client
+/// makes one full handshake, then resumes that session on every new connection. Also returns
+/// the connections s_time marked as resumed (`r`).
+pub fn run_s_time_mode(
+    run: &LoadRun,
+    report_file: &Path,
+    resume: bool,
+) -> anyhow::Result<(LoadFigures, u64)> {
+    let mode = if resume { "-reuse" } else { "-new" };
     let rest = run
         .url
         .strip_prefix("https://")
@@ -194,9 +206,7 @@ pub fn run_s_time(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigur
                 None => Command::new("openssl"),
             };
             command
-                .args([
-                    "s_time", "-new", "-connect", &address, "-www", path, "-time",
-                ])
+                .args(["s_time", mode, "-connect", &address, "-www", path, "-time"])
                 .arg(left.to_string())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
@@ -252,7 +262,18 @@ pub fn run_s_time(run: &LoadRun, report_file: &Path) -> anyhow::Result<LoadFigur
         .with_context(|| format!("writing {}", report_file.display()))?;
     figures.elapsed_seconds = started.elapsed().as_secs_f64();
     figures.requests_per_second = figures.responses as f64 / figures.elapsed_seconds;
-    Ok(figures)
+    Ok((figures, resumed_connections(&report)))
+}
+
+/// The connections `openssl s_time` marked as resumed: one `r` each on its progress lines
+/// (lines of `*`, `r` and version letters only; a new handshake prints `*`).
+pub fn resumed_connections(report: &str) -> u64 {
+    report
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && line.chars().all(|c| matches!(c, '*' | 'r' | 't' | '3')))
+        .map(|line| line.chars().filter(|&c| c == 'r').count() as u64)
+        .sum()
 }
 
 /// What one `openssl s_time` run reported.
@@ -368,6 +389,15 @@ fn milliseconds(text: &str) -> anyhow::Result<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resumed_connections_are_counted_from_the_progress_lines() {
+        let report = "Collecting connection statistics for 5 seconds\n*rrrr\nrr\n\n\
+                      7 connections in 1.00s; 7.00 connections/user sec, bytes read 0\n\
+                      7 connections in 5 real seconds, 6271 bytes read per connection\n\
+                      ----\n****\n";
+        assert_eq!(resumed_connections(report), 6);
+    }
 
     const REPORT: &str = "Running 5s test @ http://127.0.0.1:18088/
   2 threads and 100 connections

@@ -115,6 +115,10 @@ pub struct SystemReport {
     /// Files the walk target asks for in turn (the `--walk-site` site as packed), if walked.
     #[serde(default)]
     pub walk_files: Option<u64>,
+    /// `--tap --https`: HTTPS and h2 levels, handshake rates, the large file, instructions
+    /// per full handshake by group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub https: Option<crate::https::HttpsReport>,
 }
 
 /// The `cold` target's result.
@@ -605,6 +609,7 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
         }
     }
     if report.hosted || report.tap {
+        rows.extend(crate::https::rows(report));
         return rows;
     }
     for (target, _) in TARGETS {

@@ -16,6 +16,9 @@ use std::time::Duration;
 /// URL of the 100 KiB file.
 pub const FILE_100K_URL: &str = "/file-100k.bin";
 const FILE_100K_BYTES: usize = 100 * 1024;
+/// URL of the 1 MiB file (`--tap --https`: MB/s over TLS).
+pub const FILE_1M_URL: &str = "/file-1m.bin";
+const FILE_1M_BYTES: usize = 1024 * 1024;
 /// The `cold` target's file: on Bramble's card only (the Linux baseline serves from its
 /// initramfs, in RAM; there is no card to measure).
 pub const COLD_URL: &str = "/cold.bin";
@@ -98,8 +101,8 @@ pub struct Site {
     pub file_100k: Vec<u8>,
 }
 
-/// Writes the site into `dir`: bench/site/index.html and a 100 KiB file of
-/// pseudo-random bytes (incompressible, the same on every run).
+/// Writes the site into `dir`: bench/site/index.html, a 100 KiB and a 1 MiB file of
+/// pseudo-random bytes (incompressible, the same on every run) and the docs pages.
 pub fn prepare_site(root: &Path, dir: &Path) -> anyhow::Result<Site> {
     let page = std::fs::read(root.join("bench/site/index.html"))
         .context("reading bench/site/index.html")?;
@@ -110,6 +113,10 @@ pub fn prepare_site(root: &Path, dir: &Path) -> anyhow::Result<Site> {
     std::fs::create_dir_all(dir)?;
     std::fs::write(dir.join("index.html"), &page)?;
     std::fs::write(dir.join(FILE_100K_URL.trim_start_matches('/')), &file_100k)?;
+    std::fs::write(
+        dir.join(FILE_1M_URL.trim_start_matches('/')),
+        noise(FILE_1M_BYTES, 0x0bad_cafe),
+    )?;
     crate::corpus::write_docs(dir, crate::corpus::PAGES)?;
     Ok(Site {
         dir: dir.to_path_buf(),
@@ -346,8 +353,10 @@ impl System {
             System::Linux { out } => {
                 let version = std::fs::read_to_string(out.join("VERSION")).unwrap_or_default();
                 format!(
-                    "Debian armel Linux + busybox httpd ({}), initramfs, usb-net behind \
-                     QEMU's hub switched to RNDIS (rndis_host), static 10.0.2.15.",
+                    "Debian armel Linux + busybox httpd on 80, nginx with OpenSSL on 443 \
+                     (HTTP/1.1 and h2, the same ECDSA P-256 certificate as Bramble, \
+                     bench/baseline/nginx.conf) ({}), initramfs, usb-net behind QEMU's hub \
+                     switched to RNDIS (rndis_host), static 10.0.2.15.",
                     version.trim()
                 )
             }
@@ -368,9 +377,9 @@ impl System {
         }
     }
 
-    /// Whether the system serves HTTPS (the tls- targets).
+    /// Whether the system serves HTTPS (the tls- targets): both do, Linux with nginx.
     pub fn serves_https(&self) -> bool {
-        matches!(self, System::Bramble { .. })
+        matches!(self, System::Bramble { .. } | System::Linux { .. })
     }
 
     /// QEMU's arguments, 127.0.0.1:`ports.http` forwarded to the guest's port 80 (and
@@ -434,9 +443,12 @@ impl System {
                     },
                     "-netdev".into(),
                     match link {
-                        Link::UserForward => {
-                            format!("user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:80").into()
-                        }
+                        Link::UserForward => format!(
+                            "user,id=net0,hostfwd=tcp:127.0.0.1:{port}-:80,\
+                                 hostfwd=tcp:127.0.0.1:{}-:443",
+                            ports.https
+                        )
+                        .into(),
                         Link::Tap => {
                             format!("tap,id=net0,ifname={TAP_DEVICE},script=no,downscript=no")
                                 .into()

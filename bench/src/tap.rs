@@ -237,7 +237,21 @@ fn measure(
         result.loads.push(load);
         std::thread::sleep(Duration::from_secs(2));
     }
+    let mut https = args
+        .https
+        .then(|| super::https::measure(&mut guest, args, dir));
     result.qemu_peak_rss_bytes = guest.peak_rss_bytes();
+    // One QEMU at a time on the namespace's TAP device.
+    drop(guest);
+    if let Some(https) = &mut https
+        && args.icount_duration > 0
+        && let Err(error) = super::https::count_handshakes(system, namespace, dir, https)
+    {
+        https
+            .notes
+            .push(format!("instructions per handshake: {error:#}"));
+    }
+    result.https = https;
     Ok(result)
 }
 
@@ -447,6 +461,18 @@ fn boot(
     dir: &Path,
     notes: &mut Vec<String>,
 ) -> anyhow::Result<Option<(Guest, Duration)>> {
+    boot_with_timeout(name, namespace, qemu_args, dir, notes, BOOT_TIMEOUT)
+}
+
+/// [`boot`] with its own limit per try (longer under `-icount`).
+pub(super) fn boot_with_timeout(
+    name: &str,
+    namespace: &str,
+    qemu_args: &[OsString],
+    dir: &Path,
+    notes: &mut Vec<String>,
+    timeout: Duration,
+) -> anyhow::Result<Option<(Guest, Duration)>> {
     for attempt in 1..=2 {
         eprintln!("bench: {name}: booting on the TAP link (try {attempt})");
         let log = (1..)
@@ -454,7 +480,7 @@ fn boot(
             .find(|path| !path.exists())
             .expect("an unused log name");
         let mut guest = Guest::start_in(Some(namespace), qemu_args, &log)?;
-        while guest.started.elapsed() < BOOT_TIMEOUT {
+        while guest.started.elapsed() < timeout {
             guest.check_alive()?;
             if probe::get_at(guest_address(), "/", &[], Duration::from_millis(500))
                 .is_some_and(|r| r.status == 200)
@@ -467,7 +493,7 @@ fn boot(
         }
         notes.push(format!(
             "boot try {attempt}: no HTTP 200 over the TAP link within {} s; see {}",
-            BOOT_TIMEOUT.as_secs(),
+            timeout.as_secs(),
             log.display()
         ));
     }

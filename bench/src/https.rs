@@ -1,0 +1,925 @@
+//! `bramble-bench --tap --https`: HTTPS and HTTP/2 over the TAP link, Bramble against Linux
+//! with nginx and OpenSSL (bench/baseline: the same machine, the same ECDSA P-256
+//! certificate), after each system's plain HTTP levels. Per system:
+//!
+//! - at every level, N keep-alive clients asking for the 6 KB page again and again over
+//!   HTTPS with HTTP/1.1 (`tls-page`), then over HTTP/2 (`h2-page`, one stream at a time per
+//!   client), for `--duration` seconds, by h2load (nghttp2-client); each run judged: every
+//!   client served, none waiting more than `--timeout` (see [`Verdict`]);
+//! - full and resumed handshakes per second: `openssl s_time -new` / `-reuse`, 10 clients,
+//!   each a new TCP connection, a handshake and the page, over and over;
+//! - MB/s of the 1 MiB file over HTTPS, one client on one kept-open connection (h2load);
+//! - with `--icount-duration` > 0, a second boot under `-icount shift=0` with the
+//!   benchmark's TCG plugin (bench/plugin/tbcount.c) counting every guest instruction: full
+//!   handshakes (h2load, one request per new connection) offering only X25519, then only
+//!   P-256, instructions per handshake less the idle rate measured in the same boot.
+//!
+//! h2load does not say which client got which answer: "every client served" is read from its
+//! per-client request-rate spread (the least-served client's rate above 0) with no failed,
+//! errored or timed-out request; "none waiting over the timeout" from the slowest request and
+//! the slowest first byte, and h2load's inactivity timeout (`-N`, the run's `--timeout`),
+//! which ends a connection that waits longer and counts its request as timed out.
+
+use super::guest::Guest;
+use super::load::{self, LoadRun};
+use super::profile::{self, Profiler};
+use super::report::{Report, SystemReport};
+use super::systems::{self, Link, System, TAP_GUEST};
+use super::{BenchArgs, probe};
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The key-exchange groups whose full handshakes are counted under `-icount`.
+pub const GROUPS: [&str; 2] = ["X25519", "P-256"];
+/// Full handshakes per group in the instruction count: rounds of [`COUNT_CLIENTS`] clients.
+const COUNT_ROUNDS: u32 = 3;
+/// Clients (new connections, one request each) per counting round.
+const COUNT_CLIENTS: u32 = 10;
+/// Idle window of the instruction-counting boot, for the idle rate subtracted.
+const COUNT_IDLE: Duration = Duration::from_secs(5);
+
+/// One h2load report, as printed by nghttp2 1.52.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct H2load {
+    /// `finished in`: the run's length in seconds.
+    pub seconds: f64,
+    /// Requests counted by h2load: total, started, done, succeeded, failed, errored, timeout.
+    pub total: u64,
+    /// Started.
+    pub started: u64,
+    /// Done.
+    pub done: u64,
+    /// Succeeded (2xx and 3xx... h2load counts any complete answer it could parse).
+    pub succeeded: u64,
+    /// Failed.
+    pub failed: u64,
+    /// Errored (connection failures).
+    pub errored: u64,
+    /// Timed out (`-N`: no activity on the connection for that long).
+    pub timeout: u64,
+    /// Answers with status 2xx.
+    pub status_2xx: u64,
+    /// Answers with status 3xx, 4xx or 5xx.
+    pub status_other: u64,
+    /// Response body bytes (`data`).
+    pub data_bytes: u64,
+    /// `time for request` in ms: min, max, mean.
+    pub request_ms: [f64; 3],
+    /// `time for connect` in ms (TCP and TLS): min, max, mean.
+    pub connect_ms: [f64; 3],
+    /// `time to 1st byte` in ms, per client: min, max, mean.
+    pub first_byte_ms: [f64; 3],
+    /// Each client's requests per second: min, max, mean.
+    pub client_rps: [f64; 3],
+    /// The TLS version, cipher, key exchange and protocol h2load reported (first client).
+    pub tls: String,
+}
+
+/// The judgement of one keep-alive run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Every client got answers, and no request failed, errored or timed out.
+    pub every_client_served: bool,
+    /// No request and no first byte took longer than the timeout.
+    pub none_over_timeout: bool,
+}
+
+impl H2load {
+    /// Good answers (2xx) per second of the run.
+    pub fn requests_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.status_2xx as f64 / self.seconds
+        } else {
+            0.0
+        }
+    }
+
+    /// Response body megabytes (10^6 bytes) per second.
+    pub fn megabytes_per_second(&self) -> f64 {
+        if self.seconds > 0.0 {
+            self.data_bytes as f64 / self.seconds / 1e6
+        } else {
+            0.0
+        }
+    }
+
+    /// The run judged against `timeout`.
+    pub fn verdict(&self, timeout: Duration) -> Verdict {
+        let limit = timeout.as_secs_f64() * 1000.0;
+        Verdict {
+            every_client_served: self.status_2xx > 0
+                && self.client_rps[0] > 0.0
+                && self.failed == 0
+                && self.errored == 0
+                && self.timeout == 0
+                && self.status_other == 0,
+            none_over_timeout: self.timeout == 0
+                && self.request_ms[1] <= limit
+                && self.first_byte_ms[1] <= limit,
+        }
+    }
+}
+
+/// A duration as h2load prints it (`812us`, `3.41ms`, `1.20s`, `1m2.5s` never: h2load stops
+/// at seconds) in milliseconds.
+fn milliseconds(text: &str) -> Option<f64> {
+    let (number, scale) = if let Some(n) = text.strip_suffix("us") {
+        (n, 0.001)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1.0)
+    } else {
+        (text.strip_suffix('s')?, 1000.0)
+    };
+    number.parse::<f64>().ok().map(|n| n * scale)
+}
+
+/// Reads h2load's report.
+pub fn parse_h2load(text: &str) -> anyhow::Result<H2load> {
+    let mut report = H2load::default();
+    let mut found = (false, false);
+    let mut tls = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some(rest) = [
+            "TLS Protocol:",
+            "Cipher:",
+            "Server Temp Key:",
+            "Application protocol:",
+        ]
+        .iter()
+        .find_map(|prefix| line.strip_prefix(prefix))
+            && tls.len() < 4
+        {
+            tls.push(rest.trim().to_string());
+            continue;
+        }
+        let words: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|w| !w.is_empty())
+            .collect();
+        match words.as_slice() {
+            ["finished", "in", seconds, ..] => {
+                report.seconds = milliseconds(seconds).context("finished in")? / 1000.0;
+                found.0 = true;
+            }
+            ["requests:", rest @ ..] => {
+                let numbers: Vec<u64> = rest.iter().filter_map(|w| w.parse().ok()).collect();
+                let [total, started, done, succeeded, failed, errored, timeout] = numbers[..]
+                else {
+                    bail!("requests line: {line}");
+                };
+                (report.total, report.started, report.done, report.succeeded) =
+                    (total, started, done, succeeded);
+                (report.failed, report.errored, report.timeout) = (failed, errored, timeout);
+                found.1 = true;
+            }
+            [
+                "status",
+                "codes:",
+                ok,
+                "2xx",
+                redirect,
+                "3xx",
+                client,
+                "4xx",
+                server,
+                "5xx",
+            ] => {
+                report.status_2xx = ok.parse()?;
+                report.status_other =
+                    redirect.parse::<u64>()? + client.parse::<u64>()? + server.parse::<u64>()?;
+            }
+            ["traffic:", ..] => {
+                // `122.48KB (125420) data`: the number in brackets before "data".
+                let data = words
+                    .windows(2)
+                    .find(|pair| pair[1] == "data")
+                    .map(|pair| pair[0].trim_matches(|c| c == '(' || c == ')'))
+                    .context("traffic line without data")?;
+                report.data_bytes = data.parse()?;
+            }
+            ["time", "for", "request:", min, max, mean, ..] => {
+                report.request_ms = three(min, max, mean)?;
+            }
+            ["time", "for", "connect:", min, max, mean, ..] => {
+                report.connect_ms = three(min, max, mean)?;
+            }
+            ["time", "to", "1st", "byte:", min, max, mean, ..] => {
+                report.first_byte_ms = three(min, max, mean)?;
+            }
+            ["req/s", ":", min, max, mean, ..] => {
+                report.client_rps = [min.parse()?, max.parse()?, mean.parse()?];
+            }
+            _ => {}
+        }
+    }
+    if !(found.0 && found.1) {
+        bail!("no 'finished in' or 'requests:' line");
+    }
+    report.tls = tls.join(", ");
+    Ok(report)
+}
+
+fn three(min: &str, max: &str, mean: &str) -> anyhow::Result<[f64; 3]> {
+    let read = |w: &str| milliseconds(w).with_context(|| format!("duration {w:?}"));
+    Ok([read(min)?, read(max)?, read(mean)?])
+}
+
+/// What one h2load run asks for.
+#[derive(Clone, Debug)]
+pub struct H2loadRun<'a> {
+    /// `https://192.168.77.2/...`.
+    pub url: &'a str,
+    /// Clients (one connection each).
+    pub clients: u32,
+    /// HTTP/1.1 (`--h1`) instead of h2.
+    pub h1: bool,
+    /// Keep asking for this long (`-D`); `None`: one request per client (`-n clients`).
+    pub duration: Option<Duration>,
+    /// `-N`: a connection silent this long is ended, its request counted as timed out.
+    pub timeout: Duration,
+    /// Offer only this key-exchange group (`--groups`).
+    pub group: Option<&'a str>,
+}
+
+impl H2loadRun<'_> {
+    /// h2load's arguments.
+    pub fn args(&self) -> Vec<String> {
+        let clients = self.clients.max(1);
+        let mut args = vec![
+            format!("--clients={clients}"),
+            format!("--threads={}", clients.min(2)),
+            "--max-concurrent-streams=1".into(),
+            format!(
+                "--connection-inactivity-timeout={}",
+                self.timeout.as_secs().max(1)
+            ),
+        ];
+        match self.duration {
+            Some(duration) => args.push(format!("--duration={}", duration.as_secs().max(1))),
+            None => args.push(format!("--requests={clients}")),
+        }
+        if self.h1 {
+            args.push("--h1".into());
+        }
+        if let Some(group) = self.group {
+            args.push(format!("--groups={group}"));
+        }
+        args.push(self.url.into());
+        args
+    }
+}
+
+/// Runs h2load on the calling thread's network namespace (a child inherits it), keeps its
+/// report in `report_file` and parses it. Killed (by PID) when it overruns its bound.
+pub fn run_h2load(run: &H2loadRun, report_file: &Path) -> anyhow::Result<H2load> {
+    let output = std::fs::File::create(report_file)
+        .with_context(|| format!("creating {}", report_file.display()))?;
+    let mut child = Command::new("h2load")
+        .args(run.args())
+        .stdout(output.try_clone()?)
+        .stderr(output)
+        .stdin(Stdio::null())
+        .spawn()
+        .context("starting h2load (Debian: nghttp2-client)")?;
+    let bound = run.duration.unwrap_or(Duration::ZERO) + run.timeout * 6 + Duration::from_secs(60);
+    let deadline = Instant::now() + bound;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("h2load overran {} s; killed", bound.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = std::fs::read_to_string(report_file)?;
+    let parsed = parse_h2load(&text);
+    if !status.success() && parsed.is_err() {
+        bail!("h2load failed ({status}): {}", text.trim());
+    }
+    parsed.with_context(|| format!("unexpected h2load report in {}", report_file.display()))
+}
+
+/// One keep-alive level over HTTPS.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpsLevel {
+    /// `tls-page` (HTTP/1.1 over TLS) or `h2-page`.
+    pub target: String,
+    /// Clients.
+    pub clients: u32,
+    /// h2load's figures, or why the run failed.
+    pub figures: Option<H2load>,
+    /// The judgement.
+    pub verdict: Option<Verdict>,
+    /// Why there are no figures.
+    pub failure: Option<String>,
+    /// QEMU's host CPU over the run, percent of a core.
+    pub qemu_cpu_percent: Option<f64>,
+}
+
+/// Handshakes per second by `openssl s_time`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HandshakeRate {
+    /// Connections completed, each with a handshake and the page.
+    pub connections: u64,
+    /// Of them, resumed (s_time's `r`).
+    pub resumed: u64,
+    /// Seconds of the run.
+    pub seconds: f64,
+    /// Connections per second.
+    pub per_second: f64,
+    /// Failed connections.
+    pub failures: u64,
+}
+
+/// Guest instructions per full handshake offering one group.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GroupCost {
+    /// X25519 or P-256.
+    pub group: String,
+    /// Handshakes completed (each a new connection with one page).
+    pub handshakes: u64,
+    /// Every guest instruction over the run, less the idle rate over its wall time.
+    pub instructions: u64,
+    /// Per handshake.
+    pub instructions_per_handshake: f64,
+    /// What h2load said the connections used.
+    pub tls: String,
+}
+
+/// Everything `--https` measured on one system.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HttpsReport {
+    /// Keep-alive levels, HTTP/1.1 over TLS and h2.
+    pub levels: Vec<HttpsLevel>,
+    /// Full handshakes per second (`s_time -new`).
+    pub full: Option<HandshakeRate>,
+    /// Resumed handshakes per second (`s_time -reuse`).
+    pub resumed: Option<HandshakeRate>,
+    /// The 1 MiB file over HTTPS, one client, kept open.
+    pub large_file: Option<H2load>,
+    /// Instructions per full handshake, per group.
+    pub group_costs: Vec<GroupCost>,
+    /// The guest's idle instructions per second in the counting boot.
+    pub idle_instructions_per_second: Option<f64>,
+    /// What went wrong or must be known.
+    pub notes: Vec<String>,
+}
+
+impl HttpsReport {
+    /// The level run for `target` at `clients`.
+    pub fn level(&self, target: &str, clients: u32) -> Option<&HttpsLevel> {
+        self.levels
+            .iter()
+            .find(|l| l.target == target && l.clients == clients)
+    }
+}
+
+/// The guest's HTTPS URL for `path` on the TAP link.
+fn url(path: &str) -> String {
+    format!("https://{TAP_GUEST}{path}")
+}
+
+/// The keep-alive levels, the handshake rates and the large file, against a booted guest (the
+/// calling thread is in its namespace).
+pub(crate) fn measure(guest: &mut Guest, args: &BenchArgs, dir: &Path) -> HttpsReport {
+    let mut report = HttpsReport::default();
+    let page = url("/");
+    let timeout = Duration::from_secs(args.timeout);
+    for (target, h1) in [("tls-page", true), ("h2-page", false)] {
+        for &clients in &args.levels {
+            let mut level = HttpsLevel {
+                target: target.into(),
+                clients,
+                ..Default::default()
+            };
+            if !answers(guest) {
+                level.failure = Some(super::NOT_ANSWERING.into());
+                eprintln!("bench: https: {target} c={clients}: the guest does not answer");
+                report.levels.push(level);
+                continue;
+            }
+            let run = H2loadRun {
+                url: &page,
+                clients,
+                h1,
+                duration: Some(Duration::from_secs(args.duration)),
+                timeout,
+                group: None,
+            };
+            let cpu_before = guest.cpu_time().ok();
+            let started = Instant::now();
+            match run_h2load(&run, &dir.join(format!("h2load-{target}-c{clients}.txt"))) {
+                Ok(figures) => {
+                    level.verdict = Some(figures.verdict(timeout));
+                    level.figures = Some(figures);
+                }
+                Err(error) => level.failure = Some(format!("{error:#}")),
+            }
+            if let (Some(before), Ok(after)) = (cpu_before, guest.cpu_time()) {
+                level.qemu_cpu_percent =
+                    Some(100.0 * (after - before).as_secs_f64() / started.elapsed().as_secs_f64());
+            }
+            eprintln!("bench: https: {}", describe(&level));
+            report.levels.push(level);
+            std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+    for resume in [false, true] {
+        let run = LoadRun {
+            url: &page,
+            headers: &[],
+            concurrency: load::MAX_S_TIME_CLIENTS,
+            duration: Duration::from_secs(args.duration),
+            timeout,
+            namespace: None,
+            script: None,
+        };
+        let name = if resume { "resumed" } else { "full" };
+        if !answers(guest) {
+            report.notes.push(format!(
+                "{name} handshakes: the guest did not answer before"
+            ));
+            continue;
+        }
+        match load::run_s_time_mode(&run, &dir.join(format!("s_time-{name}.txt")), resume) {
+            Ok((figures, resumed)) => {
+                let rate = HandshakeRate {
+                    connections: figures.responses,
+                    resumed,
+                    seconds: figures.elapsed_seconds,
+                    per_second: figures.requests_per_second,
+                    failures: figures.socket_errors.connect,
+                };
+                eprintln!(
+                    "bench: https: {name} handshakes: {:.1}/s ({} connections, {} resumed, {} \
+                     failed)",
+                    rate.per_second, rate.connections, rate.resumed, rate.failures
+                );
+                if resume {
+                    report.resumed = Some(rate);
+                } else {
+                    report.full = Some(rate);
+                }
+            }
+            Err(error) => report.notes.push(format!("{name} handshakes: {error:#}")),
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let large = url(systems::FILE_1M_URL);
+    let run = H2loadRun {
+        url: &large,
+        clients: 1,
+        h1: true,
+        duration: Some(Duration::from_secs(args.duration)),
+        timeout,
+        group: None,
+    };
+    match run_h2load(&run, &dir.join("h2load-large.txt")) {
+        Ok(figures) => {
+            eprintln!(
+                "bench: https: 1 MiB file: {:.2} MB/s ({} answers)",
+                figures.megabytes_per_second(),
+                figures.status_2xx
+            );
+            report.large_file = Some(figures);
+        }
+        Err(error) => report.notes.push(format!("1 MiB file: {error:#}")),
+    }
+    report
+}
+
+/// Whether the guest still answers its page over plain HTTP (three tries, 10 s each).
+fn answers(guest: &mut Guest) -> bool {
+    if guest.check_alive().is_err() {
+        return false;
+    }
+    (0..3).any(|_| {
+        probe::get_at(
+            std::net::SocketAddr::from((TAP_GUEST, 80)),
+            "/",
+            &[],
+            Duration::from_secs(10),
+        )
+        .is_some_and(|r| r.status == 200)
+    })
+}
+
+fn describe(level: &HttpsLevel) -> String {
+    match (&level.figures, &level.verdict) {
+        (Some(f), Some(v)) => format!(
+            "{} c={}: {:.1} req/s, {} answers, failed {} errored {} timeout {}; request max \
+             {:.0} ms, first byte max {:.0} ms, client req/s min {:.2}; every client served: \
+             {}, none over the timeout: {}; {}",
+            level.target,
+            level.clients,
+            f.requests_per_second(),
+            f.status_2xx,
+            f.failed,
+            f.errored,
+            f.timeout,
+            f.request_ms[1],
+            f.first_byte_ms[1],
+            f.client_rps[0],
+            v.every_client_served,
+            v.none_over_timeout,
+            f.tls
+        ),
+        _ => format!(
+            "{} c={}: FAILED: {}",
+            level.target,
+            level.clients,
+            level.failure.as_deref().unwrap_or("?")
+        ),
+    }
+}
+
+/// Boots `system` again under `-icount shift=0` with the counting plugin, on the calling
+/// thread's TAP link, and counts the guest's instructions per full handshake for each of
+/// [`GROUPS`].
+pub(crate) fn count_handshakes(
+    system: &System,
+    namespace: &str,
+    dir: &Path,
+    report: &mut HttpsReport,
+) -> anyhow::Result<()> {
+    let dir = dir.join("icount");
+    std::fs::create_dir_all(&dir)?;
+    let profiler = Profiler::new(&bramble::workspace_root(), &dir)?;
+    let ports = super::Ports { http: 0, https: 0 };
+    let mut qemu_args = system.qemu_args(ports, true, Link::Tap);
+    qemu_args.extend(profiler.qemu_args());
+    let mut notes = Vec::new();
+    let booted = super::tap::boot_with_timeout(
+        system.name(),
+        namespace,
+        &qemu_args,
+        &dir,
+        &mut notes,
+        super::ICOUNT_BOOT_TIMEOUT,
+    )?;
+    report.notes.extend(notes);
+    let Some((guest, _)) = booted else {
+        bail!("the -icount boot did not answer");
+    };
+    // Let boot-time work (Bramble's card cache warm-up, Linux's module loading) finish.
+    std::thread::sleep(Duration::from_secs(20));
+    let total = |snapshot: &profile::Snapshot| snapshot.values().sum::<u64>();
+    let before = profiler.snapshot("idle-before")?;
+    let started = Instant::now();
+    std::thread::sleep(COUNT_IDLE);
+    let after = profiler.snapshot("idle-after")?;
+    let idle_rate =
+        total(&profile::difference(&before, &after)?) as f64 / started.elapsed().as_secs_f64();
+    report.idle_instructions_per_second = Some(idle_rate);
+    eprintln!("bench: https: -icount idle: {idle_rate:.0} instructions/s");
+    let page = url("/");
+    for group in GROUPS {
+        let name = group.replace('-', "");
+        let before = profiler.snapshot(&format!("{name}-before"))?;
+        let started = Instant::now();
+        let mut handshakes = 0;
+        let mut tls = String::new();
+        for round in 0..COUNT_ROUNDS {
+            let run = H2loadRun {
+                url: &page,
+                clients: COUNT_CLIENTS,
+                h1: true,
+                duration: None,
+                timeout: Duration::from_secs(60),
+                group: Some(group),
+            };
+            let figures = run_h2load(&run, &dir.join(format!("h2load-{name}-{round}.txt")))?;
+            handshakes += figures.status_2xx;
+            tls = figures.tls;
+        }
+        let after = profiler.snapshot(&format!("{name}-after"))?;
+        let wall = started.elapsed().as_secs_f64();
+        let counted = total(&profile::difference(&before, &after)?);
+        let instructions = (counted as f64 - idle_rate * wall).max(0.0) as u64;
+        if handshakes == 0 {
+            report
+                .notes
+                .push(format!("{group}: no handshake completed under -icount"));
+            continue;
+        }
+        let cost = GroupCost {
+            group: group.into(),
+            handshakes,
+            instructions,
+            instructions_per_handshake: instructions as f64 / handshakes as f64,
+            tls,
+        };
+        eprintln!(
+            "bench: https: {group}: {:.2} M instructions per full handshake ({} handshakes, \
+             {counted} counted over {wall:.1} s; {})",
+            cost.instructions_per_handshake / 1e6,
+            cost.handshakes,
+            cost.tls
+        );
+        report.group_costs.push(cost);
+    }
+    drop(guest);
+    Ok(())
+}
+
+fn cell(value: Option<String>) -> String {
+    value.unwrap_or_else(|| "-".into())
+}
+
+/// The HTTPS rows of the side-by-side table (TAP runs with `--https`).
+pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
+    let systems = &report.systems;
+    if systems.iter().all(|s| s.https.is_none()) {
+        return Vec::new();
+    }
+    let https = |s: &SystemReport| s.https.clone().unwrap_or_default();
+    let mut rows = Vec::new();
+    let mut row = |label: String, cell: &dyn Fn(&HttpsReport) -> String| {
+        let cells: Vec<String> = systems.iter().map(|s| cell(&https(s))).collect();
+        rows.push((label, cells, String::new()));
+    };
+    for target in ["tls-page", "h2-page"] {
+        for &clients in &report.levels {
+            let level = |h: &HttpsReport| h.level(target, clients).cloned();
+            row(format!("{target} c={clients}: req/s"), &|h| {
+                cell(
+                    level(h)
+                        .and_then(|l| l.figures)
+                        .map(|f| format!("{:.1}", f.requests_per_second())),
+                )
+            });
+            row(
+                format!("{target} c={clients}: every client served / none over the timeout"),
+                &|h| {
+                    cell(level(h).map(|l| match (l.verdict, l.failure) {
+                        (Some(v), _) => format!(
+                            "{} / {}",
+                            if v.every_client_served { "yes" } else { "NO" },
+                            if v.none_over_timeout { "yes" } else { "NO" }
+                        ),
+                        (None, failure) => format!("failed: {}", failure.unwrap_or_default()),
+                    }))
+                },
+            );
+            row(
+                format!(
+                    "{target} c={clients}: failed / errored / timed out; request max, first byte max (ms)"
+                ),
+                &|h| {
+                    cell(level(h).and_then(|l| l.figures).map(|f| {
+                        format!(
+                            "{} / {} / {}; {:.0}, {:.0}",
+                            f.failed, f.errored, f.timeout, f.request_ms[1], f.first_byte_ms[1]
+                        )
+                    }))
+                },
+            );
+        }
+    }
+    let rate = |r: &Option<HandshakeRate>| {
+        cell(r.as_ref().map(|r| {
+            format!(
+                "{:.1} ({} of {} resumed, {} failed)",
+                r.per_second, r.resumed, r.connections, r.failures
+            )
+        }))
+    };
+    row(
+        "full handshakes/s, each a new connection + the page (s_time -new, 10 clients)".into(),
+        &|h| rate(&h.full),
+    );
+    row(
+        "resumed handshakes/s, each a new connection + the page (s_time -reuse, 10 clients)".into(),
+        &|h| rate(&h.resumed),
+    );
+    row(
+        "1 MiB file over HTTPS, one client kept open (MB/s)".into(),
+        &|h| {
+            cell(
+                h.large_file
+                    .as_ref()
+                    .map(|f| format!("{:.2}", f.megabytes_per_second())),
+            )
+        },
+    );
+    for group in GROUPS {
+        row(
+            format!("guest instructions per full handshake + page, {group} only (M)"),
+            &|h| {
+                cell(h.group_costs.iter().find(|c| c.group == group).map(|c| {
+                    format!(
+                        "{:.2} ({} handshakes)",
+                        c.instructions_per_handshake / 1e6,
+                        c.handshakes
+                    )
+                }))
+            },
+        );
+    }
+    row(
+        "negotiated (h2load, first client of the 10-client h1 run)".into(),
+        &|h| {
+            cell(
+                h.level("tls-page", report.levels[0])
+                    .and_then(|l| l.figures.clone())
+                    .map(|f| f.tls),
+            )
+        },
+    );
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const REPORT: &str = "starting benchmark...
+spawning thread #0: 1 total client(s). 20 total requests
+TLS Protocol: TLSv1.3
+Cipher: TLS_AES_256_GCM_SHA384
+Server Temp Key: X25519 253 bits
+Application protocol: h2
+progress: 100% done
+
+finished in 1.49s, 13.44 req/s, 84.04KB/s
+requests: 20 total, 20 started, 20 done, 19 succeeded, 1 failed, 0 errored, 0 timeout
+status codes: 19 2xx, 0 3xx, 1 4xx, 0 5xx
+traffic: 125.06KB (128058) total, 2.13KB (2180) headers (space savings 39.11%), 122.48KB (125420) data
+                     min         max         mean         sd        +/- sd
+time for request:      812us    214.85ms    132.04ms     41.12ms    70.00%
+time for connect:    93.54ms    192.29ms    142.92ms     69.83ms   100.00%
+time to 1st byte:   279.42ms     10.41s    343.29ms     90.33ms   100.00%
+req/s           :       6.72        6.88        6.80        0.12   100.00%
+";
+
+    #[test]
+    fn h2load_reports_parse() {
+        let r = parse_h2load(REPORT).unwrap();
+        assert_eq!(r.seconds, 1.49);
+        assert_eq!((r.total, r.succeeded, r.failed, r.timeout), (20, 19, 1, 0));
+        assert_eq!(
+            (r.status_2xx, r.status_other, r.data_bytes),
+            (19, 1, 125_420)
+        );
+        assert_eq!(r.request_ms, [0.812, 214.85, 132.04]);
+        assert_eq!(r.first_byte_ms[1], 10_410.0);
+        assert_eq!(r.client_rps, [6.72, 6.88, 6.80]);
+        assert_eq!(
+            r.tls,
+            "TLSv1.3, TLS_AES_256_GCM_SHA384, X25519 253 bits, h2"
+        );
+        assert!((r.requests_per_second() - 19.0 / 1.49).abs() < 1e-9);
+        assert!((r.megabytes_per_second() - 0.125_420 / 1.49).abs() < 1e-9);
+        assert!(
+            parse_h2load("finished in 1s\n").is_err(),
+            "no requests line"
+        );
+    }
+
+    #[test]
+    fn verdicts_need_every_client_and_no_wait_over_the_timeout() {
+        let mut r = parse_h2load(REPORT).unwrap();
+        let ten = Duration::from_secs(10);
+        // A 4xx answer and a first byte after 10.41 s.
+        assert_eq!(r.verdict(ten), Verdict::default());
+        assert!(r.verdict(Duration::from_secs(11)).none_over_timeout);
+        (r.failed, r.status_other, r.first_byte_ms[1]) = (0, 0, 300.0);
+        assert_eq!(
+            r.verdict(ten),
+            Verdict {
+                every_client_served: true,
+                none_over_timeout: true
+            }
+        );
+        // A client with no answer at all.
+        r.client_rps[0] = 0.0;
+        assert!(!r.verdict(ten).every_client_served);
+        r.client_rps[0] = 1.0;
+        r.timeout = 1;
+        assert_eq!(r.verdict(ten), Verdict::default());
+    }
+
+    #[test]
+    fn h2load_is_asked_as_configured() {
+        let run = H2loadRun {
+            url: "https://192.168.77.2/",
+            clients: 1000,
+            h1: true,
+            duration: Some(Duration::from_secs(20)),
+            timeout: Duration::from_secs(10),
+            group: None,
+        };
+        assert_eq!(
+            run.args(),
+            [
+                "--clients=1000",
+                "--threads=2",
+                "--max-concurrent-streams=1",
+                "--connection-inactivity-timeout=10",
+                "--duration=20",
+                "--h1",
+                "https://192.168.77.2/"
+            ]
+        );
+        let burst = H2loadRun {
+            clients: 1,
+            h1: false,
+            duration: None,
+            group: Some("P-256"),
+            ..run
+        };
+        let args = burst.args();
+        assert!(args.contains(&"--requests=1".to_string()));
+        assert!(args.contains(&"--threads=1".to_string()));
+        assert!(args.contains(&"--groups=P-256".to_string()));
+        assert!(!args.contains(&"--h1".to_string()));
+    }
+
+    #[test]
+    fn the_table_gives_each_system_its_levels_rates_and_costs() {
+        let figures = parse_h2load(REPORT).unwrap();
+        let https = HttpsReport {
+            levels: vec![HttpsLevel {
+                target: "h2-page".into(),
+                clients: 10,
+                verdict: Some(figures.verdict(Duration::from_secs(10))),
+                figures: Some(figures),
+                ..Default::default()
+            }],
+            full: Some(HandshakeRate {
+                connections: 100,
+                seconds: 10.0,
+                per_second: 10.0,
+                ..Default::default()
+            }),
+            group_costs: vec![GroupCost {
+                group: "P-256".into(),
+                handshakes: 30,
+                instructions: 600_000_000,
+                instructions_per_handshake: 20e6,
+                tls: String::new(),
+            }],
+            ..Default::default()
+        };
+        let report = Report {
+            levels: vec![10],
+            tap: true,
+            systems: vec![
+                SystemReport {
+                    name: "bramble".into(),
+                    https: Some(https),
+                    ..Default::default()
+                },
+                SystemReport {
+                    name: "linux".into(),
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        };
+        let rows = rows(&report);
+        let find = |label: &str| {
+            rows.iter()
+                .find(|row| row.0.starts_with(label))
+                .unwrap_or_else(|| panic!("no row {label}"))
+                .1
+                .clone()
+        };
+        assert_eq!(find("h2-page c=10: req/s"), ["12.8", "-"]);
+        assert_eq!(find("h2-page c=10: every client served"), ["NO / NO", "-"]);
+        assert_eq!(find("tls-page c=10: req/s"), ["-", "-"]);
+        assert_eq!(
+            find("full handshakes/s")[0],
+            "10.0 (0 of 100 resumed, 0 failed)"
+        );
+        assert_eq!(
+            find("guest instructions per full handshake + page, P-256")[0],
+            "20.00 (30 handshakes)"
+        );
+        assert_eq!(
+            find("guest instructions per full handshake + page, X25519")[0],
+            "-"
+        );
+        // Without --https there are no HTTPS rows at all.
+        let plain = Report {
+            systems: vec![SystemReport::default()],
+            ..Default::default()
+        };
+        assert!(super::rows(&plain).is_empty());
+    }
+
+    #[test]
+    fn durations_read_in_every_unit() {
+        assert_eq!(milliseconds("812us"), Some(0.812));
+        assert_eq!(milliseconds("3.5ms"), Some(3.5));
+        assert_eq!(milliseconds("2.25s"), Some(2250.0));
+        assert_eq!(milliseconds("12"), None);
+    }
+}
