@@ -29,13 +29,14 @@
 //! with exponential back-off; none of them touches plain HTTP or a certificate being served.
 
 use super::Appliance;
+use super::https_client::{ExchangeError, HttpsExchange, open_connection};
 use super::memory::HttpsMemory;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use bramble_acme::ari::{AriAction, RenewalInfo, RenewalInfoRun};
-use bramble_acme::http::{Method, ResponseReader, parse_https_url, write_request};
+use bramble_acme::http::{Method, parse_https_url, write_request};
 use bramble_acme::protocol::RenewalWindow;
 use bramble_acme::schedule::{
     History, IssuancePolicy, LOST_SAVE_HOLD_SECONDS, Planner, renewal_time, sane_unix_now,
@@ -249,9 +250,8 @@ struct Transfer {
     request: Vec<u8>,
     stage: Stage,
     started: Instant,
-    tls: Option<bramble_tls::client::TlsClient>,
-    reader: ResponseReader,
-    connected: bool,
+    /// The TLS session and the response reader, once the CA's address is known.
+    exchange: Option<HttpsExchange>,
     /// When the connection to the current address was opened.
     attempt_started: Instant,
 }
@@ -1080,9 +1080,7 @@ impl<'a> AcmeAgent<'a> {
             request: bytes,
             stage: Stage::Resolve(Lookup::default()),
             started: now,
-            tls: None,
-            reader: ResponseReader::new(request.method == Method::Head),
-            connected: false,
+            exchange: None,
             attempt_started: now,
         });
     }
@@ -1120,14 +1118,13 @@ impl<'a> AcmeAgent<'a> {
         };
         transfer.attempt_started = now;
         let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
-        socket.abort();
-        socket
-            .connect(
-                appliance.iface.context(),
-                IpEndpoint::new(address, transfer.port),
-                self.local_port,
-            )
-            .map_err(|_| "cannot open a connection to the CA")
+        open_connection(
+            socket,
+            appliance.iface.context(),
+            IpEndpoint::new(address, transfer.port),
+            self.local_port,
+        )
+        .map_err(|_| "cannot open a connection to the CA")
     }
 
     fn step_transfer<D: EthernetDevice>(
@@ -1232,12 +1229,11 @@ impl<'a> AcmeAgent<'a> {
             let Some(config) = self.client_config.clone() else {
                 return Some(Err("no TLS client"));
             };
-            let mut tls = match bramble_tls::client::TlsClient::new(config, &transfer.host) {
-                Ok(tls) => tls,
+            let head = transfer.method == Method::Head;
+            match HttpsExchange::new(config, &transfer.host, &transfer.request, head) {
+                Ok(exchange) => transfer.exchange = Some(exchange),
                 Err(_) => return Some(Err("TLS client set-up failed")),
-            };
-            tls.write(&transfer.request);
-            transfer.tls = Some(tls);
+            }
             transfer.stage = Stage::Exchange;
             if let Err(problem) = self.connect(appliance, now) {
                 return Some(Err(problem));
@@ -1247,7 +1243,11 @@ impl<'a> AcmeAgent<'a> {
         // Happy Eyeballs, in turn: an address that refuses, or does not answer within
         // CONNECT_ATTEMPT_MICROS while others are left, gives way to the next.
         let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
-        if !transfer.connected && socket.state() != tcp::State::Established {
+        let connected = transfer
+            .exchange
+            .as_ref()
+            .is_some_and(HttpsExchange::connected);
+        if !connected && socket.state() != tcp::State::Established {
             let stalled = now.micros_since(transfer.attempt_started) > CONNECT_ATTEMPT_MICROS;
             if let Some(resolved) = &mut self.resolved
                 && (!socket.is_open() || stalled)
@@ -1267,59 +1267,27 @@ impl<'a> AcmeAgent<'a> {
         }
         let transfer = self.transfer.as_mut()?;
         let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
-        let tls = transfer.tls.as_mut()?;
-        if socket.state() == tcp::State::Established {
-            transfer.connected = true;
-        }
-        if !socket.is_open() {
-            return Some(Err(if transfer.connected {
-                "the CA closed the connection"
-            } else {
-                "the CA refused the connection (or it was reset)"
-            }));
-        }
-        while socket.can_recv() && tls.receive_space() > 0 {
-            let taken = socket.recv(|bytes| {
-                let taken = tls.receive(bytes);
-                (taken, taken)
-            });
-            if !matches!(taken, Ok(n) if n > 0) {
-                break;
+        let exchange = transfer.exchange.as_mut()?;
+        match exchange.pump(socket)? {
+            Ok(response) => Some(Ok(response)),
+            Err(ExchangeError::Refused) => {
+                Some(Err("the CA refused the connection (or it was reset)"))
+            }
+            Err(ExchangeError::Closed) => Some(Err("the CA closed the connection")),
+            Err(ExchangeError::Tls(error)) => {
+                log::warn!("acme: TLS with {}: {error}", transfer.host);
+                Some(Err(
+                    "TLS with the CA failed (is acme_ca_certificate the CA's root, and the clock right?)",
+                ))
+            }
+            Err(ExchangeError::Http(error)) => {
+                log::warn!("acme: the CA's response: {error}");
+                Some(Err("the CA's response is not valid HTTP"))
+            }
+            Err(ExchangeError::Truncated) => {
+                Some(Err("the CA closed the connection inside its response"))
             }
         }
-        if let Some(error) = tls.error() {
-            log::warn!("acme: TLS with {}: {error}", transfer.host);
-            return Some(Err(
-                "TLS with the CA failed (is acme_ca_certificate the CA's root, and the clock right?)",
-            ));
-        }
-        while socket.can_send() && !tls.outgoing().is_empty() {
-            match socket.send_slice(tls.outgoing()) {
-                Ok(0) | Err(_) => break,
-                Ok(sent) => tls.sent(sent),
-            }
-        }
-        let plaintext = tls.take_plaintext();
-        if !plaintext.is_empty() {
-            match transfer.reader.push(&plaintext) {
-                Ok(Some(response)) => return Some(Ok(response)),
-                Ok(None) => {}
-                Err(error) => {
-                    log::warn!("acme: the CA's response: {error}");
-                    return Some(Err("the CA's response is not valid HTTP"));
-                }
-            }
-        }
-        if tls.peer_closed() || (transfer.connected && !socket.may_recv()) {
-            return Some(
-                transfer
-                    .reader
-                    .finish()
-                    .map_err(|_| "the CA closed the connection inside its response"),
-            );
-        }
-        let _ = transfer.method;
-        None
     }
 }
 

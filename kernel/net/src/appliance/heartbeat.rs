@@ -10,20 +10,19 @@
 //! ping goes once the board has an address and the clock is set (a certificate cannot be
 //! checked without it), then one every interval, whatever the outcome.
 //!
-//! The HTTP pieces are bramble-acme's (URL parser, request writer, bounded response reader),
-//! the TLS client bramble-tls's, as ACME's own requests use them.
+//! The request goes through the appliance's HTTPS client ([`super::https_client`]), as
+//! ACME's and dynamic DNS's do.
 
 use super::Appliance;
+use super::https_client::{FetchError, FetchSockets, HttpsFetch};
 use alloc::sync::Arc;
-use bramble_acme::http::{HttpsUrl, Method, ResponseReader, parse_https_url, write_request};
+use bramble_acme::http::{Method, parse_https_url, write_request};
 use bramble_hal::{EthernetDevice, Instant};
-use bramble_tls::client::{ClientConfig, TlsClient};
+use bramble_tls::client::ClientConfig;
 use bramble_tls::clock::CLOCK;
-use core::str::FromStr;
 use smoltcp::iface::SocketHandle;
-use smoltcp::socket::dns::{self, GetQueryResultError};
+use smoltcp::socket::dns;
 use smoltcp::socket::tcp;
-use smoltcp::wire::{DnsQueryType, IpAddress, IpEndpoint, Ipv4Address};
 
 /// Longest a ping may take, lookup, connection and TLS handshake included.
 pub const PING_TIMEOUT_MICROS: u64 = 30_000_000;
@@ -90,26 +89,13 @@ pub struct HeartbeatStatus {
     pub next_in: u64,
 }
 
-enum Stage {
-    /// Waiting for the next ping.
-    Idle,
-    /// Looking the host up.
-    Resolving(dns::QueryHandle),
-    /// Connected or connecting; the request goes through TLS.
-    Exchanging {
-        tls: alloc::boxed::Box<TlsClient>,
-        reader: ResponseReader,
-        connected: bool,
-    },
-}
-
 pub(super) struct HeartbeatState<'a> {
     config: HeartbeatConfig<'a>,
     client: Arc<ClientConfig>,
     tcp: SocketHandle,
     dns: SocketHandle,
-    stage: Stage,
-    started: Instant,
+    /// The ping under way.
+    fetch: Option<HttpsFetch>,
     next_at: Option<Instant>,
     status: HeartbeatStatus,
     logged_clock_wait: bool,
@@ -155,8 +141,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             client,
             tcp,
             dns,
-            stage: Stage::Idle,
-            started: Instant(0),
+            fetch: None,
             next_at: None,
             status: HeartbeatStatus::default(),
             logged_clock_wait: false,
@@ -188,189 +173,78 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// When the heartbeat next needs a poll.
     pub(super) fn heartbeat_deadline(&self, now: Instant) -> Option<Instant> {
         let state = self.heartbeat.as_ref()?;
-        Some(match (&state.stage, state.next_at) {
-            (Stage::Idle, Some(at)) => at.max(now),
-            (Stage::Idle, None) => now.add_micros(WAITING_RECHECK_MICROS),
+        Some(match (&state.fetch, state.next_at) {
+            (None, Some(at)) => at.max(now),
+            (None, None) => now.add_micros(WAITING_RECHECK_MICROS),
             _ => now.add_micros(PING_RECHECK_MICROS),
         })
     }
 }
 
 impl<'a> HeartbeatState<'a> {
+    fn sockets(&self) -> FetchSockets<'a> {
+        FetchSockets {
+            tcp: self.tcp,
+            dns: self.dns,
+            local_port: LOCAL_PORT,
+            dns_servers: self.config.dns_servers,
+        }
+    }
+
     /// One step; `Some` once the ping has an outcome (the status, or why it failed).
     fn step<D: EthernetDevice>(
         &mut self,
         appliance: &mut Appliance<'a, D>,
         now: Instant,
-    ) -> Option<Result<u16, &'static str>> {
-        let Some(url) = parse_https_url(self.config.url) else {
-            // Cannot happen: checked when the heartbeat started.
-            return Some(Err("the URL is not an https:// URL"));
-        };
-        let host = url.host;
-        if !matches!(self.stage, Stage::Idle)
-            && now.micros_since(self.started) > PING_TIMEOUT_MICROS
-        {
-            return Some(Err("no answer within 30 s"));
+    ) -> Option<Result<u16, FetchError>> {
+        let sockets = self.sockets();
+        if let Some(fetch) = &mut self.fetch {
+            return appliance
+                .poll_fetch(fetch, sockets, now)
+                .map(|outcome| outcome.map(|response| response.status));
         }
-        match &mut self.stage {
-            Stage::Idle => {
-                if self.next_at.is_some_and(|at| now < at) {
-                    return None;
-                }
-                if CLOCK.unix_seconds().is_none() {
-                    if !self.logged_clock_wait {
-                        self.logged_clock_wait = true;
-                        log::info!(
-                            "heartbeat: waiting for the clock to check the server's certificate"
-                        );
-                    }
-                    return None;
-                }
-                // An address first.
-                appliance.iface.ipv4_addr()?;
-                self.started = now;
-                self.status.sent += 1;
-                if let Ok(address) = Ipv4Address::from_str(host) {
-                    return self.connect(appliance, IpAddress::Ipv4(address), url);
-                }
-                let advertised = appliance
-                    .ipv6
-                    .iter()
-                    .flat_map(|state| state.config.dns_servers());
-                let servers = super::clock::name_servers(
-                    self.config.dns_servers,
-                    &appliance.address.dhcp_dns_servers,
-                    advertised,
-                );
-                if servers.is_empty() {
-                    return Some(Err("no name server known"));
-                }
-                let socket = appliance.sockets.get_mut::<dns::Socket>(self.dns);
-                socket.update_servers(&servers);
-                match socket.start_query(appliance.iface.context(), host, DnsQueryType::A) {
-                    Ok(query) => self.stage = Stage::Resolving(query),
-                    Err(_) => return Some(Err("the host cannot be looked up")),
-                }
+        if self.next_at.is_some_and(|at| now < at) {
+            return None;
+        }
+        if CLOCK.unix_seconds().is_none() {
+            if !self.logged_clock_wait {
+                self.logged_clock_wait = true;
+                log::info!("heartbeat: waiting for the clock to check the server's certificate");
+            }
+            return None;
+        }
+        // An address first.
+        appliance.iface.ipv4_addr()?;
+        // Checked when the heartbeat started.
+        let url = parse_https_url(self.config.url)?;
+        self.status.sent += 1;
+        let request = write_request(Method::Get, &url, &[]);
+        match appliance.start_fetch(
+            self.sockets(),
+            self.client.clone(),
+            &url,
+            request,
+            PING_TIMEOUT_MICROS,
+            now,
+        ) {
+            Ok(fetch) => {
+                self.fetch = Some(fetch);
                 None
             }
-            Stage::Resolving(query) => {
-                let socket = appliance.sockets.get_mut::<dns::Socket>(self.dns);
-                let answer = match socket.get_query_result(*query) {
-                    Err(GetQueryResultError::Pending) => return None,
-                    Err(GetQueryResultError::Failed) => Err("the host's lookup failed"),
-                    Ok(addresses) => addresses.first().copied().ok_or("the host has no address"),
-                };
-                // Idle, the socket lists no server: smoltcp hands each DNS answer to the
-                // first socket listing its source, which must be the one that asked.
-                socket.update_servers(&[]);
-                self.stage = Stage::Idle;
-                match answer {
-                    Ok(address) => self.connect(appliance, address, url),
-                    Err(why) => Some(Err(why)),
-                }
-            }
-            Stage::Exchanging {
-                tls,
-                reader,
-                connected,
-            } => {
-                let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
-                if socket.state() == tcp::State::Established {
-                    *connected = true;
-                }
-                if !socket.is_open() {
-                    return Some(Err(if *connected {
-                        "the server closed the connection"
-                    } else {
-                        "the server refused the connection"
-                    }));
-                }
-                while socket.can_recv() && tls.receive_space() > 0 {
-                    let taken = socket.recv(|bytes| {
-                        let taken = tls.receive(bytes);
-                        (taken, taken)
-                    });
-                    if !matches!(taken, Ok(n) if n > 0) {
-                        break;
-                    }
-                }
-                if let Some(error) = tls.error() {
-                    log::warn!("heartbeat: TLS with {host}: {error}");
-                    return Some(Err("TLS failed"));
-                }
-                while socket.can_send() && !tls.outgoing().is_empty() {
-                    match socket.send_slice(tls.outgoing()) {
-                        Ok(0) | Err(_) => break,
-                        Ok(sent) => tls.sent(sent),
-                    }
-                }
-                let plaintext = tls.take_plaintext();
-                if !plaintext.is_empty() {
-                    match reader.push(&plaintext) {
-                        Ok(Some(response)) => return Some(Ok(response.status)),
-                        Ok(None) => {}
-                        Err(_) => return Some(Err("the answer is not valid HTTP")),
-                    }
-                }
-                if tls.peer_closed() || (*connected && !socket.may_recv()) {
-                    return Some(
-                        reader
-                            .finish()
-                            .map(|response| response.status)
-                            .map_err(|_| "the server closed the connection inside its answer"),
-                    );
-                }
-                None
-            }
+            Err(error) => Some(Err(error)),
         }
-    }
-
-    fn connect<D: EthernetDevice>(
-        &mut self,
-        appliance: &mut Appliance<'a, D>,
-        address: IpAddress,
-        url: HttpsUrl<'_>,
-    ) -> Option<Result<u16, &'static str>> {
-        let mut tls = match TlsClient::new(self.client.clone(), url.host) {
-            Ok(tls) => tls,
-            Err(_) => return Some(Err("TLS client set-up failed")),
-        };
-        tls.write(&write_request(Method::Get, &url, &[]));
-        let port = url.port;
-        let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
-        socket.abort();
-        if socket
-            .connect(
-                appliance.iface.context(),
-                IpEndpoint::new(address, port),
-                LOCAL_PORT,
-            )
-            .is_err()
-        {
-            return Some(Err("cannot open a connection"));
-        }
-        self.stage = Stage::Exchanging {
-            tls: alloc::boxed::Box::new(tls),
-            reader: ResponseReader::new(false),
-            connected: false,
-        };
-        None
     }
 
     /// Ends the ping: counts it, says so when it failed, and plans the next.
     fn finish<D: EthernetDevice>(
         &mut self,
         appliance: &mut Appliance<'a, D>,
-        outcome: Result<u16, &'static str>,
+        outcome: Result<u16, FetchError>,
         now: Instant,
     ) {
-        appliance.sockets.get_mut::<tcp::Socket>(self.tcp).abort();
-        let dns = appliance.sockets.get_mut::<dns::Socket>(self.dns);
-        if let Stage::Resolving(query) = core::mem::replace(&mut self.stage, Stage::Idle) {
-            dns.cancel_query(query);
+        if let Some(fetch) = self.fetch.take() {
+            appliance.end_fetch(fetch, self.sockets());
         }
-        dns.update_servers(&[]);
         let every = u64::from(self.config.every_minutes).saturating_mul(60);
         self.next_at = Some(now.add_micros(every.saturating_mul(1_000_000)));
         match outcome {

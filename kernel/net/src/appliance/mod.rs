@@ -25,6 +25,7 @@ pub mod clock;
 mod config;
 pub mod ddns;
 pub mod heartbeat;
+pub mod https_client;
 mod mdns_socket;
 mod memory;
 pub mod public;
