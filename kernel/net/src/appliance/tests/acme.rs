@@ -1,10 +1,11 @@
 //! ACME's lookups of the CA's name: a refused connection makes the next request look the
-//! name up again, so a CA that moved is followed (a DNS server and the CA's two addresses on
-//! the client end of the wire).
+//! name up again, so a CA that moved is followed, and of several addresses a refusing one
+//! gives way to the next at once (a DNS server and the CA's two addresses on the client end
+//! of the wire).
 
 use super::pool::{Client, run_until};
 use super::*;
-use crate::appliance::acme::{AcmeConfig, AcmeMemory};
+use crate::appliance::acme::{AcmeConfig, AcmeMemory, AcmeStatus};
 use bramble_acme::{BackoffPolicy, ChallengeKind, MemoryBlocks};
 use smoltcp::socket::udp;
 use smoltcp::wire::IpListenEndpoint;
@@ -14,24 +15,29 @@ const OLD: [u8; 4] = [10, 0, 0, 1];
 /// The CA's address after it moved.
 const NEW: [u8; 4] = [10, 0, 0, 3];
 
-/// A DNS answer to `query` giving `address` for an A question, and no address for any other
-/// (the question echoed, one record pointing at it, TTL an hour).
-fn answer(query: &[u8], address: [u8; 4]) -> Vec<u8> {
+/// A DNS answer to `query` giving `addresses` for an A question, and no address for any
+/// other (the question echoed, one record per address pointing at it, TTL an hour).
+fn answer(query: &[u8], addresses: &[[u8; 4]]) -> Vec<u8> {
     let mut reply = query.to_vec();
     // QR, RD, RA; no error.
     reply[2] = 0x81;
     reply[3] = 0x80;
     let question_type = &query[query.len() - 4..query.len() - 2];
     if question_type == [0, 1] {
-        reply[6..8].copy_from_slice(&1u16.to_be_bytes());
-        reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0x0e, 0x10, 0, 4]);
-        reply.extend_from_slice(&address);
+        reply[6..8].copy_from_slice(&(addresses.len() as u16).to_be_bytes());
+        for address in addresses {
+            reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0x0e, 0x10, 0, 4]);
+            reply.extend_from_slice(address);
+        }
     }
     reply
 }
 
-#[test]
-fn a_refused_connection_makes_the_next_request_look_the_ca_up_again_and_follow_it() {
+/// Runs an appliance ordering from `acme.test` against a DNS server whose `n`th A answer
+/// (from 0) is `lookup(n)`, and the CA listening at [`NEW`] only, until the CA sees a
+/// connection (or 10 s pass). Returns whether it did, the questions (true: A), and ACME's
+/// status.
+fn reach_the_ca(lookup: impl Fn(usize) -> Vec<[u8; 4]>) -> (bool, Vec<bool>, AcmeStatus) {
     let _ = bramble_tls::random::RANDOM.seed(&[9; 32]);
     if !bramble_tls::clock::CLOCK.is_set() {
         bramble_tls::clock::CLOCK.set(1_800_000_000_000_000, 0);
@@ -104,20 +110,31 @@ fn a_refused_connection_makes_the_next_request_look_the_ca_up_again_and_follow_i
             let a_queries = queries.iter().filter(|&&a| a).count();
             let is_a = query.len() > 16 && query[query.len() - 4..query.len() - 2] == [0, 1];
             queries.push(is_a);
-            // The first lookup finds the old address; the CA then moves.
-            let address = if a_queries == 0 { OLD } else { NEW };
             socket
-                .send_slice(&answer(&query, address), meta.endpoint)
+                .send_slice(&answer(&query, &lookup(a_queries)), meta.endpoint)
                 .unwrap();
         }
         c.sockets.get_mut::<tcp::Socket>(ca).state() != tcp::State::Listen
+    });
+    let status = appliance.acme_status(at(clock)).unwrap();
+    (reached, queries, status)
+}
+
+#[test]
+fn a_refused_connection_makes_the_next_request_look_the_ca_up_again_and_follow_it() {
+    // The first lookup finds the old address; the CA then moves.
+    let (reached, queries, status) = reach_the_ca(|n| {
+        if n == 0 {
+            std::vec![OLD]
+        } else {
+            std::vec![NEW]
+        }
     });
     let lookups = queries.iter().filter(|&&a| a).count();
     assert!(reached, "the moved CA was not reached ({lookups} lookups)");
     assert_eq!(lookups, 2, "one lookup, and one more after the refusal");
     // Without IPv6 on the board, no AAAA question.
     assert_eq!(queries.len(), 2, "{queries:?}");
-    let status = appliance.acme_status(at(clock)).unwrap();
     assert_eq!(status.failures, 1, "{status:?}");
     assert!(
         status
@@ -126,4 +143,12 @@ fn a_refused_connection_makes_the_next_request_look_the_ca_up_again_and_follow_i
             .is_some_and(|error| error.contains("refused")),
         "{status:?}"
     );
+}
+
+#[test]
+fn of_two_addresses_a_refusing_one_gives_way_to_the_next_without_a_failure() {
+    let (reached, queries, status) = reach_the_ca(|_| std::vec![OLD, NEW]);
+    assert!(reached, "the second address was not tried");
+    assert_eq!(queries, [true], "one lookup");
+    assert_eq!(status.failures, 0, "{status:?}");
 }
