@@ -19,6 +19,7 @@
 
 pub mod cpu;
 pub mod mmu;
+pub mod stack;
 
 core::arch::global_asm!(include_str!("start.s"), options(raw));
 // memcpy, memset, memcmp and their EABI forms, word- and block-wise: they replace

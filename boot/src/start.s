@@ -40,6 +40,15 @@ _start:
     strlo   r2, [r0], #4
     blo     1b
 
+    // Paint the SVC stack (nothing is on it yet) so that its deepest use can be read back and
+    // an overflow noticed: see stack.rs.
+    ldr     r0, =__stack_svc_bottom
+    ldr     r1, =__stack_svc_top
+    ldr     r2, =0x4B545321             // STACK_PAINT in stack.rs ("!STK")
+3:  cmp     r0, r1
+    strlo   r2, [r0], #4
+    blo     3b
+
     // VFP: full access to cp10/cp11 in CPACR, then FPEXC.EN (ARM1176 TRM 3.2.16, VFP11 TRM 2.3).
     mrc     p15, 0, r0, c1, c0, 2
     orr     r0, r0, #(0xF << 20)

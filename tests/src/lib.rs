@@ -241,6 +241,25 @@ impl Drop for Guest {
 /// How long a boot may take before the test fails: generous, for a loaded 2-core CI machine.
 pub const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// Asks the kernel for its status and returns its stack line (the deepest use since boot).
+/// Asserts the use stayed under half the stack: the boot paths and the main loop's deepest
+/// call chains (a TLS handshake, the appliance's start) must keep a wide margin, because an
+/// overflow silently corrupts the exception stacks below (boot/src/stack.rs).
+pub fn check_stack(guest: &mut Guest) -> bramble_status::Stack {
+    guest.send_line("status");
+    let line = guest.expect_line(bramble_status::Stack::PREFIX, Duration::from_secs(10));
+    let stack =
+        bramble_status::Stack::parse(&line).unwrap_or_else(|| panic!("unreadable: {line:?}"));
+    println!("{line}");
+    assert!(
+        stack.peak_bytes > 0 && stack.peak_bytes <= stack.size_bytes / 2,
+        "the kernel's stack was used {} of {} bytes: over half",
+        stack.peak_bytes,
+        stack.size_bytes
+    );
+    stack
+}
+
 /// Asks the kernel for its status and returns its first line (time, memory, the loop).
 pub fn up_status(guest: &mut Guest) -> bramble_status::Up {
     guest.send_line("status");

@@ -240,5 +240,7 @@ fn h2_serves_curl_nghttp_chromium_and_withstands_hostile_clients() {
             )
         });
     }
+    // After handshakes, h2 sessions and the hostile frames: the main loop's deepest chains.
+    bramble_tests::check_stack(&mut served.guest);
     checks.finish("HTTP/2 from the guest");
 }

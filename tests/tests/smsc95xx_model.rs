@@ -291,6 +291,8 @@ fn bramble_drives_the_lan9514_model_and_survives_its_faults() {
         "after the re-probe"
     );
     check_site(&netns, address, &files[..1]);
+    // Started with the link down, as on a real B+: the path that once overflowed the stack.
+    bramble_tests::check_stack(guest);
     let stats = model("stats");
     assert_eq!(stat(&stats, "replugs"), 1, "{stats}");
     assert_eq!(

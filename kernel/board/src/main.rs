@@ -200,6 +200,13 @@ fn kernel_main() -> ! {
     let nic_present = net.as_ref().is_some_and(|n| n.device().is_present());
     timeline.usb = if nic_present { TIMER.micros() } else { 0 };
     health::set_budget(health::RUNNING_BUDGET_MICROS);
+    log::info!(
+        "{}",
+        bramble_status::Stack {
+            peak_bytes: bramble_boot::stack::peak_full(),
+            size_bytes: bramble_boot::stack::size(),
+        }
+    );
     log::info!("ready: idle in WFI; type 'help' on this console for commands");
 
     let mut lines = console::LineReader::new();
@@ -213,6 +220,15 @@ fn kernel_main() -> ! {
     loop {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
+        // An overflow overwrites the exception stacks below and whatever an interrupt pushes
+        // there: reset with the reason rather than run on with corrupted state.
+        if bramble_boot::stack::overflowed() {
+            panic!(
+                "stack: the kernel's {} byte stack overflowed (deepest use seen: {} bytes)",
+                bramble_boot::stack::size(),
+                bramble_boot::stack::peak_full()
+            );
+        }
         let mut status_asked = false;
         let mut board_check_asked = false;
         let mut router_asked = None;
@@ -231,11 +247,11 @@ fn kernel_main() -> ! {
             None => {}
         });
         if let Some(again) = router_asked {
-            status::router_command(net.as_mut(), again);
+            status::router_command(net.as_deref_mut(), again);
         }
         if reboot_asked {
             // A clean shutdown: the router's mappings are deleted first.
-            if let Some(appliance) = net.as_mut() {
+            if let Some(appliance) = net.as_deref_mut() {
                 appliance.stop_router(Instant::from_micros(TIMER.micros()));
             }
             commands::reboot();
@@ -258,7 +274,7 @@ fn kernel_main() -> ! {
         if let Some(store) = store {
             store.poll(Instant::from_micros(TIMER.micros()));
         }
-        if let Some(appliance) = net.as_mut() {
+        if let Some(appliance) = net.as_deref_mut() {
             let now = Instant::from_micros(TIMER.micros());
             // No USB interrupt since the last poll: only a timer woke us, and the appliance
             // may look at the NIC's timed work alone (under QEMU, the quiet receive path
@@ -316,10 +332,10 @@ fn kernel_main() -> ! {
             deadline = earliest(deadline, store.next_deadline().map(|at| at.as_micros()));
         }
         if status_asked {
-            print_status(net.as_mut(), store, arena.remaining());
+            print_status(net.as_deref_mut(), store, arena.remaining());
         }
         if board_check_asked {
-            selftest::board(net.as_ref(), store);
+            selftest::board(net.as_deref(), store);
         }
         sleep_until(deadline, usb_interrupts);
     }
@@ -425,6 +441,13 @@ fn print_status(
             .map_or(0, |appliance| appliance.counters().quiet_polls),
     };
     log::info!("{line}");
+    log::info!(
+        "{}",
+        bramble_status::Stack {
+            peak_bytes: bramble_boot::stack::peak_full(),
+            size_bytes: bramble_boot::stack::size(),
+        }
+    );
     if let Some(store) = store {
         let cache = store.counters();
         let lookups = cache.hits + cache.misses;

@@ -154,6 +154,7 @@ pub struct Content {
 ///
 /// `controller` comes from [`power_up`], called before the SD card is read so that the USB
 /// core's settle time after its reset passes meanwhile.
+#[inline(never)] // its temporaries hold an appliance or two: not in the main loop's frame
 pub fn start(
     controller: Option<Dwc2Starting>,
     board_mac: Option<[u8; 6]>,
@@ -162,7 +163,7 @@ pub fn start(
     content: Content,
     arena: &mut Arena,
     emulated: bool,
-) -> Option<Network> {
+) -> Option<&'static mut Network> {
     let started = micros();
     let mut host = match controller?.finish() {
         Ok(host) => host,
@@ -342,7 +343,14 @@ pub fn start(
         .collect();
     server.set_trusted_proxies(&proxies);
     match Appliance::new(nic, config, memory, server, Instant::from_micros(micros())) {
-        Ok(mut appliance) => {
+        Ok(appliance) => {
+            // Into the arena at once: the appliance is tens of KiB, and the main loop's frame
+            // must not hold it (see boot/src/stack.rs).
+            let Some(appliance) = arena.value(appliance) else {
+                log::error!("net: no memory left for the appliance itself");
+                return None;
+            };
+            USED_BYTES.fetch_add(core::mem::size_of::<Network>(), Ordering::Relaxed);
             appliance.set_copy_words(crate::checksum::copy_sum_words);
             if let Some((config, memory)) = clock {
                 appliance.start_clock(config, memory, Instant::from_micros(micros()));

@@ -189,6 +189,17 @@ status_line! {
 }
 
 status_line! {
+    /// The kernel's stack: the deepest use since boot (the stack is painted at boot; see
+    /// boot/src/stack.rs) against its size (the board).
+    Stack = "status: stack peak " {
+        /// Deepest use since boot, bytes.
+        peak_bytes: usize, " of "
+        /// The stack's size, bytes.
+        size_bytes: usize, " bytes"
+    }
+}
+
+status_line! {
     /// The card cache and the card's reads (the board).
     Cache = "status: cache KiB " {
         /// Cache size, KiB.
