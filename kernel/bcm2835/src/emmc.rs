@@ -5,8 +5,9 @@
 //! EMMC's DREQ line while the caller goes on with other work.
 //!
 //! Writes (CMD24 for one block, CMD25 with auto-CMD12 for more, by programmed I/O) go only
-//! to the one window of blocks the board allows with [`Emmc::allow_writes`] (the certificate
-//! store's region); anything else is refused before a command is sent. Each write is checked:
+//! to the windows of blocks the board allows with [`Emmc::allow_writes`] (at most two, apart:
+//! the certificate store's region and the site slots' record and slots); anything else is
+//! refused before a command is sent. Each write is checked:
 //! the card's status before (CMD13, in the transfer state), the command's R1 and, once the
 //! data is in, CMD13 again until the card has programmed it, with every error bit looked at.
 //! Command flow from the SD Physical Layer Simplified Specification v3.01, section 4.2
@@ -319,6 +320,76 @@ impl WriteWindow {
     }
 }
 
+/// The windows writes may go to: at most [`MAX_WRITE_WINDOWS`], none overlapping another.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteWindows {
+    windows: [Option<WriteWindow>; MAX_WRITE_WINDOWS],
+}
+
+/// The most windows a card has: the certificate store's and the site slots'.
+pub const MAX_WRITE_WINDOWS: usize = 2;
+
+impl WriteWindows {
+    /// Adds `window`; `false` (and nothing changes) when it is empty, overlaps one already
+    /// allowed, or every place is taken.
+    pub fn add(&mut self, window: WriteWindow) -> bool {
+        let Some(end) = window.first_block.checked_add(window.blocks) else {
+            return false;
+        };
+        let overlaps = self.iter().any(|other| {
+            other
+                .first_block
+                .checked_add(other.blocks)
+                .is_none_or(|other_end| window.first_block < other_end && other.first_block < end)
+        });
+        if window.blocks == 0 || overlaps {
+            return false;
+        }
+        match self.windows.iter_mut().find(|place| place.is_none()) {
+            Some(place) => {
+                *place = Some(window);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether the `blocks` blocks from `first_block` lie wholly inside one window.
+    pub fn contains(&self, first_block: u64, blocks: u64) -> bool {
+        self.iter()
+            .any(|window| window.contains(first_block, blocks))
+    }
+
+    /// The windows allowed, in the order they were.
+    pub fn iter(&self) -> impl Iterator<Item = WriteWindow> + '_ {
+        self.windows.iter().flatten().copied()
+    }
+
+    /// Whether no window is allowed (nothing may be written).
+    pub fn is_empty(&self) -> bool {
+        self.iter().next().is_none()
+    }
+}
+
+impl core::fmt::Display for WriteWindows {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.is_empty() {
+            return f.write_str("none (nothing may be written)");
+        }
+        for (index, window) in self.iter().enumerate() {
+            if index > 0 {
+                f.write_str(" and ")?;
+            }
+            write!(
+                f,
+                "{} blocks from block {}",
+                window.blocks, window.first_block
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// What the write path has done since boot.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteCounters {
@@ -522,7 +593,7 @@ pub struct Emmc<C: Fn() -> u64> {
     now_micros: C,
     card: CardInfo,
     dma_read: Option<DmaRead>,
-    write_window: Option<WriteWindow>,
+    write_windows: WriteWindows,
     writes: WriteCounters,
     /// When the last register write other than to DATA was made, in microseconds.
     last_write: u64,
@@ -563,7 +634,7 @@ impl<C: Fn() -> u64> Emmc<C> {
                 clock_hz: 0,
             },
             dma_read: None,
-            write_window: None,
+            write_windows: WriteWindows::default(),
             writes: WriteCounters::default(),
             last_write: 0,
             write_gap: WriteGap::for_clock(0),
@@ -578,24 +649,20 @@ impl<C: Fn() -> u64> Emmc<C> {
         self.card
     }
 
-    /// Allows writes to `window` and nowhere else, once: the board calls it with the
-    /// certificate store's region. A second call (or a window past the card's end) is refused
-    /// and leaves the first window (or none) in place.
+    /// Allows writes to `window` too: the board calls it at boot with the certificate
+    /// store's region and the site slots' record and slots. A window past the card's end,
+    /// one overlapping another, or a third is refused and leaves the others as they were.
     pub fn allow_writes(&mut self, window: WriteWindow) -> bool {
         let on_card = window
             .first_block
             .checked_add(window.blocks)
             .is_some_and(|end| end <= self.card.blocks);
-        if self.write_window.is_some() || !on_card || window.blocks == 0 {
-            return false;
-        }
-        self.write_window = Some(window);
-        true
+        on_card && self.write_windows.add(window)
     }
 
-    /// The window writes may go to, if one was allowed.
-    pub fn write_window(&self) -> Option<WriteWindow> {
-        self.write_window
+    /// The windows writes may go to.
+    pub fn write_windows(&self) -> WriteWindows {
+        self.write_windows
     }
 
     /// What the write path has done since boot.
@@ -1016,15 +1083,12 @@ impl<C: Fn() -> u64> Emmc<C> {
             return Err(BlockError::BadBuffer);
         }
         let blocks = data.len() / BLOCK_SIZE;
-        let inside = self
-            .write_window
-            .is_some_and(|window| window.contains(first_block, blocks as u64));
-        if !inside {
+        if !self.write_windows.contains(first_block, blocks as u64) {
             self.writes.refused = self.writes.refused.saturating_add(1);
             log::error!(
                 "sd: refused a write of {blocks} blocks at block {first_block}: outside the \
-                 certificate store's region ({:?})",
-                self.write_window
+                 windows allowed ({})",
+                self.write_windows
             );
             return Err(BlockError::ReadOnly);
         }
@@ -1269,18 +1333,15 @@ impl<C: Fn() -> u64> BlockDevice for Emmc<C> {
 
 impl<C: Fn() -> u64> BlockWrite for Emmc<C> {
     /// Writes by programmed I/O, one command per [`PIO_BLOCKS_PER_COMMAND`] blocks, only
-    /// inside the window [`Emmc::allow_writes`] set (anything else is refused whole, before a
-    /// block is sent). A failed command is not retried: the caller (the certificate store)
-    /// decides, and its other slot is whole either way.
+    /// inside one window [`Emmc::allow_writes`] set (anything else is refused whole, before a
+    /// block is sent). A failed command is not retried: the caller (the certificate store or
+    /// the site publisher) decides, and its other copy is whole either way.
     fn write_blocks(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError> {
         if !data.len().is_multiple_of(BLOCK_SIZE) {
             return Err(BlockError::BadBuffer);
         }
         let blocks = (data.len() / BLOCK_SIZE) as u64;
-        if !self
-            .write_window
-            .is_some_and(|window| window.contains(first_block, blocks))
-        {
+        if !self.write_windows.contains(first_block, blocks) {
             // The same refusal the per-command check makes, for the whole request at once.
             return self.write(first_block, data);
         }
@@ -1327,6 +1388,62 @@ mod tests {
         assert!(
             !at_the_top.contains(u64::MAX - 1, 1),
             "a window whose end overflows"
+        );
+    }
+
+    #[test]
+    fn two_windows_apart_and_never_a_third_or_an_overlap() {
+        let mut windows = WriteWindows::default();
+        assert!(windows.is_empty());
+        assert!(!windows.contains(10, 1));
+        let store = WriteWindow {
+            first_block: 1025,
+            blocks: 64,
+        };
+        let slots = WriteWindow {
+            first_block: 4097,
+            blocks: 8000,
+        };
+        assert!(windows.add(store));
+        for overlapping in [
+            WriteWindow {
+                first_block: 1088,
+                blocks: 10,
+            },
+            WriteWindow {
+                first_block: 1000,
+                blocks: 26,
+            },
+            WriteWindow {
+                first_block: 0,
+                blocks: u64::MAX,
+            },
+            WriteWindow {
+                first_block: 2000,
+                blocks: 0,
+            },
+            WriteWindow {
+                first_block: u64::MAX,
+                blocks: 2,
+            },
+        ] {
+            assert!(!windows.add(overlapping), "{overlapping:?}");
+        }
+        assert!(windows.add(slots));
+        assert!(!windows.add(WriteWindow {
+            first_block: 100_000,
+            blocks: 1
+        }));
+        assert!(windows.contains(1025, 64));
+        assert!(windows.contains(4097, 8000));
+        assert!(
+            !windows.contains(1088, 3000),
+            "a run across both is in neither"
+        );
+        assert!(!windows.contains(4096, 1), "the slots' label block");
+        assert_eq!(
+            std::format!("{windows}"),
+            "64 blocks from block 1025 and 8000 blocks from block 4097"
         );
     }
 

@@ -160,12 +160,11 @@ fn card_store(settings: &Settings, card: Option<&'static Store>) -> Option<CardR
 }
 
 /// The status line's card-writes part: what the driver wrote since boot (commands, blocks,
-/// bytes), what it refused, and its window.
+/// bytes), what it refused, and its windows.
 pub fn print_card_writes(store: &Store) {
     let Some((writes, window)) = crate::storage::write_counters(store) else {
         return;
     };
-    let window = WindowText(window);
     let line = bramble_status::CardWrites {
         commands: writes.commands,
         blocks: writes.blocks,
@@ -175,22 +174,4 @@ pub fn print_card_writes(store: &Store) {
         window: bramble_status::Text::Shown(&window),
     };
     log::info!("{line}");
-}
-
-/// The write window for the status line, formatted in place: the heap exists only once TLS
-/// is set up, and the status command must work without it (a `String` here made it panic
-/// with "memory allocation of 29 bytes failed" on a card without HTTPS).
-struct WindowText(Option<bramble_bcm2835::emmc::WriteWindow>);
-
-impl core::fmt::Display for WindowText {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match &self.0 {
-            None => f.write_str("none (nothing may be written)"),
-            Some(window) => write!(
-                f,
-                "{} blocks from block {}",
-                window.blocks, window.first_block
-            ),
-        }
-    }
 }

@@ -13,7 +13,9 @@ use crate::arena::Arena;
 use crate::platform::{GPIO, micros};
 use bramble_bcm2835::dma::DmaAllocator;
 use bramble_bcm2835::dma_channel::{ControlBlock, DmaChannel};
-use bramble_bcm2835::emmc::{DmaReadPoll, Emmc, EmmcError, WriteCounters, WriteWindow};
+use bramble_bcm2835::emmc::{
+    DmaReadPoll, Emmc, EmmcError, WriteCounters, WriteWindow, WriteWindows,
+};
 use bramble_bcm2835::gpio::Function;
 use bramble_fat::store_region::{StorePartition, StoreRegion, StoreRegionError};
 use bramble_hal::block::{
@@ -558,9 +560,9 @@ pub fn check_card(store: &Store) -> Option<Result<CardCheck, BlockError>> {
     })
 }
 
-/// What the card's write path has done since boot, and its window (for the status line).
-pub fn write_counters(store: &Store) -> Option<(WriteCounters, Option<WriteWindow>)> {
-    store.with_device(|reader| (reader.emmc.write_counters(), reader.emmc.write_window()))
+/// What the card's write path has done since boot, and its windows (for the status line).
+pub fn write_counters(store: &Store) -> Option<(WriteCounters, WriteWindows)> {
+    store.with_device(|reader| (reader.emmc.write_counters(), reader.emmc.write_windows()))
 }
 
 /// Finds the certificate store's region: the partition table's 0xDA entry, confirmed by its
