@@ -112,7 +112,9 @@ fn the_live_slot_is_served_and_a_slot_failing_its_checks_never_is() {
     let publish = |site: Option<&str>, version: u64, rollback: bool| {
         bramble::publish::card::run(bramble::publish::card::PublishArgs {
             site: site.map(|name| dir.path().join(name)),
-            card: card.clone(),
+            card: Some(card.clone()),
+            out: None,
+            host: None,
             key: key.clone(),
             version: Some(version),
             rollback,

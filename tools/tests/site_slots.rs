@@ -466,3 +466,83 @@ fn a_publish_killed_at_any_moment_leaves_the_old_or_the_new_site() {
     eprintln!("20 cuts over a {run:?} publish: {saw_old} old, {saw_new} new");
     assert_eq!(saw_old + saw_new, 20);
 }
+
+#[test]
+fn cli_publish_out_writes_a_signed_manifest_and_the_image_for_a_static_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = site_dir(dir.path(), "a", 3);
+    let key = dir.path().join("owner.key");
+    assert!(
+        bramble()
+            .arg("keygen")
+            .arg(&key)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = dir.path().join("static");
+    let run = |args: &[&str]| {
+        bramble()
+            .arg("publish")
+            .arg(&site)
+            .arg("--key")
+            .arg(&key)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let done = run(&[
+        "--out",
+        out.to_str().unwrap(),
+        "--host",
+        "Garden",
+        "--version",
+        "77",
+    ]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let said = String::from_utf8_lossy(&done.stdout);
+    assert!(
+        said.contains("version 77") && said.contains("site-77.bin"),
+        "{said}"
+    );
+    let image = fs::read(out.join("site-77.bin")).unwrap();
+    assert_eq!(image, packed(&site));
+    let file = fs::read(out.join("manifest")).unwrap();
+    let (manifest, signature) = bramble_publish::pull::split_manifest_file(&file).unwrap();
+    let public = bramble::publish::keys::read_public(&dir.path().join("owner.pub")).unwrap();
+    let checked =
+        bramble_publish::manifest::Manifest::verify(manifest, signature, Some(&public), "garden")
+            .expect("signed by the owner for garden");
+    assert_eq!(checked.version, 77);
+    assert_eq!(checked.len as usize, image.len());
+    let sha: [u8; 32] = sha2::Digest::finalize(sha2::Digest::chain_update(
+        <sha2::Sha256 as sha2::Digest>::new(),
+        &image,
+    ))
+    .into();
+    assert_eq!(checked.sha256, sha);
+    // --out needs --host, --host needs --out, --out excludes --card and --rollback, and a
+    // bad host name is refused.
+    let x = dir.path().join("x");
+    let x = x.to_str().unwrap();
+    let card = dir.path().join("c.img");
+    let card = card.to_str().unwrap();
+    for (args, code) in [
+        (&["--out", x][..], 2),
+        (&["--host", "garden", "--card", card][..], 2),
+        (&["--out", x, "--host", "garden", "--card", card][..], 2),
+        (&["--out", x, "--host", "garden", "--rollback"][..], 2),
+        (&["--out", x, "--host", "a b"][..], 1),
+    ] {
+        let failed = run(args);
+        assert_eq!(failed.status.code(), Some(code), "{args:?}");
+    }
+    assert!(
+        !dir.path().join("x").exists(),
+        "a refused publish wrote nothing"
+    );
+}

@@ -285,6 +285,18 @@ fn kernel_main() -> ! {
                 appliance.poll(now)
             };
             polled_at_interrupt = Some(usb_interrupts);
+            if let Some(record) = appliance.take_published() {
+                // The live switch is a clean reset: the store's index and extents are fixed
+                // at boot (doc/publish.md). Boot serves the slot the record now names.
+                let live = record.slots[usize::from(record.live)];
+                log::info!(
+                    "publish: restarting to serve version {} from slot {}",
+                    live.version,
+                    site_slots::slot_name(record.live)
+                );
+                appliance.stop_router(Instant::from_micros(TIMER.micros()));
+                commands::reboot();
+            }
             if status_refreshed
                 .is_none_or(|at| TIMER.micros().saturating_sub(at) >= STATUS_REFRESH_MICROS)
             {
@@ -507,6 +519,21 @@ fn print_status(
             let line = bramble_status::Syslog {
                 sent: syslog.sent,
                 dropped: syslog.dropped,
+            };
+            log::info!("{line}");
+        }
+        if let Some(pull) = appliance.pull_status(bramble_hal::Instant::from_micros(TIMER.micros()))
+        {
+            let line = bramble_status::Publish {
+                checks: pull.checks,
+                up_to_date: pull.up_to_date,
+                published: pull.published,
+                refused: pull.refused,
+                failed: pull.failed,
+                live_version: pull.live_version,
+                blocks: pull.blocks,
+                last_blocks: pull.last_blocks,
+                next_in: pull.next_in,
             };
             log::info!("{line}");
         }

@@ -10,6 +10,7 @@ use bramble_hal::{Instant, MacAddress};
 use bramble_http::{Connection, RedirectHost, Server, ServerConfig, SiteSource};
 use bramble_net::SocketStorage;
 use bramble_net::appliance::heartbeat::{HeartbeatConfig, HeartbeatMemory};
+use bramble_net::appliance::pull::{PullConfig, PullMemory};
 use bramble_net::appliance::router::{RouterConfig, RouterMemory};
 use bramble_net::appliance::syslog::{CollectorHost, SyslogConfig, SyslogMemory};
 use bramble_net::appliance::{
@@ -232,7 +233,8 @@ pub fn start(
             })
         + ddns.as_ref().map_or(0, |_| crate::ddns::SOCKETS)
         + 2 * usize::from(settings.router_ports != RouterPorts::Off)
-        + if settings.heartbeat.is_some() { 2 } else { 0 };
+        + if settings.heartbeat.is_some() { 2 } else { 0 }
+        + if settings.publish_url.is_some() { 2 } else { 0 };
     let per_address = settings.connections_per_address.map_or(0, u32::from);
     let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
     let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;
@@ -253,6 +255,7 @@ pub fn start(
     };
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
     let heartbeat = heartbeat_config(settings, arena);
+    let pull = pull_config(settings, arena, content.card, hostname);
     let syslog = match &settings.syslog {
         Some(target) => {
             let host = match &target.host {
@@ -368,6 +371,11 @@ pub fn start(
                 && let Err(error) = appliance.start_heartbeat(config, memory)
             {
                 log::error!("heartbeat: not started: {error}");
+            }
+            if let Some((config, memory)) = pull
+                && let Err(error) = appliance.start_pull(config, memory)
+            {
+                log::error!("publish: not started: {error}");
             }
             if let Some(ddns) = ddns {
                 let now = Instant::from_micros(micros());
@@ -491,6 +499,71 @@ fn heartbeat_config(
         dns_servers,
     };
     Some((config, arena.value(HeartbeatMemory::new())?))
+}
+
+/// Heap for pulling: its TLS client, which for a download holds full 16 KiB records (the
+/// deframer's buffer, the decrypted record, each poll's plaintext taken out); 64 KiB ran
+/// out on the first image in QEMU.
+const PULL_HEAP_BYTES: usize = 160 * 1024;
+/// The read-back's buffer: whole blocks.
+const PULL_SCRATCH_BYTES: usize = 16 * 1024;
+
+/// Pulling's configuration and memory (`None`: `publish_url` is off, or logged why not): the
+/// URL, its interval, the roots (`acme_ca_certificate`, else Let's Encrypt's), and the card
+/// writer over the slots boot served from.
+fn pull_config(
+    settings: &Settings,
+    arena: &mut Arena,
+    card: Option<&'static crate::storage::Store>,
+    hostname: &'static str,
+) -> Option<(PullConfig<'static>, &'static mut PullMemory)> {
+    let url = settings.publish_url.as_ref()?;
+    let Some((slots, record, next_copy)) = crate::storage::site_slots() else {
+        log::error!(
+            "publish: the card has no site slots served (make it with `bramble image \
+             --publish-key`); not started"
+        );
+        return None;
+    };
+    if slots.publish_key.is_none() {
+        log::error!("publish: the card has no publish key (publishing is off); not started");
+        return None;
+    }
+    let store = card?;
+    let roots_pem: &'static [u8] = match &settings.acme_ca_certificate {
+        None => bramble_acme::LETS_ENCRYPT_ROOTS_PEM,
+        Some(name) => match crate::storage::acme_ca_file() {
+            Some(Ok(bytes)) => bytes,
+            Some(Err(problem)) => {
+                log::error!("publish: {name}: {problem}; not started");
+                return None;
+            }
+            None => {
+                log::error!("publish: the card could not be read; not started");
+                return None;
+            }
+        },
+    };
+    if !crate::tls::claim_heap(arena, PULL_HEAP_BYTES) {
+        log::error!("publish: no memory for its {PULL_HEAP_BYTES}-byte heap; not started");
+        return None;
+    }
+    let dns_servers = arena.slice(settings.dns.len(), || [0u8; 4])?;
+    for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
+        *slot = server.octets();
+    }
+    let card = arena.value(crate::storage::PublishCard(store))?;
+    let config = PullConfig {
+        url: arena.value(url.clone())?.as_str(),
+        every_minutes: u32::from(settings.publish_every),
+        roots_pem,
+        dns_servers,
+        hostname,
+        publisher: bramble_publish::writer::Publisher::new(slots, record, next_copy),
+        card,
+        scratch: arena.bytes(PULL_SCRATCH_BYTES, 32)?,
+    };
+    Some((config, arena.value(PullMemory::new())?))
 }
 
 /// Who may see the status page and metrics, from `status_from` and `status_token`.

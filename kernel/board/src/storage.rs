@@ -4,10 +4,12 @@
 //! verify only its index, and hand the card to the store that serves bodies from it on
 //! demand. Every file is found through the same checked FAT code (`bramble_store::fat`).
 //!
-//! The card is written in one place only: the certificate store's region (`bramble image`
-//! reserves it as a labelled partition before the FAT one, `bramble_fat::store_region`), and
-//! only with `acme = on` and `certificate_store = card`. Then, and only then, the EMMC driver is
-//! given that region as its write window; every other block stays unwritable in the driver.
+//! The card is written in two places only, each given to the EMMC driver as a write window
+//! only when the owner's settings use it; every other block stays unwritable in the driver:
+//! the certificate store's region (`bramble image` reserves it as a labelled partition before
+//! the FAT one, `bramble_fat::store_region`), with `acme = on` and `certificate_store = card`;
+//! and the site slots' record and slots (never their label, which holds the publish key),
+//! with `publish_url` set and a publish key on the card.
 
 use crate::arena::Arena;
 use crate::platform::{GPIO, micros};
@@ -53,6 +55,23 @@ static TLS_FILES: spin::Once<TlsFiles> = spin::Once::new();
 /// [`check_card`].
 static SITE_EXTENTS: spin::Once<FileExtents> = spin::Once::new();
 static STORE_REGION: spin::Once<Result<StoreRegion, StoreRegionError>> = spin::Once::new();
+/// The site slots as boot found them, their record and the copy the next save goes to, when
+/// the card has slots and boot served one of them.
+static SITE_SLOTS: spin::Once<(
+    bramble_fat::site_slots::Slots,
+    bramble_fat::site_slots::SlotRecord,
+    usize,
+)> = spin::Once::new();
+
+/// The site slots, their record as boot read it and the record copy the next save goes to
+/// (`None`: the card has no slots, or none was served).
+pub fn site_slots() -> Option<(
+    bramble_fat::site_slots::Slots,
+    bramble_fat::site_slots::SlotRecord,
+    usize,
+)> {
+    SITE_SLOTS.get().copied()
+}
 
 /// The certificate store's region as found on the card at boot (`None`: the card could not
 /// be read that far).
@@ -505,6 +524,29 @@ impl BlockWrite for StoreCard {
     }
 }
 
+/// The card as the site publisher reaches it: the certificate store's path (programmed I/O,
+/// after a background read's run ends; writes only inside the driver's windows), feeding the
+/// watchdog at each call, since a publish's read-back of a large site takes seconds.
+pub struct PublishCard(pub &'static Store);
+
+impl BlockDevice for PublishCard {
+    fn block_count(&self) -> u64 {
+        StoreCard(self.0).block_count()
+    }
+
+    fn read_blocks(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
+        crate::health::feed();
+        StoreCard(self.0).read_blocks(first_block, buffer)
+    }
+}
+
+impl BlockWrite for PublishCard {
+    fn write_blocks(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError> {
+        crate::health::feed();
+        StoreCard(self.0).write_blocks(first_block, data)
+    }
+}
+
 /// What `selftest board` measured of the card.
 pub struct CardCheck {
     /// What the driver set up.
@@ -692,7 +734,20 @@ pub fn load(emmc_clock_hz: u32, arena: &mut Arena, dma: &mut DmaAllocator) -> Ca
     }
     STORE_REGION.call_once(|| region);
     let site = match crate::site_slots::find(&mut reader, &volume.partition) {
-        Ok(slots) => open_slot_site(reader, arena, &slots),
+        Ok(slots) => {
+            // The second write window, only when the owner pulls signed sites.
+            if settings.publish_url.is_some() && slots.publish_key.is_some() {
+                let (first_block, blocks) = slots.writable();
+                let window = WriteWindow {
+                    first_block,
+                    blocks,
+                };
+                if !reader.emmc.allow_writes(window) {
+                    log::error!("sd: the site slots' window {window:?} was not allowed");
+                }
+            }
+            open_slot_site(reader, arena, &slots)
+        }
         Err(bramble_fat::site_slots::SlotsError::Absent) => open_site(reader, arena),
         Err(error) => {
             log::error!("slots: {error}; looking for {SITE_FILE} on FAT instead");
@@ -759,7 +814,8 @@ fn read_settings(reader: &mut CardReader, arena: &mut Arena) -> Settings {
     }
     // ACME brings its own certificate; only a private CA's roots come from the card, for it
     // and for the heartbeat's server.
-    let wants_roots = (https && settings.acme) || settings.heartbeat.is_some();
+    let wants_roots =
+        (https && settings.acme) || settings.heartbeat.is_some() || settings.publish_url.is_some();
     if wants_roots && let Some(name) = &settings.acme_ca_certificate {
         let roots = read(name.as_str());
         ACME_CA.call_once(|| roots);
@@ -775,7 +831,7 @@ fn open_slot_site(
     arena: &mut Arena,
     slots: &bramble_fat::site_slots::Slots,
 ) -> Result<Site, StorageError> {
-    let Some((record, _)) = crate::site_slots::read_record(&mut reader, slots) else {
+    let Some((record, next_copy)) = crate::site_slots::read_record(&mut reader, slots) else {
         return Err(StorageError::NoSlotRecord);
     };
     for slot in record.boot_order() {
@@ -804,6 +860,7 @@ fn open_slot_site(
                         ", not the live one: that failed its checks"
                     }
                 );
+                SITE_SLOTS.call_once(|| (*slots, record, next_copy));
                 return build_site(reader, arena, index, extents, started, started);
             }
             Ok(index) => log::error!(

@@ -9,8 +9,11 @@
 //!   back and checks its hash, and only then switches the slot record; or switches back to the
 //!   other slot for a signed rollback. Every card write goes through `BlockWrite`, so the
 //!   tests count them and cut power after any one.
+//! - [`pull`]: what the board fetches from `publish_url` (the manifest file, the image's URL
+//!   beside it) and the image's response read as a stream.
 #![no_std]
 #![forbid(unsafe_code)]
 
 pub mod manifest;
+pub mod pull;
 pub mod writer;

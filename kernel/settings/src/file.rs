@@ -64,10 +64,12 @@ pub(crate) enum Key {
     ProxyFrom,
     Heartbeat,
     HeartbeatEvery,
+    PublishUrl,
+    PublishEvery,
 }
 
 impl Key {
-    pub(crate) const ALL: [Key; 46] = [
+    pub(crate) const ALL: [Key; 48] = [
         Key::Hostname,
         Key::Address,
         Key::Gateway,
@@ -114,6 +116,8 @@ impl Key {
         Key::ProxyFrom,
         Key::Heartbeat,
         Key::HeartbeatEvery,
+        Key::PublishUrl,
+        Key::PublishEvery,
     ];
 
     pub(crate) fn name(self) -> &'static str {
@@ -164,6 +168,8 @@ impl Key {
             Key::ProxyFrom => "proxy_from",
             Key::Heartbeat => "heartbeat",
             Key::HeartbeatEvery => "heartbeat_every",
+            Key::PublishUrl => "publish_url",
+            Key::PublishEvery => "publish_every",
         }
     }
 

@@ -479,6 +479,11 @@ pub struct Settings {
     pub heartbeat: Option<heapless::String<MAX_ACME_TEXT_LEN>>,
     /// `heartbeat_every`: minutes between pings, 1 to 1440. Default 5.
     pub heartbeat_every: u16,
+    /// `publish_url`: `off` (default) or the `https://` URL of the signed manifest the board
+    /// checks every `publish_every` minutes for a new site (doc/publish.md).
+    pub publish_url: Option<heapless::String<MAX_ACME_TEXT_LEN>>,
+    /// `publish_every`: minutes between checks of `publish_url`, 1 to 1440. Default 15.
+    pub publish_every: u16,
 }
 
 impl Default for Settings {
@@ -527,6 +532,8 @@ impl Default for Settings {
             proxy_from: heapless::Vec::new(),
             heartbeat: None,
             heartbeat_every: 5,
+            publish_url: None,
+            publish_every: 15,
         }
     }
 }

@@ -71,6 +71,8 @@ fn template_mentions_every_setting() {
         "proxy_from",
         "heartbeat",
         "heartbeat_every",
+        "publish_url",
+        "publish_every",
     ] {
         assert!(TEMPLATE.contains(key), "template does not mention {key}");
     }
@@ -692,4 +694,31 @@ fn wildcard_names_need_dns01_and_dns01_needs_ddns() {
     assert_eq!(errors[0].problem, Problem::Dns01WithoutDdns);
     assert!(Settings::parse("domain = *.*.example.org\n").is_err());
     assert!(Settings::parse("ddns_name = *.example.org\n").is_err());
+}
+
+#[test]
+fn publish_url_and_its_interval() {
+    let settings = Settings::parse(
+        "publish_url = https://static.example/garden/manifest\npublish_every = 60\n",
+    )
+    .unwrap();
+    assert_eq!(
+        settings.publish_url.as_deref(),
+        Some("https://static.example/garden/manifest")
+    );
+    assert_eq!(settings.publish_every, 60);
+    assert_eq!(Settings::default().publish_url, None);
+    assert_eq!(Settings::default().publish_every, 15);
+    for bad in [
+        "publish_url = http://static.example/manifest",
+        "publish_url = https:///manifest",
+        "publish_every = 0",
+        "publish_every = 1441",
+    ] {
+        assert!(Settings::parse(bad).is_err(), "{bad}");
+    }
+    assert_eq!(
+        Settings::parse("publish_url = off"),
+        Ok(Settings::default())
+    );
 }

@@ -348,6 +348,30 @@ status_line! {
 }
 
 status_line! {
+    /// Pulling new sites (the board, with `publish_url` set and a publish key on the card).
+    Publish = "status: publish checks " {
+        /// Checks of the manifest started.
+        checks: u64, ", up to date "
+        /// Checks that found the live version.
+        up_to_date: u64, ", published "
+        /// Sites written, verified and made live.
+        published: u64, ", refused "
+        /// Manifests or images refused (signature, host, version, size, hash, length).
+        refused: u64, ", failed "
+        /// Checks that failed otherwise (network, TLS, stall, card).
+        failed: u64, "; live version "
+        /// The version served.
+        live_version: u64, "; card blocks written "
+        /// Blocks written since boot.
+        blocks: u64, ", by the last publish "
+        /// Blocks the last publish wrote.
+        last_blocks: u64, "; next in "
+        /// Seconds to the next check.
+        next_in: u64, " s"
+    }
+}
+
+status_line! {
     /// Dynamic DNS (the board, with `ddns` set): what the server last confirmed.
     Ddns<'a> = "status: ddns A " {
         /// The A record's address, or `-`.

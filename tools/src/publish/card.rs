@@ -1,8 +1,12 @@
 //! `bramble publish --card IMG`: a signed site into the idle slot of a card image (or a card
 //! in a reader), by the kernel's own card writer (`bramble_publish::writer`) over the file,
 //! with the kernel's write window: only the slot record and the slots are ever written, so
-//! the certificate store, the settings and the kernel stay as they are. The same manifest,
-//! signature and checks as a publish over the network (which is not built yet).
+//! the certificate store, the settings and the kernel stay as they are.
+//!
+//! `bramble publish --out DIR --host NAME`: the same signed manifest, written for a board
+//! that pulls (`publish_url`): `DIR/manifest` (the manifest, then its signature) and
+//! `DIR/site-VERSION.bin` (the image), for the owner's CI to put on any static HTTPS host
+//! (`bramble_publish::pull` says where the board looks).
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
@@ -25,8 +29,16 @@ pub struct PublishArgs {
     pub site: Option<PathBuf>,
     /// The card image (or card device) to publish into; it must have site slots and the
     /// public half of --key (`bramble image --publish-key`).
-    #[arg(long, value_name = "IMG")]
-    pub card: PathBuf,
+    #[arg(long, value_name = "IMG", required_unless_present = "out")]
+    pub card: Option<PathBuf>,
+    /// Instead of a card: write DIR/manifest and DIR/site-VERSION.bin for a board that pulls
+    /// them from a static host (`publish_url`); needs --host.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["card", "rollback"], requires = "host")]
+    pub out: Option<PathBuf>,
+    /// The board's `hostname` the manifest names (with --out; a card's is read from its
+    /// BRAMBLE.TXT).
+    #[arg(long, value_name = "NAME", requires = "out", conflicts_with = "card")]
+    pub host: Option<String>,
     /// The owner's secret key (`bramble keygen`).
     #[arg(long, value_name = "OWNER.KEY")]
     pub key: PathBuf,
@@ -165,23 +177,72 @@ fn site_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
     }
 }
 
+/// Writes the signed manifest file and the image for a static host into `dir`.
+fn write_out(args: &PublishArgs, dir: &Path, host: &str, version: u64) -> anyhow::Result<()> {
+    let key = super::keys::read_secret(&args.key)?;
+    let Some(site) = &args.site else {
+        bail!("name a site folder or SITE.BIN to publish");
+    };
+    let image = site_bytes(site)?;
+    let len = u32::try_from(image.len()).context("the site image is 4 GiB or more")?;
+    let manifest = Manifest::new(
+        Action::Publish,
+        version,
+        len,
+        Sha256::digest(&image).into(),
+        host,
+    )
+    .with_context(|| {
+        format!("--host {host:?} is not a host name (letters, digits, '-' and '.', 1-63)")
+    })?
+    .encode();
+    let signature = key.sign(&manifest).to_bytes();
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let image_name = format!("site-{version}.bin");
+    let image_path = dir.join(&image_name);
+    std::fs::write(&image_path, &image)
+        .with_context(|| format!("writing {}", image_path.display()))?;
+    // The manifest last: a host that serves the folder as it fills never names an image
+    // that is not there yet.
+    let manifest_path = dir.join("manifest");
+    let mut file = manifest.to_vec();
+    file.extend_from_slice(&signature);
+    std::fs::write(&manifest_path, &file)
+        .with_context(|| format!("writing {}", manifest_path.display()))?;
+    println!(
+        "{}: version {version} ({} bytes) signed for {host}; {} beside it. Upload both; the \
+         board checks the manifest at its publish_url",
+        manifest_path.display(),
+        image.len(),
+        image_name
+    );
+    Ok(())
+}
+
 /// Runs `bramble publish`.
 pub fn run(args: PublishArgs) -> anyhow::Result<()> {
-    let key = super::keys::read_secret(&args.key)?;
-    let mut open = open_card(&args.card)?;
-    if open.slots.publish_key != Some(key.verifying_key().to_bytes()) {
-        // The writer refuses it too; saying so first names the cause plainly.
-        eprintln!(
-            "warning: {} does not hold the public half of {}; the card will refuse it",
-            args.card.display(),
-            args.key.display()
-        );
-    }
     let version = args.version.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_secs())
     });
+    let card_path = match (&args.card, &args.out, &args.host) {
+        (_, Some(dir), Some(host)) => return write_out(&args, dir, host, version),
+        (Some(card), None, _) => card.clone(),
+        _ => {
+            bail!("name a card (--card IMG) or a folder for a static host (--out DIR --host NAME)")
+        }
+    };
+    let key = super::keys::read_secret(&args.key)?;
+    let mut open = open_card(&card_path)?;
+    if open.slots.publish_key != Some(key.verifying_key().to_bytes()) {
+        // The writer refuses it too; saying so first names the cause plainly.
+        eprintln!(
+            "warning: {} does not hold the public half of {}; the card will refuse it",
+            card_path.display(),
+            args.key.display()
+        );
+    }
     let mut publisher = Publisher::new(open.slots, open.record, open.next_copy);
     let started = Instant::now();
     let fail = |error: bramble_publish::writer::PublishError| {
@@ -202,7 +263,7 @@ pub fn run(args: PublishArgs) -> anyhow::Result<()> {
         open.card.file.sync_all()?;
         println!(
             "{}: rolled back to slot {} (version {}), 1 block written",
-            args.card.display(),
+            card_path.display(),
             slot_name(record.live),
             record.slots[usize::from(record.live)].version
         );
@@ -239,7 +300,7 @@ pub fn run(args: PublishArgs) -> anyhow::Result<()> {
     println!(
         "{}: version {version} ({} bytes) published into slot {}, now live; {} card blocks \
          written in {} ms",
-        args.card.display(),
+        card_path.display(),
         image.len(),
         slot_name(record.live),
         publisher.blocks_written(),

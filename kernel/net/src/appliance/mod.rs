@@ -29,6 +29,7 @@ pub mod https_client;
 mod mdns_socket;
 mod memory;
 pub mod public;
+pub mod pull;
 pub mod router;
 pub mod syslog;
 #[cfg(test)]
@@ -180,6 +181,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     syslog: Option<syslog::SyslogState<'a>>,
     /// The heartbeat, once [`Appliance::start_heartbeat`] has run.
     heartbeat: Option<heartbeat::HeartbeatState<'a>>,
+    /// Pulling new sites, once [`Appliance::start_pull`] has run.
+    pull: Option<pull::PullState<'a>>,
     /// Dynamic DNS, once [`Appliance::start_ddns`] has run.
     ddns: Option<ddns::DdnsState<'a>>,
     /// The port-mapping client, once [`Appliance::start_router`] has run.
@@ -347,6 +350,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             acme: None,
             syslog: None,
             heartbeat: None,
+            pull: None,
             ddns: None,
             router: None,
             public: public::PublicAddress::default(),
@@ -441,6 +445,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_acme(now);
         self.poll_syslog(now);
         self.poll_heartbeat(now);
+        self.poll_pull(now);
         self.poll_ddns(now);
         self.poll_router(now);
     }
@@ -672,6 +677,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         next = earliest(next, self.acme_deadline(now));
         next = earliest(next, self.syslog_deadline(now));
         next = earliest(next, self.heartbeat_deadline(now));
+        next = earliest(next, self.pull_deadline(now));
         next = earliest(next, self.ddns_deadline(now));
         next = earliest(next, self.router_deadline(now));
         next = earliest(next, self.address.link_local_deadline(self.link));
