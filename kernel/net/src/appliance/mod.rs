@@ -48,7 +48,7 @@ use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, Held, PhyCounters};
 use crate::stream::http::HttpService;
 use crate::stream::tls::{TLS_CELL_LEN, TlsCounters, TlsService};
-use crate::stream::{PoolConfig, PoolCounters, PoolLimits, StreamPool};
+use crate::stream::{MAX_UNCAPPED, PoolConfig, PoolCounters, PoolLimits, SourcePrefix, StreamPool};
 use address::AddressState;
 use address6::Ipv6State;
 use alloc::sync::Arc;
@@ -173,6 +173,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     secret_key: [u64; 2],
     /// Both pools' deadlines and per-source cap.
     limits: (PoolLimits, u32),
+    /// Sources the per-source cap exempts (the owner's caches), for both pools.
+    uncapped: heapless::Vec<SourcePrefix, MAX_UNCAPPED>,
     /// SNTP and DNS, once [`Appliance::start_clock`] has run.
     clock: Option<clock::ClockState<'a>>,
     /// The ACME agent, once [`Appliance::start_acme`] has run.
@@ -346,6 +348,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             server,
             secret_key: config.secret_key,
             limits: (config.limits, config.max_per_source),
+            uncapped: heapless::Vec::new(),
             clock: None,
             acme: None,
             syslog: None,
@@ -493,6 +496,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         );
         https.set_address(self.mac, self.pool_address, now);
         https.set_ipv6_addresses(self.pool.addresses(), now);
+        https.set_uncapped(&self.uncapped);
         self.https = Some(https);
         self.phy
             .divert_tcp_ports([Some(self.http_port), Some(port)]);
@@ -509,6 +513,20 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// Socket slots not yet used.
     pub(super) fn sockets_free(&self) -> usize {
         self.sockets_capacity - self.sockets.iter().count()
+    }
+
+    /// Exempts these prefixes (the owner's caches: `proxy_from`) from the per-source
+    /// connection cap on HTTP and HTTPS: a cache's connections carry many clients each, and
+    /// the cap counts connections, before any header names the client. Call before serving.
+    pub fn set_uncapped_sources(&mut self, prefixes: &[SourcePrefix]) {
+        self.uncapped.clear();
+        for prefix in prefixes.iter().take(MAX_UNCAPPED) {
+            let _ = self.uncapped.push(*prefix);
+        }
+        self.pool.set_uncapped(&self.uncapped);
+        if let Some(https) = &mut self.https {
+            https.set_uncapped(&self.uncapped);
+        }
     }
 
     /// The link as last polled.

@@ -88,8 +88,8 @@ pub mod tls;
 pub mod wire;
 
 pub use pool::{
-    CELL_LEN, Cell, Lease, MAX_IPV6_ADDRESSES, PoolConfig, PoolCounters, PoolLimits, PoolMemory,
-    Source, StreamPool, Tcb, Transmit, source_key,
+    CELL_LEN, Cell, Lease, MAX_IPV6_ADDRESSES, MAX_UNCAPPED, PoolConfig, PoolCounters, PoolLimits,
+    PoolMemory, Source, SourcePrefix, StreamPool, Tcb, Transmit, source_key,
 };
 
 use bramble_hal::Instant;

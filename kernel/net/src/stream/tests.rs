@@ -1397,6 +1397,95 @@ fn the_per_source_cap_counts_an_ipv6_64_as_one_source() {
 }
 
 #[test]
+fn the_owners_caches_are_exempt_from_the_per_source_cap() {
+    let mut net = Net::with_config(
+        16,
+        4,
+        16,
+        PoolConfig {
+            port: PORT,
+            limits: limits(),
+            max_per_source: 2,
+            seed: [7, 1],
+        },
+    );
+    // The IPv4 client is a cache (`proxy_from = 10.0.0.0/24`); the IPv6 /64 is not.
+    net.pool
+        .set_uncapped(&[SourcePrefix::v4([10, 0, 0, 0], 24)]);
+    let four: Vec<_> = (0..4)
+        .map(|k| {
+            let handle = net.socket(8192, 512);
+            net.connect(handle, 46000 + k);
+            handle
+        })
+        .collect();
+    let six: Vec<_> = (0..3)
+        .map(|k| {
+            let handle = net.socket(8192, 512);
+            net.connect6(handle, 0, 46100 + k);
+            handle
+        })
+        .collect();
+    net.run_until(3_000, |net| {
+        net.pool.counters().refused_source >= 1
+            && four.iter().all(|&h| net.tcp(h).may_send())
+            && six.iter().filter(|&&h| net.tcp(h).may_send()).count() >= 2
+    });
+    assert!(
+        four.iter().all(|&h| net.tcp(h).may_send()),
+        "the cache's four"
+    );
+    let open6 = six.iter().filter(|&&h| net.tcp(h).may_send()).count();
+    assert_eq!(open6, 2, "the /64 is still capped");
+    assert_eq!(net.pool.counters().refused_source, 1);
+    // Their closes leave the counts consistent: the capped /64 gets its room back.
+    for &h in &four {
+        net.tcp(h).abort();
+    }
+    net.tcp(six[0]).abort();
+    net.run_ms(50);
+    let again = net.socket(8192, 512);
+    net.connect6(again, 1, 46200);
+    assert!(net.run_until(500, |net| net.tcp(again).may_send()));
+}
+
+#[test]
+fn source_prefixes_match_by_their_leading_bits() {
+    let cache = SourcePrefix::v4([192, 0, 2, 128], 25);
+    let mapped = |a: [u8; 4]| {
+        let mut m = [0u8; 16];
+        m[10] = 0xff;
+        m[11] = 0xff;
+        m[12..].copy_from_slice(&a);
+        m
+    };
+    assert!(cache.contains(&mapped([192, 0, 2, 200])));
+    assert!(!cache.contains(&mapped([192, 0, 2, 127])));
+    assert!(
+        !cache.contains(&CLIENT_IP6[0]),
+        "IPv6 is not in an IPv4 prefix"
+    );
+    let net6 = SourcePrefix::v6(
+        [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+        48,
+    );
+    let mut inside = [0u8; 16];
+    inside[..6].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 1]);
+    inside[15] = 9;
+    assert!(net6.contains(&inside));
+    inside[5] = 2;
+    assert!(!net6.contains(&inside));
+    assert!(
+        SourcePrefix::v6([0; 16], 0).contains(&inside),
+        "/0 holds everything"
+    );
+    assert!(
+        SourcePrefix::v4([0; 4], 200).contains(&mapped([0, 0, 0, 0])),
+        "length clamped"
+    );
+}
+
+#[test]
 fn a_syn_flood_over_ipv6_costs_no_connection_either() {
     let mut net = Net::new(16, 2, 16, limits());
     let now = net.instant();

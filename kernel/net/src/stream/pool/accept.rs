@@ -98,9 +98,8 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         };
         let mss = mss.min(wire::max_mss(&segment.src_ip));
         let source = source_key(&segment.src_ip);
-        if self.config.max_per_source > 0
-            && self.source_count(&source) >= self.config.max_per_source
-        {
+        let capped = self.capped(&segment.src_ip);
+        if capped && self.source_count(&source) >= self.config.max_per_source {
             self.counters.refused_source += 1;
             self.reset_for(segment);
             return NONE;
@@ -135,7 +134,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         self.tcbs[i as usize].hash_next = self.buckets[bucket];
         self.buckets[bucket] = i;
         self.set_class(i, Class::Fresh, now);
-        if self.config.max_per_source > 0 {
+        if capped {
             self.source_add(&source, 1);
         }
         self.counters.accepted += 1;

@@ -105,7 +105,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
                 self.tcbs[prev as usize].hash_next = next;
             }
         }
-        if self.config.max_per_source > 0 {
+        if self.capped(&ip) {
             self.source_add(&source_key(&ip), -1);
         }
         self.tcbs[idx] = Tcb::EMPTY;

@@ -36,7 +36,7 @@ mod timers;
 mod transmit;
 
 pub use config::{PoolConfig, PoolCounters, PoolLimits};
-pub use sources::source_key;
+pub use sources::{MAX_UNCAPPED, SourcePrefix, source_key};
 pub use transmit::Transmit;
 
 use crate::stream::cookie::{Cookies, siphash24};
@@ -381,6 +381,8 @@ pub struct StreamPool<'a, S: Service, const N: usize = CELL_LEN> {
     sources: &'a mut [Source],
     service: S,
     config: PoolConfig,
+    /// Prefixes the per-source cap does not apply to ([`StreamPool::set_uncapped`]).
+    uncapped: heapless::Vec<SourcePrefix, MAX_UNCAPPED>,
     cookies: Cookies,
     hash_key: u32,
     mac: [u8; 6],
@@ -478,6 +480,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             sources,
             service,
             config,
+            uncapped: heapless::Vec::new(),
             cookies,
             hash_key,
             mac: [0; 6],

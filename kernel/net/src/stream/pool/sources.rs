@@ -19,7 +19,72 @@ pub fn source_key(address: &Address) -> Address {
     key
 }
 
+/// Most prefixes exempt from the per-source cap ([`StreamPool::set_uncapped`]).
+pub const MAX_UNCAPPED: usize = 4;
+
+/// An address prefix, in the pool's 16-byte form (IPv4 as IPv4-mapped, its length plus 96).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourcePrefix {
+    /// The network address.
+    pub address: Address,
+    /// Leading bits that count (0 to 128).
+    pub len: u8,
+}
+
+impl SourcePrefix {
+    /// An IPv4 prefix (`len` at most 32).
+    pub fn v4(address: [u8; 4], len: u8) -> Self {
+        let mut mapped = [0u8; 16];
+        mapped[10] = 0xff;
+        mapped[11] = 0xff;
+        mapped[12..].copy_from_slice(&address);
+        Self {
+            address: mapped,
+            len: 96 + len.min(32),
+        }
+    }
+
+    /// An IPv6 prefix (`len` at most 128).
+    pub fn v6(address: [u8; 16], len: u8) -> Self {
+        Self {
+            address,
+            len: len.min(128),
+        }
+    }
+
+    /// Whether `address` lies in the prefix.
+    pub fn contains(&self, address: &Address) -> bool {
+        let bits = usize::from(self.len.min(128));
+        let whole = bits / 8;
+        if self.address[..whole] != address[..whole] {
+            return false;
+        }
+        let rest = bits % 8;
+        rest == 0 || {
+            let mask = 0xffu8 << (8 - rest);
+            self.address[whole] & mask == address[whole] & mask
+        }
+    }
+}
+
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
+    /// Exempts connections from these prefixes from `PoolConfig::max_per_source`: the owner's
+    /// own caches (`proxy_from`), whose connections carry many clients each. Call before
+    /// serving; a later change leaves counts of earlier connections behind harmlessly (a
+    /// decrement of a source never counted is ignored). Prefixes past [`MAX_UNCAPPED`] are
+    /// dropped.
+    pub fn set_uncapped(&mut self, prefixes: &[SourcePrefix]) {
+        self.uncapped.clear();
+        for prefix in prefixes.iter().take(MAX_UNCAPPED) {
+            let _ = self.uncapped.push(*prefix);
+        }
+    }
+
+    /// Whether the per-source cap applies to a connection from `ip`.
+    pub(super) fn capped(&self, ip: &Address) -> bool {
+        self.config.max_per_source > 0 && !self.uncapped.iter().any(|prefix| prefix.contains(ip))
+    }
+
     fn source_home(&self, ip: &Address) -> usize {
         (fold_address(ip).wrapping_mul(0x9e37_79b1) ^ self.hash_key) as usize % self.sources.len()
     }
