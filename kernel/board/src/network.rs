@@ -414,6 +414,8 @@ pub fn start(
                 {
                     crate::tls::not_started(format_args!("{error}"));
                 }
+                // Handshakes are held to their share of the time as measured, too.
+                appliance.set_https_cpu_clock(|| Instant::from_micros(micros()));
             }
             appliance.set_notice(&crate::tls::notice(None));
             if let Some(acme) = acme {

@@ -534,6 +534,15 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.link
     }
 
+    /// Measures the HTTPS handshakes' work with `clock` (the time now), holding it to its
+    /// share of the time as well as of the priced instructions
+    /// ([`TlsService::set_cpu_clock`]); once HTTPS runs.
+    pub fn set_https_cpu_clock(&mut self, clock: fn() -> Instant) {
+        if let Some(https) = &mut self.https {
+            https.service_mut().set_cpu_clock(clock);
+        }
+    }
+
     /// The HTTPS service's counts (handshakes, their budget), once it runs.
     pub fn tls_counters(&self) -> Option<TlsCounters> {
         self.https.as_ref().map(|pool| pool.service().counters())

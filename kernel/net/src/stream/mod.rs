@@ -37,7 +37,10 @@
 //!   reader, whose answers are what hold sessions) queues apart and gets one turn in four
 //!   while others wait, so that a slow-read attack cannot put a polite request behind
 //!   hundreds of its own; and while a request from an open window waits, an answer to a
-//!   narrow window that made no progress for a second gives its session back.
+//!   narrow window that made no progress for a second gives its session back. The service
+//!   may also sort waiting requests by their price ([`Lane`]: a TLS handshake offering only
+//!   the dearest key exchange, a resumption): each lane then gets every other turn (every
+//!   third with three), so a flood of one kind waits behind itself, not in front of others.
 //! - **Transmit without buffers.** A session does not hand its response to a socket buffer:
 //!   the pool asks it for the bytes at any offset past the last acknowledged one
 //!   ([`Service::read_at`]), for a first transmission or a retransmission alike, and copies
@@ -127,6 +130,21 @@ pub enum Admission {
     Refuse,
 }
 
+/// Which queue a complete parked request waits in for its session, as the service prices
+/// it ([`Service::lane`]). The pool gives sessions to the queues in turn, one request from
+/// each queue that has one: a flood of one kind of request (a TLS handshake with the dearest
+/// key exchange, a replayed resumption) fills its own queue and delays a request of another
+/// kind by at most one of its own, however long that queue grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// The common request: plain HTTP, a full TLS handshake at the usual price.
+    Common,
+    /// Dearer than common (a TLS handshake with the dearest key exchange).
+    Heavy,
+    /// Cheaper than a full handshake (a TLS resumption by ticket).
+    Light,
+}
+
 /// How a connection ended, for the session's records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ending {
@@ -191,6 +209,22 @@ pub trait Service {
     fn admit(&mut self, parked: &[u8], carry: u32, first: bool, now: Instant) -> Admission {
         let _ = (parked, carry, first, now);
         Admission::Now
+    }
+
+    /// The queue a complete parked request waits in (see [`Lane`]). The default puts every
+    /// request in the common one.
+    fn lane(&self, parked: &[u8], carry: u32) -> Lane {
+        let _ = (parked, carry);
+        Lane::Common
+    }
+
+    /// Whether waiting requests take turns by source: when the request at the head of a
+    /// lane comes from a source one of the last few grants went to, an older-first request
+    /// from another source a little further down goes before it (for TLS, where a request
+    /// is a handshake: one address's flood of hellos must not stand in front of every other
+    /// visitor's). The default keeps each lane first come, first served.
+    fn fair_by_source(&self) -> bool {
+        false
     }
 
     /// A connection that held no session ended: `carry` (what [`Service::release`] last

@@ -874,7 +874,7 @@ fn a_full_pool_evicts_idle_then_incomplete_connections_and_refuses_when_none_may
     );
     assert_eq!(
         net.pool.class_counts(),
-        [2, 1, 0, 0, 0, 0, 0],
+        [2, 1, 0, 0, 0, 0, 0, 0, 0],
         "fresh 2, idle 1"
     );
     // The newcomer is idle now too, and the silent one incomplete: idle goes first again.

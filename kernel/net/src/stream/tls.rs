@@ -12,7 +12,11 @@
 //!   3.63 M with an Ed25519 certificate), and the [`HandshakeBudget`] admits it
 //!   ([`Service::admit`]) or puts it off: it then waits at the head of the pool's queue, and
 //!   no newer hello passes it, so a flood of cheap hellos cannot starve a client offering
-//!   only P-256. Bytes that are no TLS handshake record are refused (reset) at once.
+//!   only P-256. Hellos wait in three lanes by their price ([`Service::lane`]): dearer than
+//!   an X25519 handshake (P-256 only, a retry, unreadable), a resumption, the rest; the
+//!   pool gives the lanes turns, so a flood of P-256-only hellos or of replayed tickets
+//!   waits behind itself while a browser's X25519 hello waits for at most one of them.
+//!   Bytes that are no TLS handshake record are refused (reset) at once.
 //! - **While bytes flow** (a handshake, a request, a response): a session slot ([`TlsSlot`],
 //!   leased by the pool) with the HTTP engine's connection, a receive buffer of a whole
 //!   record and a transmit queue. The queue keeps sealed records until the client
@@ -33,7 +37,7 @@
 //! heap) and waits for its next frames as a request being received does, under the same
 //! deadlines and taken back first when others wait.
 
-use super::{Admission, Ending, Service, SessionPhase, wire};
+use super::{Admission, Ending, Lane, Service, SessionPhase, wire};
 use alloc::sync::Arc;
 use bramble_h2::{Negotiated, Protocol};
 use bramble_hal::Instant;
@@ -139,6 +143,67 @@ impl HandshakeBudget {
         copy.refill(now);
         let missing = self.needed(cost).saturating_sub(copy.micro_tokens);
         now.add_micros(missing.div_ceil(u64::from(self.per_second)))
+    }
+}
+
+/// Share of the wall-clock time that handshakes may take, measured, in thousandths: the
+/// share [`HANDSHAKE_SHARE_PER_SECOND`] is of a 700 MHz core. The instruction budget prices a
+/// hello before its work; where the CPU runs slower than priced (QEMU on a busy host ran the
+/// guest at about 100 M instructions a second, a seventh of a Pi), the same budget let
+/// handshakes take the whole CPU and plain HTTP starved. With a clock
+/// ([`TlsService::set_cpu_clock`]) the time each handshake really took is counted too, and a
+/// new hello waits while handshakes have used more than this share.
+pub const HANDSHAKE_TIME_PER_MILLE: u64 = 450;
+/// Measured handshake time that may run back to back after a quiet spell (microseconds).
+pub const HANDSHAKE_TIME_BURST_MICROS: u64 = 250_000;
+
+/// The measured side of the handshake budget: microseconds of handshake work allowed,
+/// refilling at [`HANDSHAKE_TIME_PER_MILLE`] of the time passing, up to a burst; what
+/// handshakes take is subtracted, and may run it into debt.
+#[derive(Clone, Copy, Debug)]
+pub struct HandshakeTime {
+    per_mille: u64,
+    burst: i64,
+    /// Allowed microseconds, in thousandths (negative: in debt).
+    milli_available: i64,
+    refilled_at: Instant,
+}
+
+impl HandshakeTime {
+    /// A full bucket of `burst_micros`, refilling at `per_mille` thousandths of real time.
+    pub fn new(per_mille: u64, burst_micros: u64, now: Instant) -> Self {
+        let burst = i64::try_from(burst_micros.saturating_mul(1000)).unwrap_or(i64::MAX);
+        Self {
+            per_mille: per_mille.clamp(1, 1000),
+            burst,
+            milli_available: burst,
+            refilled_at: now,
+        }
+    }
+
+    fn refill(&mut self, now: Instant) {
+        let elapsed = now.micros_since(self.refilled_at);
+        self.refilled_at = now;
+        let added = i64::try_from(elapsed.saturating_mul(self.per_mille)).unwrap_or(i64::MAX);
+        self.milli_available = self.milli_available.saturating_add(added).min(self.burst);
+    }
+
+    /// Handshake work took `micros`.
+    pub fn spend(&mut self, micros: u64, now: Instant) {
+        self.refill(now);
+        let spent = i64::try_from(micros.saturating_mul(1000)).unwrap_or(i64::MAX);
+        self.milli_available = self.milli_available.saturating_sub(spent);
+    }
+
+    /// When a new handshake may start: now if nothing is owed.
+    pub fn ready_at(&self, now: Instant) -> Instant {
+        let mut copy = *self;
+        copy.refill(now);
+        if copy.milli_available > 0 {
+            return now;
+        }
+        let owed = copy.milli_available.unsigned_abs().saturating_add(1);
+        now.add_micros(owed.div_ceil(self.per_mille))
     }
 }
 
@@ -289,6 +354,10 @@ pub struct TlsService<'a> {
     /// The certificate's key (what a full handshake's signature costs).
     key: CertificateKey,
     budget: HandshakeBudget,
+    /// Handshake time measured against its share, with `cpu_clock`.
+    time: HandshakeTime,
+    /// Reads the time now, to measure handshake work (`None`: priced by instructions only).
+    cpu_clock: Option<fn() -> Instant>,
     /// Charged work not yet counted in whole millions.
     charged_thousands: u64,
     counters: TlsCounters,
@@ -330,6 +399,8 @@ impl<'a> TlsService<'a> {
             config,
             key,
             budget: HandshakeBudget::new(HANDSHAKE_SHARE_PER_SECOND, HANDSHAKE_BURST, now),
+            time: HandshakeTime::new(HANDSHAKE_TIME_PER_MILLE, HANDSHAKE_TIME_BURST_MICROS, now),
+            cpu_clock: None,
             charged_thousands: 0,
             counters: TlsCounters {
                 suspended_now,
@@ -345,6 +416,37 @@ impl<'a> TlsService<'a> {
     /// Replaces the handshake budget (tests).
     pub fn set_budget(&mut self, budget: HandshakeBudget) {
         self.budget = budget;
+    }
+
+    /// Measures handshake work with `clock` (the time now, read at every call), holding it to
+    /// [`HANDSHAKE_TIME_PER_MILLE`] of the time as well as to the instruction budget.
+    pub fn set_cpu_clock(&mut self, clock: fn() -> Instant) {
+        self.cpu_clock = Some(clock);
+    }
+
+    /// Replaces the measured side of the handshake budget (tests).
+    pub fn set_time_budget(&mut self, time: HandshakeTime) {
+        self.time = time;
+    }
+
+    /// The time now by the CPU clock, if there is one and `slot` is in its handshake.
+    fn handshake_started(&self, slot: &TlsSlot<'_>) -> Option<Instant> {
+        if slot.counted {
+            return None;
+        }
+        self.cpu_clock.map(|clock| clock())
+    }
+
+    /// Counts the handshake work since `started` (see [`TlsService::handshake_started`]).
+    fn handshake_worked(&mut self, started: Option<Instant>) {
+        let Some(started) = started else {
+            return;
+        };
+        let Some(clock) = self.cpu_clock else {
+            return;
+        };
+        let now = clock();
+        self.time.spend(now.micros_since(started), now);
     }
 
     /// Serves `config` (a renewed certificate, with `key`) to connections opened from now
@@ -543,6 +645,10 @@ impl<'a> Service for TlsService<'a> {
             // The first bytes of a record between requests.
             slot.since = now;
         }
+        let started = self.handshake_started(slot);
+        let Slot::Active(session) = &mut slot.tls else {
+            return data.len();
+        };
         let taken = {
             let server_cell = self.server;
             let mut server = server_cell.borrow_mut();
@@ -561,6 +667,7 @@ impl<'a> Service for TlsService<'a> {
             }
         };
         self.advance(slot, now);
+        self.handshake_worked(started);
         taken
     }
 
@@ -598,6 +705,12 @@ impl<'a> Service for TlsService<'a> {
             self.counters.priced_p256 += u64::from(p256);
         }
         let price = HandshakeCost::of(peeked, self.key);
+        // Handshakes took their share of the time already (a slower CPU than priced).
+        let ready = self.time.ready_at(now);
+        if ready > now {
+            self.counters.deferred += u64::from(first);
+            return Admission::Later(ready);
+        }
         if self.budget.take(price.charged, now) {
             self.charge(price.charged, false);
             self.admitted = Some(price);
@@ -606,6 +719,39 @@ impl<'a> Service for TlsService<'a> {
             self.counters.deferred += u64::from(first);
             Admission::Later(self.budget.next_token(price.charged, now))
         }
+    }
+
+    fn lane(&self, parked: &[u8], carry: u32) -> Lane {
+        if carry != 0 {
+            return Lane::Common;
+        }
+        let peeked = match hello::peek(parked) {
+            // Refused when its turn comes, at no cost.
+            Peek::NotTls => return Lane::Common,
+            Peek::Hello(summary) => Some(summary),
+            Peek::Incomplete | Peek::Unreadable => None,
+        };
+        let common = HandshakeCost::of(
+            Some(hello::HelloSummary {
+                group: Some(Group::X25519),
+                retry: false,
+                tls13: true,
+                resumption: false,
+            }),
+            self.key,
+        );
+        let price = HandshakeCost::of(peeked, self.key);
+        if price.charged > common.charged {
+            Lane::Heavy
+        } else if peeked.is_some_and(|summary| summary.resumption) {
+            Lane::Light
+        } else {
+            Lane::Common
+        }
+    }
+
+    fn fair_by_source(&self) -> bool {
+        true
     }
 
     fn forget(&mut self, carry: u32) {
@@ -653,10 +799,12 @@ impl<'a> Service for TlsService<'a> {
     }
 
     fn acknowledge(&mut self, slot: &mut TlsSlot<'a>, n: usize, now: Instant) {
+        let started = self.handshake_started(slot);
         if let Slot::Active(session) = &mut slot.tls {
             session.acknowledge(n);
         }
         self.advance(slot, now);
+        self.handshake_worked(started);
     }
 
     fn phase(&self, slot: &TlsSlot<'a>) -> SessionPhase {
@@ -748,6 +896,43 @@ mod tests {
             !budget.take(1, later),
             "a long quiet spell refills only the burst"
         );
+    }
+
+    #[test]
+    fn measured_handshake_time_is_held_to_its_share_of_the_clock() {
+        let start = Instant::from_micros(1_000_000);
+        let mut time = HandshakeTime::new(450, 250_000, start);
+        assert_eq!(time.ready_at(start), start, "a full burst");
+        // A handshake that took 1 s on a slow CPU: 0.75 s of debt past the burst, paid back
+        // at 0.45 s a second.
+        time.spend(1_000_000, start);
+        let ready = time.ready_at(start);
+        assert_eq!(
+            ready.micros_since(start),
+            1_666_667,
+            "0.75 s at 0.45 s a second"
+        );
+        assert_eq!(time.ready_at(ready), ready);
+        // Over any long stretch, handshakes started only when nothing was owed take at most
+        // their share of it (and one burst).
+        let mut now = start.add_micros(10_000_000);
+        let mut worked = 0u64;
+        let end = now.add_micros(60_000_000);
+        while now < end {
+            let at = time.ready_at(now);
+            if at > now {
+                now = at;
+                continue;
+            }
+            time.spend(110_000, now);
+            worked += 110_000;
+            now = now.add_micros(110_000);
+        }
+        assert!(
+            worked <= 60_000_000 * 450 / 1000 + 250_000 + 110_000,
+            "{worked}"
+        );
+        assert!(worked >= 60_000_000 * 450 / 1000 - 110_000, "{worked}");
     }
 
     #[test]

@@ -444,6 +444,59 @@ fn p256_only_hellos_pay_three_times_an_x25519_one() {
 }
 
 #[test]
+fn an_x25519_hello_waits_behind_at_most_one_p256_only_handshake() {
+    // One X25519 handshake a second, a P-256-only one every 2.9 s. Five P-256-only hellos
+    // came first; a browser's X25519 hello arrives behind them. In one queue it waited for
+    // all five (about 12 s: a P-256-only flood kept every new visitor out); in its own lane
+    // it gets the turn after the one handshake under way.
+    let (mut appliance, mut client) =
+        appliance_with_budget(4, HandshakeBudget::new(6_620, 19_500, at(0)));
+    let p256 = p256_only_client_config();
+    let mut clock = 0;
+    let mut flood: Vec<TlsClient> = (0..5)
+        .map(|i| TlsClient::connect(&mut client, &p256, 47000 + i))
+        .collect();
+    run_until(&mut appliance, &mut client, &mut clock, 200, |c| {
+        flood.iter_mut().for_each(|tls| tls.pump(c));
+        false
+    });
+    let config = client_config();
+    let mut browser = TlsClient::connect(&mut client, &config, 47100);
+    let done = |flood: &[TlsClient]| flood.iter().filter(|t| !t.tls.is_handshaking()).count();
+    let served = run_until(&mut appliance, &mut client, &mut clock, 2_000, |c| {
+        flood.iter_mut().for_each(|tls| tls.pump(c));
+        browser.pump(c);
+        !browser.tls.is_handshaking()
+    });
+    assert!(
+        served,
+        "the X25519 hello was not served within 2 s ({} P-256-only done; pool {:?})",
+        done(&flood),
+        appliance.https.as_ref().unwrap().class_counts()
+    );
+    assert_eq!(
+        done(&flood),
+        1,
+        "it passed the four waiting P-256-only hellos"
+    );
+    // The P-256-only ones are not starved: each gets its turn as the budget allows.
+    run_until(&mut appliance, &mut client, &mut clock, 13_000, |c| {
+        flood.iter_mut().for_each(|tls| tls.pump(c));
+        browser.pump(c);
+        done(&flood) == 5
+    });
+    assert_eq!(done(&flood), 5, "every P-256-only hello served in turn");
+    // The last client's Finished is still on its way to the server.
+    run_until(&mut appliance, &mut client, &mut clock, 100, |c| {
+        flood.iter_mut().for_each(|tls| tls.pump(c));
+        false
+    });
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(counters.full_handshakes, 6);
+    assert_eq!(counters.priced_p256, 5);
+}
+
+#[test]
 fn bytes_that_are_not_tls_are_refused_at_once() {
     let (mut appliance, mut client) = appliance_with_slow_budget(2);
     let mut clock = 0;

@@ -92,7 +92,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             self.abort(head, Cause::EvictStalled);
             return true;
         }
-        if self.lists[Class::Waiting as usize].len > 0 {
+        if self.open_waiting_len() > 0 {
             let mut i = head;
             let mut looked = 0;
             while i != NONE && looked < PARTIAL_SCAN {

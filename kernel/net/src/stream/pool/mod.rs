@@ -41,7 +41,7 @@ pub use transmit::Transmit;
 
 use crate::stream::cookie::{Cookies, siphash24};
 use crate::stream::wire::{self, Address, seq_le, seq_lt};
-use crate::stream::{Ending, Service};
+use crate::stream::{Ending, Lane, Service};
 use bramble_hal::Instant;
 use tables::{List, Wheel};
 
@@ -115,8 +115,22 @@ enum Class {
     /// in [`NARROW_TURN`] while the other queue is not empty. `since`: when it started
     /// waiting.
     WaitingNarrow,
+    /// A parked request the service priced dearer than common ([`Lane::Heavy`]) waits for
+    /// a session. `since`: when it started waiting.
+    WaitingHeavy,
+    /// A parked request the service priced cheaper than common ([`Lane::Light`]) waits for
+    /// a session. `since`: when it started waiting.
+    WaitingLight,
 }
-const CLASSES: usize = 8;
+const CLASSES: usize = 10;
+/// The lanes waiting requests take turns in: the common one (its open and narrow-window
+/// queues), then the heavy one, then the light one.
+const LANE_ORDER: [Lane; 3] = [Lane::Common, Lane::Heavy, Lane::Light];
+/// With [`Service::fair_by_source`], the sources of this many last grants are passed over
+/// for a request from another source among the first [`SOURCE_SCAN`] of a lane.
+const RECENT_SOURCES: usize = 4;
+/// How far down a lane the pool looks for a request from a source not served lately.
+const SOURCE_SCAN: u32 = 256;
 /// A waiting request whose client offers a window of fewer segments than this queues
 /// behind those that can take their answer (see [`Class::WaitingNarrow`]). Every ordinary
 /// client offers tens of segments; a slow-read attack offers a window of a few bytes, and
@@ -406,6 +420,12 @@ pub struct StreamPool<'a, S: Service, const N: usize = CELL_LEN> {
     payload_alignment: usize,
     /// Grants given from the open-window queue since the narrow-window queue's last turn.
     narrow_passed: u32,
+    /// The lane (an index of [`LANE_ORDER`]) whose turn it is to be given a session.
+    lane_turn: usize,
+    /// The sources ([`source_key`]) of the last grants, for [`Service::fair_by_source`].
+    recent_sources: [Address; RECENT_SOURCES],
+    /// Where the next grant's source goes in `recent_sources`.
+    recent_next: usize,
     /// When the service said the request at the head of the queue may be admitted.
     admit_at: Option<Instant>,
     counters: PoolCounters,
@@ -498,6 +518,9 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             ip_id: (siphash24(config.seed, b"bramble ip id") >> 16) as u16,
             payload_alignment: 2,
             narrow_passed: 0,
+            lane_turn: 0,
+            recent_sources: [[0xff; 16]; RECENT_SOURCES],
+            recent_next: 0,
             admit_at: None,
             counters: PoolCounters::default(),
         }
@@ -600,15 +623,97 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     }
 
     /// Connections per class: fresh, idle, partial, waiting, busy, closing, waiting with a
-    /// narrow window (for tests and failure messages).
+    /// narrow window, waiting in the heavy lane, waiting in the light lane (for tests and
+    /// failure messages).
     #[doc(hidden)]
-    pub fn class_counts(&self) -> [u32; 7] {
+    pub fn class_counts(&self) -> [u32; CLASSES - 1] {
         core::array::from_fn(|k| self.lists[k + 1].len)
     }
 
-    /// Requests waiting for a session, in both queues.
+    /// Requests waiting for a session, in every queue.
     fn waiting_len(&self) -> u32 {
-        self.lists[Class::Waiting as usize].len + self.lists[Class::WaitingNarrow as usize].len
+        self.lists[Class::WaitingNarrow as usize].len + self.open_waiting_len()
+    }
+
+    /// Requests from clients with an open window waiting for a session (every queue but the
+    /// narrow-window one).
+    fn open_waiting_len(&self) -> u32 {
+        self.lists[Class::Waiting as usize].len
+            + self.lists[Class::WaitingHeavy as usize].len
+            + self.lists[Class::WaitingLight as usize].len
+    }
+
+    /// The queue of a complete parked request on connection `i`.
+    fn waiting_class(&self, i: u32) -> Class {
+        let tcb = &self.tcbs[i as usize];
+        let lane = match self.cells.get(tcb.cell as usize) {
+            Some(cell) => self
+                .service
+                .lane(&cell.bytes[..usize::from(cell.len)], tcb.carry),
+            None => Lane::Common,
+        };
+        match lane {
+            Lane::Heavy => Class::WaitingHeavy,
+            Lane::Light => Class::WaitingLight,
+            Lane::Common if self.narrow(i) => Class::WaitingNarrow,
+            Lane::Common => Class::Waiting,
+        }
+    }
+
+    /// The first request of `class`'s queue, or with [`Service::fair_by_source`] the oldest
+    /// of its first [`SOURCE_SCAN`] whose source none of the last [`RECENT_SOURCES`] grants
+    /// went to (if there is one): one source's many requests then take turns with another's
+    /// few instead of all going first.
+    fn first_of(&self, class: Class) -> u32 {
+        let head = self.lists[class as usize].head;
+        if head == NONE || !self.service.fair_by_source() {
+            return head;
+        }
+        let recent = |i: u32| {
+            let key = source_key(&self.tcbs[i as usize].remote_ip);
+            self.recent_sources.contains(&key)
+        };
+        let mut i = head;
+        let mut looked = 0;
+        while i != NONE && looked < SOURCE_SCAN {
+            if !recent(i) {
+                return i;
+            }
+            i = self.tcbs[i as usize].next;
+            looked += 1;
+        }
+        head
+    }
+
+    /// The head of the next lane in turn that has a request waiting (see
+    /// [`StreamPool::first_of`]), and that lane's index in [`LANE_ORDER`]; in the common
+    /// lane, the narrow-window queue's head one turn in [`NARROW_TURN`] while the open one
+    /// has requests.
+    fn next_waiting(&mut self) -> Option<(u32, usize)> {
+        for step in 0..LANE_ORDER.len() {
+            let lane = (self.lane_turn + step) % LANE_ORDER.len();
+            let head = |class: Class| self.first_of(class);
+            let i = match LANE_ORDER[lane] {
+                Lane::Heavy => head(Class::WaitingHeavy),
+                Lane::Light => head(Class::WaitingLight),
+                Lane::Common => {
+                    let (open, narrow) = (head(Class::Waiting), head(Class::WaitingNarrow));
+                    if narrow == NONE {
+                        open
+                    } else if open == NONE || self.narrow_passed + 1 >= NARROW_TURN {
+                        self.narrow_passed = 0;
+                        narrow
+                    } else {
+                        self.narrow_passed += 1;
+                        open
+                    }
+                }
+            };
+            if i != NONE {
+                return Some((i, lane));
+            }
+        }
+        None
     }
 
     /// Most connections at once.

@@ -4,14 +4,15 @@
 //!
 //! After anything happens to a connection, `settle` asks its session where it is and puts
 //! it on the list of its class. Waiting requests get free sessions first come first
-//! served, the narrow-window queue one turn in [`NARROW_TURN`] while the other has
+//! served, the narrow-window queue one turn in [`NARROW_TURN`](super::NARROW_TURN) while the other has
 //! requests.
 
 use super::tables::{Links, push_back, unlink};
 use super::{
-    ACK_NOW, CELL_COMPLETE, Cause, Class, DEFERRED, FIN_RECEIVED, FIN_WANTED, NARROW_TURN,
+    ACK_NOW, CELL_COMPLETE, Cause, Class, DEFERRED, FIN_RECEIVED, FIN_WANTED,
     NARROW_WINDOW_SEGMENTS, NONE, SERVED, State, StreamPool,
 };
+use super::{LANE_ORDER, RECENT_SOURCES, source_key};
 use crate::stream::{Admission, Service, SessionPhase};
 use bramble_hal::Instant;
 
@@ -74,6 +75,13 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         }
         self.tcbs[idx].class = class;
         self.tcbs[idx].since = since;
+        if matches!(
+            class,
+            Class::Waiting | Class::WaitingNarrow | Class::WaitingHeavy | Class::WaitingLight
+        ) {
+            // A newcomer may come before the request that was put off: look again.
+            self.admit_at = None;
+        }
         if class != Class::None {
             push_back(&mut self.lists[class as usize], self.tcbs, i, Links::Class);
         }
@@ -142,10 +150,8 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         } else if tcb.cell != NONE {
             if !tcb.has(CELL_COMPLETE) {
                 Class::Partial
-            } else if self.narrow(i) {
-                Class::WaitingNarrow
             } else {
-                Class::Waiting
+                self.waiting_class(i)
             }
         } else if tcb.has(SERVED) {
             Class::Idle
@@ -179,26 +185,26 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     }
 
     /// Gives free sessions to the connections waiting for one, each queue in order (the
-    /// narrow-window queue one turn in [`NARROW_TURN`] while the other has requests); when
+    /// narrow-window queue one turn in [`NARROW_TURN`](super::NARROW_TURN) while the other has requests); when
     /// none is free, takes them back from slow headers and stalled responses.
     pub(super) fn grant_waiting(&mut self, now: Instant) {
+        // The service put the request whose turn it is off until then, and nothing joined a
+        // queue since: nothing to look at before (every poll of a flood would price the same
+        // hello and walk the lanes again for nothing).
+        if self.admit_at.is_some_and(|at| now < at) {
+            return;
+        }
         while self.waiting_len() > 0 {
             if self.free_lease == NONE && !self.reclaim_lease(now) {
                 break;
             }
-            let open = self.lists[Class::Waiting as usize].head;
-            let narrow = self.lists[Class::WaitingNarrow as usize].head;
-            let i = if narrow == NONE {
-                open
-            } else if open == NONE || self.narrow_passed + 1 >= NARROW_TURN {
-                self.narrow_passed = 0;
-                narrow
-            } else {
-                self.narrow_passed += 1;
-                open
+            let Some((i, lane)) = self.next_waiting() else {
+                break;
             };
             // The service may price the request first (a TLS handshake's cost) and put it off:
-            // then it stays at the head of its queue, and nothing passes it.
+            // then it stays at the head of its queue and its lane keeps the turn: nothing
+            // passes it (a dear handshake is not starved by cheaper ones), and a request in
+            // another lane waits for at most this one.
             let cell = self.tcbs[i as usize].cell;
             if cell != NONE {
                 let parked = &self.cells[cell as usize];
@@ -227,6 +233,9 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
                 }
             }
             self.admit_at = None;
+            self.lane_turn = (lane + 1) % LANE_ORDER.len();
+            self.recent_sources[self.recent_next] = source_key(&self.tcbs[i as usize].remote_ip);
+            self.recent_next = (self.recent_next + 1) % RECENT_SOURCES;
             let class = self.tcbs[i as usize].class;
             let lease = self.free_lease;
             self.grant(i, lease, now);

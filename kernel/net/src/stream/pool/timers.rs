@@ -204,7 +204,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             if self.waiting_len() > 0 {
                 consider(since.add_micros(limits.stall_evict_micros));
             }
-            if self.lists[Class::Waiting as usize].len > 0 {
+            if self.open_waiting_len() > 0 {
                 // A narrow response may be taken back: from when the least recently
                 // progressed one could be, looking again now and then (the one at the
                 // head may have an open window).
