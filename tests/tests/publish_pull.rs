@@ -387,7 +387,14 @@ fn the_guest_pulls_a_newer_signed_site_and_refuses_another_key_and_an_older_vers
         (0, 1, 10),
         "{line}"
     );
-    let writes = guest.expect_line("status: card writes", Duration::from_secs(10));
+    // Printed before the publish line.
+    let writes = guest
+        .transcript
+        .iter()
+        .rev()
+        .find(|line| line.contains("status: card writes"))
+        .cloned()
+        .unwrap_or_default();
     assert!(
         writes.contains("blocks from block"),
         "the slots' window: {writes}"
