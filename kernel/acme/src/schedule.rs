@@ -191,6 +191,8 @@ pub struct IssuancePolicy {
     pub max_saves_per_day: usize,
     /// Most accounts made in any 24 hours (at most [`MAX_CAP`]).
     pub max_accounts_per_day: usize,
+    /// After a save cut off, the shortest time to the next order, seconds.
+    pub lost_save_hold_seconds: u64,
 }
 
 /// The largest daily cap a [`Planner`] keeps track of, and the events of each kind a
@@ -209,6 +211,17 @@ impl IssuancePolicy {
         min_seconds_between_issues: DAY,
         max_saves_per_day: 4,
         max_accounts_per_day: 2,
+        lost_save_hold_seconds: LOST_SAVE_HOLD_SECONDS,
+    };
+
+    /// For tests that force renewals one after another (a test's `renew_after_seconds`):
+    /// no day between certificates and no hold after a cut-off save, but still the daily
+    /// caps at their largest ([`MAX_CAP`] saves, 2 accounts). Never used on the board.
+    pub const FORCED_RENEWALS: Self = Self {
+        min_seconds_between_issues: 0,
+        max_saves_per_day: MAX_CAP,
+        max_accounts_per_day: 2,
+        lost_save_hold_seconds: 0,
     };
 }
 
@@ -405,7 +418,7 @@ impl Planner {
     pub fn lost_save(&mut self, at: Option<i64>, now: u64, unix_now: i64) {
         let at = at.map_or(signed(now), |at| Self::uptime_of(at, now, unix_now));
         self.saves.record(at);
-        let until = at.saturating_add(LOST_SAVE_HOLD_SECONDS as i64);
+        let until = at.saturating_add(signed(self.policy.lost_save_hold_seconds));
         self.hold_until = Some(self.hold_until.map_or(until, |held| held.max(until)));
     }
 
