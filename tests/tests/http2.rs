@@ -13,40 +13,13 @@
 
 mod support;
 
-use bramble::image::{TlsFiles, check_tls_files};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 use support::chromium::{find_chromium, run_chromium};
+use support::tls::{curl, fixture, tls_files};
 use support::*;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../kernel/tls/tests/data")
-        .join(name)
-}
-
-fn tls_files() -> TlsFiles {
-    let (certificate, key, _) =
-        check_tls_files(&fixture("p256.pem"), &fixture("p256.key"), 1_800_000_000).unwrap();
-    TlsFiles {
-        certificate_name: "CERT.PEM".into(),
-        certificate,
-        key_name: "KEY.PEM".into(),
-        key,
-    }
-}
-
-fn curl(https_port: u16) -> Command {
-    let mut command = Command::new("curl");
-    command
-        .args(["--silent", "--show-error", "--max-time", "60", "--cacert"])
-        .arg(fixture("ca.pem"))
-        .arg("--resolve")
-        .arg(format!("bramble.test:{https_port}:127.0.0.1"));
-    command
-}
 
 /// The `status: https` line's counters (`full`, `resumed`, `h2`...).
 fn https_status(guest: &mut bramble_tests::Guest) -> BTreeMap<String, u64> {

@@ -11,39 +11,10 @@
 mod netns;
 mod support;
 
-use bramble::image::{TlsFiles, check_tls_files};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
+use support::tls::{curl, fixture, tls_files};
 use support::*;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../kernel/tls/tests/data")
-        .join(name)
-}
-
-fn tls_files() -> TlsFiles {
-    let (certificate, key, check) =
-        check_tls_files(&fixture("p256.pem"), &fixture("p256.key"), 1_800_000_000).unwrap();
-    assert!(check.warning.is_none());
-    TlsFiles {
-        certificate_name: "CERT.PEM".into(),
-        certificate,
-        key_name: "KEY.PEM".into(),
-        key,
-    }
-}
-
-/// curl over HTTPS to the guest, as `bramble.test`, trusting only the test CA.
-fn curl(https_port: u16) -> Command {
-    let mut command = Command::new("curl");
-    command
-        .args(["--silent", "--show-error", "--max-time", "60", "--cacert"])
-        .arg(fixture("ca.pem"))
-        .arg("--resolve")
-        .arg(format!("bramble.test:{https_port}:127.0.0.1"));
-    command
-}
 
 /// openssl s_client sending one request; returns its whole output.
 fn s_client(https_port: u16, extra: &[&str]) -> String {

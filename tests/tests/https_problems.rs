@@ -9,16 +9,10 @@
 mod support;
 
 use bramble::image::TlsFiles;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use support::tls::fixture;
 use support::*;
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../kernel/tls/tests/data")
-        .join(name)
-}
 
 /// CERT.PEM and KEY.PEM on the card with these bytes, unchecked.
 fn files(certificate: Vec<u8>, key: Vec<u8>) -> TlsFiles {
