@@ -98,6 +98,11 @@ impl<'m, 'b> SegmentCache<'m, 'b> {
         self.used = 0;
     }
 
+    /// Entries in the segment table.
+    pub fn table_len(&self) -> usize {
+        self.table.len()
+    }
+
     /// Number of pages.
     pub fn page_count(&self) -> usize {
         self.pages.len()
@@ -238,6 +243,22 @@ impl<'m, 'b> SegmentCache<'m, 'b> {
         }
     }
 
+    /// Forgets every segment in `range` of the table: their pages are freed and their entries
+    /// (cached, queued, being read or failed) become absent. A site the store stops serving
+    /// leaves nothing behind that a later site using the same entries could be served from.
+    pub fn drop_range(&mut self, range: core::ops::Range<u32>) {
+        for page in self.pages.iter_mut() {
+            if page.used && range.contains(&page.segment) {
+                page.used = false;
+                page.referenced = false;
+                self.used -= 1;
+            }
+        }
+        let start = (range.start as usize).min(self.table.len());
+        let end = (range.end as usize).clamp(start, self.table.len());
+        self.table[start..end].fill(ABSENT);
+    }
+
     /// Drops every cached segment (pages lent out for a read stay lent).
     pub fn clear(&mut self) {
         for (at, page) in self.pages.iter_mut().enumerate() {
@@ -305,6 +326,30 @@ mod tests {
         assert!(cache.take_page(false).is_none());
         cache.return_page(first.0, first.1, None, false);
         assert!(cache.take_page(false).is_some());
+    }
+
+    #[test]
+    fn a_dropped_range_frees_its_pages_and_keeps_the_rest() {
+        let mut memory = vec![0u8; 3 * 8];
+        let mut pages = pages(&mut memory, 8);
+        let mut table = vec![0u32; 10];
+        let mut cache = SegmentCache::new(&mut pages, &mut table);
+        for segment in [1, 6, 7] {
+            let (page, memory) = cache.take_page(true).unwrap();
+            cache.return_page(page, memory, Some(segment), true);
+        }
+        cache.mark(5, SegmentState::Queued);
+        cache.drop_range(5..10);
+        assert!(matches!(cache.state(1), SegmentState::Cached(_)));
+        for segment in 5..10 {
+            assert_eq!(cache.state(segment), SegmentState::Absent);
+        }
+        assert_eq!(cache.used_pages(), 1);
+        // The freed pages are handed out again without evicting segment 1.
+        assert!(cache.take_page(true).is_some());
+        assert!(cache.take_page(true).is_some());
+        assert!(matches!(cache.state(1), SegmentState::Cached(_)));
+        cache.drop_range(8..99); // past the table: clamped
     }
 
     #[test]

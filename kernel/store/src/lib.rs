@@ -31,6 +31,6 @@ pub use cache::Page;
 pub use fat::{FatError, FileExtents};
 pub use memory::MemoryCard;
 pub use store::{
-    CardStore, IndexError, POLL_INTERVAL_MICROS, StoreCounters, WARM_UP_IDLE_MICROS,
-    WARM_UP_PACE_MICROS, index_memory_len, read_index,
+    CardStore, IndexError, POLL_INTERVAL_MICROS, StoreCounters, StoreSide, SwitchError,
+    WARM_UP_IDLE_MICROS, WARM_UP_PACE_MICROS, index_memory_len, read_index,
 };

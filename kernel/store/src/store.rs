@@ -220,17 +220,85 @@ pub fn read_index<'m, D: BlockDevice>(
 /// A read in flight.
 #[derive(Clone, Copy, Debug)]
 struct InFlight {
+    /// Its entry in the segment table.
     segment: u32,
+    /// The site it is read for, and that site's serial: a site retired (or replaced) while
+    /// its read was out does not get the bytes.
+    side: usize,
+    serial: u32,
     page: usize,
     started: Instant,
     warm_up: bool,
 }
 
+/// One site the store serves: the live one, or the one before it while its last responses
+/// finish ([`CardStore::switch`]).
+#[derive(Clone, Debug)]
+struct Side<'m> {
+    index: SiteIndex<'m>,
+    extents: FileExtents,
+    /// Its first entry in the segment table (segment `n` is entry `base + n`).
+    base: u32,
+    /// Distinct for every site installed since boot.
+    serial: u32,
+}
+
+impl Side<'_> {
+    /// The table entries this site uses.
+    fn entries(&self) -> core::ops::Range<u32> {
+        self.base..self.base.saturating_add(self.index.segment_count())
+    }
+}
+
+/// Why [`CardStore::switch`] could not take a new site (the caller keeps serving the live
+/// one, and may switch by a restart instead).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwitchError {
+    /// The site before the live one still has responses reading it.
+    Retiring,
+    /// The new site's segments are not as long as the cache pages (the live site's).
+    SegmentLength {
+        /// The cache pages' length.
+        pages: u32,
+        /// The new site's segment length.
+        new: u32,
+    },
+    /// The segment table set aside at boot cannot hold both sites' segments.
+    TableTooSmall {
+        /// Entries both sites need.
+        needed: usize,
+        /// Entries set aside.
+        available: usize,
+    },
+}
+
+impl core::fmt::Display for SwitchError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SwitchError::Retiring => {
+                f.write_str("the site before the live one is still finishing responses")
+            }
+            SwitchError::SegmentLength { pages, new } => write!(
+                f,
+                "its segments are {new} bytes, the cache pages {pages} (pack both sites with one \
+                 segment length)"
+            ),
+            SwitchError::TableTooSmall { needed, available } => write!(
+                f,
+                "both sites need {needed} segment table entries, {available} were set aside"
+            ),
+        }
+    }
+}
+
 /// The mutable state of a [`CardStore`].
 struct Inner<'m, 'b, D> {
     device: D,
-    index: SiteIndex<'m>,
-    extents: FileExtents,
+    /// The sites served: `sides[live]`, and the one before it while it retires.
+    sides: [Option<Side<'m>>; 2],
+    live: usize,
+    /// The serial the next site installed gets.
+    next_serial: u32,
     cache: SegmentCache<'m, 'b>,
     demand: heapless::Deque<u32, DEMAND_QUEUE>,
     ahead: heapless::Deque<u32, AHEAD_QUEUE>,
@@ -257,7 +325,8 @@ pub struct CardStore<'m, 'b, D> {
 
 impl<'m, 'b, D: BackgroundRead<'b>> CardStore<'m, 'b, D> {
     /// A store for `index` (read by [`read_index`] from the file at `extents`) on `device`,
-    /// with `table` (one entry per segment: [`CardStore::table_len`]) and no cache pages yet
+    /// with `table` (one entry per segment: [`CardStore::table_len`]; more, up to
+    /// [`CardStore::switch_table_len`], for [`CardStore::switch`]) and no cache pages yet
     /// (see [`CardStore::attach_pages`]). Idle warm-up is on.
     pub fn new(
         device: D,
@@ -268,8 +337,17 @@ impl<'m, 'b, D: BackgroundRead<'b>> CardStore<'m, 'b, D> {
         Self {
             inner: RefCell::new(Inner {
                 device,
-                index,
-                extents,
+                sides: [
+                    Some(Side {
+                        index,
+                        extents,
+                        base: 0,
+                        serial: 0,
+                    }),
+                    None,
+                ],
+                live: 0,
+                next_serial: 1,
                 cache: SegmentCache::new(&mut [], table),
                 demand: heapless::Deque::new(),
                 ahead: heapless::Deque::new(),
@@ -300,6 +378,114 @@ impl<'m, 'b, D: BackgroundRead<'b>> CardStore<'m, 'b, D> {
         index.segment_count() as usize
     }
 
+    /// Entries the segment table needs so that a store serving `index` can switch to any site
+    /// of at most `other_bytes` packed with the same segment length, and back (the two
+    /// sites' entries sit at either end of the table, each new one at the end the live one
+    /// does not use).
+    pub fn switch_table_len(index: &SiteIndex<'_>, other_bytes: u64) -> usize {
+        let segment = u64::from(index.segment_len().max(1));
+        let other = usize::try_from(other_bytes.div_ceil(segment)).unwrap_or(usize::MAX);
+        other
+            .saturating_mul(2)
+            .max(Self::table_len(index).saturating_add(other))
+    }
+
+    /// Makes `index` (read by [`read_index`] from the file at `extents`, on the same
+    /// device) the live site, between requests: from now on [`CardStore::side`] of the
+    /// returned side serves it, and the store's own [`BodySource`] too. The site that was
+    /// live keeps its side, its cached segments and its reads, so that responses already
+    /// reading it finish from it, until [`CardStore::retire`]. Nothing is read here.
+    pub fn switch(&self, index: SiteIndex<'m>, extents: FileExtents) -> Result<usize, SwitchError> {
+        let Ok(mut inner) = self.inner.try_borrow_mut() else {
+            return Err(SwitchError::Retiring);
+        };
+        let inner = &mut *inner;
+        let other = 1 - inner.live;
+        let Some(live) = inner.sides[inner.live].as_ref() else {
+            return Err(SwitchError::Retiring);
+        };
+        if inner.sides[other].is_some() {
+            return Err(SwitchError::Retiring);
+        }
+        let pages = live.index.segment_len();
+        if index.segment_len() != pages {
+            return Err(SwitchError::SegmentLength {
+                pages,
+                new: index.segment_len(),
+            });
+        }
+        let available = inner.cache.table_len();
+        let count = index.segment_count();
+        let needed = (live.index.segment_count() as usize).saturating_add(count as usize);
+        // The new site's entries at the end of the table the live one leaves free.
+        let base = if live.base == 0 {
+            (available as u32).checked_sub(count)
+        } else {
+            Some(0)
+        };
+        let fits = base.is_some_and(|base| {
+            let end = u64::from(base) + u64::from(count);
+            if live.base == 0 {
+                u64::from(base) >= u64::from(live.index.segment_count())
+            } else {
+                end <= u64::from(live.base)
+            }
+        });
+        let (Some(base), true) = (base, fits) else {
+            return Err(SwitchError::TableTooSmall { needed, available });
+        };
+        let side = Side {
+            index,
+            extents,
+            base,
+            serial: inner.next_serial,
+        };
+        inner.next_serial = inner.next_serial.wrapping_add(1);
+        inner.cache.drop_range(side.entries());
+        inner.sides[other] = Some(side);
+        inner.live = other;
+        inner.warm_next = 0;
+        Ok(other)
+    }
+
+    /// Stops serving `side` (not the live one): its cached segments are dropped, a read in
+    /// flight for it is thrown away when it ends, and its [`CardStore::side`] fails every
+    /// request from now on. Its blocks on the card may be written after this. False if
+    /// `side` is the live one or serves nothing.
+    pub fn retire(&self, side: usize) -> bool {
+        let Ok(mut inner) = self.inner.try_borrow_mut() else {
+            return false;
+        };
+        if side == inner.live {
+            return false;
+        }
+        let Some(retired) = inner.sides.get_mut(side).and_then(Option::take) else {
+            return false;
+        };
+        inner.cache.drop_range(retired.entries());
+        true
+    }
+
+    /// The side that is live (see [`CardStore::switch`]).
+    pub fn live_side(&self) -> usize {
+        self.inner.try_borrow().map_or(0, |inner| inner.live)
+    }
+
+    /// Where the live site lies on the card.
+    pub fn extents(&self) -> Option<FileExtents> {
+        let inner = self.inner.try_borrow().ok()?;
+        inner.sides[inner.live]
+            .as_ref()
+            .map(|side| side.extents.clone())
+    }
+
+    /// The body source of one side (0 or 1) of the store: the site it holds, whether it is
+    /// live or retiring; every request fails once it serves nothing. A response keeps the
+    /// side it started with, so a switch never mixes two sites in one response.
+    pub fn side(&self, side: usize) -> StoreSide<'_, 'm, 'b, D> {
+        StoreSide { store: self, side }
+    }
+
     /// Gives the store its cache pages (each exactly one segment long; others are left out).
     /// Replaces any pages given before (and forgets what they held).
     pub fn attach_pages(&self, pages: &'m mut [Page<'b>]) {
@@ -311,7 +497,10 @@ impl<'m, 'b, D: BackgroundRead<'b>> CardStore<'m, 'b, D> {
             log::warn!("store: a read is in flight; cache pages not replaced");
             return;
         }
-        let segment_len = inner.index.segment_len() as usize;
+        let Some(live) = inner.sides[inner.live].as_ref() else {
+            return;
+        };
+        let segment_len = live.index.segment_len() as usize;
         if pages
             .iter()
             .any(|page| page.memory.as_ref().is_some_and(|m| m.len() != segment_len))
@@ -351,9 +540,10 @@ impl<'m, 'b, D: BackgroundRead<'b>> CardStore<'m, 'b, D> {
         }
     }
 
-    /// The index the store serves.
+    /// The index of the live site.
     pub fn index(&self) -> Option<SiteIndex<'m>> {
-        self.inner.try_borrow().ok().map(|inner| inner.index)
+        let inner = self.inner.try_borrow().ok()?;
+        inner.sides[inner.live].as_ref().map(|side| side.index)
     }
 
     /// Runs the background reads: finishes a read that ended (verifying it), starts the next.
@@ -411,9 +601,20 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
 
     fn warm_up_possible(&self) -> bool {
         let free = self.cache.page_count() - self.cache.used_pages();
-        self.warm_up
-            && self.warm_next < self.index.segment_count()
-            && free > self.cache.page_count() / 4
+        let count = self.sides[self.live]
+            .as_ref()
+            .map_or(0, |side| side.index.segment_count());
+        self.warm_up && self.warm_next < count && free > self.cache.page_count() / 4
+    }
+
+    /// The site using table entry `segment`, and the segment's number in it.
+    fn locate(&self, segment: u32) -> Option<(usize, u32)> {
+        self.sides.iter().enumerate().find_map(|(at, side)| {
+            let side = side.as_ref()?;
+            side.entries()
+                .contains(&segment)
+                .then(|| (at, segment - side.base))
+        })
     }
 
     /// Queues `segment` for reading (demand or read-ahead) if it is not in RAM or on its way.
@@ -434,10 +635,19 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
 
     fn read(
         &mut self,
+        side: usize,
         request: BodyRequest,
         out: &mut [u8],
         copy: &mut BodyCopy<'_>,
     ) -> BodyStatus {
+        let Some((index, base)) = self
+            .sides
+            .get(side)
+            .and_then(Option::as_ref)
+            .map(|side| (side.index, side.base))
+        else {
+            return BodyStatus::Failed;
+        };
         let body = request.body;
         let (Some(start), Some(end)) = (
             body.offset.checked_add(request.offset),
@@ -445,17 +655,21 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
         ) else {
             return BodyStatus::Failed;
         };
-        if request.offset >= body.len || end > self.index.bodies_len() {
+        if request.offset >= body.len || end > index.bodies_len() {
             return BodyStatus::Failed;
         }
-        let segment_len = self.index.segment_len();
-        let segment = self.index.segment_of(start);
+        let segment_len = index.segment_len();
+        let local = index.segment_of(start);
+        // Its entry in the table: the cache knows segments by entry.
+        let Some(segment) = base.checked_add(local) else {
+            return BodyStatus::Failed;
+        };
         if request.lookup {
             self.last_lookup = self.now;
         }
         match self.cache.state(segment) {
             SegmentState::Cached(_) => {
-                let Some((segment_start, segment_bytes)) = self.index.segment(segment) else {
+                let Some((segment_start, segment_bytes)) = index.segment(local) else {
                     return BodyStatus::Failed;
                 };
                 let Some((data, verified)) = self.cache.get(segment) else {
@@ -484,7 +698,7 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                         self.counters.body_failures += 1;
                         log::error!(
                             "store: {} ({} bytes at {}) failed its checksum; not sent",
-                            self.index.path(body.file),
+                            index.path(body.file),
                             body.len,
                             body.offset
                         );
@@ -494,9 +708,9 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                     self.counters.hits += 1;
                     self.cache.touch(segment);
                     // Read the body's next segment while this one is being sent.
-                    let next = segment + 1;
+                    let next = local + 1;
                     if end > next.saturating_mul(segment_len) {
-                        self.enqueue(next, false);
+                        self.enqueue(segment + 1, false);
                     }
                 }
                 let Some((data, _)) = self.cache.get(segment) else {
@@ -536,14 +750,15 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
 
     /// Where the byte at `request.offset` of the body lies in the cache, if its segment is
     /// there and verified (no counting, no reading: a hint for [`BodySource::address`]).
-    fn address(&self, request: BodyRequest) -> Option<usize> {
+    fn address(&self, side: usize, request: BodyRequest) -> Option<usize> {
+        let side = self.sides.get(side)?.as_ref()?;
         let start = request.body.offset.checked_add(request.offset)?;
         if request.offset >= request.body.len {
             return None;
         }
-        let segment = self.index.segment_of(start);
-        let (segment_start, _) = self.index.segment(segment)?;
-        let (data, verified) = self.cache.get(segment)?;
+        let local = side.index.segment_of(start);
+        let (segment_start, _) = side.index.segment(local)?;
+        let (data, verified) = self.cache.get(side.base.checked_add(local)?)?;
         let within = start.checked_sub(segment_start)? as usize;
         let byte = data.get(within).filter(|_| verified)?;
         Some(core::ptr::from_ref(byte) as usize)
@@ -554,6 +769,13 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
         let Some(flight) = self.in_flight else {
             return false;
         };
+        // The site the read was for, if it is still served (not retired or replaced).
+        let side = self
+            .sides
+            .get(flight.side)
+            .and_then(Option::as_ref)
+            .filter(|side| side.serial == flight.serial)
+            .map(|side| (side.index, side.base));
         let (memory, result) = match self.device.poll_read() {
             ReadPoll::Busy => return false,
             ReadPoll::Idle => {
@@ -564,7 +786,9 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                 );
                 self.in_flight = None;
                 self.counters.read_errors += 1;
-                self.cache.mark(flight.segment, SegmentState::Failed);
+                if side.is_some() {
+                    self.cache.mark(flight.segment, SegmentState::Failed);
+                }
                 return true;
             }
             ReadPoll::Done(memory, result) => (memory, result),
@@ -572,10 +796,16 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
         self.in_flight = None;
         self.counters.read_micros += self.time(now).micros_since(flight.started);
         let segment = flight.segment;
-        let (_, len) = self.index.segment(segment).unwrap_or((0, 0));
+        let Some((index, base)) = side else {
+            // Its site is no longer served: the bytes go nowhere, the page is free again.
+            self.cache.return_page(flight.page, memory, None, false);
+            return true;
+        };
+        let local = segment - base;
+        let (_, len) = index.segment(local).unwrap_or((0, 0));
         match result {
             Ok(()) => {
-                let stored = self.index.segment_checksum(segment);
+                let stored = index.segment_checksum(local);
                 let computed = memory.get(..len as usize).map(bramble_site::crc32);
                 if stored.is_some() && stored == computed {
                     self.counters.segments_read += 1;
@@ -590,8 +820,9 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                     self.counters.checksum_failures += 1;
                     self.cache
                         .return_page(flight.page, memory, Some(segment), false);
-                    self.log_failure(
-                        segment,
+                    log_failure(
+                        &index,
+                        local,
                         format_args!(
                             "failed its checksum (stored {:#010x}, read {:#010x})",
                             stored.unwrap_or(0),
@@ -604,8 +835,9 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                 self.counters.read_errors += 1;
                 self.cache.return_page(flight.page, memory, None, false);
                 self.cache.mark(segment, SegmentState::Failed);
-                self.log_failure(
-                    segment,
+                log_failure(
+                    &index,
+                    local,
                     format_args!("could not be read from the card ({error})"),
                 );
             }
@@ -613,52 +845,12 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
         true
     }
 
-    /// Logs a segment that failed, naming (the first few of) the files in it.
-    fn log_failure(&self, segment: u32, what: core::fmt::Arguments<'_>) {
-        const NAMED: usize = 4;
-        let (start, len) = self.index.segment(segment).unwrap_or((0, 0));
-        let end = start.saturating_add(len);
-        let mut names: heapless::String<256> = heapless::String::new();
-        let mut count = 0usize;
-        for file in self.index.files() {
-            let touches = [Some(file.identity), file.gzip, file.brotli]
-                .into_iter()
-                .flatten()
-                .any(|v| {
-                    !v.body.is_empty()
-                        && v.body.offset < end
-                        && start < v.body.offset.saturating_add(v.body.len)
-                });
-            if !touches {
-                continue;
-            }
-            if count < NAMED {
-                let separator = if count > 0 { ", " } else { "" };
-                let _ = core::fmt::Write::write_fmt(
-                    &mut names,
-                    format_args!("{separator}{}", file.path),
-                );
-            }
-            count += 1;
-        }
-        if count > NAMED {
-            let _ = core::fmt::Write::write_fmt(
-                &mut names,
-                format_args!(" and {} more", count - NAMED),
-            );
-        }
-        log::error!(
-            "store: SITE.BIN segment {segment} {what}; files in it: {names}; each is sent only \
-             if it passes its own checksum, and read again when asked for"
-        );
-    }
-
     /// Starts the next read: a segment a response waits for, else one read ahead, else (when
-    /// idle) warm-up.
+    /// idle) warm-up of the live site.
     fn start_next(&mut self, now: Instant) {
         let (segment, warm_up) = loop {
             if let Some(segment) = self.demand.pop_front().or_else(|| self.ahead.pop_front()) {
-                // Cleared or read meanwhile: skip.
+                // Cleared, read meanwhile, or its site retired: skip.
                 if self.cache.state(segment) == SegmentState::Queued {
                     break (segment, false);
                 }
@@ -670,13 +862,18 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
             {
                 return;
             }
-            let count = self.index.segment_count();
+            let Some((count, base)) = self.sides[self.live]
+                .as_ref()
+                .map(|side| (side.index.segment_count(), side.base))
+            else {
+                return;
+            };
             let mut found = None;
             for _ in 0..WARM_UP_SCAN {
                 if self.warm_next >= count {
                     break;
                 }
-                let candidate = self.warm_next;
+                let candidate = base + self.warm_next;
                 self.warm_next += 1;
                 if self.cache.state(candidate) == SegmentState::Absent {
                     found = Some(candidate);
@@ -688,15 +885,20 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                 None => return,
             }
         };
-        let Some((start, len)) = self.index.segment(segment) else {
+        let Some((side, local)) = self.locate(segment) else {
             self.cache.mark(segment, SegmentState::Absent);
             return;
         };
-        let plan = self
-            .index
-            .bodies_offset()
-            .checked_add(start)
-            .and_then(|at| self.extents.plan(at, len));
+        let Some(site) = self.sides[side].as_ref() else {
+            return;
+        };
+        let serial = site.serial;
+        let plan = site.index.segment(local).and_then(|(start, len)| {
+            site.index
+                .bodies_offset()
+                .checked_add(start)
+                .and_then(|at| site.extents.plan(at, len))
+        });
         let Some(plan) = plan else {
             // `read_index` checked every segment's plan: cannot happen.
             self.counters.read_errors += 1;
@@ -706,7 +908,7 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
         let Some((page, memory)) = self.cache.take_page(warm_up) else {
             // Every page is lent out or (warm-up) none is free: try again later.
             if warm_up {
-                self.warm_next = segment;
+                self.warm_next = local;
             } else {
                 let _ = self.demand.push_front(segment);
             }
@@ -721,6 +923,8 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                 self.cache.mark(segment, SegmentState::Reading);
                 self.in_flight = Some(InFlight {
                     segment,
+                    side,
+                    serial,
                     page,
                     started,
                     warm_up,
@@ -730,19 +934,80 @@ impl<'m, 'b, D: BackgroundRead<'b>> Inner<'m, 'b, D> {
                 self.cache.return_page(page, memory, None, false);
                 self.counters.read_errors += 1;
                 self.cache.mark(segment, SegmentState::Failed);
-                log::error!("store: the card refused the read of segment {segment}: {error}");
+                log::error!("store: the card refused the read of segment {local}: {error}");
             }
         }
     }
 }
 
+/// Logs a segment of `index` that failed, naming (the first few of) the files in it.
+fn log_failure(index: &SiteIndex<'_>, segment: u32, what: core::fmt::Arguments<'_>) {
+    const NAMED: usize = 4;
+    let (start, len) = index.segment(segment).unwrap_or((0, 0));
+    let end = start.saturating_add(len);
+    let mut names: heapless::String<256> = heapless::String::new();
+    let mut count = 0usize;
+    for file in index.files() {
+        let touches = [Some(file.identity), file.gzip, file.brotli]
+            .into_iter()
+            .flatten()
+            .any(|v| {
+                !v.body.is_empty()
+                    && v.body.offset < end
+                    && start < v.body.offset.saturating_add(v.body.len)
+            });
+        if !touches {
+            continue;
+        }
+        if count < NAMED {
+            let separator = if count > 0 { ", " } else { "" };
+            let _ =
+                core::fmt::Write::write_fmt(&mut names, format_args!("{separator}{}", file.path));
+        }
+        count += 1;
+    }
+    if count > NAMED {
+        let _ =
+            core::fmt::Write::write_fmt(&mut names, format_args!(" and {} more", count - NAMED));
+    }
+    log::error!(
+        "store: SITE.BIN segment {segment} {what}; files in it: {names}; each is sent only if \
+         it passes its own checksum, and read again when asked for"
+    );
+}
+
+impl<'m, 'b, D: BackgroundRead<'b>> CardStore<'m, 'b, D> {
+    /// [`BodySource::read_with`] for one side.
+    fn read_side(
+        &self,
+        side: usize,
+        request: BodyRequest,
+        out: &mut [u8],
+        copy: &mut BodyCopy<'_>,
+    ) -> BodyStatus {
+        match self.inner.try_borrow_mut() {
+            Ok(mut inner) => inner.read(side, request, out, copy),
+            Err(_) => BodyStatus::Pending,
+        }
+    }
+
+    /// [`BodySource::address`] for one side.
+    fn address_side(&self, side: usize, request: BodyRequest) -> Option<usize> {
+        self.inner.try_borrow().ok()?.address(side, request)
+    }
+}
+
+/// Copies `from` into `to` (the [`BodySource::read`] of a store, which copies itself).
+fn copy_into(to: &mut [u8], from: Option<&[u8]>) {
+    if let Some(from) = from {
+        to.copy_from_slice(from);
+    }
+}
+
+/// The live site of the store.
 impl<'m, 'b, D: BackgroundRead<'b>> BodySource for CardStore<'m, 'b, D> {
     fn read(&self, request: BodyRequest, out: &mut [u8]) -> BodyStatus {
-        self.read_with(request, out, &mut |to, from| {
-            if let Some(from) = from {
-                to.copy_from_slice(from);
-            }
-        })
+        self.read_side(self.live_side(), request, out, &mut copy_into)
     }
 
     fn read_with(
@@ -751,13 +1016,37 @@ impl<'m, 'b, D: BackgroundRead<'b>> BodySource for CardStore<'m, 'b, D> {
         out: &mut [u8],
         copy: &mut BodyCopy<'_>,
     ) -> BodyStatus {
-        match self.inner.try_borrow_mut() {
-            Ok(mut inner) => inner.read(request, out, copy),
-            Err(_) => BodyStatus::Pending,
-        }
+        self.read_side(self.live_side(), request, out, copy)
     }
 
     fn address(&self, request: BodyRequest) -> Option<usize> {
-        self.inner.try_borrow().ok()?.address(request)
+        self.address_side(self.live_side(), request)
+    }
+}
+
+/// One side of a [`CardStore`] ([`CardStore::side`]): the site it held when a response
+/// started, for as long as that response reads it.
+pub struct StoreSide<'s, 'm, 'b, D> {
+    store: &'s CardStore<'m, 'b, D>,
+    side: usize,
+}
+
+impl<'m, 'b, D: BackgroundRead<'b>> BodySource for StoreSide<'_, 'm, 'b, D> {
+    fn read(&self, request: BodyRequest, out: &mut [u8]) -> BodyStatus {
+        self.store
+            .read_side(self.side, request, out, &mut copy_into)
+    }
+
+    fn read_with(
+        &self,
+        request: BodyRequest,
+        out: &mut [u8],
+        copy: &mut BodyCopy<'_>,
+    ) -> BodyStatus {
+        self.store.read_side(self.side, request, out, copy)
+    }
+
+    fn address(&self, request: BodyRequest) -> Option<usize> {
+        self.store.address_side(self.side, request)
     }
 }

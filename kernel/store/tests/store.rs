@@ -7,7 +7,9 @@ use bramble_site::{
     Body, BodyRequest, BodySource, BodyStatus, FileSpec, SiteImageWriter, SiteIndex, VariantSpec,
     http_date,
 };
-use bramble_store::{CardStore, FileExtents, IndexError, MemoryCard, Page, read_index};
+use bramble_store::{
+    CardStore, FileExtents, IndexError, MemoryCard, Page, SwitchError, read_index,
+};
 
 /// A small deterministic pseudo-random generator (xorshift64*).
 struct Rng(u64);
@@ -29,8 +31,13 @@ const SEGMENT: u32 = 4096;
 /// A site of small pages (with a gzip variant each) and a few bodies spanning many segments,
 /// in 4 KiB segments.
 fn site() -> Vec<u8> {
-    let mut rng = Rng(42);
-    let mut writer = SiteImageWriter::with_segment_len(SEGMENT).unwrap();
+    site_with(42, SEGMENT)
+}
+
+/// [`site`] with other bytes (`seed`) and segment length.
+fn site_with(seed: u64, segment_len: u32) -> Vec<u8> {
+    let mut rng = Rng(seed);
+    let mut writer = SiteImageWriter::with_segment_len(segment_len).unwrap();
     let file = |path: String, body: Vec<u8>, gzip: Option<Vec<u8>>| FileSpec {
         path,
         content_type: "application/octet-stream".into(),
@@ -137,6 +144,16 @@ fn get<'b>(
     body: Body,
     now: &mut u64,
 ) -> Option<Vec<u8>> {
+    get_from(store, store, body, now)
+}
+
+/// [`get`] through `source` (the store itself, or one of its sides).
+fn get_from<'b>(
+    source: &dyn BodySource,
+    store: &CardStore<'_, 'b, MemoryCard<'_, 'b>>,
+    body: Body,
+    now: &mut u64,
+) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut last_segment = None;
     let mut buffer = [0u8; 1500];
@@ -151,7 +168,7 @@ fn get<'b>(
             offset,
             lookup,
         };
-        match store.read(request, &mut buffer) {
+        match source.read(request, &mut buffer) {
             BodyStatus::Ready(n) => {
                 assert!(n > 0 && n <= buffer.len());
                 out.extend_from_slice(&buffer[..n]);
@@ -557,4 +574,180 @@ fn mutated_images_through_the_whole_card_path_never_panic() {
         accepted > 50 && rejected > 50,
         "{accepted} accepted, {rejected} rejected"
     );
+}
+
+#[test]
+fn a_switch_serves_the_new_site_while_the_old_one_finishes_from_its_own_blocks() {
+    let old = site();
+    let new = site_with(7, SEGMENT);
+    assert_ne!(old, new);
+    // Two slots on one card: the old site at block 0, the new one after it.
+    let new_block = old.len().div_ceil(512) as u64 + 3;
+    let mut card_bytes = old.clone();
+    card_bytes.resize(new_block as usize * 512, 0xEE);
+    card_bytes.extend_from_slice(&new);
+    let old_extents = FileExtents::contiguous(0, old.len() as u32);
+    let new_extents = FileExtents::contiguous(new_block, new.len() as u32);
+    let mut card = MemoryCard::new(&card_bytes).with_delay(2);
+    let mut old_index_memory = vec![0u8; 64 * 1024];
+    let mut new_index_memory = vec![0u8; 64 * 1024];
+    let (old_index, _) = read_index(&mut card, &old_extents, &mut old_index_memory).unwrap();
+    let (new_index, _) = read_index(&mut card, &new_extents, &mut new_index_memory).unwrap();
+    let slot_bytes = old.len().max(new.len()) as u64;
+    let table_len = CardStore::<MemoryCard>::switch_table_len(&old_index, slot_bytes);
+    assert!(table_len >= 2 * old_index.segment_count() as usize);
+    let mut table = vec![0u32; table_len];
+    // Three pages: far fewer than either site's segments, so both are read from the card
+    // again and again, each from its own blocks.
+    let mut pages_memory = vec![0u8; 3 * SEGMENT as usize];
+    let mut pages: Vec<Page> = pages_memory
+        .chunks_exact_mut(SEGMENT as usize)
+        .map(Page::new)
+        .collect();
+    let store = CardStore::new(card, old_index, old_extents.clone(), &mut table);
+    store.attach_pages(&mut pages);
+    let mut now = 1_000_000;
+    let (big, big_old) = body_of(&old, "/big/2");
+    // A response of the old site has its first segment; then the switch.
+    let first = BodyRequest {
+        body: big,
+        offset: 0,
+        lookup: true,
+    };
+    while store.side(0).read(first, &mut [0u8; 16]) == BodyStatus::Pending {
+        now += 500;
+        store.poll(Instant::from_micros(now));
+    }
+    assert_eq!(store.switch(new_index, new_extents.clone()), Ok(1));
+    assert_eq!(store.live_side(), 1);
+    assert_eq!(store.index().unwrap().checksum(), new_index.checksum());
+    assert_eq!(store.extents(), Some(new_extents.clone()));
+    assert_eq!(
+        store.switch(old_index, old_extents.clone()),
+        Err(SwitchError::Retiring)
+    );
+    // Both sites, interleaved, byte for byte: the old side from the old blocks, the new side
+    // (and the store's own source, the live site) from the new ones.
+    for ((path, body, expected), (new_path, new_body, new_expected)) in
+        bodies(&old).into_iter().zip(bodies(&new))
+    {
+        let got = get_from(&store.side(0), &store, body, &mut now);
+        assert!(got.as_deref() == Some(&expected[..]), "old {path}");
+        let got = get_from(&store.side(1), &store, new_body, &mut now);
+        assert!(got.as_deref() == Some(&new_expected[..]), "new {new_path}");
+        let got = get(&store, new_body, &mut now);
+        assert!(got.as_deref() == Some(&new_expected[..]), "live {new_path}");
+    }
+    assert_eq!(
+        get_from(&store.side(0), &store, big, &mut now).unwrap(),
+        big_old
+    );
+    assert_eq!(store.counters().checksum_failures, 0);
+
+    // The live side cannot retire. A read of the old side is out when it retires: its bytes
+    // go nowhere, and the old side fails from then on.
+    assert!(!store.retire(1));
+    let (page, _) = body_of(&old, "/p/07");
+    let request = BodyRequest {
+        body: page,
+        offset: 0,
+        lookup: true,
+    };
+    let mut out = [0u8; 64];
+    // Evict it first, by reading the new site's bodies.
+    for (_, body, _) in bodies(&new).into_iter().take(12) {
+        get_from(&store.side(1), &store, body, &mut now).unwrap();
+    }
+    assert_eq!(store.side(0).read(request, &mut out), BodyStatus::Pending);
+    now += 500;
+    store.poll(Instant::from_micros(now)); // starts the read: busy for two polls
+    let pages_used = store.counters().pages_used;
+    assert!(store.retire(0));
+    assert!(!store.retire(0), "retired once");
+    for _ in 0..5 {
+        now += 500;
+        store.poll(Instant::from_micros(now));
+    }
+    assert_eq!(store.side(0).read(request, &mut out), BodyStatus::Failed);
+    assert!(
+        store.counters().pages_used <= pages_used,
+        "the retired site's read was not cached"
+    );
+    assert_eq!(store.counters().checksum_failures, 0);
+    for (path, body, expected) in bodies(&new) {
+        let got = get(&store, body, &mut now);
+        assert!(
+            got.as_deref() == Some(&expected[..]),
+            "after the retire: {path}"
+        );
+    }
+
+    // And back to the old site, whose entries now go at the other end of the table.
+    assert_eq!(store.switch(old_index, old_extents), Ok(0));
+    for ((path, body, expected), (new_path, new_body, new_expected)) in
+        bodies(&old).into_iter().zip(bodies(&new))
+    {
+        let got = get(&store, body, &mut now);
+        assert!(got.as_deref() == Some(&expected[..]), "old again {path}");
+        let got = get_from(&store.side(1), &store, new_body, &mut now);
+        assert!(
+            got.as_deref() == Some(&new_expected[..]),
+            "retiring {new_path}"
+        );
+    }
+    assert!(store.retire(1));
+    assert_eq!(store.counters().read_errors, 0);
+}
+
+#[test]
+fn a_switch_the_store_cannot_hold_is_refused_and_the_live_site_keeps_serving() {
+    let old = site();
+    let other_segments = site_with(7, 2 * SEGMENT);
+    let new = site_with(7, SEGMENT);
+    let mut card_bytes = old.clone();
+    let other_block = card_bytes.len().div_ceil(512) as u64;
+    card_bytes.resize(other_block as usize * 512, 0);
+    card_bytes.extend_from_slice(&other_segments);
+    let new_block = card_bytes.len().div_ceil(512) as u64;
+    card_bytes.resize(new_block as usize * 512, 0);
+    card_bytes.extend_from_slice(&new);
+    let old_extents = FileExtents::contiguous(0, old.len() as u32);
+    let other_extents = FileExtents::contiguous(other_block, other_segments.len() as u32);
+    let new_extents = FileExtents::contiguous(new_block, new.len() as u32);
+    let mut card = MemoryCard::new(&card_bytes);
+    let mut memory = [
+        vec![0u8; 64 * 1024],
+        vec![0u8; 64 * 1024],
+        vec![0u8; 64 * 1024],
+    ];
+    let [old_memory, other_memory, new_memory] = &mut memory;
+    let (old_index, _) = read_index(&mut card, &old_extents, old_memory).unwrap();
+    let (other_index, _) = read_index(&mut card, &other_extents, other_memory).unwrap();
+    let (new_index, _) = read_index(&mut card, &new_extents, new_memory).unwrap();
+    // A table for the boot site alone (a site on FAT, no slots).
+    let mut table = vec![0u32; CardStore::<MemoryCard>::table_len(&old_index)];
+    let mut pages_memory = vec![0u8; 4 * SEGMENT as usize];
+    let mut pages: Vec<Page> = pages_memory
+        .chunks_exact_mut(SEGMENT as usize)
+        .map(Page::new)
+        .collect();
+    let store = CardStore::new(card, old_index, old_extents, &mut table);
+    store.attach_pages(&mut pages);
+    assert_eq!(
+        store.switch(other_index, other_extents),
+        Err(SwitchError::SegmentLength {
+            pages: SEGMENT,
+            new: 2 * SEGMENT
+        })
+    );
+    assert!(matches!(
+        store.switch(new_index, new_extents),
+        Err(SwitchError::TableTooSmall { .. })
+    ));
+    assert_eq!(store.live_side(), 0);
+    let mut now = 1_000_000;
+    for (path, body, expected) in bodies(&old) {
+        let got = get(&store, body, &mut now);
+        assert!(got.as_deref() == Some(&expected[..]), "{path}");
+    }
 }
