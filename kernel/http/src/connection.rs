@@ -83,6 +83,9 @@ struct Sending {
     generated: bool,
     /// The head is not written yet: the generated body must be measured first.
     deferred: bool,
+    /// The site's generation when the response started: its body comes from that site
+    /// even after a switch ([`Server::switch_site`]).
+    generation: u32,
 }
 
 /// One HTTP connection. Fixed capacity, no allocation; drive it with [`Connection::open`],
@@ -193,6 +196,7 @@ impl Connection {
                 last_segment: None,
                 generated: false,
                 deferred: false,
+                generation: 0,
             },
             responding: false,
             closing: false,
@@ -409,7 +413,7 @@ impl Connection {
         }
         if !self.sending.body_confirmed {
             let at = self.sending.body_next;
-            match self.read_body(&server.site, at, &mut []) {
+            match self.read_body(server.site_of(self.sending.generation), at, &mut []) {
                 BodyStatus::Ready(_) => self.sending.body_confirmed = true,
                 BodyStatus::Pending => return 0,
                 BodyStatus::Failed => self.fail_before_head(server, now),
@@ -446,7 +450,8 @@ impl Connection {
         let Some(body) = self.sending.body else {
             return 0;
         };
-        let piece_left = match &server.site {
+        let site = server.site_of(self.sending.generation);
+        let piece_left = match site {
             SiteSource::Store(index, _) => {
                 let segment = u64::from(index.segment_len().max(1));
                 let position = u64::from(body.offset) + u64::from(at);
@@ -461,7 +466,7 @@ impl Connection {
             }
             _ => usize::MAX,
         };
-        match self.read_body(&server.site, at, &mut []) {
+        match self.read_body(site, at, &mut []) {
             BodyStatus::Ready(_) => max.min(left).min(piece_left),
             BodyStatus::Pending => 0,
             BodyStatus::Failed => {
@@ -531,13 +536,14 @@ impl Connection {
                 _ => written,
             };
         }
-        if let Some(bytes) = self.peek_body(&server.site, at) {
+        let site = server.site_of(self.sending.generation);
+        if let Some(bytes) = self.peek_body(site, at) {
             let n = bytes.len().min(space_len);
             copy(&mut space[..n], Some(&bytes[..n]));
             return written + n;
         }
         // The source hands its bytes to `copy` (or copies them and says so): one pass.
-        match self.read_body_with(&server.site, at, space, &mut copy) {
+        match self.read_body_with(site, at, space, &mut copy) {
             BodyStatus::Ready(n) if n <= space_len => written + n,
             _ => written,
         }
@@ -560,7 +566,7 @@ impl Connection {
             .ok()
             .and_then(|offset| self.sending.body_next.checked_add(offset))
             .filter(|&at| at < self.sending.body_end)?;
-        let source: &dyn BodySource = match &server.site {
+        let source: &dyn BodySource = match server.site_of(self.sending.generation) {
             SiteSource::Ready(image) => image,
             SiteSource::Store(_, source) => *source,
             SiteSource::Unavailable(_) => return None,
@@ -624,6 +630,9 @@ impl Connection {
     /// [`Connection::resume`]. The state is then free for another connection.
     pub fn suspend(&mut self, server: &mut Server) -> u32 {
         let served = self.requests_served;
+        if self.open && self.responding {
+            server.response_ended(self.sending.generation);
+        }
         if self.open {
             server.counters.open_connections = server.counters.open_connections.saturating_sub(1);
         }
@@ -745,11 +754,12 @@ impl Connection {
 
     /// Bytes of the generated page (search results) at the next offset.
     fn read_generated(&self, server: &Server, at: u32, out: &mut [u8]) -> BodyStatus {
-        let (index, source): (SiteIndex<'_>, &dyn BodySource) = match &server.site {
-            SiteSource::Ready(image) => (image.index(), image),
-            SiteSource::Store(index, source) => (*index, *source),
-            SiteSource::Unavailable(_) => return BodyStatus::Failed,
-        };
+        let (index, source): (SiteIndex<'_>, &dyn BodySource) =
+            match server.site_of(self.sending.generation) {
+                SiteSource::Ready(image) => (image.index(), image),
+                SiteSource::Store(index, source) => (*index, *source),
+                SiteSource::Unavailable(_) => return BodyStatus::Failed,
+            };
         match self.search_slot.and_then(|slot| server.searches.get(slot)) {
             Some(search) => search.read(index, source, at, out),
             None => BodyStatus::Failed,
@@ -766,7 +776,12 @@ impl Connection {
     /// Runs the search of the queued response and measures its page; once both are done,
     /// writes its head. Pending while postings or page text are being read from the card.
     fn prepare_generated(&mut self, server: &mut Server, now: Instant) -> BodyStatus {
-        let (index, source): (SiteIndex<'_>, &dyn BodySource) = match &server.site {
+        let (index, source): (SiteIndex<'_>, &dyn BodySource) = match crate::server::site_of(
+            &server.site,
+            server.generation,
+            &server.retiring,
+            self.sending.generation,
+        ) {
             SiteSource::Ready(image) => (image.index(), image),
             SiteSource::Store(index, source) => (*index, *source),
             SiteSource::Unavailable(_) => return BodyStatus::Failed,
@@ -846,6 +861,7 @@ impl Connection {
         );
         self.sending = Sending {
             body_confirmed: true,
+            generation: self.sending.generation,
             ..Sending::default()
         };
         self.log_status = outcome.status;
@@ -940,6 +956,7 @@ impl Connection {
         if self.responding {
             // Log what was sent of an interrupted response.
             self.log_response(server, self.idle_since, true);
+            server.response_ended(self.sending.generation);
         }
         if self.timed_out.get() {
             server.counters.timeouts += 1;
@@ -1204,6 +1221,7 @@ impl Connection {
             last_segment: None,
             generated: false,
             deferred: outcome.deferred,
+            generation: server.response_started(),
         };
         self.responding = true;
         self.response_started = now;
@@ -1223,6 +1241,7 @@ impl Connection {
     fn finish_response(&mut self, server: &mut Server, now: Instant) {
         self.release_search(server);
         self.log_response(server, now, false);
+        server.response_ended(self.sending.generation);
         self.responding = false;
         self.head.clear();
         self.sending = Sending::default();

@@ -246,6 +246,13 @@ impl core::fmt::Display for Counters {
 #[derive(Debug)]
 pub struct Server<'a> {
     pub(crate) site: SiteSource<'a>,
+    /// The site's generation: one more at each [`Server::switch_site`]. A response reads the
+    /// site of the generation it started with.
+    pub(crate) generation: u32,
+    /// Responses started with the current site and not yet finished.
+    pub(crate) responses_in_flight: u32,
+    /// The site served before the last switch, while responses that started with it finish.
+    pub(crate) retiring: Option<Retiring<'a>>,
     pub(crate) config: ServerConfig,
     pub(crate) counters: Counters,
     /// Unix seconds at an instant, once the clock has been set from the network; only then
@@ -271,6 +278,30 @@ pub struct Server<'a> {
     pub(crate) status_snapshot: crate::status::StatusSnapshot,
     /// Today's visitor counts.
     pub(crate) visitors: crate::visitors::Visitors,
+}
+
+/// A site switched away from whose responses are still being sent.
+#[derive(Debug)]
+pub(crate) struct Retiring<'a> {
+    site: SiteSource<'a>,
+    generation: u32,
+    responses: u32,
+}
+
+/// [`Server::site_of`] over the server's fields (for a caller that borrows others beside).
+pub(crate) fn site_of<'s, 'a>(
+    site: &'s SiteSource<'a>,
+    current: u32,
+    retiring: &'s Option<Retiring<'a>>,
+    generation: u32,
+) -> &'s SiteSource<'a> {
+    if generation == current {
+        return site;
+    }
+    match retiring {
+        Some(retiring) if retiring.generation == generation => &retiring.site,
+        _ => &SiteSource::Unavailable("the site this response started with was retired"),
+    }
 }
 
 /// HTTP-01 answers served at once (an order's names are validated one at a time; a few more
@@ -301,6 +332,9 @@ impl<'a> Server<'a> {
     pub fn new(site: SiteSource<'a>, config: ServerConfig) -> Self {
         Self {
             site,
+            generation: 0,
+            responses_in_flight: 0,
+            retiring: None,
             config,
             counters: Counters::default(),
             wall_clock: None,
@@ -459,6 +493,69 @@ impl<'a> Server<'a> {
     /// The site being served.
     pub fn site(&self) -> &SiteSource<'a> {
         &self.site
+    }
+
+    /// Serves `site` from the next request on, on every connection (HTTP/1.1 and HTTP/2,
+    /// plain and TLS, which share this server). Responses already started keep reading the
+    /// site they started with, which retires once they are done
+    /// ([`Server::retiring_responses`], [`Server::retire_site`]). Refused (false) while an
+    /// earlier switch's site is still retiring: the caller must not reuse the retiring
+    /// site's storage before it has retired.
+    #[must_use]
+    pub fn switch_site(&mut self, site: SiteSource<'a>) -> bool {
+        if self.retiring.is_some() {
+            return false;
+        }
+        let old = core::mem::replace(&mut self.site, site);
+        self.retiring = Some(Retiring {
+            site: old,
+            generation: self.generation,
+            responses: self.responses_in_flight,
+        });
+        self.generation = self.generation.wrapping_add(1);
+        self.responses_in_flight = 0;
+        true
+    }
+
+    /// Responses still being sent from the site before the last switch (`None`: no switch
+    /// is retiring).
+    pub fn retiring_responses(&self) -> Option<u32> {
+        self.retiring.as_ref().map(|retiring| retiring.responses)
+    }
+
+    /// Stops serving the site before the last switch (false: none was retiring); a response still
+    /// reading it (which [`Server::retiring_responses`] counts) cannot finish and its
+    /// connection is reset, so that no response ever mixes two sites.
+    pub fn retire_site(&mut self) -> bool {
+        self.retiring.take().is_some()
+    }
+
+    /// The site's generation (one more at each switch).
+    pub fn site_generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// The site of `generation`: the current one, the retiring one, or, for one retired, a
+    /// site that fails every body read.
+    pub(crate) fn site_of(&self, generation: u32) -> &SiteSource<'a> {
+        site_of(&self.site, self.generation, &self.retiring, generation)
+    }
+
+    /// A response starts with the current site: counted, and its generation returned.
+    pub(crate) fn response_started(&mut self) -> u32 {
+        self.responses_in_flight = self.responses_in_flight.saturating_add(1);
+        self.generation
+    }
+
+    /// A response of `generation` ended (sent, cut or abandoned).
+    pub(crate) fn response_ended(&mut self, generation: u32) {
+        if generation == self.generation {
+            self.responses_in_flight = self.responses_in_flight.saturating_sub(1);
+        } else if let Some(retiring) = self.retiring.as_mut()
+            && retiring.generation == generation
+        {
+            retiring.responses = retiring.responses.saturating_sub(1);
+        }
     }
 
     /// Records that the wall-clock time was `unix_seconds` at `at` (e.g. from SNTP). From
