@@ -5,8 +5,10 @@
 //! card as `acme_ca_certificate`, as the heartbeat's test does); SNTP sets the guest's clock.
 //!
 //! - The guest refuses a manifest signed by another key and keeps serving; picks up a newer
-//!   version signed by the owner (the new page appears, the old one is gone, the ETag of `/`
-//!   changes) after a clean restart; refuses an older version and keeps serving the new site.
+//!   version signed by the owner and serves it without a restart (no second boot; the new
+//!   page appears, the old one is gone, the ETags change), while a large download started
+//!   before the switch finishes byte for byte from the old site; refuses an older version
+//!   and keeps serving the new site.
 //! - Power cuts: QEMU killed by PID at random moments of the pull's card writes; each next
 //!   boot serves one whole site, the old or the new, byte for byte.
 
@@ -49,25 +51,24 @@ fn keygen(path: &Path) {
     .expect("keygen");
 }
 
-/// A site whose pages say `name`; with `blob`, a 1 MiB file of incompressible bytes too.
-fn write_site(root: &Path, name: &str, blob: bool) -> Vec<u8> {
+/// A site whose pages say `name`, and `/blob.bin`: 1 MiB of incompressible bytes from
+/// `seed`. Returns the bytes of `/` and of `/blob.bin`.
+fn write_site(root: &Path, name: &str, seed: u64) -> (Vec<u8>, Vec<u8>) {
     std::fs::create_dir_all(root).unwrap();
     let index = format!("<!doctype html><title>{name}</title><h1>site {name}</h1>\n").repeat(20);
     std::fs::write(root.join("index.html"), &index).unwrap();
     std::fs::write(root.join(format!("{name}.html")), index.repeat(2)).unwrap();
-    if blob {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let bytes: Vec<u8> = (0..1 << 20)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                state as u8
-            })
-            .collect();
-        std::fs::write(root.join("blob.bin"), bytes).unwrap();
-    }
-    index.into_bytes()
+    let mut state = seed;
+    let blob: Vec<u8> = (0..1 << 20)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect();
+    std::fs::write(root.join("blob.bin"), &blob).unwrap();
+    (index.into_bytes(), blob)
 }
 
 /// The static host: `openssl s_server -WWW` on `pub.test:8443` serving `dir/www`, with a
@@ -177,6 +178,8 @@ struct Lab {
     site_b: std::path::PathBuf,
     index_a: Vec<u8>,
     index_b: Vec<u8>,
+    blob_a: Vec<u8>,
+    blob_b: Vec<u8>,
     card: std::path::PathBuf,
 }
 
@@ -193,8 +196,8 @@ impl Lab {
         keygen(&other);
         let site_a = dir.join("a");
         let site_b = dir.join("b");
-        let index_a = write_site(&site_a, "a", false);
-        let index_b = write_site(&site_b, "b", true);
+        let (index_a, blob_a) = write_site(&site_a, "a", 0x2545_F491_4F6C_DD1D);
+        let (index_b, blob_b) = write_site(&site_b, "b", 0x9E37_79B9_7F4A_7C15);
         let settings = dir.join("BRAMBLE.TXT");
         std::fs::write(
             &settings,
@@ -234,6 +237,8 @@ impl Lab {
             site_b,
             index_a,
             index_b,
+            blob_a,
+            blob_b,
             card,
         }
     }
@@ -281,6 +286,35 @@ impl Lab {
         let mut command = self.netns.command(qemu);
         command.args(self.config().args());
         Guest::start_judged(command, None)
+    }
+
+    /// `curl --limit-rate RATE URL` in the namespace, started: a slow download, its body
+    /// into `out`. The namespace's TCP receive buffers are 16 KiB from here on, so that the
+    /// guest, not the host's socket buffer, holds what the client has not read yet: the
+    /// response stays in flight on the guest as long as the download lasts.
+    fn start_slow_get(&self, path: &str, rate: &str, out: &Path) -> std::process::Child {
+        // The namespace's own value (net.ipv4.tcp_rmem is per namespace), by its /proc file.
+        netns::run(self.netns.command("sh").args([
+            "-c",
+            "echo '4096 16384 16384' > /proc/sys/net/ipv4/tcp_rmem",
+        ]));
+        self.netns
+            .command("curl")
+            .args([
+                "--silent",
+                "--max-time",
+                "120",
+                "--limit-rate",
+                rate,
+                "--output",
+                &out.display().to_string(),
+                "--write-out",
+                "%{http_code} %{size_download}",
+                &format!("http://{GUEST}{path}"),
+            ])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("curl")
     }
 
     /// `curl -D - URL` in the namespace: (status, headers, body).
@@ -338,39 +372,88 @@ fn the_guest_pulls_a_newer_signed_site_and_refuses_another_key_and_an_older_vers
     assert_eq!((status, &body), (200, &lab.index_a), "{head_a}");
     assert_eq!(lab.get("/a.html").0, 200);
 
-    // 2. The owner's version 10 of site B: fetched, written, verified, live after a clean
-    // restart; the next check finds it current.
+    let (_, blob_head_a, _) = lab.get("/blob.bin");
+
+    // 2. The owner's version 10 of site B: fetched, written, verified, and served without a
+    // restart, while a slow download of site A's /blob.bin started before the switch
+    // finishes from site A; the next check finds version 10 current.
     lab.put(&lab.site_b, &lab.owner, 10, "garden");
     let fetching = guest.expect_line("publish: version 10 (", Duration::from_secs(90));
+    // 1 MiB at 40 KiB/s: about 26 s, much longer than the pull (about 4 s in QEMU).
+    let slow_out = lab.dir.join("slow-blob.bin");
+    let mut slow = lab.start_slow_get("/blob.bin", "40k", &slow_out);
     let live = guest.expect_line("now live;", PUBLISH_TIMEOUT);
+    let live_seen = Instant::now();
     assert!(live.contains("written to slot B"), "{live}");
-    guest.expect_line(
-        "publish: restarting to serve version 10 from slot B",
+    let switched = guest.expect_line(
+        "publish: serving version 10 from slot B without a restart",
         Duration::from_secs(10),
     );
-    guest.expect_line("slots: serving slot B, version 10", BOOT_TIMEOUT);
-    guest.expect_line(&format!("serving: http://{GUEST}/"), BOOT_TIMEOUT);
-    guest.expect_line("publish: version 10 is live and current", PUBLISH_TIMEOUT);
+    // The first request after the switch line gets the new site.
     let (status, head_b, body) = lab.get("/");
+    let first_new_page = live_seen.elapsed();
     assert_eq!((status, &body), (200, &lab.index_b), "{head_b}");
+    assert!(
+        slow.try_wait().unwrap().is_none(),
+        "the slow download was still running at the switch"
+    );
     assert_ne!(etag(&head_a), etag(&head_b), "the ETag of / changed");
     assert!(!etag(&head_b).is_empty(), "{head_b}");
     assert_eq!(lab.get("/b.html").0, 200, "the new page appears");
     assert_eq!(lab.get("/a.html").0, 404, "the old page is gone");
-    let (status, _, blob) = lab.get("/blob.bin");
-    assert_eq!((status, blob.len()), (200, 1 << 20));
+    let (status, blob_head_b, blob) = lab.get("/blob.bin");
+    assert_eq!(status, 200);
+    assert!(blob == lab.blob_b, "a new request gets site B's /blob.bin");
+    assert_ne!(etag(&blob_head_a), etag(&blob_head_b));
+    // The download started before the switch ends whole, with site A's bytes.
+    let result = slow.wait_with_output().unwrap();
+    let written = String::from_utf8_lossy(&result.stdout).to_string();
+    assert!(written.starts_with("200 "), "{written}");
+    let slow_bytes = std::fs::read(&slow_out).unwrap();
+    assert_eq!(slow_bytes.len(), lab.blob_a.len(), "{written}");
+    assert!(
+        slow_bytes == lab.blob_a,
+        "the response in flight finished from site A, byte for byte"
+    );
+    let retired = guest.expect_line("publish: slot A retired", Duration::from_secs(30));
+    assert!(
+        retired.contains(" 0 responses still reading it"),
+        "{retired}"
+    );
+    guest.expect_line("publish: version 10 is live and current", PUBLISH_TIMEOUT);
+    // One boot: no restart, no second banner.
+    let boots = |needle: &str| {
+        guest
+            .transcript
+            .iter()
+            .filter(|line| line.contains(needle))
+            .count()
+    };
+    assert_eq!(
+        boots("a web server with no operating system"),
+        1,
+        "one boot"
+    );
+    assert_eq!(boots("slots: serving slot"), 1, "one boot");
+    assert_eq!(boots("publish: restarting"), 0);
     let blocks: u64 = live
         .split("; ")
         .last()
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
+    eprintln!("{switched}\n{retired}");
     eprintln!(
-        "publish of {} bytes: {:.2} s guest time from the manifest to live, {blocks} card blocks",
+        "publish of {} bytes: {:.2} s guest time from the manifest to live, {blocks} card \
+         blocks; switched {:.3} s (guest) after live; the new page served {:.2} s (host) after \
+         the live line; the old slot retired {:.2} s (guest) after the switch",
         std::fs::metadata(lab.dir.join("www/garden/site-10.bin"))
             .unwrap()
             .len(),
         stamp(&live).unwrap_or(0.0) - stamp(&fetching).unwrap_or(0.0),
+        stamp(&switched).unwrap_or(0.0) - stamp(&live).unwrap_or(0.0),
+        first_new_page.as_secs_f64(),
+        stamp(&retired).unwrap_or(0.0) - stamp(&switched).unwrap_or(0.0),
     );
     assert!(blocks > 2048, "{live}");
 
@@ -382,9 +465,10 @@ fn the_guest_pulls_a_newer_signed_site_and_refuses_another_key_and_an_older_vers
     guest.send_line("status");
     let line = guest.expect_line("status: publish checks", Duration::from_secs(10));
     let status = bramble_status::Publish::parse(&line).expect("the publish status line");
+    // The same boot: the first refusal, the publish and this refusal.
     assert_eq!(
         (status.published, status.refused, status.live_version),
-        (0, 1, 10),
+        (1, 2, 10),
         "{line}"
     );
     // Printed before the publish line.
@@ -458,9 +542,15 @@ fn power_cuts_during_the_pull_leave_a_whole_old_or_new_site() {
         assert_eq!((status, &body), (200, wanted_index), "run {run}: {serving}");
         assert_eq!(lab.get(&format!("/{page}.html")).0, 200, "run {run}");
         assert_eq!(lab.get(other_page).0, 404, "run {run}: no mix");
+        let (status, _, blob) = lab.get("/blob.bin");
+        let wanted_blob = if page == "a" {
+            &lab.blob_a
+        } else {
+            &lab.blob_b
+        };
+        assert_eq!(status, 200, "run {run}");
+        assert!(blob == *wanted_blob, "run {run}: /blob.bin of site {page}");
         if page == "b" {
-            let (status, _, blob) = lab.get("/blob.bin");
-            assert_eq!((status, blob.len()), (200, 1 << 20), "run {run}");
             new += 1;
         } else {
             old += 1;

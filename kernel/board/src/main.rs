@@ -167,10 +167,14 @@ fn kernel_main() -> ! {
     let https_wanted = card.settings.https != bramble_settings::HttpsMode::Off;
     let clock_needed = https_wanted || card.settings.acme;
     let mut store = None;
+    let mut sides = None;
     let site = match card.site {
         Ok(site) => {
             store = Some(site.store);
-            bramble_http::SiteSource::Store(site.index, site.store)
+            sides = Some(site.sides);
+            // Side 0's source, not the store's own: a response keeps reading the side it
+            // started with when a publish switches the live site to the other.
+            bramble_http::SiteSource::Store(site.index, &site.sides[0])
         }
         Err(problem) => {
             log::error!("site: {problem}; the server will answer with a diagnostic page");
@@ -217,6 +221,8 @@ fn kernel_main() -> ! {
     let mut certificate_checked = false;
     // When the status page's figures were last refreshed.
     let mut status_refreshed: Option<u64> = None;
+    // The site a live switch replaced, while its last responses are sent.
+    let mut retiring: Option<site_slots::Retiring> = None;
     loop {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
@@ -286,17 +292,39 @@ fn kernel_main() -> ! {
             };
             polled_at_interrupt = Some(usb_interrupts);
             if let Some(record) = appliance.take_published() {
-                // The live switch is a clean reset: the store's index and extents are fixed
-                // at boot (doc/publish.md). Boot serves the slot the record now names.
-                let live = record.slots[usize::from(record.live)];
-                log::info!(
-                    "publish: restarting to serve version {} from slot {}",
-                    live.version,
-                    site_slots::slot_name(record.live)
-                );
-                appliance.stop_router(Instant::from_micros(TIMER.micros()));
-                commands::reboot();
+                match site_slots::switch_live(appliance, store, sides, &mut arena, &record) {
+                    Ok(switched) => retiring = Some(switched),
+                    Err(why) => {
+                        // Boot serves the slot the record now names.
+                        let live = record.slots[usize::from(record.live)];
+                        log::warn!(
+                            "publish: restarting to serve version {} from slot {}: no live \
+                             switch ({why})",
+                            live.version,
+                            site_slots::slot_name(record.live)
+                        );
+                        appliance.stop_router(Instant::from_micros(TIMER.micros()));
+                        commands::reboot();
+                    }
+                }
             }
+            if let (Some(switch), Some(store)) = (retiring.as_ref(), store) {
+                let left = appliance.retiring_responses().unwrap_or(0);
+                let now = TIMER.micros();
+                if left == 0 || now >= switch.deadline {
+                    let _ = appliance.retire_site();
+                    store.retire(switch.side);
+                    log::info!(
+                        "publish: slot {} retired {} ms after the switch, {left} responses \
+                         still reading it (cut at the deadline); its blocks may be written again",
+                        site_slots::slot_name(switch.slot),
+                        now.saturating_sub(switch.at) / 1000,
+                    );
+                    retiring = None;
+                }
+            }
+            // The idle slot is the retiring site's until it retires: no publish may write it.
+            appliance.hold_publish(retiring.is_some());
             if status_refreshed
                 .is_none_or(|at| TIMER.micros().saturating_sub(at) >= STATUS_REFRESH_MICROS)
             {

@@ -51,9 +51,6 @@ fn timed<T>(call: impl FnOnce() -> T) -> T {
     result
 }
 static TLS_FILES: spin::Once<TlsFiles> = spin::Once::new();
-/// Where the site served lies on the card (SITE.BIN's runs, or a site slot), for
-/// [`check_card`].
-static SITE_EXTENTS: spin::Once<FileExtents> = spin::Once::new();
 static STORE_REGION: spin::Once<Result<StoreRegion, StoreRegionError>> = spin::Once::new();
 /// The site slots as boot found them, their record and the copy the next save goes to, when
 /// the card has slots and boot served one of them.
@@ -567,12 +564,13 @@ const CHECK_BLOCKS: usize = 16;
 /// site's. `None` while the store's own read is in flight (try again).
 pub fn check_card(store: &Store) -> Option<Result<CardCheck, BlockError>> {
     use sha2::Digest;
+    // The site served: SITE.BIN on FAT, or the live site slot.
+    let extents = store.extents()?;
+    let extents = &extents;
     #[repr(C, align(32))]
     struct Buffer([u8; CHECK_BLOCKS * BLOCK_SIZE]);
     store.with_device(|reader| {
         let info = reader.emmc.card();
-        // The site served: SITE.BIN on FAT, or the site slot boot chose.
-        let extents = SITE_EXTENTS.get().ok_or(BlockError::Transfer)?;
         let mut buffer = Buffer([0; CHECK_BLOCKS * BLOCK_SIZE]);
         let mut hasher = sha2::Sha256::new();
         let mut left = extents.len() as usize;
@@ -632,12 +630,19 @@ fn now() -> bramble_hal::Instant {
 /// The store serving the site's bodies from the card.
 pub type Store = CardStore<'static, 'static, CardReader>;
 
+/// One side of the store ([`CardStore::side`]): the body source of the site a response
+/// started with.
+pub type StoreSide = bramble_store::StoreSide<'static, 'static, 'static, CardReader>;
+
 /// A site ready to serve: its verified index and the store for its bodies.
 pub struct Site {
     /// The verified index.
     pub index: SiteIndex<'static>,
     /// The store (cache pages are given to it later, by [`attach_cache`]).
     pub store: &'static Store,
+    /// The store's two sides: the boot site is side 0's; a live switch puts the next site
+    /// on the other ([`switch_live`]).
+    pub sides: &'static [StoreSide; 2],
 }
 
 /// What the card held.
@@ -861,7 +866,8 @@ fn open_slot_site(
                     }
                 );
                 SITE_SLOTS.call_once(|| (*slots, record, next_copy));
-                return build_site(reader, arena, index, extents, started, started);
+                let other = Some(slots.slot_bytes());
+                return build_site(reader, arena, index, extents, other, started, started);
             }
             Ok(index) => log::error!(
                 "slots: slot {name} holds a site of {} bytes with checksum {:#010x}, not the \
@@ -900,15 +906,17 @@ fn open_site(mut reader: CardReader, arena: &mut Arena) -> Result<Site, StorageE
     };
     let located = micros();
     let index = read_verified_index(&mut reader, &extents, arena)?;
-    build_site(reader, arena, index, extents, started, located)
+    build_site(reader, arena, index, extents, None, started, located)
 }
 
-/// The store over the card for a verified index.
+/// The store over the card for a verified index; with `other_bytes` (the site slots' size),
+/// a segment table for a live switch to a site of up to that many bytes too.
 fn build_site(
     reader: CardReader,
     arena: &mut Arena,
     index: SiteIndex<'static>,
     extents: FileExtents,
+    other_bytes: Option<u64>,
     started: u64,
     located: u64,
 ) -> Result<Site, StorageError> {
@@ -925,14 +933,103 @@ fn build_site(
         extents.runs().len(),
         located - started
     );
+    let entries = match other_bytes {
+        Some(bytes) => Store::switch_table_len(&index, bytes),
+        None => Store::table_len(&index),
+    };
     let table = arena
-        .slice(Store::table_len(&index), || 0u32)
+        .slice(entries, || 0u32)
         .ok_or(StorageError::NoMemory)?;
-    SITE_EXTENTS.call_once(|| extents.clone());
-    let store = arena
+    let store: &'static Store = arena
         .value(CardStore::new(reader, index, extents, table).with_clock(now))
         .ok_or(StorageError::NoMemory)?;
-    Ok(Site { index, store })
+    let sides = arena
+        .value([store.side(0), store.side(1)])
+        .ok_or(StorageError::NoMemory)?;
+    Ok(Site {
+        index,
+        store,
+        sides,
+    })
+}
+
+/// Why a published site could not be switched to live (the board restarts into it instead).
+#[derive(Debug)]
+pub enum SwitchProblem {
+    /// The card has no site slots the boot served from.
+    NoSlots,
+    /// Its index: unreadable, corrupt, or not what the record names.
+    Index(IndexError),
+    /// Its index is not the one the record names.
+    NotTheRecorded,
+    /// No RAM left for its index.
+    NoMemory(usize),
+    /// The store or the server cannot hold a second site now.
+    Store(bramble_store::SwitchError),
+}
+
+impl core::fmt::Display for SwitchProblem {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SwitchProblem::NoSlots => f.write_str("boot did not serve a site slot"),
+            SwitchProblem::Index(error) => write!(f, "its index: {error}"),
+            SwitchProblem::NotTheRecorded => {
+                f.write_str("its index is not the one the slot record names")
+            }
+            SwitchProblem::NoMemory(needed) => write!(
+                f,
+                "its index needs {needed} bytes of RAM and less is left (each live switch \
+                 takes its index's RAM until the next restart)"
+            ),
+            SwitchProblem::Store(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+/// A site switched to live: the side it is on, its index and its body source.
+pub struct Switched {
+    /// The store side serving it.
+    pub side: usize,
+    /// Its verified index.
+    pub index: SiteIndex<'static>,
+    /// Bytes of RAM its index took.
+    pub index_bytes: usize,
+}
+
+/// Makes the site `record` names live in `store` without a restart: reads its index from the
+/// slot (the card path the publisher uses, after a background read's run), checks it against
+/// the record, and puts it on the store's free side. The caller then gives the server
+/// `sides[side]` with the index, and retires the old side once its responses are done. The
+/// index's RAM comes from `arena` and stays taken until the next restart.
+pub fn switch_live(
+    store: &'static Store,
+    arena: &mut Arena,
+    record: &bramble_fat::site_slots::SlotRecord,
+) -> Result<Switched, SwitchProblem> {
+    let (slots, _, _) = site_slots().ok_or(SwitchProblem::NoSlots)?;
+    let entry = record.slots[usize::from(record.live & 1)];
+    if u64::from(entry.len) > slots.slot_bytes() {
+        return Err(SwitchProblem::NotTheRecorded);
+    }
+    let extents = FileExtents::contiguous(slots.slot_block(record.live), entry.len);
+    let mut card = PublishCard(store);
+    let needed =
+        bramble_store::index_memory_len(&mut card, &extents).map_err(SwitchProblem::Index)?;
+    let memory = arena
+        .bytes(needed, 32)
+        .ok_or(SwitchProblem::NoMemory(needed))?;
+    let (index, _) =
+        bramble_store::read_index(&mut card, &extents, memory).map_err(SwitchProblem::Index)?;
+    if index.checksum() != entry.index_checksum || index.image_len() != entry.len {
+        return Err(SwitchProblem::NotTheRecorded);
+    }
+    let side = store.switch(index, extents).map_err(SwitchProblem::Store)?;
+    INDEX_BYTES.fetch_add(index.index_bytes(), Ordering::Relaxed);
+    Ok(Switched {
+        side,
+        index,
+        index_bytes: needed,
+    })
 }
 
 /// Gives the store every page of RAM left in `arena` (less a small reserve): the segment

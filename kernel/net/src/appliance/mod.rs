@@ -53,7 +53,7 @@ use address::AddressState;
 use address6::Ipv6State;
 use alloc::sync::Arc;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState};
-use bramble_http::Server;
+use bramble_http::{Server, SiteSource};
 use core::cell::{Ref, RefCell};
 use mdns_socket::start_mdns;
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
@@ -933,6 +933,25 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// else of the appliance may be called meanwhile.
     pub fn server(&self) -> Ref<'_, Server<'a>> {
         self.server.borrow()
+    }
+
+    /// Serves `site` from the next request on, on every pool (HTTP, HTTPS, HTTP/2); the
+    /// responses already started finish from the site they started with (see
+    /// [`Server::switch_site`]). False while an earlier switch still retires.
+    #[must_use]
+    pub fn switch_site(&mut self, site: SiteSource<'a>) -> bool {
+        self.server.borrow_mut().switch_site(site)
+    }
+
+    /// Responses still being sent from the site before the last switch (`None`: none
+    /// retiring).
+    pub fn retiring_responses(&self) -> Option<u32> {
+        self.server.borrow().retiring_responses()
+    }
+
+    /// Stops serving the site before the last switch (see [`Server::retire_site`]).
+    pub fn retire_site(&mut self) -> bool {
+        self.server.borrow_mut().retire_site()
     }
 
     /// Sets what the 503 diagnostic page says beside the site's problem (see

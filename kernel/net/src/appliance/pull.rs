@@ -174,6 +174,9 @@ pub(super) struct PullState<'a> {
     status: PullStatus,
     published: Option<SlotRecord>,
     logged_clock_wait: bool,
+    /// No check starts while set: the idle slot still holds the site before a live switch,
+    /// whose last responses are being sent from it ([`Appliance::hold_publish`]).
+    held: bool,
 }
 
 /// The card behind a `dyn` reference, for the writer's generic calls.
@@ -262,6 +265,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             },
             published: None,
             logged_clock_wait: false,
+            held: false,
         });
         Ok(())
     }
@@ -281,6 +285,16 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.pull.as_mut()?.published.take()
     }
 
+    /// Holds (`true`) or lets go of the next check: while held none starts, so the idle slot
+    /// is not written. The board holds it while the site switched away from still sends
+    /// responses from that slot. A check under way is not affected (none is, after a
+    /// publish: the switch follows its end).
+    pub fn hold_publish(&mut self, held: bool) {
+        if let Some(state) = self.pull.as_mut() {
+            state.held = held;
+        }
+    }
+
     /// Moves the check on, or starts one when it is due.
     pub(super) fn poll_pull(&mut self, now: Instant) {
         let Some(mut state) = self.pull.take() else {
@@ -296,6 +310,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     pub(super) fn pull_deadline(&self, now: Instant) -> Option<Instant> {
         let state = self.pull.as_ref()?;
         Some(match (&state.stage, state.next_at) {
+            (Stage::Idle, _) if state.held => now.add_micros(WAITING_RECHECK_MICROS),
             (Stage::Idle, Some(at)) => at.max(now),
             (Stage::Idle, None) => now.add_micros(WAITING_RECHECK_MICROS),
             _ => now.add_micros(RECHECK_MICROS),
@@ -322,7 +337,7 @@ impl<'a> PullState<'a> {
         }
         match &mut self.stage {
             Stage::Idle => {
-                if self.next_at.is_some_and(|at| now < at) {
+                if self.held || self.next_at.is_some_and(|at| now < at) {
                     return None;
                 }
                 if CLOCK.unix_seconds().is_none() {
