@@ -9,8 +9,8 @@
 //!   page appears, the old one is gone, the ETags change), while a large download started
 //!   before the switch finishes byte for byte from the old site; refuses an older version
 //!   and keeps serving the new site.
-//! - Power cuts: QEMU killed by PID at random moments of the pull's card writes; each next
-//!   boot serves one whole site, the old or the new, byte for byte.
+//! - Power cuts: QEMU killed by PID at 20 random moments of the pull's card writes and the
+//!   switch; each next boot serves one whole site, the old or the new, byte for byte.
 
 mod netns;
 
@@ -494,14 +494,14 @@ fn random_below(bound: u64, run: u64) -> u64 {
     state % bound.max(1)
 }
 
-/// `cargo test -p bramble-tests --test publish_pull power_cuts -- --ignored --nocapture`.
+/// `cargo test -p bramble-tests --test publish_pull power_cuts -- --nocapture`: 20 cuts
+/// (`BRAMBLE_PULL_KILL_RUNS`), two boots each, about 3 minutes.
 #[test]
-#[ignore = "long: two boots per cut (BRAMBLE_PULL_KILL_RUNS, default 4)"]
 fn power_cuts_during_the_pull_leave_a_whole_old_or_new_site() {
     let runs: u64 = std::env::var("BRAMBLE_PULL_KILL_RUNS")
         .ok()
         .and_then(|runs| runs.parse().ok())
-        .unwrap_or(4);
+        .unwrap_or(20);
     let dir = tempfile::tempdir().unwrap();
     let lab = Lab::new(dir.path());
     let fresh = std::fs::read(&lab.card).unwrap();
