@@ -6,7 +6,7 @@
 #![no_main]
 
 use bramble_net::ipv6_ext::{Stripped, strip};
-use bramble_net::stream::wire;
+use bramble_stream::wire;
 use libfuzzer_sys::fuzz_target;
 
 const MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];

@@ -1,14 +1,14 @@
 //! Fuzz target: arbitrary bytes as a script against the stream pool serving the HTTP engine:
 //! raw frames, handshakes completed with the cookie the pool sent, segments of those
 //! connections with any flags, sequence numbers and payloads, time passing, a busy device
-//! (`bramble_net::stream::exercise`). Nothing may panic; every frame the pool sends must
+//! (`bramble_stream::exercise`). Nothing may panic; every frame the pool sends must
 //! parse; connection and session counts stay within the pool; every deadline ends its
 //! connection.
 #![no_main]
 
 use bramble_http::{Connection, Server, ServerConfig, SiteSource};
-use bramble_net::stream::http::HttpService;
-use bramble_net::stream::{
+use bramble_stream::services::http::HttpService;
+use bramble_stream::{
     Cell, Lease, PoolConfig, PoolLimits, PoolMemory, Source, StreamPool, Tcb, exercise,
 };
 use bramble_site::{FileSpec, SiteImage, SiteImageWriter, VariantSpec, http_date};

@@ -2,7 +2,7 @@
 //! clients all served, and slow clients (silent, half a header, never reading) cut off by the
 //! kernel's deadlines while everyone else is still served. One guest for all of it.
 //!
-//! The deadlines are the connection pool's defaults (`bramble_net::stream::PoolLimits::DEFAULT`:
+//! The deadlines are the connection pool's defaults (`bramble_stream::PoolLimits::DEFAULT`:
 //! 10 s to the first byte, 20-40 s for a header, 15 s idle, 30 s without progress for a
 //! response); the checks wait for the kernel to act on them, with generous bounds, and never
 //! assert how fast anything was.

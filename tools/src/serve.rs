@@ -24,12 +24,12 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context;
 use bramble_hal::Instant;
 use bramble_http::{Connection, Server, ServerConfig, SiteSource};
-use bramble_net::stream::http::HttpService;
-use bramble_net::stream::tls::{
+use bramble_site::SiteImage;
+use bramble_stream::services::http::HttpService;
+use bramble_stream::services::tls::{
     Carried, QUEUE_LEN, SCRATCH_LEN, TLS_CELL_LEN, TlsService, TlsSlot,
 };
-use bramble_net::stream::{Admission, Ending, PoolLimits, Service, SessionPhase, wire};
-use bramble_site::SiteImage;
+use bramble_stream::{Admission, Ending, PoolLimits, Service, SessionPhase, wire};
 use bramble_tls::hello::CertificateKey;
 use std::cell::RefCell;
 

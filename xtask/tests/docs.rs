@@ -2,7 +2,7 @@
 //! exists.
 //!
 //! "Names" means a Markdown link target (`[text](target)`, web links and anchors aside), a
-//! back-quoted span that reads as a repository path (`kernel/net/src/stream/mod.rs`,
+//! back-quoted span that reads as a repository path (`kernel/stream/src/lib.rs`,
 //! `doc/`), and the first word of each line of the layout block when it holds a `/`. The
 //! same link check runs over every `doc/*.md` and `usbredir/README.md`, whose links are
 //! relative to their own folder.

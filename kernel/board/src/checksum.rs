@@ -3,7 +3,7 @@
 //! against the portable routine by `selftest memory` (the QEMU tests run it).
 
 #[cfg(doc)]
-use bramble_net::stream::wire::CopyWords;
+use bramble_stream::wire::CopyWords;
 
 unsafe extern "C" {
     fn bramble_copy_sum_words(dst: *mut u32, src: *const u8, words: usize) -> u32;

@@ -18,9 +18,8 @@ use bramble_net::appliance::{
     NetworkConfig, PoolSizes,
 };
 use bramble_net::portmap::PortRequest;
-use bramble_net::stream::SourcePrefix;
-use bramble_net::stream::{Cell, Lease, PoolLimits, PoolMemory, Source, Tcb};
 use bramble_settings::{AddressMode, HttpsMode, RouterPorts, Settings, UsbProtocol};
+use bramble_stream::{Cell, Lease, PoolLimits, PoolMemory, Source, Tcb};
 use bramble_usb::probe::{CdcPreference, ProbeOptions};
 use bramble_usb::recovery::ReprobingNic;
 use core::sync::atomic::{AtomicUsize, Ordering};
@@ -356,15 +355,7 @@ pub fn start(
             };
             USED_BYTES.fetch_add(core::mem::size_of::<Network>(), Ordering::Relaxed);
             // The owner's caches carry many clients per connection: no per-address cap.
-            let uncapped: heapless::Vec<SourcePrefix, { bramble_settings::MAX_STATUS_PREFIXES }> =
-                proxies
-                    .iter()
-                    .map(|prefix| match prefix.address {
-                        core::net::IpAddr::V4(v4) => SourcePrefix::v4(v4.octets(), prefix.len),
-                        core::net::IpAddr::V6(v6) => SourcePrefix::v6(v6.octets(), prefix.len),
-                    })
-                    .collect();
-            appliance.set_uncapped_sources(&uncapped);
+            appliance.set_uncapped_sources(&proxies);
             appliance.set_copy_words(crate::checksum::copy_sum_words);
             if let Some((config, memory)) = clock {
                 appliance.start_clock(config, memory, Instant::from_micros(micros()));

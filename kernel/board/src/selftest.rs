@@ -237,8 +237,7 @@ pub fn memory() -> Result<u32, Failure> {
                     fill(&mut src, from + len, value);
                     fill(&mut dst, to + len + GUARD, |_| GUARD_BYTE);
                     let source = &src.0[from..from + len];
-                    let want =
-                        bramble_net::stream::wire::copy_words(&mut reference[..words], source);
+                    let want = bramble_stream::wire::copy_words(&mut reference[..words], source);
                     // SAFETY: `to` is a multiple of 4 in an 8-aligned buffer, and `words` words
                     // from it lie inside `dst` (GUARD + 8 + MAX_LEN + GUARD bytes), initialised,
                     // borrowed by nothing else while `out` lives.

@@ -1,7 +1,7 @@
 //! HTTPS on the board: entropy from the hardware RNG, the TLS-only heap, the certificate
 //! from the card, and the HTTPS pool's memory.
 //!
-//! The HTTPS pool is a stream pool of its own (`bramble_net::stream::tls`): a control block
+//! The HTTPS pool is a stream pool of its own (`bramble_stream::services::tls`): a control block
 //! per connection, a TLS session slot (record buffers) per connection served at once, and
 //! per idle connection only its suspended TLS state. The heap is talc over a region cut from
 //! the arena once, sized by `bramble_tls::heap` for every slot's active session and every
@@ -13,9 +13,9 @@ use crate::arena::Arena;
 use crate::storage::TlsFiles;
 use alloc::sync::Arc;
 use bramble_net::appliance::{HttpsMemory, PoolSizes};
-use bramble_net::stream::tls::{Carried, FLIGHT_OVERHEAD, QUEUE_LEN, SCRATCH_LEN, TlsSlot};
-use bramble_net::stream::{Cell, Lease, PoolMemory, Source, Tcb};
 use bramble_settings::{HttpsMode, Settings, SniPolicy};
+use bramble_stream::services::tls::{Carried, FLIGHT_OVERHEAD, QUEUE_LEN, SCRATCH_LEN, TlsSlot};
+use bramble_stream::{Cell, Lease, PoolMemory, Source, Tcb};
 use bramble_tls::session::MAX_RECORD_LEN;
 use bramble_tls::{Identity, ServerConfig};
 use core::alloc::{GlobalAlloc, Layout};
@@ -397,7 +397,8 @@ fn https_bytes(sizes: &PoolSizes) -> usize {
             + core::mem::size_of::<u32>()
             + core::mem::size_of::<Carried>())
         + sizes.sessions * slot
-        + sizes.cells * core::mem::size_of::<Cell<{ bramble_net::stream::tls::TLS_CELL_LEN }>>()
+        + sizes.cells
+            * core::mem::size_of::<Cell<{ bramble_stream::services::tls::TLS_CELL_LEN }>>()
         + sizes.sources * core::mem::size_of::<Source>()
         + SCRATCH_LEN
         + heap_bytes(sizes)

@@ -19,10 +19,10 @@ use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS,
     HttpsMemory, Ipv6Config, NetworkConfig, PoolSizes,
 };
-use bramble_net::stream::PoolLimits;
 use bramble_site::SiteIndex;
 use bramble_status::Text;
 use bramble_store::{CardStore, FileExtents, MemoryCard, Page};
+use bramble_stream::PoolLimits;
 use std::fmt;
 use std::io::Write;
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -1,7 +1,7 @@
 //! Bramble's network layer: the smoltcp device adapter, the appliance loop (DHCP with a
 //! link-local fallback, or static IPv4; IPv6 by SLAAC or static; ARP, neighbour discovery,
-//! ICMP and ICMPv6 echo), the stream pool that serves HTTP on port 80 with its own TCP over
-//! both families ([`stream`]), IPv6 address configuration ([`slaac`], over the checked views
+//! ICMP and ICMPv6 echo), handing the frames of the service ports to the stream pools of
+//! `bramble-stream` (Bramble's own TCP, HTTP and HTTPS over both families), IPv6 address configuration ([`slaac`], over the checked views
 //! of [`ndp`]) and the mDNS responder.
 //!
 //! This is the only crate that names smoltcp. It is portable `no_std` code: the Pi kernel
@@ -22,10 +22,8 @@ pub mod mdns;
 pub mod ndp;
 pub mod phy;
 pub mod portmap;
-mod siphash;
 pub mod slaac;
 pub mod sntp;
-pub mod stream;
 pub mod syslog;
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The one adapter from [`bramble_hal::EthernetDevice`] to smoltcp's [`smoltcp::phy::Device`],
-//! and the stream pool's way out ([`crate::stream::Transmit`]).
+//! and the stream pool's way out ([`bramble_stream::Transmit`]).
 //!
 //! `EthernetDevice` hands a received frame to a closure and offers no way to look at the
 //! receive queue without taking the frame, while smoltcp wants a receive token before it
@@ -166,7 +166,7 @@ impl<D: EthernetDevice> EthernetPhy<D> {
         ports
             .into_iter()
             .flatten()
-            .any(|port| crate::stream::wire::is_tcp_to(frame, &[port]))
+            .any(|port| bramble_stream::wire::is_tcp_to(frame, &[port]))
     }
 
     /// Takes the next frame from the device into the receive buffer, unless one is held
@@ -320,7 +320,7 @@ impl<D: EthernetDevice> EthernetPhy<D> {
     }
 }
 
-impl<D: EthernetDevice> crate::stream::Transmit for EthernetPhy<D> {
+impl<D: EthernetDevice> bramble_stream::Transmit for EthernetPhy<D> {
     fn can_transmit(&mut self) -> bool {
         self.device.can_transmit()
     }

@@ -1,6 +1,6 @@
 //! SipHash-2-4 (Aumasson and Bernstein, "SipHash: a fast short-input PRF", 2012): the keyed
-//! hash of the SYN cookies, the stream pool's table and IP IDs (stream/), and RFC 7217's
-//! stable IPv6 interface identifiers (slaac). One implementation for all of them.
+//! hash of the SYN cookies, the stream pool's table and IP IDs (`bramble-stream`), and RFC 7217's
+//! stable IPv6 interface identifiers (`slaac`). One implementation for all of them.
 
 /// SipHash-2-4 of `data` under `key` (two little-endian words of the 128-bit key).
 pub fn siphash24(key: [u64; 2], data: &[u8]) -> u64 {

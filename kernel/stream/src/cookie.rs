@@ -15,7 +15,7 @@ const PERIOD_SECONDS: u64 = 64;
 pub const MSS_CLASSES: [u16; 8] = [536, 1024, 1200, 1360, 1400, 1440, 1452, 1460];
 
 /// The keyed hash of the cookies (and of the pool's table and IP IDs): the crate's one.
-pub use crate::siphash::siphash24;
+pub use bramble_proto::siphash::siphash24;
 
 /// Who a cookie is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -81,18 +81,23 @@
 //! our FIN is acknowledged and the peer's FIN arrives, the block is freed at once (no
 //! TIME-WAIT: the client, which closes last or first, keeps that state, and every new
 //! connection's sequence numbers come from a fresh cookie).
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
 
 pub mod cookie;
 #[doc(hidden)]
 pub mod exercise;
-pub mod http;
 mod pool;
-pub mod tls;
+pub mod services;
 pub mod wire;
 
 pub use pool::{
     CELL_LEN, Cell, Lease, MAX_IPV6_ADDRESSES, MAX_UNCAPPED, PoolConfig, PoolCounters, PoolLimits,
-    PoolMemory, Source, SourcePrefix, StreamPool, Tcb, Transmit, source_key,
+    PoolMemory, Source, StreamPool, Tcb, Transmit, source_key,
 };
 
 use bramble_hal::Instant;

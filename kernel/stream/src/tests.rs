@@ -1275,7 +1275,7 @@ fn random_scripts_keep_the_pool_sound() {
             max_per_source: if round % 3 == 0 { 2 } else { 0 },
             seed: [round, 1],
         };
-        let mut pool = StreamPool::new(memory, http::HttpService::new(&server), config);
+        let mut pool = StreamPool::new(memory, services::http::HttpService::new(&server), config);
         let script: Vec<u8> = (0..900)
             .map(|_| {
                 state ^= state << 13;
@@ -1410,8 +1410,7 @@ fn the_owners_caches_are_exempt_from_the_per_source_cap() {
         },
     );
     // The IPv4 client is a cache (`proxy_from = 10.0.0.0/24`); the IPv6 /64 is not.
-    net.pool
-        .set_uncapped(&[SourcePrefix::v4([10, 0, 0, 0], 24)]);
+    net.pool.set_uncapped(&[v4_prefix([10, 0, 0, 0], 24)]);
     let four: Vec<_> = (0..4)
         .map(|k| {
             let handle = net.socket(8192, 512);
@@ -1449,9 +1448,24 @@ fn the_owners_caches_are_exempt_from_the_per_source_cap() {
     assert!(net.run_until(500, |net| net.tcp(again).may_send()));
 }
 
+fn v4_prefix(address: [u8; 4], len: u8) -> bramble_http::status::Prefix {
+    bramble_http::status::Prefix {
+        address: core::net::IpAddr::from(address),
+        len,
+    }
+}
+
+fn v6_prefix(address: [u8; 16], len: u8) -> bramble_http::status::Prefix {
+    bramble_http::status::Prefix {
+        address: core::net::IpAddr::from(address),
+        len,
+    }
+}
+
 #[test]
-fn source_prefixes_match_by_their_leading_bits() {
-    let cache = SourcePrefix::v4([192, 0, 2, 128], 25);
+fn source_prefixes_match_the_pools_addresses_by_their_leading_bits() {
+    use crate::pool::holds;
+    let cache = v4_prefix([192, 0, 2, 128], 25);
     let mapped = |a: [u8; 4]| {
         let mut m = [0u8; 16];
         m[10] = 0xff;
@@ -1459,28 +1473,28 @@ fn source_prefixes_match_by_their_leading_bits() {
         m[12..].copy_from_slice(&a);
         m
     };
-    assert!(cache.contains(&mapped([192, 0, 2, 200])));
-    assert!(!cache.contains(&mapped([192, 0, 2, 127])));
+    assert!(holds(&cache, &mapped([192, 0, 2, 200])));
+    assert!(!holds(&cache, &mapped([192, 0, 2, 127])));
     assert!(
-        !cache.contains(&CLIENT_IP6[0]),
+        !holds(&cache, &CLIENT_IP6[0]),
         "IPv6 is not in an IPv4 prefix"
     );
-    let net6 = SourcePrefix::v6(
+    let net6 = v6_prefix(
         [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         48,
     );
     let mut inside = [0u8; 16];
     inside[..6].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 1]);
     inside[15] = 9;
-    assert!(net6.contains(&inside));
+    assert!(holds(&net6, &inside));
     inside[5] = 2;
-    assert!(!net6.contains(&inside));
+    assert!(!holds(&net6, &inside));
     assert!(
-        SourcePrefix::v6([0; 16], 0).contains(&inside),
-        "/0 holds everything"
+        holds(&v6_prefix([0; 16], 0), &inside),
+        "::/0 holds every IPv6 address"
     );
     assert!(
-        SourcePrefix::v4([0; 4], 200).contains(&mapped([0, 0, 0, 0])),
+        holds(&v4_prefix([0; 4], 200), &mapped([0, 0, 0, 0])),
         "length clamped"
     );
 }
@@ -1551,14 +1565,16 @@ fn connections_to_an_ipv6_address_no_longer_ours_are_reset_and_others_kept() {
 fn random_scripts_keep_the_tls_pool_sound() {
     // The HTTPS pool's own paths: hellos parked until whole, priced and admitted (or put
     // off by a budget of one handshake), sessions handed out, refused bytes, deadlines.
-    use super::tls::{Carried, HandshakeBudget, QUEUE_LEN, SCRATCH_LEN, TlsService, TlsSlot};
+    use crate::services::tls::{
+        Carried, HandshakeBudget, QUEUE_LEN, SCRATCH_LEN, TlsService, TlsSlot,
+    };
     use bramble_http::{Server, ServerConfig, SiteSource};
     use bramble_tls::hello::CertificateKey;
     use std::sync::Arc;
     bramble_tls::random::RANDOM.seed(&[3; 32]).unwrap();
     let identity = bramble_tls::Identity::from_pem(
-        include_bytes!("../../../tls/tests/data/p256.pem"),
-        include_bytes!("../../../tls/tests/data/p256.key"),
+        include_bytes!("../../tls/tests/data/p256.pem"),
+        include_bytes!("../../tls/tests/data/p256.key"),
     )
     .unwrap();
     let config = bramble_tls::server_config(identity, bramble_tls::SniPolicy::AnyName).unwrap();
@@ -1600,7 +1616,7 @@ fn random_scripts_keep_the_tls_pool_sound() {
             ),
             cells: leak(
                 (0..3)
-                    .map(|_| Cell::<{ super::tls::TLS_CELL_LEN }>::new())
+                    .map(|_| Cell::<{ crate::services::tls::TLS_CELL_LEN }>::new())
                     .collect(),
             ),
             sources: leak(vec![Source::EMPTY; 8]),

@@ -2,7 +2,7 @@
 //! and how it speaks IPv6, the HTTP port and its connection deadlines, whether mDNS runs, and
 //! a random seed.
 
-use crate::stream::PoolLimits;
+use bramble_stream::PoolLimits;
 
 /// How the interface gets its IPv4 address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

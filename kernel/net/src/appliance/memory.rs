@@ -3,9 +3,9 @@
 //! neighbour discovery, the clock's) and their small fixed buffers, and the HTTPS pool's
 //! memory.
 
-use crate::stream::tls::{Carried, TLS_CELL_LEN, TlsSlot};
-use crate::stream::{Cell, Lease, PoolMemory, Source, Tcb};
 use bramble_http::Connection;
+use bramble_stream::services::tls::{Carried, TLS_CELL_LEN, TlsSlot};
+use bramble_stream::{Cell, Lease, PoolMemory, Source, Tcb};
 use smoltcp::iface::SocketStorage;
 use smoltcp::socket::{raw, udp};
 use smoltcp::wire::DhcpOption;
@@ -212,7 +212,7 @@ pub struct HttpsMemory<'a> {
     pub pool: PoolMemory<'a, TlsSlot<'a>, TLS_CELL_LEN>,
     /// One per control block.
     pub carried: &'a mut [Carried],
-    /// [`crate::stream::tls::SCRATCH_LEN`] bytes.
+    /// [`bramble_stream::services::tls::SCRATCH_LEN`] bytes.
     pub scratch: &'a mut [u8],
 }
 
@@ -230,7 +230,7 @@ impl HttpsMemory<'_> {
     /// run one appliance for the life of the process).
     #[cfg(any(test, feature = "std"))]
     pub fn leaked(sizes: PoolSizes) -> &'static mut HttpsMemory<'static> {
-        use crate::stream::tls::{QUEUE_LEN, SCRATCH_LEN};
+        use bramble_stream::services::tls::{QUEUE_LEN, SCRATCH_LEN};
         use bramble_tls::session::MAX_RECORD_LEN;
         use std::boxed::Box;
         use std::vec::Vec;

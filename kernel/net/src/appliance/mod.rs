@@ -1,7 +1,7 @@
 //! The appliance loop: one smoltcp interface (IPv4 by DHCP with a link-local fallback, or
 //! static; IPv6 by SLAAC or static, with a link-local address; ARP, neighbour discovery, ICMP
 //! and ICMPv6 echo), the stream pools serving HTTP on port 80 and HTTPS on port 443 over
-//! either family ([`crate::stream`], [`crate::stream::tls`]), and the mDNS responder.
+//! either family ([`bramble_stream`], [`bramble_stream::services::tls`]), and the mDNS responder.
 //!
 //! The caller owns time and sleeping: it calls [`Appliance::poll`] with the current instant
 //! whenever something may have happened (a frame arrived, an interrupt came), or
@@ -14,7 +14,7 @@
 //! memory it lends, `address` DHCP and the link-local fallback, `address6` IPv6
 //! configuration ([`crate::slaac`]) over its raw ICMPv6 socket, `mdns_socket` the
 //! responder's UDP socket, and `tests` the host tests. The HTTP and HTTPS connections are
-//! the stream pools' ([`crate::stream`]): frames for their ports go to them, not to smoltcp.
+//! the stream pools' ([`bramble_stream`]): frames for their ports go to them, not to smoltcp.
 //! Both pools serve one [`Server`] (the site, its configuration and counters), which the
 //! appliance keeps in a `RefCell` lent to both services.
 
@@ -46,14 +46,14 @@ pub use public::{AddressKind, PublicAddress, PublicSource};
 
 use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, Held, PhyCounters};
-use crate::stream::http::HttpService;
-use crate::stream::tls::{TLS_CELL_LEN, TlsCounters, TlsService};
-use crate::stream::{MAX_UNCAPPED, PoolConfig, PoolCounters, PoolLimits, SourcePrefix, StreamPool};
 use address::AddressState;
 use address6::Ipv6State;
 use alloc::sync::Arc;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState};
 use bramble_http::{Server, SiteSource};
+use bramble_stream::services::http::HttpService;
+use bramble_stream::services::tls::{TLS_CELL_LEN, TlsCounters, TlsService};
+use bramble_stream::{MAX_UNCAPPED, PoolConfig, PoolCounters, PoolLimits, StreamPool};
 use core::cell::{Ref, RefCell};
 use mdns_socket::start_mdns;
 use smoltcp::iface::{Config, Interface, PollResult, SocketHandle, SocketSet};
@@ -174,7 +174,7 @@ pub struct Appliance<'a, D: EthernetDevice> {
     /// Both pools' deadlines and per-source cap.
     limits: (PoolLimits, u32),
     /// Sources the per-source cap exempts (the owner's caches), for both pools.
-    uncapped: heapless::Vec<SourcePrefix, MAX_UNCAPPED>,
+    uncapped: heapless::Vec<bramble_http::status::Prefix, MAX_UNCAPPED>,
     /// SNTP and DNS, once [`Appliance::start_clock`] has run.
     clock: Option<clock::ClockState<'a>>,
     /// The ACME agent, once [`Appliance::start_acme`] has run.
@@ -268,7 +268,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let sessions = pool_memory.leases.len();
         let sockets_capacity = socket_storage.len();
         let mut sockets = SocketSet::new(&mut socket_storage[..]);
-        let pool_memory = crate::stream::PoolMemory {
+        let pool_memory = bramble_stream::PoolMemory {
             tcbs: &mut *pool_memory.tcbs,
             buckets: &mut *pool_memory.buckets,
             leases: &mut *pool_memory.leases,
@@ -475,7 +475,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             scratch,
         } = memory;
         let sessions = pool.leases.len();
-        let pool_memory = crate::stream::PoolMemory {
+        let pool_memory = bramble_stream::PoolMemory {
             tcbs: &mut *pool.tcbs,
             buckets: &mut *pool.buckets,
             leases: &mut *pool.leases,
@@ -505,8 +505,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     }
 
     /// Has the HTTP responses copied into frames (and summed) with `copy_words`, a faster
-    /// routine of the platform's than the portable [`crate::stream::wire::copy_words`].
-    pub fn set_copy_words(&mut self, copy_words: crate::stream::wire::CopyWords) {
+    /// routine of the platform's than the portable [`bramble_stream::wire::copy_words`].
+    pub fn set_copy_words(&mut self, copy_words: bramble_stream::wire::CopyWords) {
         self.pool.service_mut().copy_words = copy_words;
     }
 
@@ -518,7 +518,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// Exempts these prefixes (the owner's caches: `proxy_from`) from the per-source
     /// connection cap on HTTP and HTTPS: a cache's connections carry many clients each, and
     /// the cap counts connections, before any header names the client. Call before serving.
-    pub fn set_uncapped_sources(&mut self, prefixes: &[SourcePrefix]) {
+    pub fn set_uncapped_sources(&mut self, prefixes: &[bramble_http::status::Prefix]) {
         self.uncapped.clear();
         for prefix in prefixes.iter().take(MAX_UNCAPPED) {
             let _ = self.uncapped.push(*prefix);
@@ -628,7 +628,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 https.set_address(self.mac, address, now);
             }
         }
-        let mut ipv6 = heapless::Vec::<[u8; 16], { crate::stream::MAX_IPV6_ADDRESSES }>::new();
+        let mut ipv6 = heapless::Vec::<[u8; 16], { bramble_stream::MAX_IPV6_ADDRESSES }>::new();
         for entry in self.ipv6_addresses().iter().filter(|e| e.is_assigned()) {
             let _ = ipv6.push(entry.address);
         }

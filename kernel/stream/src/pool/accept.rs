@@ -8,9 +8,9 @@
 
 use super::sources::source_key;
 use super::{Class, Control, INITIAL_WINDOW_SEGMENTS, NONE, State, StreamPool, Tcb};
-use crate::stream::Service;
-use crate::stream::cookie::CookieInput;
-use crate::stream::wire::{self, Segment, flags};
+use crate::Service;
+use crate::cookie::CookieInput;
+use crate::wire::{self, Segment, flags};
 use bramble_hal::Instant;
 
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {

@@ -4,8 +4,8 @@
 use super::sources::source_key;
 use super::tables::{Links, unlink};
 use super::{BLOCKED, Cause, Class, Control, FIN_WANTED, NONE, READY, State, StreamPool, Tcb};
-use crate::stream::wire::flags;
-use crate::stream::{Ending, Service};
+use crate::wire::flags;
+use crate::{Ending, Service};
 use bramble_hal::Instant;
 
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {

@@ -107,7 +107,7 @@ pub struct PoolCounters {
     pub parked: u64,
     /// Parked requests the service put off ([`Service::admit`]: a TLS handshake budget).
     ///
-    /// [`Service::admit`]: crate::stream::Service::admit
+    /// [`Service::admit`]: crate::Service::admit
     pub deferred: u64,
     /// Parked requests the service refused (reset): not its protocol.
     pub refused_service: u64,

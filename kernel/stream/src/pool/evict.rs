@@ -7,7 +7,7 @@
 //! narrow window that stalled.
 
 use super::{Cause, Class, NARROW_STALL_MICROS, NONE, PARTIAL_SCAN, State, StreamPool};
-use crate::stream::Service;
+use crate::Service;
 use bramble_hal::Instant;
 
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {

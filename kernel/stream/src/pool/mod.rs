@@ -36,12 +36,14 @@ mod timers;
 mod transmit;
 
 pub use config::{PoolConfig, PoolCounters, PoolLimits};
-pub use sources::{MAX_UNCAPPED, SourcePrefix, source_key};
+#[cfg(test)]
+pub(crate) use sources::holds;
+pub use sources::{MAX_UNCAPPED, source_key};
 pub use transmit::Transmit;
 
-use crate::stream::cookie::{Cookies, siphash24};
-use crate::stream::wire::{self, Address, seq_le, seq_lt};
-use crate::stream::{Ending, Lane, Service};
+use crate::cookie::{Cookies, siphash24};
+use crate::wire::{self, Address, seq_le, seq_lt};
+use crate::{Ending, Lane, Service};
 use bramble_hal::Instant;
 use tables::{List, Wheel};
 
@@ -396,7 +398,7 @@ pub struct StreamPool<'a, S: Service, const N: usize = CELL_LEN> {
     service: S,
     config: PoolConfig,
     /// Prefixes the per-source cap does not apply to ([`StreamPool::set_uncapped`]).
-    uncapped: heapless::Vec<SourcePrefix, MAX_UNCAPPED>,
+    uncapped: heapless::Vec<bramble_http::status::Prefix, MAX_UNCAPPED>,
     cookies: Cookies,
     hash_key: u32,
     mac: [u8; 6],

@@ -10,8 +10,8 @@ use super::{
     ACK_NOW, CELL_COMPLETE, Cause, Class, FIN_RECEIVED, FIN_SENT, FIN_WANTED, MAX_RECEIVE_WINDOW,
     MAX_USEFUL_CWND, NONE, PERSIST, RECOVERY, State, StreamPool, TIMING,
 };
-use crate::stream::wire::{self, Segment, flags, seq_le, seq_lt};
-use crate::stream::{Ending, Service, SessionPhase};
+use crate::wire::{self, Segment, flags, seq_le, seq_lt};
+use crate::{Ending, Service, SessionPhase};
 use bramble_hal::Instant;
 
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {

@@ -13,7 +13,7 @@ use super::{
     NARROW_WINDOW_SEGMENTS, NONE, SERVED, State, StreamPool,
 };
 use super::{LANE_ORDER, RECENT_SOURCES, source_key};
-use crate::stream::{Admission, Service, SessionPhase};
+use crate::{Admission, Service, SessionPhase};
 use bramble_hal::Instant;
 
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {

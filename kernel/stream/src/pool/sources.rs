@@ -6,8 +6,10 @@
 
 use super::tables::fold_address;
 use super::{Source, StreamPool};
-use crate::stream::Service;
-use crate::stream::wire::{self, Address};
+use crate::Service;
+use crate::wire::{self, Address};
+use bramble_http::status::Prefix;
+use core::net::{IpAddr, Ipv6Addr};
 
 /// What the per-source cap counts `address` as: an IPv4 address itself, an IPv6 address
 /// by its /64 (one host or one household's network: a host may use any address of it).
@@ -22,49 +24,9 @@ pub fn source_key(address: &Address) -> Address {
 /// Most prefixes exempt from the per-source cap ([`StreamPool::set_uncapped`]).
 pub const MAX_UNCAPPED: usize = 4;
 
-/// An address prefix, in the pool's 16-byte form (IPv4 as IPv4-mapped, its length plus 96).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SourcePrefix {
-    /// The network address.
-    pub address: Address,
-    /// Leading bits that count (0 to 128).
-    pub len: u8,
-}
-
-impl SourcePrefix {
-    /// An IPv4 prefix (`len` at most 32).
-    pub fn v4(address: [u8; 4], len: u8) -> Self {
-        let mut mapped = [0u8; 16];
-        mapped[10] = 0xff;
-        mapped[11] = 0xff;
-        mapped[12..].copy_from_slice(&address);
-        Self {
-            address: mapped,
-            len: 96 + len.min(32),
-        }
-    }
-
-    /// An IPv6 prefix (`len` at most 128).
-    pub fn v6(address: [u8; 16], len: u8) -> Self {
-        Self {
-            address,
-            len: len.min(128),
-        }
-    }
-
-    /// Whether `address` lies in the prefix.
-    pub fn contains(&self, address: &Address) -> bool {
-        let bits = usize::from(self.len.min(128));
-        let whole = bits / 8;
-        if self.address[..whole] != address[..whole] {
-            return false;
-        }
-        let rest = bits % 8;
-        rest == 0 || {
-            let mask = 0xffu8 << (8 - rest);
-            self.address[whole] & mask == address[whole] & mask
-        }
-    }
+/// Whether `prefix` holds `ip`, an address in the pool's 16-byte form (IPv4 as IPv4-mapped).
+pub(crate) fn holds(prefix: &Prefix, ip: &Address) -> bool {
+    prefix.contains(IpAddr::V6(Ipv6Addr::from(*ip)))
 }
 
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
@@ -73,7 +35,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     /// serving; a later change leaves counts of earlier connections behind harmlessly (a
     /// decrement of a source never counted is ignored). Prefixes past [`MAX_UNCAPPED`] are
     /// dropped.
-    pub fn set_uncapped(&mut self, prefixes: &[SourcePrefix]) {
+    pub fn set_uncapped(&mut self, prefixes: &[Prefix]) {
         self.uncapped.clear();
         for prefix in prefixes.iter().take(MAX_UNCAPPED) {
             let _ = self.uncapped.push(*prefix);
@@ -81,8 +43,10 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     }
 
     /// Whether the per-source cap applies to a connection from `ip`.
+    /// The prefixes are the same `proxy_from` list the HTTP engine trusts `Forwarded` from,
+    /// matched by the same [`Prefix::contains`] (an IPv4-mapped address counts as IPv4).
     pub(super) fn capped(&self, ip: &Address) -> bool {
-        self.config.max_per_source > 0 && !self.uncapped.iter().any(|prefix| prefix.contains(ip))
+        self.config.max_per_source > 0 && !self.uncapped.iter().any(|prefix| holds(prefix, ip))
     }
 
     fn source_home(&self, ip: &Address) -> usize {

@@ -4,8 +4,8 @@
 //! None allocates: every link is a `u32` index in the control blocks ([`NONE`] for none).
 
 use super::{IN_WHEEL, NONE, StreamPool, Tcb, WHEEL_SLOTS, WHEEL_TICK_SHIFT};
-use crate::stream::Service;
-use crate::stream::wire::Address;
+use crate::Service;
+use crate::wire::Address;
 use bramble_hal::Instant;
 
 /// The 16 bytes of `address` folded to 32 bits (for the hash tables; the keyed mixing is

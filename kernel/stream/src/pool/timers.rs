@@ -9,7 +9,7 @@ use super::{
     Cause, Class, MAX_RTO_MICROS, MIN_RTO_MICROS, NARROW_RECHECK_MICROS, NARROW_STALL_MICROS, NONE,
     PARTIAL_SCAN, PERSIST, RECOVERY, StreamPool, TIMING, Tcb, WHEEL_SLOTS, WHEEL_TICK_MICROS,
 };
-use crate::stream::{Service, SessionPhase};
+use crate::{Service, SessionPhase};
 use bramble_hal::Instant;
 
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {

@@ -13,8 +13,8 @@ use super::{
     ACK_NOW, BLOCKED, BURST, Cause, Class, FIN_SENT, FIN_WANTED, IN_WHEEL, MAX_RTO_MICROS, NONE,
     PERSIST, READY, State, StreamPool, TIMING,
 };
-use crate::stream::wire::{Outgoing, flags, seq_le, seq_lt};
-use crate::stream::{Service, SessionPhase};
+use crate::wire::{Outgoing, flags, seq_le, seq_lt};
+use crate::{Service, SessionPhase};
 use bramble_hal::Instant;
 
 /// Where frames go out. The appliance implements it over its device adapter; tests over a

@@ -3,7 +3,7 @@
 //! with the HTTPS pool's service ([`super::tls::TlsService`]) through a `RefCell`: the loop
 //! serves one connection at a time, so no borrow ever overlaps another.
 
-use super::{Ending, Service, SessionPhase, wire};
+use crate::{Ending, Service, SessionPhase, wire};
 use bramble_hal::Instant;
 use bramble_http::{Activity, Connection, Server};
 use core::cell::RefCell;

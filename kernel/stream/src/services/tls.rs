@@ -37,7 +37,7 @@
 //! heap) and waits for its next frames as a request being received does, under the same
 //! deadlines and taken back first when others wait.
 
-use super::{Admission, Ending, Lane, Service, SessionPhase, wire};
+use crate::{Admission, Ending, Lane, Service, SessionPhase, wire};
 use alloc::sync::Arc;
 use bramble_h2::{Negotiated, Protocol};
 use bramble_hal::Instant;

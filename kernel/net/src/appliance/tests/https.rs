@@ -4,7 +4,7 @@
 
 use super::pool::{Client, run_until};
 use super::*;
-use crate::stream::tls::HandshakeBudget;
+use bramble_stream::services::tls::HandshakeBudget;
 use bramble_tls::hello::CertificateKey;
 use bramble_tls::{Identity, SniPolicy};
 use rustls::pki_types::pem::PemObject;

@@ -112,7 +112,7 @@ fn static_config(mdns: bool) -> NetworkConfig<'static> {
         mdns,
         random_seed: 7,
         secret_key: [7, 8],
-        limits: crate::stream::PoolLimits::DEFAULT,
+        limits: bramble_stream::PoolLimits::DEFAULT,
         max_per_source: 0,
     }
 }

@@ -474,7 +474,7 @@ fn clients_beyond_the_sessions_wait_their_turn_and_a_full_pool_makes_room() {
 
 /// A raw SYN to the guest's port 80 from `port` of 10.0.0.1.
 fn syn_to_guest(port: u16) -> Vec<u8> {
-    use crate::stream::wire::{self, Outgoing, flags};
+    use bramble_stream::wire::{self, Outgoing, flags};
     let out = Outgoing {
         dst_mac: GUEST_MAC,
         src_mac: CLIENT_MAC,
