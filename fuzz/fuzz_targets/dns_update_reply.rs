@@ -2,7 +2,7 @@
 //! and only an answer signed with the key over our request's MAC may be accepted.
 #![no_main]
 
-use bramble_net::dns_update::{Change, Rdata, TsigKey, build_update, check_reply};
+use bramble_proto::dns_update::{Change, Rdata, TsigKey, build_update, check_reply};
 use libfuzzer_sys::fuzz_target;
 
 const KEY: TsigKey<'static> = TsigKey {

@@ -2,7 +2,7 @@
 //! readers must never panic; an echoed address must be a public one.
 #![no_main]
 
-use bramble_net::dyndns::{Answer, parse_answer, parse_echo};
+use bramble_proto::dyndns::{Answer, parse_answer, parse_echo};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -1,11 +1,11 @@
 //! Fuzz target: arbitrary bytes as the IPv6 payload of a received Ethernet frame whose
 //! fixed header says the first byte is the first next-header value
-//! ([`bramble_net::ipv6_ext::strip`]). Nothing may panic; a frame with headers removed is no
+//! ([`bramble_proto::ipv6_ext::strip`]). Nothing may panic; a frame with headers removed is no
 //! longer than it was, says its own length, starts its payload with no extension header
 //! left to remove, and parses (or is rejected) as a segment for the stream pool.
 #![no_main]
 
-use bramble_net::ipv6_ext::{Stripped, strip};
+use bramble_proto::ipv6_ext::{Stripped, strip};
 use bramble_stream::wire;
 use libfuzzer_sys::fuzz_target;
 

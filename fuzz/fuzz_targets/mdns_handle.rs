@@ -6,7 +6,7 @@
 #![no_main]
 
 use bramble_hal::Instant;
-use bramble_net::mdns::{Destination, Ipv6LinkAddress, LinkAddress, MdnsResponder, Origin};
+use bramble_proto::mdns::{Destination, Ipv6LinkAddress, LinkAddress, MdnsResponder, Origin};
 use std::net::IpAddr;
 use libfuzzer_sys::fuzz_target;
 

@@ -5,7 +5,7 @@
 #![no_main]
 
 use bramble_hal::Instant;
-use bramble_net::portmap::{PortMapper, PortRequest, natpmp, pcp};
+use bramble_proto::portmap::{PortMapper, PortRequest, natpmp, pcp};
 use libfuzzer_sys::fuzz_target;
 
 const GATEWAY: [u8; 4] = [192, 168, 1, 1];

@@ -7,8 +7,8 @@
 #![no_main]
 
 use bramble_hal::Instant;
-use bramble_net::ndp::{NeighborAdvert, RouterAdvert};
-use bramble_net::slaac::{AddressOrigin, Ipv6Autoconfig, MAX_ADDRESSES, MAX_DNS_SERVERS};
+use bramble_proto::ndp::{NeighborAdvert, RouterAdvert};
+use bramble_proto::slaac::{AddressOrigin, Ipv6Autoconfig, MAX_ADDRESSES, MAX_DNS_SERVERS};
 use libfuzzer_sys::fuzz_target;
 
 const MAC: [u8; 6] = [0xb8, 0x27, 0xeb, 1, 2, 3];

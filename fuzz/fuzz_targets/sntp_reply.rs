@@ -3,7 +3,7 @@
 #![no_main]
 
 use bramble_hal::Instant;
-use bramble_net::sntp::{SntpAction, SntpClient, parse_reply};
+use bramble_proto::sntp::{SntpAction, SntpClient, parse_reply};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -3,7 +3,7 @@
 //! one the scanner could read out of the bytes.
 #![no_main]
 
-use bramble_net::portmap::upnp::{
+use bramble_proto::portmap::upnp::{
     external_address, find_control_url, parse_search_answer, parse_soap, parse_url,
 };
 use libfuzzer_sys::fuzz_target;
@@ -18,7 +18,7 @@ fuzz_target!(|data: &[u8]| {
         assert!(service.contains("Connection"));
         assert!(url.path.starts_with('/'));
     }
-    if let Some(bramble_net::portmap::upnp::SoapAnswer::Ok(body)) = parse_soap(data) {
+    if let Some(bramble_proto::portmap::upnp::SoapAnswer::Ok(body)) = parse_soap(data) {
         let _ = external_address(body);
     }
 });

@@ -73,8 +73,8 @@ fn stable_address(prefix: Ipv6Addr, mac: &str) -> Ipv6Addr {
     }
     let mut prefix_bytes = [0u8; 8];
     prefix_bytes.copy_from_slice(&prefix.octets()[..8]);
-    let iid = bramble_net::slaac::stable_interface_id(&secret, prefix_bytes, mac_bytes, 0);
-    assert!(!bramble_net::slaac::is_reserved_interface_id(iid));
+    let iid = bramble_proto::slaac::stable_interface_id(&secret, prefix_bytes, mac_bytes, 0);
+    assert!(!bramble_proto::slaac::is_reserved_interface_id(iid));
     let mut address = [0u8; 16];
     address[..8].copy_from_slice(&prefix_bytes);
     address[8..].copy_from_slice(&iid.to_be_bytes());

@@ -7,7 +7,7 @@
 
 use crate::platform::{CONSOLE, TIMER};
 use bramble_boot::cpu;
-use bramble_net::syslog::{self, Kind, Line, LineSource, LogRing};
+use bramble_proto::syslog::{self, Kind, Line, LineSource, LogRing};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicUsize, Ordering};
 

@@ -4,7 +4,7 @@
 use crate::arena::Arena;
 use crate::network::Network;
 use bramble_net::appliance::ddns::{DdnsConfig, DdnsMemory, Ipv4Source};
-use bramble_net::dns_update::TsigKey;
+use bramble_proto::dns_update::TsigKey;
 use bramble_settings::{DdnsProtocol, Settings};
 
 /// What `Appliance::start_ddns` takes, cut from the arena.

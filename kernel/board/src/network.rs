@@ -17,7 +17,7 @@ use bramble_net::appliance::{
     AddressConfig, Appliance, ApplianceMemory, ClockConfig, ClockMemory, EXTRA_SOCKETS, Ipv6Config,
     NetworkConfig, PoolSizes,
 };
-use bramble_net::portmap::PortRequest;
+use bramble_proto::portmap::PortRequest;
 use bramble_settings::{AddressMode, HttpsMode, RouterPorts, Settings, UsbProtocol};
 use bramble_stream::{Cell, Lease, PoolLimits, PoolMemory, Source, Tcb};
 use bramble_usb::probe::{CdcPreference, ProbeOptions};

@@ -1,12 +1,16 @@
-//! Bramble's network layer: the smoltcp device adapter, the appliance loop (DHCP with a
-//! link-local fallback, or static IPv4; IPv6 by SLAAC or static; ARP, neighbour discovery,
-//! ICMP and ICMPv6 echo), handing the frames of the service ports to the stream pools of
-//! `bramble-stream` (Bramble's own TCP, HTTP and HTTPS over both families), IPv6 address configuration ([`slaac`], over the checked views
-//! of [`ndp`]) and the mDNS responder.
+//! Bramble's network layer: the smoltcp device adapter and the appliance loop.
 //!
-//! This is the only crate that names smoltcp. It is portable `no_std` code: the Pi kernel
-//! runs it over its USB Ethernet drivers, `bramble-hosted` runs it over a Linux TAP device,
-//! and the tests run it over in-memory devices.
+//! The loop ([`appliance`]) runs smoltcp over an Ethernet device ([`phy`]): DHCP with a
+//! link-local fallback, or static IPv4; IPv6 by SLAAC or static; ARP, neighbour discovery,
+//! ICMP and ICMPv6 echo; the mDNS responder. It hands the frames of the service ports to the
+//! stream pools of `bramble-stream` (Bramble's own TCP, serving HTTP and HTTPS over both
+//! families), and drives the codecs of `bramble-proto` (mDNS, NDP, SLAAC, SNTP, port mapping,
+//! DNS UPDATE, syslog) over its sockets.
+//!
+//! This is where smoltcp is named (and `bramble-jobs`, the loop's outbound clients, which
+//! take its sockets). It is portable `no_std` code: the Pi kernel runs it over its USB
+//! Ethernet drivers, `bramble-hosted` runs it over a Linux TAP device, and the tests run it
+//! over in-memory devices.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -15,16 +19,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod appliance;
-pub mod dns_update;
-pub mod dyndns;
-pub mod ipv6_ext;
-pub mod mdns;
-pub mod ndp;
 pub mod phy;
-pub mod portmap;
-pub mod slaac;
-pub mod sntp;
-pub mod syslog;
 
 #[cfg(test)]
 mod test_support;

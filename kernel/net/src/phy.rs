@@ -13,12 +13,12 @@
 //! Frames for the stream pool's port are not shown to smoltcp: [`EthernetPhy::pull`] says
 //! which kind the held frame is, and the appliance hands the pool's frames over with
 //! [`EthernetPhy::take_held`]. IPv6 extension headers a host may pass over are taken out of
-//! a received frame before either sees it ([`crate::ipv6_ext`]): a TCP segment behind a
+//! a received frame before either sees it ([`bramble_proto::ipv6_ext`]): a TCP segment behind a
 //! destination-options header then goes to the pool like any other.
 
-use crate::ipv6_ext::Stripped;
 use bramble_hal::ethernet::MAX_FRAME_LEN;
 use bramble_hal::{DeviceError, EthernetDevice, LinkState};
+use bramble_proto::ipv6_ext::Stripped;
 use smoltcp::phy::{self, DeviceCapabilities, Medium};
 use smoltcp::time::Instant as SmolInstant;
 
@@ -38,7 +38,7 @@ pub struct PhyCounters {
     /// IPv6 frames dropped by the receive filter ([`Ipv6Filter`]).
     pub ipv6_filtered: u64,
     /// IPv6 frames whose extension headers were taken out before the stack or the pool saw
-    /// them ([`crate::ipv6_ext`]).
+    /// them ([`bramble_proto::ipv6_ext`]).
     pub ipv6_extensions_removed: u64,
     /// IPv6 frames dropped for their extension headers (fragments, routing, options that
     /// must not be ignored, malformed chains).
@@ -258,14 +258,14 @@ impl<D: EthernetDevice> EthernetPhy<D> {
     }
 
     /// The checks of a frame just copied into the receive buffer (`len` bytes): the IPv6
-    /// filter, the removal of IPv6 extension headers ([`crate::ipv6_ext`]) and the SYN
+    /// filter, the removal of IPv6 extension headers ([`bramble_proto::ipv6_ext`]) and the SYN
     /// limits. The frame's length after them, or `None` if it is dropped (and counted).
     fn admit_copied(&mut self, len: usize) -> Option<usize> {
         if !ipv6_passes(&self.receive_buffer[..len], self.ipv6_filter) {
             self.counters.ipv6_filtered += 1;
             return None;
         }
-        let len = match crate::ipv6_ext::strip(&mut self.receive_buffer[..len]) {
+        let len = match bramble_proto::ipv6_ext::strip(&mut self.receive_buffer[..len]) {
             Stripped::Unchanged => len,
             Stripped::Removed(shorter) => {
                 self.counters.ipv6_extensions_removed += 1;

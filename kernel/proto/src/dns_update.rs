@@ -1,5 +1,5 @@
 //! DNS UPDATE (RFC 2136) messages signed with TSIG HMAC-SHA256 (RFC 8945), and the checked
-//! reading of the server's answer: what the dynamic DNS sender ([`crate::appliance::ddns`])
+//! reading of the server's answer: what the dynamic DNS sender (`bramble_net::appliance::ddns`)
 //! and ACME's DNS-01 answers put on the wire. Pure code over byte slices: no socket, no
 //! allocation (the kernel may run it without a heap).
 //!
@@ -601,19 +601,15 @@ pub fn check_reply(
     Ok(())
 }
 
-/// A name server's side, for the tests here and the appliance's.
-#[cfg(test)]
-pub(crate) mod testing {
+/// A name server's side, for the tests here and the appliance's (`bramble-net`'s tests turn
+/// on the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
     use super::*;
     use std::vec::Vec;
 
     /// Signs `body` (an answer without TSIG, ADCOUNT not counting it) as a server would.
-    pub(crate) fn server_sign(
-        body: &[u8],
-        request_mac: &[u8],
-        key: &TsigKey<'_>,
-        time: u64,
-    ) -> Vec<u8> {
+    pub fn server_sign(body: &[u8], request_mac: &[u8], key: &TsigKey<'_>, time: u64) -> Vec<u8> {
         let mut mac = keyed(key);
         mac.update(&(request_mac.len() as u16).to_be_bytes());
         mac.update(request_mac);
@@ -645,7 +641,7 @@ pub(crate) mod testing {
     }
 
     /// A bare answer: the request's header with QR set and `rcode`, its zone section.
-    pub(crate) fn answer_body(request: &[u8], rcode: u8) -> Vec<u8> {
+    pub fn answer_body(request: &[u8], rcode: u8) -> Vec<u8> {
         let zone_end = 12 + request[12..].iter().position(|&b| b == 0).unwrap() + 1 + 4;
         let mut body = request[..zone_end].to_vec();
         body[2] |= 0x80;

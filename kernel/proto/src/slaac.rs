@@ -658,7 +658,7 @@ fn siphash24(key: &[u8; 16], message: &[u8]) -> u64 {
         bytes.copy_from_slice(&key[at..at + 8]);
         u64::from_le_bytes(bytes)
     };
-    bramble_proto::siphash::siphash24([word(0), word(8)], message)
+    crate::siphash::siphash24([word(0), word(8)], message)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 //!
 //! The kernel's logger puts every line it prints into a [`LogRing`] (a fixed array of
 //! [`RING_LINES`] lines of at most [`LINE_LEN`] bytes, the oldest overwritten); the
-//! appliance's syslog sender ([`crate::appliance::syslog`]) reads the ring behind a cursor of
+//! appliance's syslog sender (`bramble_net::appliance::syslog`) reads the ring behind a cursor of
 //! its own, formats each line with [`format_message`] and sends it as one UDP datagram
 //! (RFC 5426). It never waits: a line the sender cannot send yet (no address, the socket's
 //! queue full) stays in the ring until it can, and a line that the ring overwrote first, or

@@ -81,6 +81,16 @@
 //! our FIN is acknowledged and the peer's FIN arrives, the block is freed at once (no
 //! TIME-WAIT: the client, which closes last or first, keeps that state, and every new
 //! connection's sequence numbers come from a fresh cookie).
+//!
+//! # Where it sits
+//!
+//! The engine (this module, `pool`, [`wire`], [`cookie`]) knows frames and [`Service`]s,
+//! nothing of sockets or of smoltcp: the appliance loop in `bramble-net` hands it the frames
+//! of the service ports and sends what it writes ([`Transmit`]). What a connection's bytes
+//! mean lives in [`services`]: plain HTTP ([`services::http`]) and HTTPS
+//! ([`services::tls`]); `bramble serve` on a host drives those same services over std
+//! sockets, so the host tool links this crate and not smoltcp. SipHash comes from
+//! `bramble-proto`, shared with SLAAC.
 #![no_std]
 #![forbid(unsafe_code)]
 

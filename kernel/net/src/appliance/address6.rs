@@ -10,12 +10,12 @@
 
 use super::Appliance;
 use super::memory::NdSocketMemory;
-use crate::ndp::{NEIGHBOR_ADVERT, NeighborAdvert, ROUTER_ADVERT, RouterAdvert};
 use crate::phy::{EthernetPhy, Ipv6Filter};
-use crate::slaac::{
+use bramble_hal::{EthernetDevice, Instant, LinkState};
+use bramble_proto::ndp::{NEIGHBOR_ADVERT, NeighborAdvert, ROUTER_ADVERT, RouterAdvert};
+use bramble_proto::slaac::{
     AddressEntry, AddressOrigin, AddressState, Ipv6Autoconfig, MAX_ADDRESSES, Solicitation,
 };
-use bramble_hal::{EthernetDevice, Instant, LinkState};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::socket::raw;

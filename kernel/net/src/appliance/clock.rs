@@ -5,8 +5,8 @@
 
 use super::Appliance;
 use super::memory::ClockMemory;
-use crate::sntp::{self, NTP_PORT, SntpAction, SntpClient};
 use bramble_hal::{EthernetDevice, Instant};
+use bramble_proto::sntp::{self, NTP_PORT, SntpAction, SntpClient};
 use core::str::FromStr;
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::dns::{self, GetQueryResultError};

@@ -1,5 +1,5 @@
 //! Dynamic DNS in the appliance: keeps one name's A and AAAA records on the home's addresses
-//! with DNS UPDATE (RFC 2136) signed with TSIG ([`crate::dns_update`]), over one UDP socket
+//! with DNS UPDATE (RFC 2136) signed with TSIG ([`bramble_proto::dns_update`]), over one UDP socket
 //! to the owner's name server. It never allocates (it runs without a TLS heap).
 //!
 //! What is published: A from the public IPv4 address the router reported
@@ -15,7 +15,7 @@
 //! Nothing is ever sent again for the same addresses. After a restart the first update is
 //! sent once (the board keeps no state on the card).
 //!
-//! Answers are checked by [`crate::dns_update::check_reply`]: only a NOERROR signed with the
+//! Answers are checked by [`bramble_proto::dns_update::check_reply`]: only a NOERROR signed with the
 //! key over our request confirms. A lost datagram is sent again after
 //! [`RESEND_MICROS`] (the same message: the server applies an update once either way), up to
 //! [`SENDS_PER_TRY`] times; a failed try is retried with exponential back-off from
@@ -32,11 +32,11 @@
 //! retried (the order fails, and is retried as a whole).
 
 use super::Appliance;
-use crate::dns_update::{
+use bramble_hal::{EthernetDevice, Instant};
+use bramble_proto::dns_update::{
     BuildError, Change, MAC_LEN, Rcode, Rdata, ReplyError, TsigKey, build_update, check_reply,
 };
-use crate::slaac::{AddressOrigin, AddressState};
-use bramble_hal::{EthernetDevice, Instant};
+use bramble_proto::slaac::{AddressOrigin, AddressState};
 use bramble_tls::clock::CLOCK;
 use bramble_tls::random::RANDOM;
 use smoltcp::iface::SocketHandle;
@@ -604,7 +604,7 @@ impl DdnsState<'_> {
     fn transmit(
         &mut self,
         id: u16,
-        signed: crate::dns_update::Signed,
+        signed: bramble_proto::dns_update::Signed,
         unix_now: u64,
         job: Job,
         socket: &mut udp::Socket<'_>,

@@ -3,9 +3,9 @@
 
 use super::Appliance;
 use super::memory::MdnsSocketMemory;
-use crate::mdns::{self, Destination, Ipv6LinkAddress, LinkAddress, MdnsResponder, Origin};
-use crate::slaac::{AddressOrigin, AddressState};
 use bramble_hal::{EthernetDevice, Instant};
+use bramble_proto::mdns::{self, Destination, Ipv6LinkAddress, LinkAddress, MdnsResponder, Origin};
+use bramble_proto::slaac::{AddressOrigin, AddressState};
 use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::socket::udp::{self, UdpMetadata};
 use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr, Ipv6Address};
@@ -92,7 +92,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             .config
             .assigned()
             .filter(|e| e.state == AddressState::Preferred)
-            .collect::<heapless::Vec<_, { crate::slaac::MAX_ADDRESSES }>>();
+            .collect::<heapless::Vec<_, { bramble_proto::slaac::MAX_ADDRESSES }>>();
         preferred.sort_by_key(|e| e.origin != AddressOrigin::LinkLocal);
         for entry in preferred {
             let _ = addresses.push(Ipv6LinkAddress {

@@ -179,8 +179,8 @@ const SNTP_PACKETS: usize = 2;
 pub struct ClockMemory {
     pub(super) sntp_rx_meta: [udp::PacketMetadata; SNTP_PACKETS],
     pub(super) sntp_tx_meta: [udp::PacketMetadata; SNTP_PACKETS],
-    pub(super) sntp_rx: [u8; SNTP_PACKETS * crate::sntp::PACKET_LEN * 2],
-    pub(super) sntp_tx: [u8; SNTP_PACKETS * crate::sntp::PACKET_LEN],
+    pub(super) sntp_rx: [u8; SNTP_PACKETS * bramble_proto::sntp::PACKET_LEN * 2],
+    pub(super) sntp_tx: [u8; SNTP_PACKETS * bramble_proto::sntp::PACKET_LEN],
     pub(super) dns_queries: [Option<smoltcp::socket::dns::DnsQuery>; 1],
 }
 
@@ -190,8 +190,8 @@ impl ClockMemory {
         Self {
             sntp_rx_meta: [udp::PacketMetadata::EMPTY; SNTP_PACKETS],
             sntp_tx_meta: [udp::PacketMetadata::EMPTY; SNTP_PACKETS],
-            sntp_rx: [0; SNTP_PACKETS * crate::sntp::PACKET_LEN * 2],
-            sntp_tx: [0; SNTP_PACKETS * crate::sntp::PACKET_LEN],
+            sntp_rx: [0; SNTP_PACKETS * bramble_proto::sntp::PACKET_LEN * 2],
+            sntp_tx: [0; SNTP_PACKETS * bramble_proto::sntp::PACKET_LEN],
             dns_queries: [None],
         }
     }

@@ -12,7 +12,7 @@
 //! Where the parts live: this file holds the loop itself ([`Appliance::new`],
 //! [`Appliance::poll`] and its wake-up time); `config` what the caller tells it, `memory` the
 //! memory it lends, `address` DHCP and the link-local fallback, `address6` IPv6
-//! configuration ([`crate::slaac`]) over its raw ICMPv6 socket, `mdns_socket` the
+//! configuration ([`bramble_proto::slaac`]) over its raw ICMPv6 socket, `mdns_socket` the
 //! responder's UDP socket, and `tests` the host tests. The HTTP and HTTPS connections are
 //! the stream pools' ([`bramble_stream`]): frames for their ports go to them, not to smoltcp.
 //! Both pools serve one [`Server`] (the site, its configuration and counters), which the
@@ -44,13 +44,13 @@ pub use memory::{
 };
 pub use public::{AddressKind, PublicAddress, PublicSource};
 
-use crate::mdns::MdnsResponder;
 use crate::phy::{EthernetPhy, Held, PhyCounters};
 use address::AddressState;
 use address6::Ipv6State;
 use alloc::sync::Arc;
 use bramble_hal::{DeviceError, EthernetDevice, Instant, LinkState};
 use bramble_http::{Server, SiteSource};
+use bramble_proto::mdns::MdnsResponder;
 use bramble_stream::services::http::HttpService;
 use bramble_stream::services::tls::{TLS_CELL_LEN, TlsCounters, TlsService};
 use bramble_stream::{MAX_UNCAPPED, PoolConfig, PoolCounters, PoolLimits, StreamPool};
@@ -101,12 +101,12 @@ impl core::fmt::Display for NetError {
 /// length and a note (link-local, static, deprecated), comma-separated.
 pub struct AddressList<'x> {
     ipv4: Option<(smoltcp::wire::Ipv4Cidr, bool)>,
-    ipv6: &'x [crate::slaac::AddressEntry],
+    ipv6: &'x [bramble_proto::slaac::AddressEntry],
 }
 
 impl core::fmt::Display for AddressList<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        use crate::slaac::{AddressOrigin, AddressState};
+        use bramble_proto::slaac::{AddressOrigin, AddressState};
         let mut first = true;
         let mut separator = |f: &mut core::fmt::Formatter<'_>| {
             let text = if first { "" } else { ", " };
@@ -209,7 +209,7 @@ pub struct Appliance<'a, D: EthernetDevice> {
     addresses_shown: Option<u64>,
     /// The global IPv6 addresses (static or autoconfigured, preferred) last announced with
     /// a `serving:` line, so that each new one is announced once.
-    serving6: heapless::Vec<[u8; 16], { crate::slaac::MAX_ADDRESSES }>,
+    serving6: heapless::Vec<[u8; 16], { bramble_proto::slaac::MAX_ADDRESSES }>,
     /// The HTTP port, for the `serving:` lines.
     http_port: u16,
     counters: ApplianceCounters,
@@ -293,7 +293,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             if config.ipv6.static_address.is_some_and(|(_, len)| len > 128) {
                 return Err(NetError::BadPrefix);
             }
-            let autoconfig = crate::slaac::Ipv6Autoconfig::new(
+            let autoconfig = bramble_proto::slaac::Ipv6Autoconfig::new(
                 mac.0,
                 config.ipv6.secret,
                 config.ipv6.static_address,
@@ -846,8 +846,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// shows every address a browser can use. Link-local and deprecated addresses are not
     /// announced: new connections should not use them.
     fn announce_serving6(&mut self) {
-        use crate::slaac::{AddressOrigin, AddressState};
-        let serving: heapless::Vec<[u8; 16], { crate::slaac::MAX_ADDRESSES }> = self
+        use bramble_proto::slaac::{AddressOrigin, AddressState};
+        let serving: heapless::Vec<[u8; 16], { bramble_proto::slaac::MAX_ADDRESSES }> = self
             .ipv6_addresses()
             .iter()
             .filter(|e| e.state == AddressState::Preferred && e.origin != AddressOrigin::LinkLocal)
@@ -865,7 +865,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 
     /// The IPv6 addresses and what is known of each (tentative, preferred, deprecated,
     /// duplicate; where it came from); empty with IPv6 off.
-    pub fn ipv6_addresses(&self) -> &[crate::slaac::AddressEntry] {
+    pub fn ipv6_addresses(&self) -> &[bramble_proto::slaac::AddressEntry] {
         self.ipv6
             .as_ref()
             .map_or(&[], |state| state.config.entries())

@@ -1,5 +1,5 @@
 //! Port mapping in the appliance (`router_ports = on`): one UDP socket on port 5350 that
-//! sends [`crate::portmap::PortMapper`]'s requests to the IPv4 default gateway's port 5351
+//! sends [`bramble_proto::portmap::PortMapper`]'s requests to the IPv4 default gateway's port 5351
 //! and takes its replies and its multicast announcements (224.0.0.1:5350, which smoltcp
 //! always accepts). The external address it learns goes to the shared
 //! [`super::public::PublicAddress`].
@@ -13,8 +13,10 @@
 
 use super::Appliance;
 use super::public::{AddressKind, PublicSource};
-use crate::portmap::{MAX_PORTS, PortMapper, PortRequest, Protocol, UpnpAction, natpmp, upnp};
 use bramble_hal::{EthernetDevice, Instant};
+use bramble_proto::portmap::{
+    MAX_PORTS, PortMapper, PortRequest, Protocol, UpnpAction, natpmp, upnp,
+};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::{tcp, udp};
 use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address};

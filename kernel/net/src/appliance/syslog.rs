@@ -1,5 +1,5 @@
 //! The syslog sender: one UDP socket that sends the kernel's log lines to the owner's
-//! collector as RFC 5424 messages (see [`crate::syslog`] for the format, the ring and the
+//! collector as RFC 5424 messages (see [`bramble_proto::syslog`] for the format, the ring and the
 //! rate limit). It reads the ring behind its own cursor and never waits: lines wait in the
 //! ring while the interface has no address of the collector's family or the socket's queue is
 //! full, and are counted as dropped when the ring overwrote them first or the token bucket
@@ -12,8 +12,10 @@
 //! serving meanwhile; a failed lookup is tried again after [`LOOKUP_RETRY_MICROS`].
 
 use super::Appliance;
-use crate::syslog::{LineSource, MAX_MESSAGE_LEN, MessageBuffer, TokenBucket, format_message};
 use bramble_hal::{EthernetDevice, Instant};
+use bramble_proto::syslog::{
+    LineSource, MAX_MESSAGE_LEN, MessageBuffer, TokenBucket, format_message,
+};
 use smoltcp::iface::SocketHandle;
 use smoltcp::socket::dns::{self, GetQueryResultError};
 use smoltcp::socket::udp;

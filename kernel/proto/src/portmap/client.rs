@@ -1,7 +1,7 @@
 //! The port-mapping client: one request out at a time, to the gateway's port 5351.
 
 use super::{natpmp, pcp, upnp};
-use crate::appliance::public::AddressKind;
+use crate::address_kind::AddressKind;
 use bramble_hal::Instant;
 use core::fmt;
 use core::net::Ipv4Addr;

@@ -1,6 +1,6 @@
-//! HTTPS over the stream pool: a TLS session around the HTTP engine's [`Connection`], served
+//! HTTPS over the stream pool: a TLS session around the HTTP engine's [`Connection`](bramble_http::Connection), served
 //! by the same pool, with the same admission, eviction, deadlines and fair turns as plain
-//! HTTP (one [`super::StreamPool`] per port; the HTTPS one is [`TlsService`] over cells of
+//! HTTP (one [`crate::StreamPool`] per port; the HTTPS one is [`TlsService`] over cells of
 //! [`TLS_CELL_LEN`] bytes).
 //!
 //! # What a connection holds, and when

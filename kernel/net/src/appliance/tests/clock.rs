@@ -4,7 +4,7 @@
 use super::pool::{Client, run_until};
 use super::*;
 use crate::appliance::clock::ClockConfig;
-use crate::sntp::PACKET_LEN;
+use bramble_proto::sntp::PACKET_LEN;
 use smoltcp::socket::udp;
 
 /// Unix time the test server reports.

@@ -7,8 +7,8 @@ use super::pool::{Client, run_until};
 use super::*;
 use crate::appliance::ddns::{DdnsConfig, DdnsMemory, Ipv4Source, RESEND_MICROS};
 use crate::appliance::public::PublicSource;
-use crate::dns_update::testing::{answer_body, server_sign};
-use crate::dns_update::{MAC_LEN, TsigKey};
+use bramble_proto::dns_update::testing::{answer_body, server_sign};
+use bramble_proto::dns_update::{MAC_LEN, TsigKey};
 use smoltcp::socket::udp;
 
 const KEY: TsigKey<'static> = TsigKey {

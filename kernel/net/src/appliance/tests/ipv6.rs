@@ -6,7 +6,7 @@
 
 use super::pool::Client;
 use super::*;
-use crate::slaac::{AddressOrigin, AddressState};
+use bramble_proto::slaac::{AddressOrigin, AddressState};
 use smoltcp::socket::raw;
 use smoltcp::wire::{Icmpv6Packet, IpVersion, Ipv6Address, Ipv6Packet, Ipv6Repr};
 

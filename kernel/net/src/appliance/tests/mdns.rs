@@ -14,7 +14,7 @@ fn mdns_query_frame(source: [u8; 4], port: u16, destination: [u8; 4]) -> Vec<u8>
     );
     let ethernet = EthernetRepr {
         src_addr: EthernetAddress(CLIENT_MAC),
-        dst_addr: if destination == crate::mdns::MDNS_GROUP {
+        dst_addr: if destination == bramble_proto::mdns::MDNS_GROUP {
             EthernetAddress([0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb])
         } else {
             EthernetAddress(GUEST_MAC)
@@ -30,7 +30,7 @@ fn mdns_query_frame(source: [u8; 4], port: u16, destination: [u8; 4]) -> Vec<u8>
     };
     let udp = UdpRepr {
         src_port: port,
-        dst_port: crate::mdns::MDNS_PORT,
+        dst_port: bramble_proto::mdns::MDNS_PORT,
     };
     let checksums = ChecksumCapabilities::default();
     let mut frame = std::vec![0u8; 14 + 20 + 8 + query.len()];
@@ -76,11 +76,11 @@ fn mdns_queries_sent_straight_to_the_guest_are_answered_only_from_the_link() {
         ([10, 0, 0, 1], [10, 0, 0, 2], true),
         (remote, [10, 0, 0, 2], false),
         // To the group: answered to the group, whatever the source says.
-        (remote, crate::mdns::MDNS_GROUP, true),
+        (remote, bramble_proto::mdns::MDNS_GROUP, true),
     ];
     for (source, destination, answered) in cases {
         appliance.device_mut().tx.clear();
-        let frame = mdns_query_frame(source, crate::mdns::MDNS_PORT, destination);
+        let frame = mdns_query_frame(source, bramble_proto::mdns::MDNS_PORT, destination);
         appliance.device_mut().rx.push_back(Ok(frame));
         now = now.add_micros(1_000);
         appliance.poll(now);
