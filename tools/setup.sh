@@ -26,12 +26,14 @@ cd "$(dirname "$0")/.."
 # connections at once of tests/tests/attacks_https.rs and for `bramble-bench --tap --https`
 # (HTTPS and h2 levels; openssl s_time for its handshake rates); hping3 (the SYN flood) and
 # slowhttptest (slowloris, slow read) for the attack suite (tests/tests/attacks.rs,
-# attacks_https.rs and the `attack` tool).
+# attacks_https.rs and the `attack` tool); python3 (its standard library's HTTPS server) plays
+# the dyndns2 provider, the address echo and the outside checker of tests/tests/dyndns.rs.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio
           libnginx-mod-http-brotli-static busybox git gcc-i686-linux-gnu libc6-dev-i386-cross
           openssl testssl.sh python3-venv pebble radvd avahi-daemon avahi-utils dbus-daemon
           tcpdump python3-doc gcc prometheus knot knot-dnsutils
-          miniupnpd-nftables nftables varnish nghttp2-client python3-h2 hping3 slowhttptest)
+          miniupnpd-nftables nftables varnish nghttp2-client python3-h2 hping3 slowhttptest
+          python3)
 
 missing=()
 for package in "${packages[@]}"; do

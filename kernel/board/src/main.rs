@@ -22,6 +22,7 @@ mod faults;
 mod health;
 mod network;
 mod platform;
+mod reach;
 mod selftest;
 mod site_slots;
 mod status;
@@ -579,6 +580,7 @@ fn print_status(
         status::print_https(appliance);
         status::print_acme(appliance);
         ddns::print_status(appliance);
+        reach::print_status(appliance);
         status::print_router(appliance);
         let nic = appliance.device_mut();
         let usb = nic.counters();

@@ -234,7 +234,12 @@ pub fn start(
         + ddns.as_ref().map_or(0, |_| crate::ddns::SOCKETS)
         + 2 * usize::from(settings.router_ports != RouterPorts::Off)
         + if settings.heartbeat.is_some() { 2 } else { 0 }
-        + if settings.publish_url.is_some() { 2 } else { 0 };
+        + if settings.publish_url.is_some() { 2 } else { 0 }
+        + if crate::reach::wanted(settings) {
+            crate::reach::SOCKETS
+        } else {
+            0
+        };
     let per_address = settings.connections_per_address.map_or(0, u32::from);
     let sizes = pool_sizes(arena.remaining() / POOL_SHARE_DIVISOR, per_address > 0);
     let sockets = arena.slice(EXTRA_SOCKETS + reserved, || SocketStorage::EMPTY)?;
@@ -256,6 +261,7 @@ pub fn start(
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
     let heartbeat = heartbeat_config(settings, arena);
     let pull = pull_config(settings, arena, content.card, hostname);
+    let reach = crate::reach::prepare(settings, arena);
     let syslog = match &settings.syslog {
         Some(target) => {
             let host = match &target.host {
@@ -385,6 +391,12 @@ pub fn start(
                     log::error!("ddns: not started: {error}");
                 }
             }
+            if let Some((config, memory)) = reach {
+                let now = Instant::from_micros(micros());
+                if let Err(error) = appliance.start_reach(config, memory, now) {
+                    log::error!("reach: not started: {error}");
+                }
+            }
             if let Some((ports, memory)) = router {
                 let mac = bramble_hal::EthernetDevice::mac_address(appliance.device()).0;
                 let mut nonce = [0u8; 12];
@@ -467,6 +479,26 @@ fn router_ports(settings: &Settings) -> Option<heapless::Vec<PortRequest, 2>> {
 /// way (ACME's client, doing more, peaked at 18 KiB against pebble).
 const HEARTBEAT_HEAP_BYTES: usize = 48 * 1024;
 
+/// The roots the board's HTTPS clients (heartbeat, echo, dyndns2, outside check) check their
+/// servers against: `acme_ca_certificate`, else Let's Encrypt's. `None` (logged, naming
+/// `what`) when the named file could not be read.
+pub fn client_roots(settings: &Settings, what: &str) -> Option<&'static [u8]> {
+    match &settings.acme_ca_certificate {
+        None => Some(bramble_acme::LETS_ENCRYPT_ROOTS_PEM),
+        Some(name) => match crate::storage::acme_ca_file() {
+            Some(Ok(bytes)) => Some(bytes),
+            Some(Err(problem)) => {
+                log::error!("{what}: {name}: {problem}; not started");
+                None
+            }
+            None => {
+                log::error!("{what}: the card could not be read; not started");
+                None
+            }
+        },
+    }
+}
+
 /// The heartbeat's configuration and memory from the settings (`None`: off, or logged why
 /// not): the URL, its interval, the roots (`acme_ca_certificate`, else Let's Encrypt's).
 fn heartbeat_config(
@@ -474,20 +506,7 @@ fn heartbeat_config(
     arena: &mut Arena,
 ) -> Option<(HeartbeatConfig<'static>, &'static mut HeartbeatMemory)> {
     let url = settings.heartbeat.as_ref()?;
-    let roots_pem: &'static [u8] = match &settings.acme_ca_certificate {
-        None => bramble_acme::LETS_ENCRYPT_ROOTS_PEM,
-        Some(name) => match crate::storage::acme_ca_file() {
-            Some(Ok(bytes)) => bytes,
-            Some(Err(problem)) => {
-                log::error!("heartbeat: {name}: {problem}; not started");
-                return None;
-            }
-            None => {
-                log::error!("heartbeat: the card could not be read; not started");
-                return None;
-            }
-        },
-    };
+    let roots_pem = client_roots(settings, "heartbeat")?;
     if !crate::tls::claim_heap(arena, HEARTBEAT_HEAP_BYTES) {
         log::error!("heartbeat: no memory for its {HEARTBEAT_HEAP_BYTES}-byte heap; not started");
         return None;

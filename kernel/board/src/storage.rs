@@ -121,8 +121,8 @@ pub fn tls_files() -> Option<&'static TlsFiles> {
     TLS_FILES.get()
 }
 
-/// The `acme_ca_certificate` file read at boot (`None`: not named, neither ACME nor the
-/// heartbeat on, or the card could not be read).
+/// The `acme_ca_certificate` file read at boot (`None`: not named, neither ACME, the
+/// heartbeat nor the HTTPS reachability agent on, or the card could not be read).
 pub fn acme_ca_file() -> Option<&'static Result<&'static [u8], FileProblem>> {
     ACME_CA.get()
 }
@@ -818,9 +818,12 @@ fn read_settings(reader: &mut CardReader, arena: &mut Arena) -> Settings {
         TLS_FILES.call_once(|| TlsFiles { certificate, key });
     }
     // ACME brings its own certificate; only a private CA's roots come from the card, for it
-    // and for the heartbeat's server.
-    let wants_roots =
-        (https && settings.acme) || settings.heartbeat.is_some() || settings.publish_url.is_some();
+    // and for the heartbeat's, the pull's, the echo's, the dyndns2 provider's and the
+    // checker's servers.
+    let wants_roots = (https && settings.acme)
+        || settings.heartbeat.is_some()
+        || settings.publish_url.is_some()
+        || crate::reach::wanted(&settings);
     if wants_roots && let Some(name) = &settings.acme_ca_certificate {
         let roots = read(name.as_str());
         ACME_CA.call_once(|| roots);

@@ -168,6 +168,42 @@ pub struct StatusSnapshot {
     pub next_renewal: Option<i64>,
     /// The port mapping on the home router (`None`: `router_ports = off`).
     pub router: Option<RouterSummary>,
+    /// The public address, dyndns2 and the outside check (`None`: none of them is on).
+    pub reach: Option<ReachSummary>,
+}
+
+/// The public address, dyndns2's state and the outside check, in short, for the status page.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReachSummary {
+    /// The public IPv4 address as last learned.
+    pub public: Option<[u8; 4]>,
+    /// Who said so (`echo`, `PCP`, ...), or empty.
+    pub source: &'static str,
+    /// dyndns2's state (`up to date`, `stopped by badauth`, ...), or empty without it.
+    pub dyndns: &'static str,
+    /// dyndns2 updates the provider confirmed.
+    pub updates: u32,
+    /// `unchecked`, `reachable` or `failed`.
+    pub check: &'static str,
+}
+
+impl fmt::Display for ReachSummary {
+    /// `public 203.0.113.7 (echo); dyndns up to date, 1 update; outside check unchecked`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.public {
+            Some(address) => write!(
+                f,
+                "public {} ({})",
+                core::net::Ipv4Addr::from(address),
+                self.source
+            )?,
+            None => f.write_str("public address unknown")?,
+        }
+        if !self.dyndns.is_empty() {
+            write!(f, "; dyndns {}, {} updates", self.dyndns, self.updates)?;
+        }
+        write!(f, "; outside check {}", self.check)
+    }
 }
 
 impl fmt::Display for RouterSummary {
@@ -495,6 +531,9 @@ pub(crate) fn write_html(
     if let Some(router) = snapshot.router {
         row("Router", format_args!("{router}"))?;
     }
+    if let Some(reach) = snapshot.reach {
+        row("Reach", format_args!("{reach}"))?;
+    }
     let (unique, floor) = visitors.unique();
     row(
         "Today",
@@ -671,6 +710,13 @@ mod tests {
                 ports: [65535; 2],
                 seconds_left: u64::MAX,
                 problem: "no public address: double NAT or carrier-grade NAT",
+            }),
+            reach: Some(ReachSummary {
+                public: Some([255; 4]),
+                source: "UPnP IGD",
+                dyndns: "stopped by !donator",
+                updates: u32::MAX,
+                check: "unchecked",
             }),
         };
         let mut html = heapless::String::<STATUS_BODY_LEN>::new();

@@ -19,7 +19,7 @@
 //! `nochg` (done; `nochg` repeated is what gets hosts blocked, so the sender only ever sends
 //! on a change); `badauth`, `nohost`, `notfqdn`, `numhost`, `abuse`, `badagent`, `!donator`
 //! (the settings or the account are wrong: sending again cannot help, so nothing is sent
-//! until the address changes again or the board restarts); `911` and `dnserr` (the
+//! until the settings change, which takes a restart); `911` and `dnserr` (the
 //! provider's trouble: the protocol asks for at least 30 minutes before the next try);
 //! anything else is retried with the usual back-off.
 
@@ -144,8 +144,8 @@ pub enum Answer {
 pub enum Verdict {
     /// The records hold the addresses sent.
     Done,
-    /// Do not send again until the addresses change (or the board restarts): the settings
-    /// or the account need the owner.
+    /// Do not send again until the settings change (a restart), whatever the addresses do:
+    /// the settings or the account need the owner.
     Stop,
     /// Try again, no sooner than this many seconds.
     RetryAfter(u64),
@@ -193,6 +193,15 @@ impl Answer {
             Answer::DuckKo => "KO",
             Answer::Unknown => "an unknown answer",
         }
+    }
+}
+
+/// What the provider's response means: the body's first word, and for a body without a
+/// known one, a 401 or 403 status as `badauth`.
+pub fn answer_of(status: u16, body: &[u8]) -> Answer {
+    match parse_answer(body) {
+        Answer::Unknown if matches!(status, 401 | 403) => Answer::BadAuth,
+        answer => answer,
     }
 }
 

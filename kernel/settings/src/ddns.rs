@@ -1,7 +1,8 @@
 //! The dynamic DNS settings (`ddns`, `ddns_name`, `ddns_zone`, `ddns_server`, `ddns_key`,
-//! `ddns_ipv4`, `ddns_ipv6`): which name follows the home's addresses, on which server, and
-//! with which credentials. The TSIG secret sits on the card in plain text, as BRAMBLE.TXT
-//! does (doc/reachability.md says what that means for the owner).
+//! `ddns_url`, `ddns_user`, `ddns_password`, `ddns_ipv4`, `ddns_ipv6`): which name follows
+//! the home's addresses, on which server, and with which credentials. The TSIG secret and
+//! the dyndns2 password sit on the card in plain text, as BRAMBLE.TXT does
+//! (doc/reachability.md says what that means for the owner).
 
 use crate::{DomainName, Problem};
 use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -22,6 +23,60 @@ pub enum DdnsProtocol {
     Off,
     /// DNS UPDATE (RFC 2136) signed with TSIG, to the owner's own name server.
     Rfc2136,
+    /// The dyndns2 protocol over HTTPS (`/nic/update?hostname=&myip=&myipv6=`, Basic
+    /// authentication): No-IP, Dynu, Dyn and most providers' update URLs.
+    Dyndns2,
+    /// deSEC's dyndns2 dialect (`myipv4`, `myipv6`, `preserve` for a family not known).
+    Desec,
+    /// DuckDNS's own form (`/update?domains=&token=&ip=&ipv6=`).
+    DuckDns,
+}
+
+impl DdnsProtocol {
+    /// The setting's word.
+    pub fn word(self) -> &'static str {
+        match self {
+            DdnsProtocol::Off => "off",
+            DdnsProtocol::Rfc2136 => "rfc2136",
+            DdnsProtocol::Dyndns2 => "dyndns2",
+            DdnsProtocol::Desec => "desec",
+            DdnsProtocol::DuckDns => "duckdns",
+        }
+    }
+
+    /// Whether the name is kept over HTTPS (the dyndns2 family), not by DNS UPDATE.
+    pub fn is_https(self) -> bool {
+        matches!(
+            self,
+            DdnsProtocol::Dyndns2 | DdnsProtocol::Desec | DdnsProtocol::DuckDns
+        )
+    }
+
+    /// The provider's update URL when `ddns_url` names none (`None`: it must be named).
+    pub fn default_url(self) -> Option<&'static str> {
+        match self {
+            DdnsProtocol::Desec => Some("https://update.dedyn.io/"),
+            DdnsProtocol::DuckDns => Some("https://www.duckdns.org/update"),
+            _ => None,
+        }
+    }
+}
+
+/// The longest `ddns_url`.
+pub const MAX_DDNS_URL_LEN: usize = 256;
+/// The longest `ddns_user`.
+pub const MAX_DDNS_USER_LEN: usize = 64;
+/// The longest `ddns_password` (a DuckDNS token is 36, a deSEC token 28).
+pub const MAX_DDNS_PASSWORD_LEN: usize = 128;
+
+/// The dyndns2 password or token: never shown (not even by `Debug`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct DdnsPassword(pub heapless::String<MAX_DDNS_PASSWORD_LEN>);
+
+impl core::fmt::Debug for DdnsPassword {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("DdnsPassword(..)")
+    }
 }
 
 /// Where the A record's address comes from.
@@ -57,7 +112,7 @@ impl core::fmt::Debug for TsigKeySetting {
 /// The dynamic DNS settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DdnsSettings {
-    /// `ddns`: `off` (default) or `rfc2136`.
+    /// `ddns`: `off` (default), `rfc2136`, `dyndns2`, `desec` or `duckdns`.
     pub protocol: DdnsProtocol,
     /// `ddns_name`: the name whose A and AAAA records follow the addresses.
     pub name: Option<DomainName>,
@@ -67,6 +122,13 @@ pub struct DdnsSettings {
     pub server: Option<(IpAddr, u16)>,
     /// `ddns_key`: the TSIG key.
     pub key: Option<TsigKeySetting>,
+    /// `ddns_url`: the dyndns2 provider's `https://` update URL (default: the dialect's,
+    /// [`DdnsProtocol::default_url`]).
+    pub url: Option<heapless::String<MAX_DDNS_URL_LEN>>,
+    /// `ddns_user`: the dyndns2 account's user name (deSEC: default the name).
+    pub user: Option<heapless::String<MAX_DDNS_USER_LEN>>,
+    /// `ddns_password`: the dyndns2 password, or the provider's token.
+    pub password: Option<DdnsPassword>,
     /// `ddns_ipv4`: `public` (default), `interface` or `off`.
     pub ipv4: Ipv4Source,
     /// `ddns_ipv6`: publish the global IPv6 address (SLAAC or static) as AAAA. Default on.
@@ -81,6 +143,9 @@ impl Default for DdnsSettings {
             zone: None,
             server: None,
             key: None,
+            url: None,
+            user: None,
+            password: None,
             ipv4: Ipv4Source::Public,
             ipv6: true,
         }
@@ -114,17 +179,80 @@ impl DdnsSettings {
                     None
                 }
             }
+            DdnsProtocol::Dyndns2 | DdnsProtocol::Desec | DdnsProtocol::DuckDns => {
+                if self.name.is_none() {
+                    Some("ddns_name")
+                } else if self.update_url().is_none() {
+                    Some("ddns_url")
+                } else if self.protocol == DdnsProtocol::Dyndns2 && self.user.is_none() {
+                    Some("ddns_user")
+                } else if self.password.is_none() {
+                    Some("ddns_password")
+                } else {
+                    None
+                }
+            }
         }
     }
+
+    /// The dyndns2 update URL: `ddns_url`, or the dialect's own.
+    pub fn update_url(&self) -> Option<&str> {
+        self.url.as_deref().or_else(|| self.protocol.default_url())
+    }
+
+    /// The dyndns2 user name: `ddns_user`, or (deSEC) the name itself.
+    pub fn update_user(&self) -> Option<&str> {
+        self.user
+            .as_deref()
+            .or_else(|| self.name.as_ref().map(|name| name.as_str()))
+    }
+}
+
+/// `https://HOST[:PORT][/PATH]`, printable ASCII without spaces.
+pub(crate) fn parse_url(value: &str) -> Result<heapless::String<MAX_DDNS_URL_LEN>, Problem> {
+    let bad = Problem::NotAnHttpsUrl;
+    let rest = value
+        .get(..8)
+        .filter(|scheme| scheme.eq_ignore_ascii_case("https://"))
+        .map(|_| &value[8..])
+        .ok_or(bad)?;
+    let host = rest.split(['/', ':', '?']).next().unwrap_or("");
+    if host.is_empty() || rest.contains('@') || value.bytes().any(|b| !b.is_ascii_graphic()) {
+        return Err(bad);
+    }
+    heapless::String::try_from(value).map_err(|_| bad)
+}
+
+/// A user name or password: printable ASCII without spaces (a `:` is allowed in a
+/// password, not in a user name: Basic authentication splits at the first).
+pub(crate) fn parse_credential<const N: usize>(
+    value: &str,
+    user: bool,
+) -> Result<heapless::String<N>, Problem> {
+    let bad = Problem::NotACredential;
+    if value.is_empty()
+        || value.bytes().any(|b| !b.is_ascii_graphic())
+        || (user && value.contains(':'))
+    {
+        return Err(bad);
+    }
+    heapless::String::try_from(value).map_err(|_| bad)
 }
 
 pub(crate) fn parse_protocol(value: &str) -> Result<DdnsProtocol, Problem> {
     if value.eq_ignore_ascii_case("off") {
         Ok(DdnsProtocol::Off)
-    } else if value.eq_ignore_ascii_case("rfc2136") {
-        Ok(DdnsProtocol::Rfc2136)
     } else {
-        Err(Problem::NotADdnsProtocol)
+        [
+            ("rfc2136", DdnsProtocol::Rfc2136),
+            ("dyndns2", DdnsProtocol::Dyndns2),
+            ("desec", DdnsProtocol::Desec),
+            ("duckdns", DdnsProtocol::DuckDns),
+        ]
+        .iter()
+        .find(|(word, _)| word.eq_ignore_ascii_case(value))
+        .map(|(_, protocol)| *protocol)
+        .ok_or(Problem::NotADdnsProtocol)
     }
 }
 
@@ -289,6 +417,9 @@ mod tests {
         assert_eq!(parse_ipv4_source("echo"), Err(Problem::NotAnIpv4Source));
         assert_eq!(parse_protocol("RFC2136"), Ok(DdnsProtocol::Rfc2136));
         assert_eq!(parse_protocol("bind"), Err(Problem::NotADdnsProtocol));
+        assert_eq!(parse_protocol("DuckDNS"), Ok(DdnsProtocol::DuckDns));
+        assert_eq!(parse_protocol("desec"), Ok(DdnsProtocol::Desec));
+        assert_eq!(parse_protocol("dyndns2"), Ok(DdnsProtocol::Dyndns2));
     }
 
     #[test]
@@ -302,5 +433,49 @@ mod tests {
         assert_eq!(settings.zone(), Some("home.example.org"));
         settings.protocol = DdnsProtocol::Rfc2136;
         assert_eq!(settings.missing(), Some("ddns_server"));
+    }
+
+    #[test]
+    fn dyndns2_needs_its_url_and_credentials_unless_the_dialect_has_them() {
+        let mut settings = DdnsSettings {
+            name: Some(DomainName::new("home.dedyn.io").unwrap()),
+            protocol: DdnsProtocol::Dyndns2,
+            ..DdnsSettings::default()
+        };
+        assert_eq!(settings.missing(), Some("ddns_url"));
+        settings.url = Some(parse_url("https://dynupdate.no-ip.com/nic/update").unwrap());
+        assert_eq!(settings.missing(), Some("ddns_user"));
+        settings.user = Some(parse_credential("owner", true).unwrap());
+        assert_eq!(settings.missing(), Some("ddns_password"));
+        settings.password = Some(DdnsPassword(parse_credential("s3cr:t", false).unwrap()));
+        assert_eq!(settings.missing(), None);
+        assert!(!format!("{settings:?}").contains("s3cr"));
+        // deSEC: its URL, and the name as the user.
+        settings.protocol = DdnsProtocol::Desec;
+        settings.url = None;
+        settings.user = None;
+        assert_eq!(settings.missing(), None);
+        assert_eq!(settings.update_url(), Some("https://update.dedyn.io/"));
+        assert_eq!(settings.update_user(), Some("home.dedyn.io"));
+        for bad in [
+            "http://x.example/",
+            "https://",
+            "https://u@x.example/",
+            "https://a b/",
+        ] {
+            assert_eq!(parse_url(bad), Err(Problem::NotAnHttpsUrl), "{bad}");
+        }
+        assert_eq!(
+            parse_credential::<8>("a:b", true),
+            Err(Problem::NotACredential)
+        );
+        assert_eq!(
+            parse_credential::<8>("has space", false),
+            Err(Problem::NotACredential)
+        );
+        assert_eq!(
+            parse_credential::<4>("too long", false),
+            Err(Problem::NotACredential)
+        );
     }
 }

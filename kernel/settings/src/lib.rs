@@ -37,8 +37,8 @@ mod router;
 mod types;
 
 pub use ddns::{
-    DNS_PORT, DdnsProtocol, DdnsSettings, Ipv4Source, MAX_KEY_NAME_LEN, MAX_KEY_SECRET_LEN,
-    TsigKeySetting,
+    DNS_PORT, DdnsPassword, DdnsProtocol, DdnsSettings, Ipv4Source, MAX_DDNS_PASSWORD_LEN,
+    MAX_DDNS_URL_LEN, MAX_DDNS_USER_LEN, MAX_KEY_NAME_LEN, MAX_KEY_SECRET_LEN, TsigKeySetting,
 };
 pub use file::{FILE_NAME, MAX_FILE_BYTES, TEMPLATE};
 pub use limits::{

@@ -1,7 +1,7 @@
 //! The parser: each line split into key and value, the value checked and applied to
 //! [`Settings`], then the checks that need several settings at once. It never allocates.
 
-use crate::ddns::DdnsProtocol;
+use crate::ddns::{DdnsPassword, DdnsProtocol};
 use crate::file::Key;
 use crate::limits::{MAX_ARM_FREQ_MHZ, MAX_HSTS_SECONDS, MIN_ARM_FREQ_MHZ};
 use crate::problems::{Problem, SettingsError};
@@ -129,7 +129,8 @@ impl Settings {
             });
         }
         if settings.acme_challenge == AcmeChallenge::Dns01
-            && (settings.ddns.protocol == DdnsProtocol::Off || settings.ddns.missing().is_some())
+            && (settings.ddns.protocol != DdnsProtocol::Rfc2136
+                || settings.ddns.missing().is_some())
         {
             report(SettingsError {
                 line: first_seen[Key::AcmeChallenge as usize],
@@ -152,11 +153,12 @@ impl Settings {
 
         // Dynamic DNS needs its name, server and key; checked once all are known.
         if let Some(missing) = settings.ddns.missing() {
+            let value = settings.ddns.protocol.word();
             settings.ddns.protocol = DdnsProtocol::Off;
             report(SettingsError {
                 line: first_seen[Key::Ddns as usize],
                 key: "ddns",
-                value: "rfc2136",
+                value,
                 problem: Problem::DdnsIncomplete(missing),
             });
         }
@@ -342,12 +344,20 @@ impl Settings {
             Key::DdnsZone => self.ddns.zone = Some(DomainName::new(value)?),
             Key::DdnsServer => self.ddns.server = Some(ddns::parse_server(value)?),
             Key::DdnsTsig => self.ddns.key = Some(ddns::parse_key(value)?),
+            Key::DdnsUrl => self.ddns.url = Some(ddns::parse_url(value)?),
+            Key::DdnsUser => self.ddns.user = Some(ddns::parse_credential(value, true)?),
+            Key::DdnsPassword => {
+                self.ddns.password = Some(DdnsPassword(ddns::parse_credential(value, false)?))
+            }
             Key::DdnsIpv4 => self.ddns.ipv4 = ddns::parse_ipv4_source(value)?,
             Key::DdnsIpv6 => self.ddns.ipv6 = parse_switch(value)?,
+            Key::PublicIpUrl => self.public_ip_url = remote::parse_https_url_or_off(value)?,
+            Key::PublicIpEvery => self.public_ip_every = parse_number(value, 1, 1440)?,
+            Key::ReachCheckUrl => self.reach_check_url = remote::parse_https_url_or_off(value)?,
             Key::RouterPorts => self.router_ports = router::parse_router_ports(value)?,
             Key::RouterLifetime => self.router_lifetime = router::parse_router_lifetime(value)?,
             Key::ProxyFrom => self.proxy_from = remote::parse_proxy_from(value)?,
-            Key::Heartbeat => self.heartbeat = remote::parse_heartbeat(value)?,
+            Key::Heartbeat => self.heartbeat = remote::parse_https_url_or_off(value)?,
             Key::HeartbeatEvery => self.heartbeat_every = parse_number(value, 1, 1440)?,
             Key::PublishUrl => self.publish_url = remote::parse_heartbeat(value)?,
             Key::PublishEvery => self.publish_every = parse_number(value, 1, 1440)?,

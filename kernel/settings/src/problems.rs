@@ -2,6 +2,7 @@
 //! places it (line, key, value); their `Display` is the message on the serial console.
 //! [`HostnameError`] says why a host name was refused.
 
+use crate::ddns::{MAX_DDNS_PASSWORD_LEN, MAX_DDNS_USER_LEN};
 use crate::file::{FILE_NAME, Key};
 use crate::limits::{
     MAX_ACME_TEXT_LEN, MAX_DNS_SERVERS, MAX_DOMAINS, MAX_HOSTNAME_LEN, MAX_HSTS_SECONDS,
@@ -109,8 +110,10 @@ pub enum Problem {
     TooManyPrefixes,
     /// `status_token` is neither `off` nor 16 to 64 letters, digits, `-`, `.`, `_`, `~`.
     NotAToken,
-    /// `ddns` is not `off` or `rfc2136`.
+    /// `ddns` is not `off`, `rfc2136`, `dyndns2`, `desec` or `duckdns`.
     NotADdnsProtocol,
+    /// `ddns_user` or `ddns_password` is empty, too long, or has spaces or control bytes.
+    NotACredential,
     /// `ddns_ipv4` is not `public`, `interface` or `off`.
     NotAnIpv4Source,
     /// `ddns_server` is not an IPv4 or IPv6 address with an optional port.
@@ -251,7 +254,14 @@ impl fmt::Display for Problem {
             Problem::NotAToken => f.write_str(
                 "expected `off` or 16 to 64 letters, digits, '-', '.', '_' or '~'",
             ),
-            Problem::NotADdnsProtocol => f.write_str("expected `off` or `rfc2136`"),
+            Problem::NotADdnsProtocol => {
+                f.write_str("expected `off`, `rfc2136`, `dyndns2`, `desec` or `duckdns`")
+            }
+            Problem::NotACredential => write!(
+                f,
+                "expected printable characters without spaces (a user name without ':'), at \
+                 most {MAX_DDNS_USER_LEN} for a user, {MAX_DDNS_PASSWORD_LEN} for a password"
+            ),
             Problem::NotAnIpv4Source => f.write_str("expected `public`, `interface` or `off`"),
             Problem::NotADnsServer => f.write_str(
                 "expected a name server's address with an optional port, such as \

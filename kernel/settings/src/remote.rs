@@ -231,9 +231,9 @@ pub(crate) fn parse_proxy_from(
     parse_status_from(value)
 }
 
-/// Parses `heartbeat`: `off` or an `https://` URL of at most
-/// [`crate::MAX_ACME_TEXT_LEN`] printable characters with a host.
-pub(crate) fn parse_heartbeat(
+/// Parses `heartbeat`, `public_ip_url` and `reach_check_url`: `off` or an `https://` URL
+/// of at most [`crate::MAX_ACME_TEXT_LEN`] printable characters with a host.
+pub(crate) fn parse_https_url_or_off(
     value: &str,
 ) -> Result<Option<heapless::String<{ crate::MAX_ACME_TEXT_LEN }>>, Problem> {
     if value.eq_ignore_ascii_case("off") {
@@ -299,15 +299,19 @@ mod status_tests {
             2
         );
         assert_eq!(parse_proxy_from("link"), Err(Problem::NotAPrefix));
-        assert_eq!(parse_heartbeat("off"), Ok(None));
+        assert_eq!(parse_https_url_or_off("off"), Ok(None));
         assert_eq!(
-            parse_heartbeat("https://hc-ping.com/0f1e2d3c")
+            parse_https_url_or_off("https://hc-ping.com/0f1e2d3c")
                 .unwrap()
                 .as_deref(),
             Some("https://hc-ping.com/0f1e2d3c")
         );
         for bad in ["http://hc-ping.com/x", "https:///x", "https://a b/", "ping"] {
-            assert_eq!(parse_heartbeat(bad), Err(Problem::NotAnHttpsUrl), "{bad}");
+            assert_eq!(
+                parse_https_url_or_off(bad),
+                Err(Problem::NotAnHttpsUrl),
+                "{bad}"
+            );
         }
         assert_eq!(parse_status_token("off"), Ok(None));
         assert!(parse_status_token("abcdefghijklmnop").unwrap().is_some());

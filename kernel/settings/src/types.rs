@@ -484,6 +484,15 @@ pub struct Settings {
     pub publish_url: Option<heapless::String<MAX_ACME_TEXT_LEN>>,
     /// `publish_every`: minutes between checks of `publish_url`, 1 to 1440. Default 15.
     pub publish_every: u16,
+    /// `public_ip_url`: `off` (default) or an `https://` echo service answering the
+    /// address it sees as text (the home's public IPv4 address), asked every
+    /// `public_ip_every` minutes.
+    pub public_ip_url: Option<heapless::String<MAX_ACME_TEXT_LEN>>,
+    /// `public_ip_every`: minutes between echo requests, 1 to 1440. Default 10.
+    pub public_ip_every: u16,
+    /// `reach_check_url`: `off` (default) or an `https://` outside checker that fetches
+    /// the page and answers `OK` (anything else: failed).
+    pub reach_check_url: Option<heapless::String<MAX_ACME_TEXT_LEN>>,
 }
 
 impl Default for Settings {
@@ -534,6 +543,9 @@ impl Default for Settings {
             heartbeat_every: 5,
             publish_url: None,
             publish_every: 15,
+            public_ip_url: None,
+            public_ip_every: 10,
+            reach_check_url: None,
         }
     }
 }

@@ -390,6 +390,45 @@ status_line! {
 }
 
 status_line! {
+    /// Dynamic DNS by dyndns2 over HTTPS (the board, with `ddns = dyndns2`, `desec` or
+    /// `duckdns`): what the provider last confirmed and where the updates stand.
+    Dyndns<'a> = "status: dyndns A " {
+        /// The A record's address the provider confirmed, or `-`.
+        ipv4: Text<'a>, ", AAAA "
+        /// The AAAA record's address the provider confirmed, or `-`.
+        ipv6: Text<'a>, "; updates "
+        /// Updates the provider confirmed since boot.
+        updates: u32, ", requests "
+        /// Requests sent since boot.
+        requests: u32, ", failures in a row "
+        /// Failed tries in a row.
+        failures: u32, "; last answer: "
+        /// The provider's last answer (`good`, `nochg`, `badauth`, ...), or `none`.
+        last_answer: Text<'a>, "; "
+        /// `up to date`, `update pending`, `next try in N s` or `stopped by WORD until the
+        /// settings change`.
+        state: Text<'a>, ""
+    }
+}
+
+status_line! {
+    /// The public IPv4 address and the outside check (the board, with `public_ip_url`,
+    /// `reach_check_url` or dyndns2 set).
+    Reach<'a> = "status: reach public IPv4 " {
+        /// The public address as last learned, or `-`.
+        public: Text<'a>, " from "
+        /// Who said so (`echo`, `PCP`, `NAT-PMP`, `UPnP IGD`), or `-`.
+        source: Text<'a>, "; echo asked "
+        /// Echo requests sent.
+        echoes: u32, ", answered "
+        /// Echo requests answered with a public address.
+        echoes_answered: u32, "; outside check: "
+        /// `unchecked`, `reachable` or `failed`.
+        check: Text<'a>, ""
+    }
+}
+
+status_line! {
     /// The clock is set (the board).
     ClockSet = "status: clock set, Unix time " {
         /// Seconds since 1970.

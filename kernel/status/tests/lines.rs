@@ -216,6 +216,50 @@ fn ddns() {
 }
 
 #[test]
+fn dyndns_and_reach() {
+    let expected = "status: dyndns A 203.0.113.7, AAAA -; updates 1, requests 2, failures in a \
+                    row 0; last answer: nochg; up to date";
+    check(
+        Dyndns {
+            ipv4: Text::Read("203.0.113.7"),
+            ipv6: Text::Read("-"),
+            updates: 1,
+            requests: 2,
+            failures: 0,
+            last_answer: Text::Read("nochg"),
+            state: Text::Read("up to date"),
+        },
+        expected,
+        |l| Dyndns::parse(l).map(|c| c.to_string()),
+    );
+    // Not taken for the RFC 2136 line, nor it for this one.
+    assert!(Ddns::parse(expected).is_none());
+    let read = Dyndns::parse(
+        "9 s  status: dyndns A -, AAAA -; updates 0, requests 1, failures in a row 0; last \
+         answer: badauth; stopped by badauth until the settings change",
+    )
+    .unwrap();
+    assert_eq!(read.last_answer.as_str(), "badauth");
+    assert_eq!(
+        read.state.as_str(),
+        "stopped by badauth until the settings change"
+    );
+    let expected = "status: reach public IPv4 203.0.113.7 from echo; echo asked 3, answered 2; \
+                    outside check: unchecked";
+    check(
+        Reach {
+            public: Text::Read("203.0.113.7"),
+            source: Text::Read("echo"),
+            echoes: 3,
+            echoes_answered: 2,
+            check: Text::Read("unchecked"),
+        },
+        expected,
+        |l| Reach::parse(l).map(|c| c.to_string()),
+    );
+}
+
+#[test]
 fn clock() {
     let (unix, stratum, ago) = (1_764_000_000u64, 2u8, 30u64);
     let expected =

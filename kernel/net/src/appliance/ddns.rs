@@ -378,14 +378,15 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         }
     }
 
-    /// The addresses to publish now.
-    fn ddns_wanted(&self, config: &DdnsConfig<'_>) -> Published {
-        let ipv4 = match config.ipv4 {
+    /// The addresses to publish now: A as `ipv4` says, AAAA the global IPv6 address when
+    /// `ipv6` (dyndns2 publishes the same, [`super::reach`]).
+    pub(super) fn wanted_addresses(&self, ipv4: Ipv4Source, ipv6: bool) -> Published {
+        let ipv4 = match ipv4 {
             Ipv4Source::Public => self.public.publishable(),
             Ipv4Source::Interface => self.iface.ipv4_addr().map(|a| a.octets()),
             Ipv4Source::Off => None,
         };
-        let ipv6 = if config.ipv6 {
+        let ipv6 = if ipv6 {
             self.ipv6_addresses()
                 .iter()
                 .filter(|entry| {
@@ -407,7 +408,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let Some(mut state) = self.ddns.take() else {
             return;
         };
-        let wanted = self.ddns_wanted(&state.config);
+        let wanted = self.wanted_addresses(state.config.ipv4, state.config.ipv6);
         let has_source = self.iface.ip_addrs().iter().any(|cidr| {
             matches!(
                 (cidr, state.server.addr),
@@ -451,6 +452,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 }
 
 impl DdnsState<'_> {
+    /// Updates the server confirmed since boot.
+    pub(super) fn updates(&self) -> u32 {
+        self.status.updates
+    }
+
     /// Whether `wanted` needs an update: a family it knows differs from what the server has.
     fn needs_update(&self, wanted: &Published) -> bool {
         (wanted.ipv4.is_some() && wanted.ipv4 != self.published.ipv4)
@@ -755,7 +761,7 @@ impl DdnsState<'_> {
 }
 
 /// The addresses for a log line: `A 203.0.113.7, AAAA 2001:db8::1`.
-struct Shown<'p>(&'p Published);
+pub(super) struct Shown<'p>(pub(super) &'p Published);
 
 impl core::fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

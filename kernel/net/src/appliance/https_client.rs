@@ -1,4 +1,4 @@
-//! One HTTPS request as a client, the transport ACME and the heartbeat share:
+//! One HTTPS request as a client, the transport ACME, the heartbeat and dynamic DNS share:
 //! a TCP connection on a socket the caller owns, TLS checked by bramble-tls's client
 //! verifier (the roots the caller gave, and the clock), the request written through it, and
 //! the response read by bramble-acme's bounded reader.
@@ -8,7 +8,7 @@
 //! ACME uses it directly, since it looks its CA up itself (A and AAAA, Happy Eyeballs).
 //! [`HttpsFetch`] is a whole request to a URL: an A lookup of the host on a DNS socket of the
 //! caller's (an address in the URL is used as it is), the connection, the exchange, and a
-//! time limit; the heartbeat uses that. Nothing waits: each step returns
+//! time limit; the heartbeat and dynamic DNS use that. Nothing waits: each step returns
 //! `None` until there is an outcome.
 
 use super::Appliance;

@@ -30,6 +30,7 @@ mod mdns_socket;
 mod memory;
 pub mod public;
 pub mod pull;
+pub mod reach;
 pub mod router;
 pub mod syslog;
 #[cfg(test)]
@@ -189,6 +190,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     ddns: Option<ddns::DdnsState<'a>>,
     /// The port-mapping client, once [`Appliance::start_router`] has run.
     router: Option<router::RouterState<'a>>,
+    /// The echo, dyndns2 and the outside check, once [`Appliance::start_reach`] has run.
+    reach: Option<reach::ReachState<'a>>,
     /// The public IPv4 address as last learned ([`public`]).
     public: public::PublicAddress,
     /// The IPv4 address the pool was last told.
@@ -356,6 +359,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             pull: None,
             ddns: None,
             router: None,
+            reach: None,
             public: public::PublicAddress::default(),
             pool_address: None,
             address,
@@ -451,6 +455,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.poll_pull(now);
         self.poll_ddns(now);
         self.poll_router(now);
+        self.poll_reach(now);
     }
 
     /// Starts serving HTTPS on `port` with `config` (whose certificate has `key`), in
@@ -707,6 +712,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         next = earliest(next, self.pull_deadline(now));
         next = earliest(next, self.ddns_deadline(now));
         next = earliest(next, self.router_deadline(now));
+        next = earliest(next, self.reach_deadline(now));
         next = earliest(next, self.address.link_local_deadline(self.link));
         if self.link == LinkState::Up {
             next = earliest(next, self.ipv6_deadline());

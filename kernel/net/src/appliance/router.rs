@@ -247,8 +247,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             };
             (address, source)
         });
+        // The echo sees the address from outside: a router behind another NAT does not
+        // overrule it.
         if let Some((address, source)) = learned
             && self.public.ipv4 != Some(address)
+            && self.public.source != Some(PublicSource::Echo)
         {
             self.set_public_ipv4(Some(address), source, now);
         }

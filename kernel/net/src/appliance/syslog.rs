@@ -223,6 +223,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             };
         }
         snapshot.router = self.router_summary();
+        snapshot.reach = self.reach_summary(now);
         let pool = self.pool_counters();
         snapshot.defence_drops = pool.refused_full
             + pool.refused_source
