@@ -359,7 +359,7 @@ impl Settings {
             Key::ProxyFrom => self.proxy_from = remote::parse_proxy_from(value)?,
             Key::Heartbeat => self.heartbeat = remote::parse_https_url_or_off(value)?,
             Key::HeartbeatEvery => self.heartbeat_every = parse_number(value, 1, 1440)?,
-            Key::PublishUrl => self.publish_url = remote::parse_heartbeat(value)?,
+            Key::PublishUrl => self.publish_url = remote::parse_https_url_or_off(value)?,
             Key::PublishEvery => self.publish_every = parse_number(value, 1, 1440)?,
             Key::UsbProtocol => {
                 self.usb_protocol = if value.eq_ignore_ascii_case("rndis") {
