@@ -6,7 +6,7 @@ use crate::arena::Arena;
 use crate::network::Network;
 use bramble_net::appliance::ddns::Ipv4Source;
 use bramble_net::appliance::reach::{Dyndns2Config, ReachConfig, ReachMemory, UpdateState};
-use bramble_net::dyndns::Dialect;
+use bramble_proto::dyndns::Dialect;
 use bramble_settings::{DdnsProtocol, Settings};
 use bramble_status::Text;
 

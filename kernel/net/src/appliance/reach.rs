@@ -35,15 +35,13 @@ use super::Appliance;
 use super::ddns::{Ipv4Source, Published, SETTLE_MICROS};
 use super::https_client::{FetchError, FetchSockets, HttpsFetch};
 use super::public::PublicSource;
-use bramble_proto::dyndns::{
-    Answer, Dialect, Verdict, answer_of, parse_answer, parse_echo, update_target,
-};
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use bramble_acme::http::{HttpsUrl, Method, parse_https_url, write_request};
 use bramble_hal::{EthernetDevice, Instant};
+use bramble_proto::dyndns::{Answer, Dialect, Verdict, answer_of, parse_echo, update_target};
 use bramble_tls::client::ClientConfig;
 use bramble_tls::clock::CLOCK;
 use smoltcp::iface::SocketHandle;
