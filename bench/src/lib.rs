@@ -26,6 +26,7 @@ pub mod plot;
 pub mod probe;
 pub mod profile;
 pub mod report;
+pub mod soak;
 mod systems;
 mod tap;
 pub mod walk;
@@ -146,6 +147,15 @@ pub struct BenchArgs {
     /// with the counting plugin. The Linux guest answers HTTPS with nginx and OpenSSL.
     #[arg(long, requires = "tap")]
     pub https: bool,
+    /// With --tap: instead of the levels, a soak of one Bramble guest for DURATION (seconds,
+    /// or with s, m or h: `1h`; at least 9 minutes): rounds of a minute, each 40 s of mixed
+    /// load side by side (plain HTTP, HTTPS and h2 keep-alive, new and resumed handshakes,
+    /// idle hoarders on 80 and 443, slowloris, a P-256-only handshake flood) then 17 s of
+    /// quiet and the guest's status counters. The report (soak.md, soak.json in
+    /// bench/results/<date>-<commit>-soak/) says which counters grow across the quiet samples
+    /// and whether the guest restarted. Runs outside the test command.
+    #[arg(long, value_name = "DURATION", requires = "tap", value_parser = soak::parse_duration)]
+    pub soak: Option<u64>,
 }
 
 /// The TAP queue `--tap-queue` gives by default, in frames: room for a SYN from each of
@@ -188,6 +198,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         return hosted::run(&args);
     }
     if args.tap {
+        if let Some(seconds) = args.soak {
+            return soak::run(&args, seconds);
+        }
         return tap::run(&args);
     }
     let systems = args.system_names();

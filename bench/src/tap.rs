@@ -135,7 +135,7 @@ pub(super) fn run(args: &BenchArgs) -> anyhow::Result<()> {
 /// Lets the judge open 10,000 connections and reconnect after the server closes them: the
 /// whole port range for its local ports, and TIME-WAIT ports reused (busybox httpd closes
 /// every connection after one answer). Both are per-namespace settings.
-fn tune_namespace(namespace: &Namespace) -> anyhow::Result<()> {
+pub(super) fn tune_namespace(namespace: &Namespace) -> anyhow::Result<()> {
     namespace.sysctl("net.ipv4.ip_local_port_range", "1024 65535")?;
     namespace.sysctl("net.ipv4.tcp_tw_reuse", "1")
 }
