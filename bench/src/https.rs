@@ -237,12 +237,16 @@ pub struct H2loadRun<'a> {
     pub clients: u32,
     /// HTTP/1.1 (`--h1`) instead of h2.
     pub h1: bool,
-    /// Keep asking for this long (`-D`); `None`: one request per client (`-n clients`).
+    /// Keep asking for this long (`-D`); `None`: each client asks for each URL once.
     pub duration: Option<Duration>,
     /// `-N`: a connection silent this long is ended, its request counted as timed out.
     pub timeout: Duration,
     /// Offer only this key-exchange group (`--groups`).
     pub group: Option<&'a str>,
+    /// More URLs, asked for in turn after `url` by each client (a visit's assets).
+    pub more_urls: &'a [String],
+    /// Requests in flight per connection (`--max-concurrent-streams`; HTTP/1.1: pipelined).
+    pub streams: u32,
 }
 
 impl H2loadRun<'_> {
@@ -252,7 +256,7 @@ impl H2loadRun<'_> {
         let mut args = vec![
             format!("--clients={clients}"),
             format!("--threads={}", clients.min(2)),
-            "--max-concurrent-streams=1".into(),
+            format!("--max-concurrent-streams={}", self.streams.max(1)),
             format!(
                 "--connection-inactivity-timeout={}",
                 self.timeout.as_secs().max(1)
@@ -260,7 +264,10 @@ impl H2loadRun<'_> {
         ];
         match self.duration {
             Some(duration) => args.push(format!("--duration={}", duration.as_secs().max(1))),
-            None => args.push(format!("--requests={clients}")),
+            None => args.push(format!(
+                "--requests={}",
+                clients as usize * (1 + self.more_urls.len())
+            )),
         }
         if self.h1 {
             args.push("--h1".into());
@@ -269,6 +276,7 @@ impl H2loadRun<'_> {
             args.push(format!("--groups={group}"));
         }
         args.push(self.url.into());
+        args.extend(self.more_urls.iter().cloned());
         args
     }
 }
@@ -321,6 +329,262 @@ pub struct HttpsLevel {
     pub failure: Option<String>,
     /// QEMU's host CPU over the run, percent of a core.
     pub qemu_cpu_percent: Option<f64>,
+    /// Bramble's HTTPS state halfway through the run (connections open, TLS heap).
+    pub guest_tls_mid_run: Option<TlsState>,
+}
+
+/// Bramble's HTTPS state from its `status` lines: connections open, the TLS heap, RAM.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsState {
+    /// HTTPS connections open (`status: https open N`).
+    pub open: u64,
+    /// Idle sessions suspended now (their slot given back).
+    pub suspended_now: u32,
+    /// TLS heap in use, bytes.
+    pub heap_in_use_bytes: u64,
+    /// RAM in use (`status: up ... memory used N KiB`), bytes.
+    pub memory_used_bytes: u64,
+    /// The `status: https open` line as printed.
+    pub line: String,
+    /// The HTTPS pool's line (`status: https connections open N (peak N), leased N, waiting
+    /// N, ...`): TCP connections, sessions leased, connections waiting for one.
+    pub pool_line: String,
+}
+
+/// Reads [`TlsState`] from Bramble's console (`None` for the Linux guest or without HTTPS).
+pub fn tls_state(guest: &mut Guest) -> Option<TlsState> {
+    guest.drain();
+    guest.send_line("status").ok()?;
+    let up = guest.wait_line("status: up", Duration::from_secs(10))?;
+    let memory_used_kib = bramble_status::Up::parse(&up)?.memory_used_kib as u64;
+    let line = guest.wait_line("status: https open", Duration::from_secs(3))?;
+    let https = bramble_status::Https::parse(&line)?;
+    let heap = https.heap.as_str();
+    let heap_in_use_bytes = heap.split(" B in use").next()?.trim().parse().ok()?;
+    let pool_line = guest
+        .wait_line("status: https connections", Duration::from_secs(3))
+        .map(|line| line.trim().to_string())
+        .unwrap_or_default();
+    Some(TlsState {
+        open: https.open as u64,
+        suspended_now: https.suspended_now,
+        heap_in_use_bytes,
+        memory_used_bytes: memory_used_kib * 1024,
+        line: line.trim().to_string(),
+        pool_line,
+    })
+}
+
+/// New visitors per second (issue 32): each visitor a new connection (a full handshake:
+/// h2load does not resume between clients) fetching the page and its assets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VisitRate {
+    /// `h2` (one connection, the three requests as concurrent streams), `h1` (one keep-alive
+    /// connection, the requests one after the other) or `h1x3` (three connections, one
+    /// request each, as browsers open parallel connections for HTTP/1.1).
+    pub way: String,
+    /// Rounds of [`VISITORS`] visitors arriving at once.
+    pub rounds: u32,
+    /// Visitors who got the page and every asset.
+    pub page_views: u64,
+    /// Visitors sent.
+    pub visitors: u64,
+    /// Requests that failed, errored or timed out.
+    pub failed: u64,
+    /// The rounds' time as h2load measured it (for `h1x3`, each round's slowest of three).
+    pub seconds: f64,
+    /// Page views per second.
+    pub per_second: f64,
+    /// The slowest round, seconds.
+    pub slowest_round_seconds: f64,
+}
+
+/// Visitors arriving at once in each round of the visit rows.
+pub const VISITORS: u32 = 10;
+/// Most rounds per way (the run is also bounded by `--duration`).
+const MAX_VISIT_ROUNDS: u32 = 200;
+
+/// Rounds of [`VISITORS`] new visitors (the page and [`systems::VISIT_ASSETS`]) for
+/// `duration`, one way.
+fn visits(
+    way: &str,
+    duration: Duration,
+    timeout: Duration,
+    dir: &Path,
+) -> anyhow::Result<VisitRate> {
+    let page = url("/");
+    let assets: Vec<String> = systems::VISIT_ASSETS.iter().map(|a| url(a)).collect();
+    let all: Vec<String> = std::iter::once(page.clone())
+        .chain(assets.iter().cloned())
+        .collect();
+    let mut rate = VisitRate {
+        way: way.into(),
+        ..Default::default()
+    };
+    let started = Instant::now();
+    while started.elapsed() < duration && rate.rounds < MAX_VISIT_ROUNDS {
+        let round = rate.rounds;
+        let one = |url: &str, more: &[String], h1: bool, streams: u32, name: String| {
+            let run = H2loadRun {
+                url,
+                clients: VISITORS,
+                h1,
+                duration: None,
+                timeout,
+                group: None,
+                more_urls: more,
+                streams,
+            };
+            run_h2load(&run, &dir.join(name))
+        };
+        let (views, failed, seconds) = match way {
+            "h2" | "h1" => {
+                let f = one(
+                    &page,
+                    &assets,
+                    way == "h1",
+                    if way == "h2" { all.len() as u32 } else { 1 },
+                    format!("h2load-visit-{way}-{round}.txt"),
+                )?;
+                (
+                    f.status_2xx / all.len() as u64,
+                    f.failed + f.errored + f.timeout,
+                    f.seconds,
+                )
+            }
+            "h1x3" => {
+                let runs: Vec<anyhow::Result<H2load>> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = all
+                        .iter()
+                        .enumerate()
+                        .map(|(n, u)| {
+                            let name = format!("h2load-visit-h1x3-{round}-{n}.txt");
+                            scope.spawn(move || one(u, &[], true, 1, name))
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join()
+                                .unwrap_or_else(|_| Err(anyhow::anyhow!("panicked")))
+                        })
+                        .collect()
+                });
+                let runs = runs.into_iter().collect::<anyhow::Result<Vec<_>>>()?;
+                (
+                    runs.iter().map(|f| f.status_2xx).min().unwrap_or(0),
+                    runs.iter().map(|f| f.failed + f.errored + f.timeout).sum(),
+                    runs.iter().map(|f| f.seconds).fold(0.0, f64::max),
+                )
+            }
+            other => bail!("unknown visit way {other}"),
+        };
+        rate.rounds += 1;
+        rate.visitors += VISITORS as u64;
+        rate.page_views += views;
+        rate.failed += failed;
+        rate.seconds += seconds;
+        rate.slowest_round_seconds = rate.slowest_round_seconds.max(seconds);
+    }
+    if rate.seconds > 0.0 {
+        rate.per_second = rate.page_views as f64 / rate.seconds;
+    }
+    Ok(rate)
+}
+
+/// RAM taken by HTTPS connections held open and idle after one request (Bramble).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HeldConnections {
+    /// `http/1.1` or `h2` (ALPN).
+    pub protocol: String,
+    /// Connections opened (openssl s_client, one request each, then silent).
+    pub held: u32,
+    /// Before they were opened.
+    pub before: Option<TlsState>,
+    /// Once open and idle, [`HOLD_SETTLE`] after the last was opened.
+    pub held_state: Option<TlsState>,
+    /// TLS heap per open connection above `before`, bytes.
+    pub heap_per_connection_bytes: Option<f64>,
+}
+
+/// Connections held idle for the RAM figures.
+pub const HELD: u32 = 50;
+/// Wait after the last one is opened before reading the counters.
+const HOLD_SETTLE: Duration = Duration::from_secs(5);
+
+/// What an idle client sent after its handshake: one request on HTTP/1.1, or for h2 the
+/// connection preface, empty SETTINGS, an ACK of the server's and a GET of `/` as HPACK
+/// (indexed :method GET, :scheme https, :path /, :authority as a literal).
+fn idle_client_bytes(h2: bool) -> Vec<u8> {
+    let host = TAP_GUEST.to_string();
+    if !h2 {
+        return format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").into_bytes();
+    }
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    bytes.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0, 0]); // SETTINGS
+    bytes.extend_from_slice(&[0, 0, 0, 4, 1, 0, 0, 0, 0]); // SETTINGS ACK
+    let mut block = vec![0x82, 0x87, 0x84, 0x41, host.len() as u8];
+    block.extend_from_slice(host.as_bytes());
+    let len = block.len() as u32;
+    bytes.extend_from_slice(&len.to_be_bytes()[1..]);
+    bytes.extend_from_slice(&[1, 0x05, 0, 0, 0, 1]); // HEADERS, END_STREAM | END_HEADERS
+    bytes.extend_from_slice(&block);
+    bytes
+}
+
+/// Opens [`HELD`] HTTPS connections (one `openssl s_client` each, in the calling thread's
+/// namespace), each sends one request and stays silent; reads Bramble's TLS heap before and
+/// after. Every client is ended by its PID.
+fn hold_idle(guest: &mut Guest, h2: bool, dir: &Path) -> anyhow::Result<HeldConnections> {
+    use std::io::Write;
+    let protocol = if h2 { "h2" } else { "http/1.1" };
+    let mut held = HeldConnections {
+        protocol: protocol.into(),
+        held: HELD,
+        before: tls_state(guest),
+        ..Default::default()
+    };
+    let bytes = idle_client_bytes(h2);
+    let log = std::fs::File::create(dir.join(format!("held-{}.txt", protocol.replace('/', ""))))?;
+    let mut children = Vec::new();
+    let result = (|| -> anyhow::Result<()> {
+        for _ in 0..HELD {
+            let mut child = Command::new("openssl")
+                .args(["s_client", "-quiet", "-connect"])
+                .arg(format!("{TAP_GUEST}:443"))
+                .args(["-alpn", protocol])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .stderr(log.try_clone()?)
+                .spawn()
+                .context("starting openssl s_client")?;
+            child
+                .stdin
+                .as_mut()
+                .context("s_client's stdin")?
+                .write_all(&bytes)?;
+            children.push(child);
+            // The handshake budget admits about 48 a second; do not make it defer.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(HOLD_SETTLE);
+        Ok(())
+    })();
+    held.held_state = tls_state(guest);
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    result?;
+    if let (Some(before), Some(after)) = (&held.before, &held.held_state) {
+        let added = after.open.saturating_sub(before.open);
+        if added > 0 {
+            held.heap_per_connection_bytes = Some(
+                (after.heap_in_use_bytes as f64 - before.heap_in_use_bytes as f64) / added as f64,
+            );
+        }
+    }
+    Ok(held)
 }
 
 /// Handshakes per second by `openssl s_time`.
@@ -368,6 +632,12 @@ pub struct HttpsReport {
     pub group_costs: Vec<GroupCost>,
     /// The guest's idle instructions per second in the counting boot.
     pub idle_instructions_per_second: Option<f64>,
+    /// New visitors' page views per second: h2, HTTP/1.1 on one connection, on three.
+    pub visits: Vec<VisitRate>,
+    /// Bramble: TLS heap with no HTTPS connection open, after the levels.
+    pub tls_idle_state: Option<TlsState>,
+    /// Bramble: RAM of idle HTTPS connections, HTTP/1.1 and h2.
+    pub held: Vec<HeldConnections>,
     /// What went wrong or must be known.
     pub notes: Vec<String>,
 }
@@ -386,9 +656,15 @@ fn url(path: &str) -> String {
     format!("https://{TAP_GUEST}{path}")
 }
 
-/// The keep-alive levels, the handshake rates and the large file, against a booted guest (the
-/// calling thread is in its namespace).
-pub(crate) fn measure(guest: &mut Guest, args: &BenchArgs, dir: &Path) -> HttpsReport {
+/// The keep-alive levels, the new visitors, the handshake rates and the large file, and on
+/// Bramble (`bramble`) the RAM of idle connections, against a booted guest (the calling thread
+/// is in its namespace).
+pub(crate) fn measure(
+    guest: &mut Guest,
+    bramble: bool,
+    args: &BenchArgs,
+    dir: &Path,
+) -> HttpsReport {
     let mut report = HttpsReport::default();
     let page = url("/");
     let timeout = Duration::from_secs(args.timeout);
@@ -412,10 +688,25 @@ pub(crate) fn measure(guest: &mut Guest, args: &BenchArgs, dir: &Path) -> HttpsR
                 duration: Some(Duration::from_secs(args.duration)),
                 timeout,
                 group: None,
+                more_urls: &[],
+                streams: 1,
             };
             let cpu_before = guest.cpu_time().ok();
             let started = Instant::now();
-            match run_h2load(&run, &dir.join(format!("h2load-{target}-c{clients}.txt"))) {
+            let report_file = dir.join(format!("h2load-{target}-c{clients}.txt"));
+            // h2load on a thread of its own (threads inherit the namespace); this one reads
+            // Bramble's TLS state halfway, while the clients are connected.
+            let (ran, mid_run) = std::thread::scope(|scope| {
+                let load = scope.spawn(|| run_h2load(&run, &report_file));
+                std::thread::sleep(Duration::from_secs(args.duration) / 2);
+                let mid_run = bramble.then(|| tls_state(guest)).flatten();
+                let ran = load
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the h2load thread panicked")));
+                (ran, mid_run)
+            });
+            level.guest_tls_mid_run = mid_run;
+            match ran {
                 Ok(figures) => {
                     level.verdict = Some(figures.verdict(timeout));
                     level.figures = Some(figures);
@@ -429,6 +720,62 @@ pub(crate) fn measure(guest: &mut Guest, args: &BenchArgs, dir: &Path) -> HttpsR
             eprintln!("bench: https: {}", describe(&level));
             report.levels.push(level);
             std::thread::sleep(Duration::from_secs(2));
+        }
+    }
+    for way in ["h2", "h1", "h1x3"] {
+        if !answers(guest) {
+            report
+                .notes
+                .push(format!("visits {way}: the guest did not answer before"));
+            continue;
+        }
+        match visits(way, Duration::from_secs(args.duration), timeout, dir) {
+            Ok(rate) => {
+                eprintln!(
+                    "bench: https: new visitors {way}: {:.2} page views/s ({} of {} in {} \
+                     rounds, {:.1} s, {} requests failed, slowest round {:.2} s)",
+                    rate.per_second,
+                    rate.page_views,
+                    rate.visitors,
+                    rate.rounds,
+                    rate.seconds,
+                    rate.failed,
+                    rate.slowest_round_seconds
+                );
+                report.visits.push(rate);
+            }
+            Err(error) => report.notes.push(format!("visits {way}: {error:#}")),
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    if bramble {
+        // Let the levels' connections close before the idle reading.
+        std::thread::sleep(Duration::from_secs(5));
+        report.tls_idle_state = tls_state(guest);
+        for h2 in [false, true] {
+            match hold_idle(guest, h2, dir) {
+                Ok(held) => {
+                    eprintln!(
+                        "bench: https: {} idle connections held ({}): TLS heap {} per \
+                         connection; {}",
+                        held.held,
+                        held.protocol,
+                        held.heap_per_connection_bytes
+                            .map_or("?".into(), |b| format!("{b:.0} B")),
+                        held.held_state
+                            .as_ref()
+                            .map_or("no status".to_string(), |s| format!(
+                                "{}; {}",
+                                s.line, s.pool_line
+                            ))
+                    );
+                    report.held.push(held);
+                }
+                Err(error) => report
+                    .notes
+                    .push(format!("idle connections held: {error:#}")),
+            }
+            std::thread::sleep(Duration::from_secs(5));
         }
     }
     for resume in [false, true] {
@@ -480,6 +827,8 @@ pub(crate) fn measure(guest: &mut Guest, args: &BenchArgs, dir: &Path) -> HttpsR
         duration: Some(Duration::from_secs(args.duration)),
         timeout,
         group: None,
+        more_urls: &[],
+        streams: 1,
     };
     match run_h2load(&run, &dir.join("h2load-large.txt")) {
         Ok(figures) => {
@@ -594,6 +943,8 @@ pub(crate) fn count_handshakes(
                 duration: None,
                 timeout: Duration::from_secs(60),
                 group: Some(group),
+                more_urls: &[],
+                streams: 1,
             };
             let figures = run_h2load(&run, &dir.join(format!("h2load-{name}-{round}.txt")))?;
             handshakes += figures.status_2xx;
@@ -682,6 +1033,66 @@ pub fn rows(report: &Report) -> Vec<(String, Vec<String>, String)> {
                 },
             );
         }
+    }
+    for (way, how) in [
+        ("h2", "h2, one connection, 3 streams"),
+        ("h1", "HTTP/1.1, one keep-alive connection"),
+        ("h1x3", "HTTP/1.1, three connections (as browsers)"),
+    ] {
+        row(
+            format!("new visitors (a full handshake, the page and 2 assets), {how}: page views/s"),
+            &|h| {
+                cell(h.visits.iter().find(|v| v.way == way).map(|v| {
+                    format!(
+                        "{:.2} ({} of {} in {:.1} s, {} failed)",
+                        v.per_second, v.page_views, v.visitors, v.seconds, v.failed
+                    )
+                }))
+            },
+        );
+    }
+    for protocol in ["http/1.1", "h2"] {
+        row(
+            format!("TLS heap per idle {protocol} connection, {HELD} held after a request (B)"),
+            &|h| {
+                cell(
+                    h.held
+                        .iter()
+                        .find(|c| c.protocol == protocol)
+                        .and_then(|c| {
+                            let state = c.held_state.as_ref()?;
+                            Some(format!(
+                                "{:.0} ({} open, {} suspended)",
+                                c.heap_per_connection_bytes?, state.open, state.suspended_now
+                            ))
+                        }),
+                )
+            },
+        );
+    }
+    for target in ["tls-page", "h2-page"] {
+        row(
+            format!("TLS heap per active {target} connection halfway through each level (B)"),
+            &|h| {
+                let idle = h.tls_idle_state.as_ref().map_or(0, |s| s.heap_in_use_bytes);
+                let cells: Vec<String> = h
+                    .levels
+                    .iter()
+                    .filter(|l| l.target == target)
+                    .filter_map(|l| {
+                        let mid = l.guest_tls_mid_run.as_ref()?;
+                        (mid.open > 0).then(|| {
+                            format!(
+                                "c={}: {:.0}",
+                                l.clients,
+                                (mid.heap_in_use_bytes as f64 - idle as f64) / mid.open as f64
+                            )
+                        })
+                    })
+                    .collect();
+                cell((!cells.is_empty()).then(|| cells.join(", ")))
+            },
+        );
     }
     let rate = |r: &Option<HandshakeRate>| {
         cell(r.as_ref().map(|r| {
@@ -815,6 +1226,8 @@ req/s           :       6.72        6.88        6.80        0.12   100.00%
             duration: Some(Duration::from_secs(20)),
             timeout: Duration::from_secs(10),
             group: None,
+            more_urls: &[],
+            streams: 1,
         };
         assert_eq!(
             run.args(),

@@ -399,6 +399,8 @@ fn run_loads(round: u32, dir: &Path) -> RoundLoads {
             duration: window,
             timeout,
             group: None,
+            more_urls: &[],
+            streams: 1,
         };
         let file = round_dir.join(format!("{name}.txt"));
         (name.to_string(), tally(run_h2load(&run, &file)))
@@ -415,6 +417,8 @@ fn run_loads(round: u32, dir: &Path) -> RoundLoads {
                 duration: None,
                 timeout,
                 group,
+                more_urls: &[],
+                streams: 1,
             };
             match tally(run_h2load(&run, &round_dir.join(format!("{name}.txt")))) {
                 Ok((o, b)) => {

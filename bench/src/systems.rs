@@ -19,6 +19,9 @@ const FILE_100K_BYTES: usize = 100 * 1024;
 /// URL of the 1 MiB file (`--tap --https`: MB/s over TLS).
 pub const FILE_1M_URL: &str = "/file-1m.bin";
 const FILE_1M_BYTES: usize = 1024 * 1024;
+/// The assets a new visitor fetches with the page (`--tap --https`'s visit rows): the default
+/// site's stylesheet and icon (site/default), beside the benchmark page.
+pub const VISIT_ASSETS: [&str; 2] = ["/style.css", "/favicon.svg"];
 /// The `cold` target's file: on Bramble's card only (the Linux baseline serves from its
 /// initramfs, in RAM; there is no card to measure).
 pub const COLD_URL: &str = "/cold.bin";
@@ -102,7 +105,8 @@ pub struct Site {
 }
 
 /// Writes the site into `dir`: bench/site/index.html, a 100 KiB and a 1 MiB file of
-/// pseudo-random bytes (incompressible, the same on every run) and the docs pages.
+/// pseudo-random bytes (incompressible, the same on every run), the visit's assets and the
+/// docs pages.
 pub fn prepare_site(root: &Path, dir: &Path) -> anyhow::Result<Site> {
     let page = std::fs::read(root.join("bench/site/index.html"))
         .context("reading bench/site/index.html")?;
@@ -117,6 +121,11 @@ pub fn prepare_site(root: &Path, dir: &Path) -> anyhow::Result<Site> {
         dir.join(FILE_1M_URL.trim_start_matches('/')),
         noise(FILE_1M_BYTES, 0x0bad_cafe),
     )?;
+    for asset in VISIT_ASSETS {
+        let name = asset.trim_start_matches('/');
+        std::fs::copy(root.join("site/default").join(name), dir.join(name))
+            .with_context(|| format!("copying site/default/{name}"))?;
+    }
     crate::corpus::write_docs(dir, crate::corpus::PAGES)?;
     Ok(Site {
         dir: dir.to_path_buf(),

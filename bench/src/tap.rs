@@ -239,7 +239,7 @@ fn measure(
     }
     let mut https = args
         .https
-        .then(|| super::https::measure(&mut guest, args, dir));
+        .then(|| super::https::measure(&mut guest, !linux, args, dir));
     result.qemu_peak_rss_bytes = guest.peak_rss_bytes();
     // One QEMU at a time on the namespace's TAP device.
     drop(guest);
