@@ -8,7 +8,8 @@
 //!   version signed by the owner and serves it without a restart (no second boot; the new
 //!   page appears, the old one is gone, the ETags change), while a large download started
 //!   before the switch finishes byte for byte from the old site; refuses an older version
-//!   and keeps serving the new site.
+//!   and keeps serving the new site; takes a signed rollback (`bramble publish --rollback
+//!   --out`) and serves the old site again, still without a restart.
 //! - Power cuts: QEMU killed by PID at 20 random moments of the pull's card writes and the
 //!   switch; each next boot serves one whole site, the old or the new, byte for byte.
 
@@ -261,6 +262,26 @@ impl Lab {
         ]);
     }
 
+    /// `bramble publish SITE --rollback --out www/garden --host garden --key KEY --version V`:
+    /// a rollback manifest naming SITE, no image.
+    fn put_rollback(&self, site: &Path, key: &Path, version: u64) {
+        let out = self.dir.join("www/garden");
+        let _ = std::fs::remove_dir_all(&out);
+        let path = |p: &Path| p.display().to_string();
+        bramble_publish(&[
+            &path(site),
+            "--rollback",
+            "--out",
+            &path(&out),
+            "--host",
+            "garden",
+            "--key",
+            &path(key),
+            "--version",
+            &version.to_string(),
+        ]);
+    }
+
     fn config(&self) -> bramble_qemu::QemuConfig {
         let mut config = bramble_qemu::QemuConfig::new(
             bramble_qemu::Machine::Raspi1ap,
@@ -482,6 +503,38 @@ fn the_guest_pulls_a_newer_signed_site_and_refuses_another_key_and_an_older_vers
     assert!(
         writes.contains("blocks from block"),
         "the slots' window: {writes}"
+    );
+
+    // 4. A signed rollback to site A (`bramble publish --rollback --out`): slot A is live
+    // again, without a restart, one record block written.
+    lab.put_rollback(&lab.site_a, &lab.owner, 11);
+    let back = guest.expect_line(
+        "publish: rollback version 11 signed",
+        Duration::from_secs(90),
+    );
+    assert!(
+        back.contains("slot A") && back.contains("1 card block"),
+        "{back}"
+    );
+    guest.expect_line("from slot A without a restart", Duration::from_secs(10));
+    let (status, head, body) = lab.get("/");
+    assert_eq!((status, &body), (200, &lab.index_a), "{head}");
+    assert_eq!(etag(&head), etag(&head_a), "site A's ETag again");
+    assert_eq!(lab.get("/a.html").0, 200);
+    assert_eq!(lab.get("/b.html").0, 404);
+    let (status, _, blob) = lab.get("/blob.bin");
+    assert_eq!(status, 200);
+    assert!(blob == lab.blob_a, "site A's /blob.bin again");
+    guest.expect_line("publish: slot B retired", Duration::from_secs(30));
+    guest.expect_line("is live and current", PUBLISH_TIMEOUT);
+    assert_eq!(
+        guest
+            .transcript
+            .iter()
+            .filter(|line| line.contains("a web server with no operating system"))
+            .count(),
+        1,
+        "one boot"
     );
 }
 

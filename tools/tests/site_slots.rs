@@ -525,8 +525,36 @@ fn cli_publish_out_writes_a_signed_manifest_and_the_image_for_a_static_host() {
     ))
     .into();
     assert_eq!(checked.sha256, sha);
-    // --out needs --host, --host needs --out, --out excludes --card and --rollback, and a
-    // bad host name is refused.
+    // --rollback --out: a rollback manifest naming the site, and no image.
+    let back = dir.path().join("back");
+    let done = run(&[
+        "--out",
+        back.to_str().unwrap(),
+        "--host",
+        "garden",
+        "--rollback",
+        "--version",
+        "78",
+    ]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let file = fs::read(back.join("manifest")).unwrap();
+    let (manifest, signature) = bramble_publish::pull::split_manifest_file(&file).unwrap();
+    let checked =
+        bramble_publish::manifest::Manifest::verify(manifest, signature, Some(&public), "garden")
+            .expect("signed by the owner for garden");
+    assert_eq!(checked.action, bramble_publish::manifest::Action::Rollback);
+    assert_eq!((checked.version, checked.sha256), (78, sha));
+    assert_eq!(
+        fs::read_dir(&back).unwrap().count(),
+        1,
+        "the manifest alone"
+    );
+    // --out needs --host, --host needs --out, --out excludes --card, --rollback --card names
+    // no site, and a bad host name is refused.
     let x = dir.path().join("x");
     let x = x.to_str().unwrap();
     let card = dir.path().join("c.img");
@@ -535,7 +563,7 @@ fn cli_publish_out_writes_a_signed_manifest_and_the_image_for_a_static_host() {
         (&["--out", x][..], 2),
         (&["--host", "garden", "--card", card][..], 2),
         (&["--out", x, "--host", "garden", "--card", card][..], 2),
-        (&["--out", x, "--host", "garden", "--rollback"][..], 2),
+        (&["--rollback", "--card", card][..], 1),
         (&["--out", x, "--host", "a b"][..], 1),
     ] {
         let failed = run(args);

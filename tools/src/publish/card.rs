@@ -24,7 +24,8 @@ use sha2::{Digest, Sha256};
 /// Arguments of `bramble publish`.
 #[derive(clap::Args, Debug)]
 pub struct PublishArgs {
-    /// The site: a folder (packed first, as `bramble pack` would) or a SITE.BIN.
+    /// The site: a folder (packed first, as `bramble pack` would) or a SITE.BIN. With
+    /// --rollback --out: the site to roll back to (the board's other slot must hold it).
     #[arg(value_name = "SITE_DIR|SITE.BIN", required_unless_present = "rollback")]
     pub site: Option<PathBuf>,
     /// The card image (or card device) to publish into; it must have site slots and the
@@ -33,7 +34,7 @@ pub struct PublishArgs {
     pub card: Option<PathBuf>,
     /// Instead of a card: write DIR/manifest and DIR/site-VERSION.bin for a board that pulls
     /// them from a static host (`publish_url`); needs --host.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["card", "rollback"], requires = "host")]
+    #[arg(long, value_name = "DIR", conflicts_with = "card", requires = "host")]
     pub out: Option<PathBuf>,
     /// The board's `hostname` the manifest names (with --out; a card's is read from its
     /// BRAMBLE.TXT).
@@ -46,8 +47,10 @@ pub struct PublishArgs {
     /// seconds, so that each CI run's is higher].
     #[arg(long, value_name = "N")]
     pub version: Option<u64>,
-    /// Switch back to the previous site (the other slot), signed, instead of publishing.
-    #[arg(long, conflicts_with = "site")]
+    /// Switch back to the previous site (the other slot), signed, instead of publishing. With
+    /// --out, only a rollback manifest is written, naming SITE (the site the board's other
+    /// slot holds): the board pulls it and switches back.
+    #[arg(long)]
     pub rollback: bool,
 }
 
@@ -181,9 +184,43 @@ fn site_bytes(path: &Path) -> anyhow::Result<Vec<u8>> {
 fn write_out(args: &PublishArgs, dir: &Path, host: &str, version: u64) -> anyhow::Result<()> {
     let key = super::keys::read_secret(&args.key)?;
     let Some(site) = &args.site else {
+        if args.rollback {
+            bail!(
+                "name the site to roll back to (the folder or SITE.BIN the board's other slot holds)"
+            );
+        }
         bail!("name a site folder or SITE.BIN to publish");
     };
     let image = site_bytes(site)?;
+    if args.rollback {
+        let manifest = Manifest::new(
+            Action::Rollback,
+            version,
+            0,
+            Sha256::digest(&image).into(),
+            host,
+        )
+        .with_context(|| {
+            format!("--host {host:?} is not a host name (letters, digits, '-' and '.', 1-63)")
+        })?
+        .encode();
+        let signature = key.sign(&manifest).to_bytes();
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let manifest_path = dir.join("manifest");
+        let mut file = manifest.to_vec();
+        file.extend_from_slice(&signature);
+        std::fs::write(&manifest_path, &file)
+            .with_context(|| format!("writing {}", manifest_path.display()))?;
+        println!(
+            "{}: version {version}, a rollback signed for {host} to the site of {} bytes \
+             packed from {}; upload it; the board switches back if its other slot holds that \
+             site",
+            manifest_path.display(),
+            image.len(),
+            site.display()
+        );
+        return Ok(());
+    }
     let len = u32::try_from(image.len()).context("the site image is 4 GiB or more")?;
     let manifest = Manifest::new(
         Action::Publish,
@@ -251,6 +288,9 @@ pub fn run(args: PublishArgs) -> anyhow::Result<()> {
         anyhow::anyhow!("{json}")
     };
     if args.rollback {
+        if args.site.is_some() {
+            bail!("--rollback --card switches to the other slot: name no site");
+        }
         let other = open.record.idle();
         let sha256 = open.record.slots[usize::from(other)].sha256;
         let manifest = Manifest::new(Action::Rollback, version, 0, sha256, &open.hostname)

@@ -26,7 +26,7 @@ use bramble_acme::http::{HttpsUrl, Method, parse_https_url, write_request};
 use bramble_fat::site_slots::SlotRecord;
 use bramble_hal::block::{BlockDevice, BlockError, BlockWrite};
 use bramble_hal::{EthernetDevice, Instant};
-use bramble_publish::manifest::{Manifest, ManifestError};
+use bramble_publish::manifest::{Action, Manifest, ManifestError};
 use bramble_publish::pull::{ImageResponse, MANIFEST_FILE_LEN, split_manifest_file};
 use bramble_publish::writer::{PublishError, Publisher};
 use bramble_tls::client::{ClientConfig, TlsClient};
@@ -138,6 +138,8 @@ enum Stage {
 enum Outcome {
     UpToDate,
     Published(SlotRecord),
+    /// A signed rollback made the other slot live again (one record block).
+    RolledBack(SlotRecord),
     Refused(Refusal),
     Failed(&'static str),
 }
@@ -566,6 +568,19 @@ impl<'a> PullState<'a> {
         }
         self.blocks_at_begin = self.publisher.blocks_written();
         let mut card = Card(&mut *self.card);
+        if manifest.action == Action::Rollback {
+            // `bramble publish --rollback --out`: the other slot, if it holds the signed
+            // site, becomes live again; no image to fetch.
+            return Some(
+                match self
+                    .publisher
+                    .rollback(&mut card, bytes, signature, self.hostname)
+                {
+                    Ok(record) => Outcome::RolledBack(record),
+                    Err(error) => Outcome::Refused(Refusal::Manifest(error)),
+                },
+            );
+        }
         if let Err(error) = self
             .publisher
             .begin(&mut card, bytes, signature, self.hostname)
@@ -606,7 +621,7 @@ impl<'a> PullState<'a> {
         self.next_at = Some(now.add_micros(every.saturating_mul(1_000_000)));
         // An upload cut short stays abandoned: its slot was marked invalid before any body
         // block was written, and the next check starts again from the manifest.
-        if !matches!(outcome, Outcome::Published(_)) {
+        if !matches!(outcome, Outcome::Published(_) | Outcome::RolledBack(_)) {
             self.publisher.abandon();
         }
         let written = self.publisher.blocks_written();
@@ -632,6 +647,22 @@ impl<'a> PullState<'a> {
                     live.version,
                     live.len,
                     if record.live == 0 { "A" } else { "B" },
+                    self.status.last_blocks
+                );
+            }
+            Outcome::RolledBack(record) => {
+                let live = record.slots[usize::from(record.live)];
+                self.status.published += 1;
+                self.status.live_version = live.version;
+                self.status.last_blocks = written - self.blocks_at_begin;
+                self.published = Some(record);
+                log::info!(
+                    "publish: rollback version {} signed; slot {} (version {}, {} bytes) is \
+                     live again; {} card block written",
+                    record.accepted,
+                    if record.live == 0 { "A" } else { "B" },
+                    live.version,
+                    live.len,
                     self.status.last_blocks
                 );
             }
