@@ -868,6 +868,8 @@ fn open_slot_site(
                         ", not the live one: that failed its checks"
                     }
                 );
+                // A publish must write the slot that failed, not the one served.
+                let record = record.served_from(slot);
                 SITE_SLOTS.call_once(|| (*slots, record, next_copy));
                 let other = Some(slots.slot_bytes());
                 return build_site(reader, arena, index, extents, other, started, started);

@@ -348,6 +348,18 @@ impl SlotRecord {
     pub fn idle(&self) -> u8 {
         (self.live & 1) ^ 1
     }
+
+    /// This record as the board must use it after boot served `served`: unchanged when that
+    /// is the live slot; when the live slot failed its checks and boot served the other one,
+    /// the served one is live, so that [`SlotRecord::idle`] (where a publish writes) is the
+    /// slot that failed and never the one being served. Kept in RAM: the sequence number is
+    /// not changed, and a publish's first save (which marks the idle slot invalid before
+    /// writing it) puts it on the card.
+    pub fn served_from(&self, served: u8) -> SlotRecord {
+        let mut record = *self;
+        record.live = served & 1;
+        record
+    }
 }
 
 #[cfg(test)]
@@ -360,6 +372,27 @@ mod tests {
         first_sector: 2048,
         sectors: 131072 - 2048 - 6144,
     };
+
+    #[test]
+    fn a_publish_never_writes_the_slot_boot_fell_back_to() {
+        let record = SlotRecord {
+            sequence: 7,
+            live: 0,
+            accepted: 3,
+            slots: [entry(3), entry(2)],
+        };
+        // Slot A (live) failed its checks; boot served B.
+        let served = record.served_from(1);
+        assert_eq!(served.idle(), 0, "the publish goes to the slot that failed");
+        assert_eq!(served.live, 1);
+        assert_eq!(served.sequence, 7, "nothing saved yet");
+        assert_eq!(served.slots, record.slots);
+        assert_eq!(
+            record.served_from(0),
+            record,
+            "the live slot served: unchanged"
+        );
+    }
 
     fn entry(version: u64) -> SlotEntry {
         SlotEntry {
