@@ -234,7 +234,7 @@ fn soak(
         std::thread::sleep((round_start + ROUND).saturating_duration_since(Instant::now()));
     }
     let banners = std::fs::read_to_string(dir.join("serial-1.log"))
-        .map(|log| log.matches("boot phases:").count())
+        .map(|log| log.matches("ready: idle in WFI").count())
         .unwrap_or(0);
     if banners > 1 {
         report
@@ -460,8 +460,13 @@ fn run_loads(round: u32, dir: &Path) -> RoundLoads {
                     .map_err(|error| format!("{error:#}"));
                 ("resumed visitors".to_string(), result)
             }),
-            scope.spawn(|| ("idle hoarders".to_string(), hoard(end))),
-            scope.spawn(|| ("slowloris".to_string(), slowloris(end))),
+            scope.spawn(|| ("idle hoarders (held / refused)".to_string(), hoard(end))),
+            scope.spawn(|| {
+                (
+                    "slowloris (bytes sent / cut by the guest)".to_string(),
+                    slowloris(end),
+                )
+            }),
         ];
         handles
             .into_iter()
