@@ -100,28 +100,7 @@ pub struct AcmeConfig<'a> {
 
 /// Memory for the CA connection: one TCP socket's buffers and two DNS query slots (A and
 /// AAAA at once).
-pub struct AcmeMemory {
-    tcp_rx: [u8; ACME_TCP_RX_LEN],
-    tcp_tx: [u8; ACME_TCP_TX_LEN],
-    dns_queries: [Option<dns::DnsQuery>; 2],
-}
-
-impl AcmeMemory {
-    /// Empty buffers.
-    pub const fn new() -> Self {
-        Self {
-            tcp_rx: [0; ACME_TCP_RX_LEN],
-            tcp_tx: [0; ACME_TCP_TX_LEN],
-            dns_queries: [None, None],
-        }
-    }
-}
-
-impl Default for AcmeMemory {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub type AcmeMemory = super::https_client::ClientMemory<ACME_TCP_RX_LEN, ACME_TCP_TX_LEN, 2>;
 
 /// Where ACME stands, for the status line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

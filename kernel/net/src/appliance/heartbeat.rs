@@ -38,28 +38,7 @@ const TCP_TX_LEN: usize = 1024;
 const LOCAL_PORT: u16 = 50_600;
 
 /// Memory for the heartbeat: its TCP buffers and one DNS query slot.
-pub struct HeartbeatMemory {
-    tcp_rx: [u8; TCP_RX_LEN],
-    tcp_tx: [u8; TCP_TX_LEN],
-    dns_queries: [Option<dns::DnsQuery>; 1],
-}
-
-impl HeartbeatMemory {
-    /// Empty buffers.
-    pub const fn new() -> Self {
-        Self {
-            tcp_rx: [0; TCP_RX_LEN],
-            tcp_tx: [0; TCP_TX_LEN],
-            dns_queries: [None],
-        }
-    }
-}
-
-impl Default for HeartbeatMemory {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub type HeartbeatMemory = super::https_client::ClientMemory<TCP_RX_LEN, TCP_TX_LEN, 1>;
 
 /// What the owner set.
 #[derive(Clone, Copy)]

@@ -329,3 +329,29 @@ impl<D: EthernetDevice> Appliance<'_, D> {
         dns.update_servers(&[]);
     }
 }
+
+/// Memory for one outbound client (ACME, the heartbeat, pulling, the reachability agent): its
+/// TCP socket's receive and transmit buffers and `DNS` query slots. Each client names its
+/// sizes with a type alias; the fields are the client's to split when it makes its sockets.
+pub struct ClientMemory<const RX: usize, const TX: usize, const DNS: usize> {
+    pub(super) tcp_rx: [u8; RX],
+    pub(super) tcp_tx: [u8; TX],
+    pub(super) dns_queries: [Option<smoltcp::socket::dns::DnsQuery>; DNS],
+}
+
+impl<const RX: usize, const TX: usize, const DNS: usize> ClientMemory<RX, TX, DNS> {
+    /// Empty buffers.
+    pub const fn new() -> Self {
+        Self {
+            tcp_rx: [0; RX],
+            tcp_tx: [0; TX],
+            dns_queries: [const { None }; DNS],
+        }
+    }
+}
+
+impl<const RX: usize, const TX: usize, const DNS: usize> Default for ClientMemory<RX, TX, DNS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}

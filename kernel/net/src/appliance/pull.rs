@@ -53,28 +53,7 @@ const LOCAL_PORT: u16 = 50_700;
 const MAX_URL_LEN: usize = 320;
 
 /// Memory for pulling: TCP buffers and one DNS query slot.
-pub struct PullMemory {
-    tcp_rx: [u8; TCP_RX_LEN],
-    tcp_tx: [u8; TCP_TX_LEN],
-    dns_queries: [Option<dns::DnsQuery>; 1],
-}
-
-impl PullMemory {
-    /// Empty buffers.
-    pub const fn new() -> Self {
-        Self {
-            tcp_rx: [0; TCP_RX_LEN],
-            tcp_tx: [0; TCP_TX_LEN],
-            dns_queries: [None],
-        }
-    }
-}
-
-impl Default for PullMemory {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub type PullMemory = super::https_client::ClientMemory<TCP_RX_LEN, TCP_TX_LEN, 1>;
 
 /// What the owner set, and the card to write.
 pub struct PullConfig<'a> {

@@ -72,28 +72,7 @@ const LOCAL_PORTS: u16 = 100;
 const USER_AGENT: &str = "Bramble/0.1 dyndns2";
 
 /// Memory for the agent: its TCP buffers and one DNS query slot.
-pub struct ReachMemory {
-    tcp_rx: [u8; TCP_RX_LEN],
-    tcp_tx: [u8; TCP_TX_LEN],
-    dns_queries: [Option<dns::DnsQuery>; 1],
-}
-
-impl ReachMemory {
-    /// Empty buffers.
-    pub const fn new() -> Self {
-        Self {
-            tcp_rx: [0; TCP_RX_LEN],
-            tcp_tx: [0; TCP_TX_LEN],
-            dns_queries: [None],
-        }
-    }
-}
-
-impl Default for ReachMemory {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+pub type ReachMemory = super::https_client::ClientMemory<TCP_RX_LEN, TCP_TX_LEN, 1>;
 
 /// The dyndns2 update the owner set.
 #[derive(Clone, Copy, Debug)]
