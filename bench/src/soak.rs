@@ -37,7 +37,6 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Load in each round.
@@ -535,7 +534,7 @@ fn slowloris(end: Instant) -> Result<(u64, u64), String> {
     let mut streams: Vec<Option<TcpStream>> = (0..20)
         .map(|_| TcpStream::connect_timeout(&guest(80), Duration::from_secs(3)).ok())
         .collect();
-    let sent = AtomicU64::new(0);
+    let mut sent = 0;
     let mut ended = 0;
     let mut at = 0usize;
     while Instant::now() < end {
@@ -546,7 +545,7 @@ fn slowloris(end: Instant) -> Result<(u64, u64), String> {
                 *slot = None;
                 ended += 1;
             } else {
-                sent.fetch_add(1, Ordering::Relaxed);
+                sent += 1;
             }
         }
         at += 1;
@@ -554,7 +553,7 @@ fn slowloris(end: Instant) -> Result<(u64, u64), String> {
             Duration::from_secs(5).min(end.saturating_duration_since(Instant::now())),
         );
     }
-    Ok((sent.load(Ordering::Relaxed), ended))
+    Ok((sent, ended))
 }
 
 /// The report as markdown.
