@@ -527,6 +527,11 @@ fn the_guest_pulls_a_newer_signed_site_and_refuses_another_key_and_an_older_vers
     assert!(blob == lab.blob_a, "site A's /blob.bin again");
     guest.expect_line("publish: slot B retired", Duration::from_secs(30));
     guest.expect_line("is live and current", PUBLISH_TIMEOUT);
+    // The rollback is counted as one, not as a publish.
+    guest.send_line("status");
+    let line = guest.expect_line("status: publish checks", Duration::from_secs(10));
+    let status = bramble_status::Publish::parse(&line).expect("the publish status line");
+    assert_eq!((status.published, status.rolled_back), (1, 1), "{line}");
     assert_eq!(
         guest
             .transcript

@@ -557,6 +557,7 @@ fn print_status(
                 checks: pull.checks,
                 up_to_date: pull.up_to_date,
                 published: pull.published,
+                rolled_back: pull.rolled_back,
                 refused: pull.refused,
                 failed: pull.failed,
                 live_version: pull.live_version,

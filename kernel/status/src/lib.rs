@@ -355,7 +355,9 @@ status_line! {
         /// Checks that found the live version.
         up_to_date: u64, ", published "
         /// Sites written, verified and made live.
-        published: u64, ", refused "
+        published: u64, ", rolled back "
+        /// Signed rollbacks that made the other slot live again.
+        rolled_back: u64, ", refused "
         /// Manifests or images refused (signature, host, version, size, hash, length).
         refused: u64, ", failed "
         /// Checks that failed otherwise (network, TLS, stall, card).

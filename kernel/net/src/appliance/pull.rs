@@ -84,6 +84,8 @@ pub struct PullStatus {
     pub up_to_date: u64,
     /// Sites written, verified and made live.
     pub published: u64,
+    /// Signed rollbacks that made the other slot live again (not counted as published).
+    pub rolled_back: u64,
     /// Manifests or images refused (signature, host, version, size, hash, length).
     pub refused: u64,
     /// Checks that failed otherwise (network, TLS, stall, card).
@@ -631,7 +633,7 @@ impl<'a> PullState<'a> {
             }
             Outcome::RolledBack(record) => {
                 let live = record.slots[usize::from(record.live)];
-                self.status.published += 1;
+                self.status.rolled_back += 1;
                 self.status.live_version = live.version;
                 self.status.last_blocks = written - self.blocks_at_begin;
                 self.published = Some(record);
