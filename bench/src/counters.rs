@@ -60,6 +60,9 @@ pub fn add_bramble_tls_events(counters: &mut GuestCounters, line: &str) {
         ("tls failures", https.failures),
         ("tls deferred", https.deferred),
         ("tls closed for memory", https.closed_for_memory),
+        ("tls h2 idle suspensions", https.h2_suspended),
+        ("tls h2 resumptions", https.h2_resumed),
+        ("tls h2 closed for room", https.h2_closed_for_room),
     ] {
         counters.events.insert(name.to_string(), value);
     }
@@ -372,7 +375,8 @@ mod tests {
              deferred 4, heap 1226 B in use, 5029 B at most, of 3400985 B; certificate valid, \
              expires Sun, 07 Nov 2126 09:37:56 GMT (in 36500 days); closed for memory 5; \
              refused not TLS 0; priced P-256 0, handshake work 120 M instructions; idle \
-             sessions suspended 9 now 1",
+             sessions suspended 9 now 1; h2 idle suspensions 4, resumptions 2, closed for room 0, \
+             parked state 300 B",
         );
         let expected: BTreeMap<String, u64> = [
             ("tls full handshakes", 17),
@@ -381,6 +385,9 @@ mod tests {
             ("tls failures", 1),
             ("tls deferred", 4),
             ("tls closed for memory", 5),
+            ("tls h2 idle suspensions", 4),
+            ("tls h2 resumptions", 2),
+            ("tls h2 closed for room", 0),
         ]
         .into_iter()
         .map(|(name, value)| (name.to_string(), value))

@@ -9,13 +9,17 @@
 //!   floods each end with GOAWAY ENHANCE_YOUR_CALM; an HPACK bomb gets 431 and the next
 //!   request on its connection 200; a dependency loop costs nothing and a self-dependency is
 //!   PROTOCOL_ERROR; a zero-window stall is cancelled after 10 s; a polite client is served
-//!   before and after.
+//!   before and after;
+//! - 100 idle h2 connections (Python's h2) give their TLS slots back: nghttp and curl
+//!   --http1.1 are served beside them, and each idle one is served again afterwards, its
+//!   HPACK dynamic-table references decoded.
 
 mod support;
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::chromium::{find_chromium, run_chromium};
 use support::tls::{curl, fixture, tls_files};
@@ -25,7 +29,10 @@ use support::*;
 fn https_status(guest: &mut bramble_tests::Guest) -> BTreeMap<String, u64> {
     guest.send_line("status");
     let line = guest
-        .wait_for(|l| l.contains("status: https"), Duration::from_secs(20))
+        .wait_for(
+            |l| l.contains("status: https open"),
+            Duration::from_secs(20),
+        )
         .unwrap_or_default();
     let words: Vec<&str> = line
         .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
@@ -36,6 +43,9 @@ fn https_status(guest: &mut bramble_tests::Guest) -> BTreeMap<String, u64> {
         .filter_map(|pair| Some((pair[0].to_string(), pair[1].parse::<u64>().ok()?)))
         .collect()
 }
+
+/// Idle h2 connections held open at once: more than the board's 32 TLS session slots.
+const IDLE_H2: u64 = 100;
 
 /// Whether a hostile case's reported result is the expected one.
 type Judge = dyn Fn(&str) -> bool;
@@ -213,6 +223,111 @@ fn h2_serves_curl_nghttp_chromium_and_withstands_hostile_clients() {
             )
         });
     }
+    // Idle h2 connections give their TLS slot back (issue 32: 32 idle h2 clients used to
+    // hold every slot): IDLE_H2 of them held open after one request each (Python's h2, whose
+    // encoder fills the server's HPACK table), then nghttp and curl --http1.1 are served
+    // beside them, then every idle one asks again with references to that table.
+    let before = https_status(&mut served.guest);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/h2_idle.py");
+    let mut idle = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(https_port.to_string())
+        .arg(fixture("ca.pem"))
+        .arg(IDLE_H2.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("python3 with python3-h2 (tools/setup.sh)");
+    let mut idle_out = BufReader::new(idle.stdout.take().unwrap());
+    // The script's reads are bounded (30 s a read, 120 s waiting for us): so is this loop.
+    let mut idle_text = String::new();
+    let opened = loop {
+        let mut line = String::new();
+        if idle_out.read_line(&mut line).unwrap_or(0) == 0 {
+            break String::new();
+        }
+        idle_text.push_str(&line);
+        if line.starts_with("idle: ") {
+            break line;
+        }
+    };
+    checks.check(
+        "every idle h2 client was served once",
+        opened.trim() == format!("idle: opened {IDLE_H2} served {IDLE_H2}"),
+        || idle_text.clone(),
+    );
+    let held = https_status(&mut served.guest);
+    let grew = |name: &str| {
+        held.get(name)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(before.get(name).copied().unwrap_or(0))
+    };
+    checks.check(
+        "the idle h2 connections are suspended, their slots given back",
+        grew("suspensions") >= IDLE_H2 && held.get("now").copied().unwrap_or(0) >= IDLE_H2,
+        || format!("before {before:?}, held {held:?}"),
+    );
+    // The TLS heap each idle connection adds (the bench's method: `heap N B in use` before
+    // and while they are held): rustls's suspended state and the compact h2 one.
+    eprintln!(
+        "{IDLE_H2} idle h2 connections: {} suspended now, their compact h2 states {} B, TLS \
+         heap {} B more ({} B each)",
+        held.get("now").copied().unwrap_or(0),
+        held.get("state").copied().unwrap_or(0),
+        grew("heap"),
+        grew("heap") / IDLE_H2
+    );
+    let output = Command::new("nghttp")
+        .args(["--timeout=30"])
+        .arg(format!("https://127.0.0.1:{https_port}/index.html"))
+        .output()
+        .unwrap();
+    let page = &files
+        .iter()
+        .find(|(url, _)| url == "/index.html")
+        .unwrap()
+        .1;
+    checks.check(
+        &format!("nghttp is served beside {IDLE_H2} idle h2 connections"),
+        output.status.success() && &output.stdout == page,
+        || String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    let output = curl(https_port)
+        .args([
+            "--http1.1",
+            "--write-out",
+            "%{http_code}",
+            "-o",
+            "/dev/null",
+        ])
+        .arg(format!("https://bramble.test:{https_port}/"))
+        .output()
+        .unwrap();
+    checks.check(
+        &format!("curl --http1.1 is served beside {IDLE_H2} idle h2 connections"),
+        String::from_utf8_lossy(&output.stdout) == "200",
+        || String::from_utf8_lossy(&output.stderr).into_owned(),
+    );
+    let _ = idle.stdin.take().unwrap().write_all(b"go\n");
+    let mut rest = String::new();
+    let _ = idle_out.read_to_string(&mut rest);
+    let _ = idle.wait();
+    idle_text.push_str(&rest);
+    checks.check(
+        "every idle h2 client is served again, its HPACK references decoded",
+        rest.contains(&format!("again: served {IDLE_H2} of {IDLE_H2}")),
+        || idle_text.clone(),
+    );
+    let after = https_status(&mut served.guest);
+    checks.check(
+        "the idle h2 connections were carried on, none closed for room",
+        after.get("resumptions").copied().unwrap_or(0)
+            >= held.get("resumptions").copied().unwrap_or(0) + IDLE_H2
+            && after.get("room") == before.get("room"),
+        || format!("held {held:?}, after {after:?}"),
+    );
+
     // After handshakes, h2 sessions and the hostile frames: the main loop's deepest chains.
     bramble_tests::check_stack(&mut served.guest);
     checks.finish("HTTP/2 from the guest");

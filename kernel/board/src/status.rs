@@ -88,6 +88,10 @@ pub fn print_https(appliance: &Network) {
         work_millions: counters.charged_millions,
         suspended: counters.suspended,
         suspended_now: counters.suspended_now,
+        h2_suspended: counters.h2_suspended,
+        h2_resumed: counters.h2_resumed,
+        h2_closed_for_room: counters.h2_closed_for_room,
+        h2_parked_bytes: counters.h2_parked_bytes,
     };
     log::info!("{line}");
     if let Some(pool) = appliance.https_pool_counters() {

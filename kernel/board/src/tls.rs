@@ -361,11 +361,15 @@ fn https_sizes(budget: usize, per_address: bool) -> PoolSizes {
 /// The TLS heap for `sizes`: every slot's active session and every connection's suspended
 /// one at once, and an HTTP/2 session per slot.
 fn heap_bytes(sizes: &PoolSizes) -> usize {
-    // An HTTP/2 connection's session lives on the heap while it holds a slot (it never
-    // gives its slot back idle).
+    // An HTTP/2 connection's session lives on the heap while it holds a slot; idle, it
+    // gives the slot and the session back and keeps a compact state, bounded together by
+    // the TLS service to PARKED_BYTES_PER_CONNECTION a connection (plus the allocator's
+    // overhead for each, counted at 16 bytes).
     bramble_tls::heap::heap_bytes(sizes.sessions)
         + sizes.sessions * bramble_h2::HEAP_BYTES_PER_CONNECTION
         + sizes.connections * bramble_tls::heap::PER_IDLE_BYTES
+        + sizes.connections * (bramble_h2::PARKED_BYTES_PER_CONNECTION + 16)
+        + bramble_h2::MAX_PARKED_LEN
 }
 
 /// Says what the HTTPS pool holds and what a connection costs it: idle (a control block, a

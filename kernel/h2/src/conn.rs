@@ -57,6 +57,9 @@ pub const RESET_BUDGET: u32 = 100;
 pub const STALL_MICROS: u64 = 10_000_000;
 /// The receive window the server keeps open for request bodies (which it discards).
 const RECEIVE_WINDOW: u32 = DEFAULT_WINDOW;
+/// Bytes of a parked connection's state before its HPACK table (see [`H2::park_into`]):
+/// a flag, the last stream id, three windows and the reset budget.
+pub const PARKED_FIXED_LEN: usize = 1 + 4 + 3 * 4 + 4;
 /// Room for the fixed part of a control frame's payload.
 const SMALL_LEN: usize = 8;
 /// Queue entry header: stream id (4), text length (2), flags (1).
@@ -244,6 +247,73 @@ impl H2 {
     /// Streams in the table.
     pub fn open_streams(&self) -> usize {
         self.streams.iter().filter(|s| s.id != 0).count()
+    }
+
+    /// Whether the connection is at rest between requests, so that what it needs to go on
+    /// fits in [`H2::park_into`]'s few bytes: no frame half read, no header block open, no
+    /// stream open, no request queued, no control frame waiting, no GOAWAY either way.
+    pub fn can_park(&self) -> bool {
+        matches!(self.rx, Rx::Header(0) | Rx::Preface(0))
+            && !self.block_open
+            && self.open_streams() == 0
+            && self.queue_len == 0
+            && self.control_len == 0
+            && !self.goaway
+            && !self.peer_goaway
+    }
+
+    /// Bytes [`H2::park_into`] writes.
+    pub fn parked_len(&self) -> usize {
+        PARKED_FIXED_LEN + self.decoder.table().parked_len()
+    }
+
+    /// Appends what a parked connection keeps to `out` ([`H2::parked_len`] bytes, reserved
+    /// by the caller): whether the preface was read, the last stream id, the connection's
+    /// windows both ways, the client's SETTINGS_INITIAL_WINDOW_SIZE (the only setting of the
+    /// client's the server acts on), the rapid-reset budget left, and the HPACK decoder's
+    /// dynamic table (what the client's encoder may refer to). Only when
+    /// [`H2::can_park`]; the counters are not kept.
+    pub fn park_into(&self, out: &mut alloc::vec::Vec<u8>) {
+        out.push(u8::from(self.rx != Rx::Preface(0)));
+        out.extend_from_slice(&self.last_stream.to_be_bytes());
+        // Each window lies within 0..=MAX_WINDOW here: a connection window only grows by
+        // checked WINDOW_UPDATEs and shrinks by what the window allowed; the initial window
+        // is a checked setting.
+        for window in [
+            self.send_window,
+            self.receive_window,
+            self.initial_send_window,
+        ] {
+            out.extend_from_slice(&(window.clamp(0, i64::from(MAX_WINDOW)) as u32).to_be_bytes());
+        }
+        out.extend_from_slice(&self.resets_left.to_be_bytes());
+        self.decoder.table().park_into(out);
+    }
+
+    /// A connection carried on from what [`H2::park_into`] wrote (its SETTINGS were sent
+    /// long ago: nothing is queued); `None` if `parked` does not read back whole.
+    pub fn unpark(&mut self, parked: &[u8]) -> Option<()> {
+        let fixed = parked.get(..PARKED_FIXED_LEN)?;
+        let word = |at: usize| frame::read_u32(fixed, at);
+        let window = |at: usize| -> Option<i64> {
+            let value = word(at)?;
+            (value <= MAX_WINDOW).then_some(i64::from(value))
+        };
+        self.rx = if fixed[0] != 0 {
+            Rx::Header(0)
+        } else {
+            Rx::Preface(0)
+        };
+        self.last_stream = word(1)?;
+        self.send_window = window(5)?;
+        self.receive_window = window(9)?;
+        self.initial_send_window = window(13)?;
+        self.resets_left = word(17)?.min(RESET_BUDGET);
+        self.control_len = 0;
+        self.queue_len = 0;
+        let table = &parked[PARKED_FIXED_LEN..];
+        let read = self.decoder.table_mut().restore(table)?;
+        (read == table.len()).then_some(())
     }
 
     /// Queues a control frame; `false` if the queue is full.

@@ -15,9 +15,10 @@ impl Sink for Count {
 }
 
 /// Feeds `data` (after a valid preface) to a connection in pieces whose sizes come from the
-/// data itself, draining control frames and requests between pieces; checks the bounds.
+/// data itself, draining control frames and requests between pieces, and parking the
+/// connection and carrying it on whenever it is at rest; checks the bounds.
 pub fn frames(data: &[u8]) {
-    let mut h2 = H2::new();
+    let mut h2 = alloc::boxed::Box::new(H2::new());
     let now = Instant::from_micros(0);
     assert_eq!(h2.receive(PREFACE, now), PREFACE.len());
     let mut out = [0u8; 256];
@@ -35,11 +36,23 @@ pub fn frames(data: &[u8]) {
             let _ = h2.send_allowance(stream);
         }
         assert!(h2.open_streams() <= crate::conn::MAX_STREAMS);
+        // At rest, the connection is parked and carried on from its compact state, as an
+        // idle one is between requests: it must read back whole and go on alike.
+        if h2.can_park() {
+            let mut parked = alloc::vec::Vec::with_capacity(h2.parked_len());
+            h2.park_into(&mut parked);
+            assert_eq!(parked.len(), h2.parked_len());
+            let mut carried = alloc::boxed::Box::new(H2::new());
+            assert!(carried.unpark(&parked).is_some());
+            assert_eq!(carried.parked_len(), parked.len());
+            assert!(carried.can_park() && !carried.wants_transmit());
+            h2 = carried;
+        }
     }
 }
 
 /// Decodes `data` as a run of header blocks (each prefixed by a length byte) through one
-/// decoder; checks the table's bound.
+/// decoder, parking and restoring its table after each; checks the table's bound.
 pub fn hpack_blocks(data: &[u8]) {
     let mut decoder = Decoder::new();
     let mut at = 0usize;
@@ -54,6 +67,14 @@ pub fn hpack_blocks(data: &[u8]) {
             assert!(!decoded.complete || decoded.list_size <= limit);
         }
         assert!(decoder.table().size() <= crate::hpack::TABLE_CAPACITY);
+        // The table parked and restored (an idle connection's) holds the same.
+        let mut parked = alloc::vec::Vec::with_capacity(decoder.table().parked_len());
+        decoder.table().park_into(&mut parked);
+        let mut restored = Decoder::new();
+        assert_eq!(restored.table_mut().restore(&parked), Some(parked.len()));
+        assert_eq!(restored.table().size(), decoder.table().size());
+        assert_eq!(restored.table().len(), decoder.table().len());
+        decoder = restored;
         at = end;
     }
 }

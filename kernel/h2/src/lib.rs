@@ -30,7 +30,10 @@ pub mod negotiated;
 pub mod serve;
 
 pub use conn::H2;
-pub use negotiated::{HEAP_BYTES_PER_CONNECTION, Negotiated, Protocol};
+pub use negotiated::{
+    HEAP_BYTES_PER_CONNECTION, MAX_PARKED_LEN, Negotiated, PARKED_BYTES_PER_CONNECTION, Parked,
+    Protocol,
+};
 pub use serve::H2Session;
 
 /// The ALPN protocol identifier of HTTP/2 over TLS.

@@ -92,6 +92,17 @@ impl H2Session {
         &self.h2
     }
 
+    /// Whether the connection rests between requests (see [`H2::can_park`]) with no
+    /// response in progress: what it needs to go on is then [`H2::park_into`]'s.
+    pub fn can_park(&self) -> bool {
+        self.current.is_none() && self.stall_deadline.is_none() && self.h2.can_park()
+    }
+
+    /// The protocol state, to park it or carry it on ([`H2::park_into`], [`H2::unpark`]).
+    pub fn h2_mut(&mut self) -> &mut H2 {
+        &mut self.h2
+    }
+
     /// Takes plaintext from the client (always all of it).
     pub fn receive(&mut self, data: &[u8], now: Instant) -> usize {
         self.h2.receive(data, now)

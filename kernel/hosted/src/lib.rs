@@ -694,6 +694,10 @@ fn print_status<D: EthernetDevice>(appliance: &Appliance<'_, D>) {
             work_millions: tls.charged_millions,
             suspended: tls.suspended,
             suspended_now: tls.suspended_now,
+            h2_suspended: tls.h2_suspended,
+            h2_resumed: tls.h2_resumed,
+            h2_closed_for_room: tls.h2_closed_for_room,
+            h2_parked_bytes: tls.h2_parked_bytes,
         };
         let _ = writeln!(out, "{line}");
     }

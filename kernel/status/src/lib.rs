@@ -493,7 +493,15 @@ status_line! {
         /// Idle sessions suspended (their slot given back), so far.
         suspended: u64, " now "
         /// Idle sessions suspended now.
-        suspended_now: u32, ""
+        suspended_now: u32, "; h2 idle suspensions "
+        /// Of the suspensions, idle HTTP/2 connections' (a compact state kept).
+        h2_suspended: u64, ", resumptions "
+        /// Suspended HTTP/2 connections carried on.
+        h2_resumed: u64, ", closed for room "
+        /// Idle HTTP/2 connections ended because their state would pass its bound.
+        h2_closed_for_room: u64, ", parked state "
+        /// Heap the suspended HTTP/2 connections' compact states hold now.
+        h2_parked_bytes: usize, " B"
     }
 }
 

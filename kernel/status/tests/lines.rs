@@ -297,8 +297,9 @@ fn https() {
     let expected = format!(
         "status: https open {}, handshakes full {} resumed {}, h2 {}, failures {}, deferred {}, \
          heap {heap}; certificate {certificate}; closed for memory {}; refused not TLS {}; \
-         priced P-256 {}, handshake work {} M instructions; idle sessions suspended {} now {}",
-        1, 17, 3, 11, 2, 1, 0, 7, 8, 900, 40, 6
+         priced P-256 {}, handshake work {} M instructions; idle sessions suspended {} now {}; \
+         h2 idle suspensions {}, resumptions {}, closed for room {}, parked state {} B",
+        1, 17, 3, 11, 2, 1, 0, 7, 8, 900, 40, 6, 25, 19, 1, 630
     );
     let line = Https {
         open: 1,
@@ -315,6 +316,10 @@ fn https() {
         work_millions: 900,
         suspended: 40,
         suspended_now: 6,
+        h2_suspended: 25,
+        h2_resumed: 19,
+        h2_closed_for_room: 1,
+        h2_parked_bytes: 630,
     };
     check(line, &expected, |l| Https::parse(l).map(|c| c.to_string()));
     let read = Https::parse(&expected).unwrap();
@@ -460,6 +465,10 @@ fn cut_and_changed_lines_never_panic() {
         work_millions: 12,
         suspended: 13,
         suspended_now: 14,
+        h2_suspended: 15,
+        h2_resumed: 16,
+        h2_closed_for_room: 17,
+        h2_parked_bytes: 18,
     }
     .to_string();
     let chars: Vec<char> = line.chars().collect();

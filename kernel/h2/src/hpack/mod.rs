@@ -306,6 +306,65 @@ impl DynamicTable {
     }
 }
 
+impl DynamicTable {
+    /// Bytes [`DynamicTable::park_into`] writes: the size limit, then each entry's two
+    /// lengths and its bytes (what the client's encoder may still refer to, and nothing of
+    /// the fixed rings).
+    pub fn parked_len(&self) -> usize {
+        2 + 4 * self.count + self.byte_len
+    }
+
+    /// Appends the table to `out` ([`DynamicTable::parked_len`] bytes; `out` has the room
+    /// reserved, so nothing is allocated): the size limit (u16), then each entry, oldest
+    /// first, as its name's and value's lengths (u16 each) and its bytes.
+    pub fn park_into(&self, out: &mut alloc::vec::Vec<u8>) {
+        // Both fit a u16: the limit is at most TABLE_CAPACITY, an entry at most the limit.
+        out.extend_from_slice(&(self.max_size as u16).to_be_bytes());
+        for index in (0..self.count).rev() {
+            let Some(entry) = self.get(index) else {
+                continue;
+            };
+            out.extend_from_slice(&entry.name_len.to_be_bytes());
+            out.extend_from_slice(&entry.value_len.to_be_bytes());
+            let start = usize::from(entry.start);
+            for i in 0..entry.len() {
+                out.push(self.bytes[(start + i) % TABLE_CAPACITY]);
+            }
+        }
+    }
+
+    /// Refills an empty table from what [`DynamicTable::park_into`] wrote at the start of
+    /// `bytes`; returns the bytes read, or `None` if they do not read as a table.
+    pub fn restore(&mut self, bytes: &[u8]) -> Option<usize> {
+        let read_u16 = |at: usize| -> Option<usize> {
+            let pair = bytes.get(at..at.checked_add(2)?)?;
+            Some(usize::from(u16::from_be_bytes([pair[0], pair[1]])))
+        };
+        while self.count > 0 {
+            self.evict_oldest();
+        }
+        let max_size = read_u16(0)?;
+        if max_size > TABLE_CAPACITY {
+            return None;
+        }
+        self.max_size = max_size;
+        let mut at = 2usize;
+        let mut size = 0usize;
+        // The entries written fit the limit together: stop at anything that does not.
+        while let (Some(name_len), Some(value_len)) = (read_u16(at), read_u16(at + 2)) {
+            let len = name_len + value_len;
+            size = size.checked_add(len + ENTRY_OVERHEAD)?;
+            if size > max_size {
+                break;
+            }
+            let fields = bytes.get(at + 4..at + 4 + len)?;
+            self.insert(fields, name_len, value_len, true);
+            at += 4 + len;
+        }
+        Some(at)
+    }
+}
+
 impl Default for DynamicTable {
     fn default() -> Self {
         Self::new()
@@ -370,6 +429,12 @@ impl Decoder {
     /// The dynamic table (for tests and figures).
     pub fn table(&self) -> &DynamicTable {
         &self.table
+    }
+
+    /// The dynamic table, to refill it after a suspension
+    /// ([`DynamicTable::restore`]).
+    pub fn table_mut(&mut self) -> &mut DynamicTable {
+        &mut self.table
     }
 
     /// Decodes a literal into the scratch at `at`; returns its decoded length, or `None` if it

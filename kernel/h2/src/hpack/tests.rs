@@ -300,3 +300,51 @@ fn the_encoder_round_trips_through_the_decoder() {
         None
     );
 }
+
+/// A table parked and restored (an idle HTTP/2 connection's suspension) decodes the same
+/// references afterwards, its ring wrapped or not, and the parked form holds only the
+/// entries: 2 bytes, then 4 and the field for each.
+#[test]
+fn a_parked_table_decodes_the_same_references_after_its_restore() {
+    let mut decoder = Decoder::new();
+    // Enough insertions to wrap the byte ring and evict from the old end.
+    for i in 0..200u32 {
+        let value = std::format!("value-{i:04}-{}", "x".repeat((i % 37) as usize));
+        let mut block = std::vec![0x40, 7];
+        block.extend_from_slice(b"x-field");
+        block.push(value.len() as u8);
+        block.extend_from_slice(value.as_bytes());
+        let mut fields = Fields::default();
+        decoder.decode(&block, 1 << 20, &mut fields).unwrap();
+    }
+    let table = decoder.table();
+    let mut parked = Vec::with_capacity(table.parked_len());
+    table.park_into(&mut parked);
+    assert_eq!(parked.len(), table.parked_len());
+    assert_eq!(parked.capacity(), table.parked_len(), "no reallocation");
+    assert_eq!(
+        parked.len(),
+        2 + table.len() * 4 + table.size() - table.len() * ENTRY_OVERHEAD
+    );
+    let mut restored = Decoder::new();
+    assert_eq!(restored.table_mut().restore(&parked), Some(parked.len()));
+    assert_eq!(restored.table().len(), table.len());
+    assert_eq!(restored.table().size(), table.size());
+    assert!(table.len() > 1);
+    // Every entry by its index (one byte up to 126, the 7-bit prefix's last).
+    for index in 62..(62 + table.len()).min(127) {
+        let reference = [0x80 | index as u8];
+        let mut before = Fields::default();
+        let mut after = Fields::default();
+        decoder.decode(&reference, 1 << 20, &mut before).unwrap();
+        restored.decode(&reference, 1 << 20, &mut after).unwrap();
+        assert_eq!(before.0, after.0);
+    }
+    // Truncated bytes do not read as a table.
+    let mut broken = Decoder::new();
+    assert_eq!(broken.table_mut().restore(&parked[..1]), None);
+    assert_eq!(
+        broken.table_mut().restore(&parked[..parked.len() - 1]),
+        None
+    );
+}

@@ -25,21 +25,30 @@
 //!   scratch buffer the service shares among all slots (the loop serves one at a time).
 //! - **Idle between requests:** rustls's state only (keys, sequence numbers), suspended
 //!   ([`bramble_tls::session::Suspended`]) in a [`Carried`] entry the connection's carry
-//!   names; the slot and its buffers go back to the pool for another connection.
+//!   names; the slot and its buffers go back to the pool for another connection. An HTTP/2
+//!   connection is idle when no stream is open and nothing waits to be sent or read
+//!   ([`Negotiated::can_park`]): its 27 KiB session goes back to the heap too, and the entry
+//!   keeps a compact state beside rustls's ([`Parked`]: windows, last stream id, the
+//!   client's initial window, and the HPACK dynamic table's contents, 27 bytes plus the
+//!   table's). Its next bytes carry it on in a slot as an HTTP/1.1 connection's do. The
+//!   parked HTTP/2 states together stay within a bound
+//!   ([`bramble_h2::PARKED_BYTES_PER_CONNECTION`] per connection the pool holds, which the
+//!   board's TLS heap reserves); an idle HTTP/2 connection whose state would pass it is
+//!   told GOAWAY and closed instead of keeping its slot (counted, `closed for room`).
 //!
 //! # The plaintext side
 //!
 //! The session hands decrypted bytes to an [`Application`] and seals what the application
 //! writes: the HTTP engine as ALPN chose ([`Negotiated`]: HTTP/1.1's [`bramble_http::Connection`]
 //! or an HTTP/2 session around it; the choices offered are `bramble_tls`'s
-//! `ALPN_PROTOCOLS`), told the protocol once the handshake is done. An HTTP/1.1 connection
-//! gives its slot back between requests; an HTTP/2 one keeps it (its session lives on the
-//! heap) and waits for its next frames as a request being received does, under the same
-//! deadlines and taken back first when others wait.
+//! `ALPN_PROTOCOLS`), told the protocol once the handshake is done. Both give their slot
+//! back between requests (above); an HTTP/2 connection in the middle of a frame keeps it and
+//! waits for the rest as a request being received does, under the same deadlines and taken
+//! back first when others wait.
 
 use crate::{Admission, Ending, Lane, Service, SessionPhase, wire};
 use alloc::sync::Arc;
-use bramble_h2::{Negotiated, Protocol};
+use bramble_h2::{Negotiated, Parked, Protocol};
 use bramble_hal::Instant;
 use bramble_http::{Activity, Server};
 use bramble_tls::hello::{self, CertificateKey, Group, HandshakeCost, Peek};
@@ -235,6 +244,15 @@ pub struct TlsCounters {
     pub suspended: u64,
     /// Idle sessions that are suspended now.
     pub suspended_now: u32,
+    /// Of `suspended`: idle HTTP/2 connections (their session freed, a compact state kept).
+    pub h2_suspended: u64,
+    /// Suspended HTTP/2 connections carried on when their next bytes came.
+    pub h2_resumed: u64,
+    /// Idle HTTP/2 connections ended (GOAWAY, or dropped when their state found no room)
+    /// because the parked HTTP/2 state would have passed its bound.
+    pub h2_closed_for_room: u64,
+    /// Heap the suspended HTTP/2 connections' compact states hold now.
+    pub h2_parked_bytes: usize,
 }
 
 impl TlsCounters {
@@ -326,7 +344,7 @@ impl<'a> TlsSlot<'a> {
 /// Where an idle connection's TLS state waits for its next request: one entry per
 /// connection the HTTPS pool can hold.
 pub struct Carried {
-    state: Option<(Suspended, u32)>,
+    state: Option<(Suspended, Parked)>,
     next: u32,
 }
 
@@ -363,6 +381,9 @@ pub struct TlsService<'a> {
     counters: TlsCounters,
     carried: &'a mut [Carried],
     free_carried: u32,
+    /// Heap held by parked HTTP/2 connections' states, and its bound.
+    parked_h2_bytes: usize,
+    parked_h2_budget: usize,
     scratch: &'a mut [u8],
     /// The price [`Service::admit`] just took, for the [`Service::open`] that follows.
     admitted: Option<HandshakeCost>,
@@ -386,9 +407,11 @@ impl<'a> TlsService<'a> {
         // as `bramble serve` does for each new image) keep it.
         let mut free_carried = u32::MAX;
         let mut suspended_now = 0;
+        let mut parked_h2_bytes = 0;
         for (i, entry) in carried.iter_mut().enumerate().rev() {
-            if entry.state.is_some() {
+            if let Some((_, parked)) = &entry.state {
                 suspended_now += 1;
+                parked_h2_bytes += parked.heap_len();
             } else {
                 entry.next = free_carried;
                 free_carried = i as u32;
@@ -406,8 +429,11 @@ impl<'a> TlsService<'a> {
                 suspended_now,
                 ..TlsCounters::default()
             },
+            parked_h2_budget: (carried.len() * bramble_h2::PARKED_BYTES_PER_CONNECTION)
+                .max(bramble_h2::MAX_PARKED_LEN),
             carried,
             free_carried,
+            parked_h2_bytes,
             scratch,
             admitted: None,
         }
@@ -422,6 +448,23 @@ impl<'a> TlsService<'a> {
     /// [`HANDSHAKE_TIME_PER_MILLE`] of the time as well as to the instruction budget.
     pub fn set_cpu_clock(&mut self, clock: fn() -> Instant) {
         self.cpu_clock = Some(clock);
+    }
+
+    /// Bounds the heap parked HTTP/2 connections may hold together (by default
+    /// [`bramble_h2::PARKED_BYTES_PER_CONNECTION`] for each connection the pool holds, and
+    /// at least one connection's most, [`bramble_h2::MAX_PARKED_LEN`]).
+    pub fn set_parked_h2_budget(&mut self, bytes: usize) {
+        self.parked_h2_budget = bytes;
+    }
+
+    /// Heap parked HTTP/2 connections hold now.
+    pub fn parked_h2_bytes(&self) -> usize {
+        self.parked_h2_bytes
+    }
+
+    /// Whether `slot`'s parked HTTP/2 state would fit beside the others'.
+    fn parked_h2_fits(&self, slot: &TlsSlot<'_>) -> bool {
+        self.parked_h2_bytes.saturating_add(slot.http.parked_len()) <= self.parked_h2_budget
     }
 
     /// Replaces the measured side of the handshake budget (tests).
@@ -458,7 +501,10 @@ impl<'a> TlsService<'a> {
 
     /// The counts so far.
     pub fn counters(&self) -> TlsCounters {
-        self.counters
+        TlsCounters {
+            h2_parked_bytes: self.parked_h2_bytes,
+            ..self.counters
+        }
     }
 
     fn charge(&mut self, thousands: u32, given_back: bool) {
@@ -471,27 +517,33 @@ impl<'a> TlsService<'a> {
     }
 
     /// Keeps a suspended session; returns its carry (0: no room, it is dropped).
-    fn keep(&mut self, state: (Suspended, u32)) -> u32 {
+    fn keep(&mut self, state: (Suspended, Parked)) -> u32 {
         let index = self.free_carried;
         let Some(entry) = self.carried.get_mut(index as usize) else {
             return 0;
         };
         self.free_carried = entry.next;
+        let h2 = state.1.heap_len();
         entry.state = Some(state);
         entry.next = u32::MAX;
         self.counters.suspended += 1;
         self.counters.suspended_now += 1;
+        if h2 > 0 {
+            self.counters.h2_suspended += 1;
+            self.parked_h2_bytes += h2;
+        }
         index + 1
     }
 
     /// Takes back the suspended session `carry` names.
-    fn take(&mut self, carry: u32) -> Option<(Suspended, u32)> {
+    fn take(&mut self, carry: u32) -> Option<(Suspended, Parked)> {
         let index = carry.checked_sub(1)?;
         let entry = self.carried.get_mut(index as usize)?;
         let state = entry.state.take()?;
         entry.next = self.free_carried;
         self.free_carried = index;
         self.counters.suspended_now -= 1;
+        self.parked_h2_bytes = self.parked_h2_bytes.saturating_sub(state.1.heap_len());
         Some(state)
     }
 
@@ -526,6 +578,20 @@ impl<'a> TlsService<'a> {
             if let Err(error) = session.poll(&mut http) {
                 self.counters.failed(&error);
             }
+        }
+        // An idle HTTP/2 connection whose compact state would pass the bound on parked ones
+        // is told GOAWAY (and closes once it is out) rather than keep its slot.
+        if http.connection.protocol() == Protocol::H2
+            && session.error().is_none()
+            && session.is_quiet()
+            && http.connection.can_park()
+            && self
+                .parked_h2_bytes
+                .saturating_add(http.connection.parked_len())
+                > self.parked_h2_budget
+        {
+            http.connection.shut_down();
+            self.counters.h2_closed_for_room += 1;
         }
         if session.error().is_none() {
             session.fill(&mut http, self.scratch, MIN_RECORD);
@@ -614,9 +680,16 @@ impl<'a> Service for TlsService<'a> {
             slot.price = None;
             slot.counted = true;
             match self.take(carry) {
-                Some((suspended, served)) => {
+                Some((suspended, parked)) => {
                     slot.tls = Slot::Active(TlsSession::resume(suspended, incoming, outgoing));
-                    slot.http.resume_secure(&mut server, now, served);
+                    let h2 = matches!(parked, Parked::H2(_));
+                    if slot.http.unpark(&mut server, now, parked) {
+                        self.counters.h2_resumed += u64::from(h2);
+                    } else {
+                        self.counters.failures += 1;
+                        self.counters.memory_closed += 1;
+                        slot.broken = true;
+                    }
                 }
                 None => {
                     slot.tls = Slot::Idle(Some((incoming, outgoing)));
@@ -842,10 +915,9 @@ impl<'a> Service for TlsService<'a> {
             Activity::Responding | Activity::Closing => SessionPhase::Sending,
             _ if queued => SessionPhase::Sending,
             Activity::Receiving { since, bytes } => SessionPhase::Receiving { since, bytes },
-            // Only an HTTP/1.1 connection gives its slot back between requests.
-            Activity::Idle if session.is_quiet() && slot.http.protocol() == Protocol::Http1 => {
-                SessionPhase::Idle
-            }
+            // An HTTP/1.1 connection gives its slot back between requests, an HTTP/2 one
+            // when no stream is open and nothing is queued (its compact state is kept).
+            Activity::Idle if session.is_quiet() && slot.http.can_park() => SessionPhase::Idle,
             Activity::Idle => receiving,
         }
     }
@@ -857,11 +929,32 @@ impl<'a> Service for TlsService<'a> {
         let Slot::Active(session) = core::mem::replace(&mut slot.tls, Slot::Idle(None)) else {
             return 0;
         };
+        if !session.is_quiet() {
+            // The pool asks only when it is. Keep it whole.
+            slot.tls = Slot::Active(session);
+            return 0;
+        }
+        if slot.http.protocol() == Protocol::H2 && !self.parked_h2_fits(slot) {
+            // Others parked since its GOAWAY was decided against: it is dropped, and reset
+            // when it next speaks.
+            self.counters.h2_closed_for_room += 1;
+            slot.tls = Slot::Active(session);
+            slot.http.close(&mut self.server.borrow_mut());
+            slot.end();
+            return 0;
+        }
+        let Some(parked) = slot.http.park(&mut self.server.borrow_mut()) else {
+            self.counters.h2_closed_for_room += 1;
+            self.counters.memory_closed += 1;
+            slot.tls = Slot::Active(session);
+            slot.http.close(&mut self.server.borrow_mut());
+            slot.end();
+            return 0;
+        };
         match session.suspend() {
             Ok((suspended, incoming, outgoing)) => {
                 slot.tls = Slot::Idle(Some((incoming, outgoing)));
-                let served = slot.http.suspend(&mut self.server.borrow_mut());
-                self.keep((suspended, served))
+                self.keep((suspended, parked))
             }
             Err(session) => {
                 // Not quiet: the pool asks only when it is. Keep it whole.

@@ -688,3 +688,238 @@ fn idle_keep_alive_connections_hold_no_session_and_resume_where_they_stopped() {
     run_until(&mut appliance, &mut client, &mut clock, 100, |_| false);
     assert_eq!(appliance.tls_counters().unwrap().suspended_now, 1);
 }
+
+/// A frame's bytes.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = std::vec![0u8; 9 + payload.len()];
+    let header = bramble_h2::frame::FrameHeader {
+        len: payload.len() as u32,
+        kind,
+        flags,
+        stream,
+    };
+    bramble_h2::frame::write_frame(&mut out, header, payload).unwrap();
+    out
+}
+
+/// A GET on `stream` whose `:path /` and `:authority` are literals the client's encoder
+/// indexes (they go into the server's dynamic table: `:authority` at 62, `:path` at 63),
+/// with the preface and SETTINGS before it on stream 1.
+fn h2_indexing_request(stream: u32) -> Vec<u8> {
+    use bramble_h2::frame::{PREFACE, flag, kind};
+    let mut out = Vec::new();
+    if stream == 1 {
+        out.extend_from_slice(PREFACE);
+        out.extend(h2_frame(kind::SETTINGS, 0, 0, &[]));
+    }
+    // :method GET, :scheme https (static), then two literals with incremental indexing.
+    let mut block = std::vec![0x82, 0x87, 0x44, 1, b'/', 0x41, 12];
+    block.extend_from_slice(b"bramble.test");
+    out.extend(h2_frame(
+        kind::HEADERS,
+        flag::END_HEADERS | flag::END_STREAM,
+        stream,
+        &block,
+    ));
+    out
+}
+
+/// The responses' (stream, status, body) in `plaintext`, in order.
+fn h2_responses(plaintext: &[u8]) -> Vec<(u32, Vec<u8>, Vec<u8>)> {
+    use bramble_h2::frame::kind;
+    let mut decoder = bramble_h2::hpack::Decoder::new();
+    let mut responses: Vec<(u32, Vec<u8>, Vec<u8>)> = Vec::new();
+    for (kind, _, stream, payload) in h2_frames(plaintext) {
+        if kind == kind::HEADERS {
+            let mut fields = Fields(Vec::new());
+            decoder.decode(&payload, 1 << 20, &mut fields).unwrap();
+            responses.push((stream, fields.0[0].1.clone(), Vec::new()));
+        } else if kind == kind::DATA
+            && let Some(response) = responses.iter_mut().find(|r| r.0 == stream)
+        {
+            response.2.extend(payload);
+        }
+    }
+    responses
+}
+
+/// Whether an h2 client's plaintext ends the response on `stream`.
+fn h2_stream_ended(plaintext: &[u8], stream: u32) -> bool {
+    use bramble_h2::frame::{flag, kind};
+    h2_frames(plaintext)
+        .iter()
+        .any(|f| f.2 == stream && f.0 <= kind::HEADERS && f.1 & flag::END_STREAM != 0)
+}
+
+/// Idle HTTP/2 connections give their TLS slot and their 27 KiB session back as idle
+/// HTTP/1.1 ones do (issue 32: before, 32 idle h2 clients held every slot of the board's
+/// pool): with eight of them idle over two slots, a new h2 client and a new HTTP/1.1 client
+/// are served, and an idle one asking again with references to the HPACK dynamic table it
+/// filled before its suspension gets the right answer.
+#[test]
+fn idle_h2_connections_give_their_slot_back_and_resume_with_their_hpack_table() {
+    const IDLE: usize = 8;
+    let (mut appliance, mut client) = appliance_with_https(2);
+    let mut config = (*client_config()).clone();
+    config.alpn_protocols = std::vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let h2_config = Arc::new(config);
+    let mut clock = 0;
+    let mut idle = Vec::new();
+    for n in 0..IDLE {
+        let mut tls = TlsClient::connect(&mut client, &h2_config, 41200 + n as u16);
+        let done = exchange(
+            &mut appliance,
+            &mut client,
+            &mut tls,
+            &mut clock,
+            &h2_indexing_request(1),
+            |t| h2_stream_ended(&t.plaintext, 1),
+        );
+        assert!(done, "idle client {n}: its first page");
+        assert_eq!(tls.tls.alpn_protocol(), Some(&b"h2"[..]));
+        // Its last ACK reaches the pool, and the slot goes back.
+        run_until(&mut appliance, &mut client, &mut clock, 50, |_| false);
+        let pool = appliance.https_pool_counters().unwrap();
+        assert_eq!(pool.leased, 0, "idle h2 client {n} holds no slot");
+        idle.push(tls);
+    }
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(counters.suspended_now as usize, IDLE, "{counters:?}");
+    assert!(counters.h2_suspended >= IDLE as u64, "{counters:?}");
+    assert_eq!(counters.h2_closed_for_room, 0);
+    assert_eq!(appliance.open_https_connections(), IDLE);
+
+    // A new h2 visitor, then a new HTTP/1.1 one, both served.
+    let mut fresh = TlsClient::connect(&mut client, &h2_config, 41300);
+    let done = exchange(
+        &mut appliance,
+        &mut client,
+        &mut fresh,
+        &mut clock,
+        &h2_indexing_request(1),
+        |t| h2_stream_ended(&t.plaintext, 1),
+    );
+    assert!(done, "a new h2 client is served beside {IDLE} idle ones");
+    let responses = h2_responses(&fresh.plaintext);
+    assert_eq!(responses[0].1, b"200");
+    let mut http1 = TlsClient::connect(&mut client, &client_config(), 41301);
+    let done = exchange(
+        &mut appliance,
+        &mut client,
+        &mut http1,
+        &mut clock,
+        b"GET / HTTP/1.1\r\nHost: bramble.test\r\n\r\n",
+        |t| t.plaintext.ends_with(BODY),
+    );
+    assert!(
+        done,
+        "a new HTTP/1.1 client is served beside {IDLE} idle h2 ones"
+    );
+
+    // The first idle client asks again: GET, https, then :path and :authority by their
+    // dynamic-table indexes (63, 62), which only the table kept across the suspension knows.
+    let resumed_before = appliance.tls_counters().unwrap().h2_resumed;
+    let tls = &mut idle[0];
+    let block = [0x82, 0x87, 0x80 | 63, 0x80 | 62];
+    let request = h2_frame(
+        bramble_h2::frame::kind::HEADERS,
+        bramble_h2::frame::flag::END_HEADERS | bramble_h2::frame::flag::END_STREAM,
+        3,
+        &block,
+    );
+    let done = exchange(
+        &mut appliance,
+        &mut client,
+        tls,
+        &mut clock,
+        &request,
+        |t| h2_stream_ended(&t.plaintext, 3),
+    );
+    assert!(done, "the idle client's second request is answered");
+    let responses = h2_responses(&tls.plaintext);
+    let second = responses.iter().find(|r| r.0 == 3).unwrap();
+    assert_eq!(second.1, b"200", "{responses:?}");
+    assert!(second.2.windows(BODY.len()).any(|w| w == BODY));
+    assert!(
+        !h2_frames(&tls.plaintext)
+            .iter()
+            .any(|f| f.0 == bramble_h2::frame::kind::GOAWAY),
+        "no GOAWAY"
+    );
+    let counters = appliance.tls_counters().unwrap();
+    assert!(counters.h2_resumed > resumed_before, "{counters:?}");
+    assert_eq!(
+        (counters.full_handshakes + counters.resumed_handshakes) as usize,
+        IDLE + 2,
+        "no new handshake"
+    );
+    // It rests again: every slot free, every h2 connection suspended.
+    run_until(&mut appliance, &mut client, &mut clock, 50, |_| false);
+    assert_eq!(appliance.https_pool_counters().unwrap().leased, 0);
+    assert_eq!(
+        appliance.tls_counters().unwrap().suspended_now as usize,
+        IDLE + 2
+    );
+}
+
+/// Parked HTTP/2 states are bounded together: an idle h2 connection whose state would pass
+/// the bound is told GOAWAY and closed (counted) instead of keeping its slot, and new
+/// visitors are still served.
+#[test]
+fn an_idle_h2_connection_past_the_parked_bound_gets_goaway_instead_of_a_slot() {
+    use bramble_h2::frame::kind;
+    let (mut appliance, mut client) = appliance_with_https(2);
+    // Room for two parked states of this client (63 bytes each), not three.
+    appliance
+        .https
+        .as_mut()
+        .unwrap()
+        .service_mut()
+        .set_parked_h2_budget(130);
+    let mut config = (*client_config()).clone();
+    config.alpn_protocols = std::vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let h2_config = Arc::new(config);
+    let mut clock = 0;
+    let mut clients = Vec::new();
+    for n in 0..3u16 {
+        let mut tls = TlsClient::connect(&mut client, &h2_config, 41400 + n);
+        let done = exchange(
+            &mut appliance,
+            &mut client,
+            &mut tls,
+            &mut clock,
+            &h2_indexing_request(1),
+            |t| h2_stream_ended(&t.plaintext, 1),
+        );
+        assert!(done, "client {n} served");
+        run_until(&mut appliance, &mut client, &mut clock, 200, |c| {
+            tls.pump(c);
+            false
+        });
+        clients.push(tls);
+    }
+    let service = appliance.https.as_ref().unwrap().service();
+    assert_eq!(service.parked_h2_bytes(), 2 * 63);
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(counters.h2_closed_for_room, 1, "{counters:?}");
+    assert_eq!(counters.suspended_now, 2);
+    let goaway = |t: &TlsClient| h2_frames(&t.plaintext).iter().any(|f| f.0 == kind::GOAWAY);
+    assert!(!goaway(&clients[0]) && !goaway(&clients[1]));
+    assert!(goaway(&clients[2]), "the third is told GOAWAY");
+    // It closes its side, as a client does after a GOAWAY.
+    client.socket(clients[2].handle).close();
+    run_until(&mut appliance, &mut client, &mut clock, 200, |_| false);
+    assert_eq!(appliance.https_pool_counters().unwrap().leased, 0);
+    assert_eq!(appliance.open_https_connections(), 2, "and closed");
+    // A new visitor is served.
+    let mut fresh = TlsClient::connect(&mut client, &h2_config, 41410);
+    let done = exchange(
+        &mut appliance,
+        &mut client,
+        &mut fresh,
+        &mut clock,
+        &h2_indexing_request(1),
+        |t| h2_stream_ended(&t.plaintext, 1),
+    );
+    assert!(done, "a new h2 client is served");
+}

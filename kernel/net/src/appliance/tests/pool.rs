@@ -41,7 +41,7 @@ impl Client {
         iface.update_ip_addrs(|a| {
             a.push(IpCidr::new(IpAddress::v4(10, 0, 0, 1), 24)).unwrap();
         });
-        let storage = Box::leak(Box::new([SocketStorage::EMPTY; 8]));
+        let storage = Box::leak(Box::new([SocketStorage::EMPTY; 16]));
         Self {
             phy,
             iface,
