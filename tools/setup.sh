@@ -20,12 +20,12 @@ cd "$(dirname "$0")/.."
 # prometheus for promtool, which checks the guest's /metrics, and varnish, put in front of
 # the guest as a caching proxy (tests/tests/owner_view.rs);
 # knot (knotd takes the guest's signed DNS UPDATEs) and knot-dnsutils (kdig) for
-# tests/tests/ddns.rs; miniupnpd-nftables (NAT-PMP, PCP, UPnP IGD) and nftables, the home
-# router of tests/tests/reachability.rs; nghttp2-client (nghttp) and python3-h2 (hostile
-# HTTP/2 clients) for tests/tests/http2.rs, and nghttp2-client's h2load for the 1,000 HTTPS
-# connections at once of tests/tests/attacks_https.rs and for `bramble-bench --tap --https`
-# (HTTPS and h2 levels; openssl s_time for its handshake rates); hping3 (the SYN flood) and
-# slowhttptest (slowloris, slow read) for the attack suite (tests/tests/attacks.rs,
+# tests/tests/ddns.rs and reachability.rs; miniupnpd-nftables (NAT-PMP, PCP, UPnP IGD) and
+# nftables, the home router of tests/tests/reachability.rs; nghttp2-client (nghttp) and
+# python3-h2 (hostile HTTP/2 clients) for tests/tests/http2.rs, and nghttp2-client's h2load for
+# the 1,000 HTTPS connections at once of tests/tests/attacks_https.rs and for `bramble-bench
+# --tap --https` (HTTPS and h2 levels; openssl s_time for its handshake rates); hping3 (the SYN
+# flood) and slowhttptest (slowloris, slow read) for the attack suite (tests/tests/attacks.rs,
 # attacks_https.rs and the `attack` tool); python3 (its standard library's HTTPS server) plays
 # the dyndns2 provider, the address echo and the outside checker of tests/tests/dyndns.rs.
 packages=(qemu-system-arm mtools iproute2 iputils-ping curl dnsmasq-base chromium nginx wrk cpio

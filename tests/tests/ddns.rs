@@ -23,15 +23,16 @@ mod netns;
 
 use bramble_tests::{kernel, sntp};
 use netns::ipv6::{Prefix, Radvd, radvd_config, wait_for_link_local};
+use netns::knot::{self, updates_applied};
 use netns::tool::{bramble_image, start_bramble_qemu};
-use netns::{Daemon, HOST_ADDRESS, Netns, TAP};
+use netns::{Daemon, HOST_ADDRESS, Netns, TAP, wait_for};
 use std::net::{Ipv6Addr, UdpSocket};
 use std::os::fd::AsFd;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 bramble_qemu_helper!();
 
@@ -108,85 +109,18 @@ impl Drop for Sntp {
     }
 }
 
-/// knotd serving `home.test` on the namespace's address, taking updates signed with
-/// `bramble-key` (`secret`); the zone and its journal stay in `dir` across restarts.
+/// knotd serving `home.test` on the namespace's address (the zone and its journal stay in
+/// `dir` across restarts).
 fn start_knot(netns: &Netns, dir: &Path, secret: &str, generation: u32) -> Daemon {
-    let zone = dir.join("home.test.zone");
-    if !zone.exists() {
-        std::fs::write(
-            &zone,
-            "$TTL 60\n@ SOA ns.home.test. admin.home.test. 1 60 60 600 60\n\
-             @ NS ns.home.test.\nns A 192.168.77.1\n",
-        )
-        .unwrap();
-    }
-    let config = dir.join(format!("knot{generation}.conf"));
-    std::fs::write(
-        &config,
-        format!(
-            "server:\n    listen: {HOST_ADDRESS}@53\n    rundir: {dir}\n\
-             key:\n  - id: bramble-key\n    algorithm: hmac-sha256\n    secret: {secret}\n\
-             acl:\n  - id: update\n    key: bramble-key\n    action: update\n\
-             template:\n  - id: default\n    storage: {dir}\n\
-             zone:\n  - domain: home.test\n    file: home.test.zone\n    acl: update\n\
-             log:\n  - target: stderr\n    any: info\n",
-            dir = dir.display()
-        ),
-    )
-    .unwrap();
-    let log = dir.join(format!("knot{generation}.log"));
-    let mut command = netns.command("knotd");
-    command.arg("-c").arg(&config);
-    let knot = Daemon::start(command, &log);
-    wait_for(
-        || std::fs::read_to_string(&log).is_ok_and(|text| text.contains("server started")),
-        Duration::from_secs(20),
-        "knotd to start",
-    );
-    knot
-}
-
-/// Waits (bounded) until `done` holds; panics naming `what` otherwise.
-fn wait_for(done: impl Fn() -> bool, limit: Duration, what: &str) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "no {what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The updates knotd applied, by its logs (`DDNS, finished`), across its restarts.
-fn updates_applied(dir: &Path) -> usize {
-    (0..3)
-        .map(|generation| {
-            std::fs::read_to_string(dir.join(format!("knot{generation}.log")))
-                .unwrap_or_default()
-                .matches("DDNS, finished")
-                .count()
-        })
-        .sum()
+    let in_namespace = |program: &str| netns.command(program);
+    let listen = HOST_ADDRESS.to_string();
+    knot::start_knot(&in_namespace, &listen, "home.test", dir, secret, generation)
 }
 
 /// kdig's answer for `NAME TYPE` from knotd: the records' data, sorted.
 fn lookup(netns: &Netns, record_type: &str) -> Vec<String> {
-    let output = netns.output(
-        "kdig",
-        &[
-            &format!("@{HOST_ADDRESS}"),
-            "+short",
-            "+time=2",
-            "+retry=1",
-            NAME,
-            record_type,
-        ],
-    );
-    let mut records: Vec<String> = String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .map(|line| line.trim().to_string())
-        .filter(|line| !line.is_empty())
-        .collect();
-    records.sort();
-    records
+    let in_namespace = |program: &str| netns.command(program);
+    knot::lookup(&in_namespace, &HOST_ADDRESS.to_string(), NAME, record_type)
 }
 
 fn prefix(prefix: Ipv6Addr, preferred: u32) -> Prefix {
@@ -269,12 +203,7 @@ fn rfc2136_updates_follow_the_addresses_once_each_and_a_wrong_key_changes_nothin
         panic!(
             "{what}; serial:\n{}\nknotd:\n{}",
             guest.transcript.join("\n"),
-            (0..3)
-                .map(
-                    |g| std::fs::read_to_string(dir.join(format!("knot{g}.log")))
-                        .unwrap_or_default()
-                )
-                .collect::<String>()
+            knot::logs(dir)
         )
     };
 

@@ -23,6 +23,21 @@
 //! 6. a router with UPnP IGD only (`enable_natpmp=no`): after PCP's and NAT-PMP's silence
 //!    the guest finds it by SSDP, reads its description and maps both ports by SOAP, and
 //!    the visitor gets the page again.
+//!
+//! A second boot names the card as its owner would (issue 29's first check): `ddns = rfc2136`
+//! for `porch.bramble.test`, with `ddns_ipv4 = public`. Debian's knotd in the internet
+//! namespace (11.0.0.3) is the owner's name server for `bramble.test`, taking updates signed
+//! with the card's TSIG key (netns/knot.rs, shared with ddns.rs); an SNTP responder on the
+//! router gives the time TSIG signs. The visitor asks knotd for the name's A record (kdig) and
+//! fetches `http://` and `https://porch.bramble.test/` at exactly that answer (curl's
+//! `--resolve`, the test CA's wildcard certificate), byte for byte:
+//! 7. after boot: the A record is the address PCP reported (11.0.0.1), in one update, and the
+//!    visitor fetches the page by name within a bounded time;
+//! 8. the router restarting: the name still answers but the visitor is refused; within one
+//!    renewal interval it gets the page again, with no further update (same address);
+//! 9. the provider renumbering the router (its WAN address 11.0.0.9, miniupnpd restarted on
+//!    it): the next mapping reports the new address, the A record follows in exactly one
+//!    update, and the visitor fetches the page by name at the new address.
 
 mod netns;
 
@@ -62,7 +77,9 @@ struct Wan {
 
 impl Wan {
     fn create(router: &Netns) -> Wan {
-        let name = format!("bramble-wan-{}", std::process::id());
+        // One per router namespace (`bramble-qemu-PID-N` gives `bramble-wan-PID-N`): this
+        // file's tests run side by side.
+        let name = router.name().replacen("bramble-qemu", "bramble-wan", 1);
         let _ = Command::new("ip").args(["netns", "del", &name]).output();
         netns::run(Command::new("ip").args(["netns", "add", &name]));
         let wan = Wan { name };
@@ -416,4 +433,276 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
     );
     assert_eq!(dnat_rules(&router), 2);
     visitor_gets_the_page(&wan, &index);
+}
+
+/// The name the card keeps on the home's public address (the test certificate's wildcard,
+/// `*.bramble.test`, covers it), in the zone knotd serves.
+const NAME: &str = "porch.bramble.test";
+const ZONE: &str = "bramble.test";
+/// knotd's address in the "internet": the owner's name server.
+const WAN_KNOT: &str = "11.0.0.3";
+/// The router's public address after the provider renumbered it.
+const WAN_RENUMBERED: &str = "11.0.0.9";
+/// The TSIG secret knotd and the card share (base64 of 32 bytes).
+const TSIG_SECRET: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
+/// The visitor's fetch of `scheme://NAME/` at `address`, the answer kdig gave (curl's
+/// `--resolve`), trusting the test CA: the body, or `None` when it fails.
+fn fetch_by_name(wan: &Wan, scheme: &str, address: &str, seconds: u32) -> Option<Vec<u8>> {
+    let port = if scheme == "https" { 443 } else { 80 };
+    let output = wan
+        .command("curl")
+        .args(["--silent", "--fail", "--max-time", &seconds.to_string()])
+        .arg("--cacert")
+        .arg(fixture("ca.pem"))
+        .args(["--resolve", &format!("{NAME}:{port}:{address}")])
+        .arg(format!("{scheme}://{NAME}/"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("curl (tools/setup.sh installs it)");
+    output.status.success().then_some(output.stdout)
+}
+
+/// The visitor, by name: asks knotd for NAME's A record until it is `expected`, then fetches
+/// the page over HTTP and HTTPS at the address in that answer, trying again until both give
+/// `index` or `deadline` passes. Returns when the name answered and when both fetches did.
+fn visit_by_name(
+    wan: &Wan,
+    expected: &str,
+    index: &[u8],
+    deadline: Instant,
+) -> Option<(Instant, Instant)> {
+    let in_wan = |program: &str| wan.command(program);
+    let mut answered = None;
+    while Instant::now() < deadline {
+        let records = netns::knot::lookup(&in_wan, WAN_KNOT, NAME, "A");
+        let [answer] = records.as_slice() else {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        };
+        if answer != expected {
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        let resolved_at = *answered.get_or_insert_with(Instant::now);
+        if ["http", "https"]
+            .iter()
+            .all(|scheme| fetch_by_name(wan, scheme, answer, 10).as_deref() == Some(index))
+        {
+            return Some((resolved_at, Instant::now()));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    None
+}
+
+/// The console line containing `needle` among those since `from` (the transcript's index):
+/// already said (the order of a mapping's lines varies), or said within 5 s.
+fn said_since(guest: &mut bramble_tests::Guest, from: usize, needle: &str) -> String {
+    guest.drain();
+    if let Some(line) = guest.transcript[from..]
+        .iter()
+        .find(|line| line.contains(needle))
+    {
+        return line.clone();
+    }
+    guest.expect_line(needle, Duration::from_secs(5))
+}
+
+/// The guest's uptime in a console line's time stamp (`[   12.345678 ...]`), for the
+/// figures the test prints: `12.3 s`, or `?`.
+fn guest_uptime(line: &str) -> String {
+    line.split('[')
+        .nth(1)
+        .and_then(|rest| rest.split([' ', ']']).find(|s| !s.is_empty()))
+        .and_then(|stamp| stamp.parse::<f64>().ok())
+        .map_or_else(|| "?".to_string(), |seconds| format!("{seconds:.1} s"))
+}
+
+#[test]
+fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumbering() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = Netns::create();
+    let wan = Wan::create(&router);
+    run(router
+        .command("ip")
+        .args(["addr", "add", &format!("{WAN_ROUTER}/24"), "dev", "wan0"]));
+    // The owner's name server, on the internet side.
+    run(Command::new("ip").args([
+        "-n",
+        &wan.name,
+        "addr",
+        "add",
+        &format!("{WAN_KNOT}/24"),
+        "dev",
+        "eth0",
+    ]));
+    let in_wan = |program: &str| wan.command(program);
+    let _knot = netns::knot::start_knot(&in_wan, WAN_KNOT, ZONE, dir.path(), TSIG_SECRET, 0);
+    router_firewall(&router);
+    let mut miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-1.log", true);
+    // The time, from the router (TSIG signs it).
+    let _sntp = netns::sntp::Sntp::start(&router);
+
+    let site = dir.path().join("site");
+    let files = netns::write_site(&site);
+    let index = files
+        .iter()
+        .find(|(path, _)| path == "/" || path == "/index.html")
+        .map(|(_, body)| body.clone())
+        .expect("the site's index");
+    let packed = bramble::pack::pack_site(&site, &bramble::pack::PackOptions::default())
+        .expect("pack the site");
+    let (certificate, key, _) =
+        bramble::image::check_tls_files(&fixture("p256.pem"), &fixture("p256.key"), 1_800_000_000)
+            .unwrap();
+    let card = dir.path().join("card.img");
+    let inputs = bramble::image::ImageInputs {
+        kernel: std::fs::read(&kernel().raw).expect("kernel.img"),
+        site: packed.image,
+        settings: format!(
+            "address = {GUEST}/24\ngateway = 192.168.77.1\nhostname = porch\n\
+             ntp = 192.168.77.1\nmdns = off\nhttps = on\n\
+             router_ports = on\nrouter_lifetime = {LIFETIME}\n\
+             ddns = rfc2136\nddns_name = {NAME}\nddns_server = {WAN_KNOT}\n\
+             ddns_key = hmac-sha256:{}:{TSIG_SECRET}\nddns_ipv4 = public\n",
+            netns::knot::KEY_NAME
+        ),
+        firmware: Vec::new(),
+        size_mib: None,
+        tls: Some(bramble::image::TlsFiles {
+            certificate_name: "CERT.PEM".into(),
+            certificate,
+            key_name: "KEY.PEM".into(),
+            key,
+        }),
+    };
+    bramble::image::build_image(&inputs, &card).expect("build the SD card image");
+    let args: Vec<String> = vec![
+        "--image".into(),
+        card.display().to_string(),
+        "--tap".into(),
+        TAP.into(),
+    ];
+    let booted = Instant::now();
+    let mark = 0;
+    let mut qemu = start_bramble_qemu(&router, &args);
+    let guest = qemu.guest();
+    let knot_log = || netns::knot::logs(dir.path());
+
+    // 7. After boot: mapped, published, and fetched by name from the WAN side.
+    let Some((resolved, fetched)) =
+        visit_by_name(&wan, WAN_ROUTER, &index, booted + BOOT_TIMEOUT * 2)
+    else {
+        guest.drain();
+        panic!(
+            "{NAME} was not fetched by name after boot; serial:\n{}\nknotd:\n{}",
+            guest.transcript.join("\n"),
+            knot_log()
+        );
+    };
+    said_since(guest, mark, "router: PCP: TCP 11.0.0.1:443 -> port 443");
+    said_since(guest, mark, "public: address 11.0.0.1 (from PCP)");
+    let updated = said_since(guest, mark, &format!("ddns: {NAME} updated: A 11.0.0.1"));
+    println!(
+        "after boot: {NAME} answered {WAN_ROUTER} at {:.1} s, fetched at {:.1} s (wall); \
+         the guest confirmed the update at {} of uptime",
+        (resolved - booted).as_secs_f64(),
+        (fetched - booted).as_secs_f64(),
+        guest_uptime(&updated)
+    );
+    assert_eq!(
+        netns::knot::updates_applied(dir.path()),
+        1,
+        "one update at boot"
+    );
+
+    // 8. The router restarts and forgets: the visitor, resolving the same answer, is refused;
+    // within one renewal interval it gets the page again, and the name needs no update.
+    drop(miniupnpd);
+    flush_mappings(&router);
+    let answer = netns::knot::lookup(&in_wan, WAN_KNOT, NAME, "A");
+    assert_eq!(
+        answer,
+        [WAN_ROUTER],
+        "the name stays while the router is down"
+    );
+    assert!(
+        fetch_by_name(&wan, "http", &answer[0], 3).is_none(),
+        "nothing is forwarded once the router forgot"
+    );
+    guest.drain();
+    let mark = guest.transcript.len();
+    let restarted = Instant::now();
+    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-2.log", true);
+    let renewal = Duration::from_secs(LIFETIME / 2);
+    let Some((_, fetched)) = visit_by_name(&wan, WAN_ROUTER, &index, restarted + renewal) else {
+        guest.drain();
+        panic!(
+            "{NAME} was not fetched by name within one renewal interval of the router's \
+             restart; serial:\n{}",
+            guest.transcript.join("\n")
+        );
+    };
+    let announced = said_since(
+        guest,
+        mark,
+        "router: the router announced a restart (PCP ANNOUNCE); mapping the ports again",
+    );
+    said_since(guest, mark, "router: PCP: TCP 11.0.0.1:443 -> port 443");
+    println!(
+        "after the router's restart: fetched by name {:.1} s (wall) later; the guest heard the \
+         ANNOUNCE at {} of uptime",
+        (fetched - restarted).as_secs_f64(),
+        guest_uptime(&announced)
+    );
+    assert_eq!(
+        netns::knot::updates_applied(dir.path()),
+        1,
+        "the same address is not sent again"
+    );
+
+    // 9. The provider renumbers the router (another public address, miniupnpd restarted on
+    // it): the next mapping reports the new address, the A record follows in exactly one
+    // update, and the visitor fetches by name at the new address.
+    drop(miniupnpd);
+    flush_mappings(&router);
+    set_wan_address(&router, &format!("{WAN_RENUMBERED}/24"));
+    guest.drain();
+    let mark = guest.transcript.len();
+    let renumbered = Instant::now();
+    let _miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-3.log", true);
+    let Some((resolved, fetched)) = visit_by_name(
+        &wan,
+        WAN_RENUMBERED,
+        &index,
+        renumbered + renewal + Duration::from_secs(30),
+    ) else {
+        guest.drain();
+        panic!(
+            "{NAME} was not fetched at the new address; serial:\n{}\nknotd:\n{}",
+            guest.transcript.join("\n"),
+            knot_log()
+        );
+    };
+    said_since(guest, mark, "router: PCP: TCP 11.0.0.9:443 -> port 443");
+    said_since(guest, mark, "public: address 11.0.0.9 (from PCP)");
+    let updated = said_since(guest, mark, &format!("ddns: {NAME} updated: A 11.0.0.9"));
+    println!(
+        "after the renumbering: {NAME} answered {WAN_RENUMBERED} {:.1} s (wall) later, fetched \
+         {:.1} s later; the guest confirmed the update at {} of uptime",
+        (resolved - renumbered).as_secs_f64(),
+        (fetched - renumbered).as_secs_f64(),
+        guest_uptime(&updated)
+    );
+    guest.send_line("status");
+    let line = guest.expect_line("status: ddns", Duration::from_secs(10));
+    let status = bramble_status::Ddns::parse(&line).unwrap_or_else(|| panic!("{line}"));
+    assert_eq!(status.ipv4.as_str(), WAN_RENUMBERED, "{line}");
+    assert_eq!((status.updates, status.failures), (2, 0), "{line}");
+    assert_eq!(
+        netns::knot::updates_applied(dir.path()),
+        2,
+        "exactly one update for the new address"
+    );
 }

@@ -10,6 +10,7 @@
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
 pub mod ipv6;
+pub mod knot;
 pub mod mdns;
 pub mod sntp;
 pub mod tool;
@@ -23,6 +24,7 @@ use std::ffi::OsStr;
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::{Duration, Instant};
 
 /// The TAP interface inside every test namespace.
 pub const TAP: &str = "tap0";
@@ -79,6 +81,15 @@ impl Netns {
     /// nothing: the caller decides).
     pub fn curl(&self, url: &str) -> Option<Vec<u8>> {
         self.0.curl(url)
+    }
+}
+
+/// Waits (bounded) until `done` holds; panics naming `what` otherwise.
+pub fn wait_for(done: impl Fn() -> bool, limit: Duration, what: &str) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "no {what} within {limit:?}");
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 
