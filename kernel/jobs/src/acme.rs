@@ -20,17 +20,17 @@
 //! requests of one order or renewal-information check, never past a failed request, and
 //! never longer than five minutes, shorter than any TTL but a CDN's briefest. A CA that moves
 //! costs one failed request (its old address refusing, or silent until the request's
-//! timeout); the next finds the new address (the appliance test `tests/acme.rs`). An old
-//! address kept a little past its TTL that still answers is harmless: the CA's certificate is
-//! checked against its name, not its address.
+//! timeout); the next finds the new address (the appliance test
+//! `kernel/net/src/appliance/tests/acme.rs`). An old address kept a little past its TTL that
+//! still answers is harmless: the CA's certificate is checked against its name, not its
+//! address.
 //!
 //! Faults (no address yet, DNS failing, the CA down or answering errors, a failed challenge,
 //! the clock not set, a corrupt store slot) are logged, counted in [`AcmeStatus`], and retried
 //! with exponential back-off; none of them touches plain HTTP or a certificate being served.
 
-use super::Appliance;
-use super::https_client::{ExchangeError, HttpsExchange, open_connection};
-use super::memory::HttpsMemory;
+use crate::host::Host;
+use crate::https_client::{ExchangeError, HttpsExchange, open_connection};
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -44,11 +44,11 @@ use bramble_acme::schedule::{
 };
 use bramble_acme::store::{BlockStore, CertificateStore, Record, SlotState};
 use bramble_acme::{Action, Backoff, BackoffPolicy, ChallengeKind, EcKey, OrderRun, OrderSettings};
-use bramble_hal::{EthernetDevice, Instant};
+use bramble_hal::Instant;
 use bramble_tls::clock::CLOCK;
 use bramble_tls::random::RANDOM;
 use core::str::FromStr;
-use smoltcp::iface::SocketHandle;
+use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::dns::{self, GetQueryResultError};
 use smoltcp::socket::tcp;
 use smoltcp::wire::{DnsQueryType, IpAddress, IpEndpoint, Ipv4Address};
@@ -100,7 +100,7 @@ pub struct AcmeConfig<'a> {
 
 /// Memory for the CA connection: one TCP socket's buffers and two DNS query slots (A and
 /// AAAA at once).
-pub type AcmeMemory = super::https_client::ClientMemory<ACME_TCP_RX_LEN, ACME_TCP_TX_LEN, 2>;
+pub type AcmeMemory = crate::https_client::ClientMemory<ACME_TCP_RX_LEN, ACME_TCP_TX_LEN, 2>;
 
 /// Where ACME stands, for the status line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -207,10 +207,10 @@ struct Resolved {
 /// Longest an answer is kept within an order (module docs: why the TTL is not read): one of
 /// the short TTLs CAs give their API names (a CDN's). Each order and every failed request
 /// look the name up again anyway.
-const RESOLVED_LIFETIME_MICROS: u64 = 300_000_000;
+pub const RESOLVED_LIFETIME_MICROS: u64 = 300_000_000;
 /// How long a connection to one of several addresses may take before the next is tried
 /// (RFC 8305 §5 staggers parallel attempts by 250 ms; with one socket they go in turn).
-const CONNECT_ATTEMPT_MICROS: u64 = 5_000_000;
+pub const CONNECT_ATTEMPT_MICROS: u64 = 5_000_000;
 
 /// RFC 8305 §4: the addresses interleaved by family, starting with IPv6 when the board has
 /// a routable IPv6 address (`ipv6_usable`); without one, the IPv4 addresses only.
@@ -238,11 +238,10 @@ struct Transfer {
 }
 
 /// The agent: the store, the schedule and the order in progress.
-pub(super) struct AcmeAgent<'a> {
+pub struct AcmeAgent<'a> {
     config: AcmeConfig<'a>,
     store: CertificateStore<&'a mut dyn BlockStore>,
     record: Record,
-    https_memory: Option<&'a mut HttpsMemory<'a>>,
     tcp: SocketHandle,
     dns: SocketHandle,
     client_config: Option<Arc<bramble_tls::client::ClientConfig>>,
@@ -301,29 +300,22 @@ fn names_text(names: &[&str]) -> String {
 }
 
 fn fill_random(out: &mut [u8]) {
-    // The agent starts only with a seeded CSPRNG (start_acme checks).
+    // The agent starts only with a seeded CSPRNG (AcmeAgent::start checks).
     let _ = RANDOM.fill_bytes(out);
 }
 
-impl<'a, D: EthernetDevice> Appliance<'a, D> {
+impl<'a> AcmeAgent<'a> {
     /// Starts ACME: loads the store (serving its certificate at once if it is for these
-    /// names), and orders one when there is none or it is due. `https_memory` is what HTTPS
-    /// starts in once a certificate is in hand (unless HTTPS already runs). Needs two free
-    /// socket slots and a seeded CSPRNG.
-    pub fn start_acme(
-        &mut self,
+    /// names, through [`Host::serve_https`]), and orders one when there is none or it is
+    /// due. Adds two sockets to the host's set (the caller checks there is room); needs a
+    /// seeded CSPRNG.
+    pub fn start<H: Host<'a>>(
+        host: &mut H,
         config: AcmeConfig<'a>,
         store: &'a mut dyn BlockStore,
         memory: &'a mut AcmeMemory,
-        https_memory: Option<&'a mut HttpsMemory<'a>>,
         now: Instant,
-    ) -> Result<(), &'static str> {
-        if self.acme.is_some() {
-            return Err("ACME is already running");
-        }
-        if self.sockets_free() < 2 {
-            return Err("no socket slots left for ACME");
-        }
+    ) -> Result<Self, &'static str> {
         if !RANDOM.is_seeded() {
             return Err("no entropy seed: the account key cannot be made");
         }
@@ -357,13 +349,14 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             tcp_tx,
             dns_queries,
         } = memory;
-        let tcp = self.sockets.add(tcp::Socket::new(
+        let net = host.net();
+        let mac = net.mac;
+        let sockets: &mut SocketSet<'a> = net.sockets;
+        let tcp = sockets.add(tcp::Socket::new(
             tcp::SocketBuffer::new(&mut tcp_rx[..]),
             tcp::SocketBuffer::new(&mut tcp_tx[..]),
         ));
-        let dns = self
-            .sockets
-            .add(dns::Socket::new(&[], &mut dns_queries[..]));
+        let dns = sockets.add(dns::Socket::new(&[], &mut dns_queries[..]));
         let torn = loaded.torn;
         let mut record = loaded.record.unwrap_or_default();
         let pending_history = Some((record.history, torn));
@@ -381,7 +374,6 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             config,
             store,
             record,
-            https_memory,
             tcp,
             dns,
             client_config: Some(client_config),
@@ -410,7 +402,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             ari_next_check: None,
             ari_not_offered: false,
             resolved: None,
-            local_port: FIRST_LOCAL_PORT + (self.mac[5] as u16) * 16,
+            local_port: FIRST_LOCAL_PORT + (mac[5] as u16) * 16,
             phase: AcmePhase::Idle,
             orders: 0,
             issued: 0,
@@ -427,7 +419,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             } else {
                 let chain = agent.record.chain_pem.clone();
                 match EcKey::from_secret(&agent.record.certificate_key) {
-                    Some(key) => match agent.install(self, &chain, &key, now) {
+                    Some(key) => match agent.install(host, &chain, &key, now) {
                         Ok(()) => log::info!("acme: serving the stored certificate for {wanted}"),
                         Err(problem) => log::error!("acme: the stored certificate: {problem}"),
                     },
@@ -440,13 +432,13 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             config.directory_url,
             agent.store.capacity() / 1024
         );
-        self.acme = Some(agent);
-        Ok(())
+        Ok(agent)
     }
 
-    /// ACME's state, once started.
-    pub fn acme_status(&self, now: Instant) -> Option<AcmeStatus> {
-        self.acme.as_ref().map(|agent| AcmeStatus {
+    /// ACME's state.
+    pub fn status(&self, now: Instant) -> AcmeStatus {
+        let agent = self;
+        AcmeStatus {
             phase: agent.phase,
             not_after: agent.validity.map(|(_, end)| end),
             next_order_in: agent.next_order.map(|at| at.micros_since(now) / 1_000_000),
@@ -463,21 +455,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             saves_in_day: agent.planner.saves_in_day(seconds(now)),
             accounts_in_day: agent.planner.accounts_in_day(seconds(now)),
             history: agent.history_state,
-        })
-    }
-
-    /// Moves ACME on (called with the other sockets' work).
-    pub(super) fn poll_acme(&mut self, now: Instant) {
-        let Some(mut agent) = self.acme.take() else {
-            return;
-        };
-        agent.poll(self, now);
-        self.acme = Some(agent);
+        }
     }
 
     /// When ACME next needs a poll.
-    pub(super) fn acme_deadline(&self, now: Instant) -> Option<Instant> {
-        let agent = self.acme.as_ref()?;
+    pub fn deadline(&self, now: Instant) -> Option<Instant> {
+        let agent = self;
         if agent.transfer.is_some() {
             return Some(now.add_micros(TRANSFER_RECHECK_MICROS));
         }
@@ -513,10 +496,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             }
         }
     }
-}
 
-impl<'a> AcmeAgent<'a> {
-    fn poll<D: EthernetDevice>(&mut self, appliance: &mut Appliance<'a, D>, now: Instant) {
+    /// Moves ACME on (called with the other sockets' work).
+    pub fn poll<H: Host<'a>>(&mut self, host: &mut H, now: Instant) {
         let Some(unix_now) = CLOCK.unix_seconds() else {
             if !self.logged_clock_wait {
                 self.logged_clock_wait = true;
@@ -536,7 +518,7 @@ impl<'a> AcmeAgent<'a> {
             self.save(now);
         }
         if self.run.is_none() && self.ari.is_none() {
-            if appliance.iface.ipv4_addr().is_none() {
+            if host.net().iface.ipv4_addr().is_none() {
                 self.phase = AcmePhase::WaitingForNetwork;
                 return;
             }
@@ -570,7 +552,7 @@ impl<'a> AcmeAgent<'a> {
         }
         for _ in 0..32 {
             if self.transfer.is_some() {
-                match self.drive_transfer(appliance, now) {
+                match self.drive_transfer(host, now) {
                     Some(answer) => {
                         self.transfer = None;
                         if answer.is_err() {
@@ -599,9 +581,9 @@ impl<'a> AcmeAgent<'a> {
                 continue;
             }
             if self.dns_wait {
-                match appliance.ddns_txt_progress() {
-                    Some(super::ddns::TxtProgress::Waiting) => return,
-                    Some(super::ddns::TxtProgress::Published) => {
+                match host.ddns().map(|ddns| ddns.txt_progress()) {
+                    Some(crate::ddns::TxtProgress::Waiting) => return,
+                    Some(crate::ddns::TxtProgress::Published) => {
                         log::info!("acme: DNS-01 answer up (the name server confirmed it)");
                     }
                     _ => log::warn!("acme: the DNS-01 answer is not up; the CA will not find it"),
@@ -622,8 +604,8 @@ impl<'a> AcmeAgent<'a> {
                 }
                 Action::Publish(answer) => match answer.kind {
                     ChallengeKind::Http01 => {
-                        if appliance
-                            .server
+                        if host
+                            .server()
                             .borrow_mut()
                             .add_acme_answer(&answer.token, &answer.key_authorization)
                         {
@@ -632,10 +614,17 @@ impl<'a> AcmeAgent<'a> {
                             log::warn!("acme: the CA's token for {} is too long", answer.name);
                         }
                     }
-                    ChallengeKind::TlsAlpn01 => self.publish_tls_alpn(appliance, &answer, now),
+                    ChallengeKind::TlsAlpn01 => self.publish_tls_alpn(host, &answer, now),
                     ChallengeKind::Dns01 => {
                         let value = bramble_acme::jose::dns01_txt(&answer.key_authorization);
-                        match appliance.ddns_add_txt(&answer.name, &value) {
+                        let added = host.ddns().map_or(
+                            Err(
+                                "dns-01 needs dynamic DNS (ddns = rfc2136) to publish its TXT \
+                                 records",
+                            ),
+                            |ddns| ddns.add_txt(&answer.name, &value),
+                        );
+                        match added {
                             Ok(()) => {
                                 log::info!(
                                     "acme: DNS-01 answer for {} going up: TXT at \
@@ -663,28 +652,32 @@ impl<'a> AcmeAgent<'a> {
                     }
                 }
                 Action::Issued(issued) => {
-                    appliance.server.borrow_mut().clear_acme_answers();
-                    appliance.ddns_remove_txt();
+                    host.server().borrow_mut().clear_acme_answers();
+                    if let Some(ddns) = host.ddns() {
+                        ddns.remove_txt();
+                    }
                     // Taken down by the install below, which builds the configuration anew.
                     self.alpn_answers.clear();
                     self.run = None;
-                    self.finish_issued(appliance, issued, now);
+                    self.finish_issued(host, issued, now);
                     return;
                 }
                 Action::Failed(error, retry_after) => {
-                    appliance.server.borrow_mut().clear_acme_answers();
-                    appliance.ddns_remove_txt();
+                    host.server().borrow_mut().clear_acme_answers();
+                    if let Some(ddns) = host.ddns() {
+                        ddns.remove_txt();
+                    }
                     self.dns_wait = false;
                     if !self.alpn_answers.is_empty() {
                         self.alpn_answers.clear();
-                        if let Err(problem) = self.serve_tls(appliance, now) {
+                        if let Err(problem) = self.serve_tls(host, now) {
                             log::warn!("acme: taking the TLS-ALPN-01 answers down: {problem}");
                         }
                     }
                     if let Some(transfer) = self.transfer.take() {
                         drop(transfer);
                     }
-                    appliance.sockets.get_mut::<tcp::Socket>(self.tcp).abort();
+                    host.net().sockets.get_mut::<tcp::Socket>(self.tcp).abort();
                     self.run = None;
                     let wait = self
                         .backoff
@@ -826,14 +819,14 @@ impl<'a> AcmeAgent<'a> {
         self.wait_until = None;
     }
 
-    fn finish_issued<D: EthernetDevice>(
+    fn finish_issued<H: Host<'a>>(
         &mut self,
-        appliance: &mut Appliance<'a, D>,
+        host: &mut H,
         issued: bramble_acme::Issued,
         now: Instant,
     ) {
         let elapsed_ms = now.micros_since(self.run_started) / 1000;
-        match self.install(appliance, &issued.chain_pem, &issued.key, now) {
+        match self.install(host, &issued.chain_pem, &issued.key, now) {
             Ok(()) => {
                 self.issued += 1;
                 self.backoff.succeed();
@@ -912,9 +905,9 @@ impl<'a> AcmeAgent<'a> {
     }
 
     /// Serves `chain_pem` with `key`: starts HTTPS, or replaces the certificate it serves.
-    fn install<D: EthernetDevice>(
+    fn install<H: Host<'a>>(
         &mut self,
-        appliance: &mut Appliance<'a, D>,
+        host: &mut H,
         chain_pem: &str,
         key: &EcKey,
         now: Instant,
@@ -924,13 +917,12 @@ impl<'a> AcmeAgent<'a> {
             .map_err(|problem| format!("{problem}"))?;
         let validity = identity.validity();
         let previous = self.identity.replace(identity);
-        if let Err(problem) = self.serve_tls(appliance, now) {
+        if let Err(problem) = self.serve_tls(host, now) {
             self.identity = previous;
             return Err(problem);
         }
         if self.config.redirect_plain_http {
-            appliance
-                .server
+            host.server()
                 .borrow_mut()
                 .set_redirect_to_https_port(Some(self.config.https_port));
         }
@@ -945,11 +937,7 @@ impl<'a> AcmeAgent<'a> {
 
     /// Serves the certificate in hand (if any) with the TLS-ALPN-01 answers up now: replaces
     /// the HTTPS configuration, or starts HTTPS in the memory kept for it.
-    fn serve_tls<D: EthernetDevice>(
-        &mut self,
-        appliance: &mut Appliance<'a, D>,
-        now: Instant,
-    ) -> Result<(), String> {
+    fn serve_tls<H: Host<'a>>(&mut self, host: &mut H, now: Instant) -> Result<(), String> {
         let key = self.identity.as_ref().map_or(
             bramble_tls::hello::CertificateKey::EcdsaP256,
             bramble_tls::Identity::certificate_key,
@@ -960,24 +948,14 @@ impl<'a> AcmeAgent<'a> {
             self.alpn_answers.clone(),
         )
         .map_err(|problem| format!("{problem}"))?;
-        if appliance.replace_https_config(config.clone(), key) {
-            return Ok(());
-        }
-        let memory = self
-            .https_memory
-            .take()
-            .ok_or_else(|| String::from("no memory for HTTPS"))?;
-        appliance
-            .start_https(config, key, memory, self.config.https_port, now)
-            .map_err(|problem| format!("{problem}"))?;
-        Ok(())
+        host.serve_https(config, key, self.config.https_port, now)
     }
 
     /// Puts up a TLS-ALPN-01 answer (RFC 8737 §3): a certificate for the name, self-signed
     /// by a key made for it, carrying the key authorization's digest, served to validators.
-    fn publish_tls_alpn<D: EthernetDevice>(
+    fn publish_tls_alpn<H: Host<'a>>(
         &mut self,
-        appliance: &mut Appliance<'a, D>,
+        host: &mut H,
         answer: &bramble_acme::ChallengeAnswer,
         now: Instant,
     ) {
@@ -988,7 +966,7 @@ impl<'a> AcmeAgent<'a> {
             .map_err(|problem| format!("{problem}"))
             .and_then(|challenge| {
                 self.alpn_answers.push(challenge);
-                self.serve_tls(appliance, now)
+                self.serve_tls(host, now)
             });
         match served {
             Ok(()) => log::info!(
@@ -1071,24 +1049,20 @@ impl<'a> AcmeAgent<'a> {
     }
 
     /// Moves the request on; `Some` once it has an answer (or failed).
-    fn drive_transfer<D: EthernetDevice>(
+    fn drive_transfer<H: Host<'a>>(
         &mut self,
-        appliance: &mut Appliance<'a, D>,
+        host: &mut H,
         now: Instant,
     ) -> Option<Result<bramble_acme::http::Response, &'static str>> {
-        let result = self.step_transfer(appliance, now);
+        let result = self.step_transfer(host, now);
         if result.is_some() {
-            appliance.sockets.get_mut::<tcp::Socket>(self.tcp).abort();
+            host.net().sockets.get_mut::<tcp::Socket>(self.tcp).abort();
         }
         result
     }
 
     /// Opens the connection to the resolved address in turn for the transfer under way.
-    fn connect<D: EthernetDevice>(
-        &mut self,
-        appliance: &mut Appliance<'a, D>,
-        now: Instant,
-    ) -> Result<(), &'static str> {
+    fn connect<H: Host<'a>>(&mut self, host: &mut H, now: Instant) -> Result<(), &'static str> {
         let (Some(transfer), Some(resolved)) = (&mut self.transfer, &self.resolved) else {
             return Err("no address for the CA");
         };
@@ -1102,19 +1076,20 @@ impl<'a> AcmeAgent<'a> {
             self.local_port + 1
         };
         transfer.attempt_started = now;
-        let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
+        let net = host.net();
+        let socket = net.sockets.get_mut::<tcp::Socket>(self.tcp);
         open_connection(
             socket,
-            appliance.iface.context(),
+            net.iface.context(),
             IpEndpoint::new(address, transfer.port),
             self.local_port,
         )
         .map_err(|_| "cannot open a connection to the CA")
     }
 
-    fn step_transfer<D: EthernetDevice>(
+    fn step_transfer<H: Host<'a>>(
         &mut self,
-        appliance: &mut Appliance<'a, D>,
+        host: &mut H,
         now: Instant,
     ) -> Option<Result<bramble_acme::http::Response, &'static str>> {
         let transfer = self.transfer.as_mut()?;
@@ -1134,30 +1109,23 @@ impl<'a> AcmeAgent<'a> {
                     when: now,
                 });
             } else if !fresh {
-                let ipv6_usable = appliance.ipv6_router().is_some()
-                    && appliance.ipv6_addresses().iter().any(|entry| {
+                let net = host.net();
+                let ipv6_usable = net.ipv6_router().is_some()
+                    && net.ipv6_addresses().iter().any(|entry| {
                         entry.is_assigned()
                             && !(entry.address[0] == 0xfe && entry.address[1] & 0xc0 == 0x80)
                     });
                 if !lookup.started {
                     // DHCP's (else the configured) name servers, then the IPv6 routers'
                     // (RFC 8106), as the clock's lookups use them.
-                    let advertised = appliance
-                        .ipv6
-                        .iter()
-                        .flat_map(|state| state.config.dns_servers());
-                    let servers = super::clock::name_servers(
-                        self.config.dns_servers,
-                        &appliance.address.dhcp_dns_servers,
-                        advertised,
-                    );
+                    let servers = net.name_servers(self.config.dns_servers);
                     if servers.is_empty() {
                         return Some(Err("no name server known to look up the CA"));
                     }
-                    let socket = appliance.sockets.get_mut::<dns::Socket>(self.dns);
+                    let socket = net.sockets.get_mut::<dns::Socket>(self.dns);
                     socket.update_servers(&servers);
                     lookup.started = true;
-                    let context = appliance.iface.context();
+                    let context = net.iface.context();
                     match socket.start_query(context, &transfer.host, DnsQueryType::A) {
                         Ok(handle) => lookup.a = Some(handle),
                         Err(_) => lookup.v4 = Some(Vec::new()),
@@ -1175,7 +1143,7 @@ impl<'a> AcmeAgent<'a> {
                     }
                     return None;
                 }
-                let socket = appliance.sockets.get_mut::<dns::Socket>(self.dns);
+                let socket = net.sockets.get_mut::<dns::Socket>(self.dns);
                 for (handle, answer) in [(lookup.a, &mut lookup.v4), (lookup.aaaa, &mut lookup.v6)]
                 {
                     if let (Some(handle), None) = (handle, &answer) {
@@ -1192,8 +1160,7 @@ impl<'a> AcmeAgent<'a> {
                 // Idle, the socket lists no server: smoltcp hands each DNS answer to the
                 // first socket listing its source (the clock's, syslog's and the heartbeat's
                 // lookups have sockets of their own).
-                appliance
-                    .sockets
+                net.sockets
                     .get_mut::<dns::Socket>(self.dns)
                     .update_servers(&[]);
                 let addresses = happy_eyeballs_order(v6, v4, ipv6_usable);
@@ -1220,14 +1187,15 @@ impl<'a> AcmeAgent<'a> {
                 Err(_) => return Some(Err("TLS client set-up failed")),
             }
             transfer.stage = Stage::Exchange;
-            if let Err(problem) = self.connect(appliance, now) {
+            if let Err(problem) = self.connect(host, now) {
                 return Some(Err(problem));
             }
         }
         let transfer = self.transfer.as_mut()?;
         // Happy Eyeballs, in turn: an address that refuses, or does not answer within
         // CONNECT_ATTEMPT_MICROS while others are left, gives way to the next.
-        let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
+        let net = host.net();
+        let socket = net.sockets.get_mut::<tcp::Socket>(self.tcp);
         let connected = transfer
             .exchange
             .as_ref()
@@ -1244,14 +1212,15 @@ impl<'a> AcmeAgent<'a> {
                     resolved.addresses[resolved.at + 1]
                 );
                 resolved.at += 1;
-                if let Err(problem) = self.connect(appliance, now) {
+                if let Err(problem) = self.connect(host, now) {
                     return Some(Err(problem));
                 }
                 return None;
             }
         }
         let transfer = self.transfer.as_mut()?;
-        let socket = appliance.sockets.get_mut::<tcp::Socket>(self.tcp);
+        let net = host.net();
+        let socket = net.sockets.get_mut::<tcp::Socket>(self.tcp);
         let exchange = transfer.exchange.as_mut()?;
         match exchange.pump(socket)? {
             Ok(response) => Some(Ok(response)),

@@ -3,7 +3,7 @@
 //! to the owner's name server. It never allocates (it runs without a TLS heap).
 //!
 //! What is published: A from the public IPv4 address the router reported
-//! ([`super::public`]; only a global one), or the interface's own address when the owner
+//! ([`crate::public`]; only a global one), or the interface's own address when the owner
 //! says so; AAAA from the board's global IPv6 address (preferred, not link-local or
 //! unique-local; SLAAC or static). A family with nothing to publish is left alone, never
 //! deleted: a board whose IPv6 is off does not wipe the owner's AAAA.
@@ -24,22 +24,22 @@
 //! name with this key) waits the longest at once. The clock must be set first: TSIG signs
 //! the time.
 //!
-//! ACME's DNS-01 answers ([`super::acme`]) go the same way: `ddns_add_txt` queues a TXT
-//! record at `_acme-challenge.NAME` (added beside any other, since a name and its wildcard
-//! share the owner name), `ddns_txt_progress` says when the server has confirmed it, and
-//! `ddns_remove_txt` deletes each one when the order ends. TXT changes go before address
+//! ACME's DNS-01 answers ([`crate::acme`]) go the same way: [`DdnsState::add_txt`] queues a
+//! TXT record at `_acme-challenge.NAME` (added beside any other, since a name and its
+//! wildcard share the owner name), [`DdnsState::txt_progress`] says when the server has
+//! confirmed it, and [`DdnsState::remove_txt`] deletes each one when the order ends. TXT changes go before address
 //! updates and are not held back by the address back-off; a failed one is reported, not
 //! retried (the order fails, and is retried as a whole).
 
-use super::Appliance;
-use bramble_hal::{EthernetDevice, Instant};
+use crate::net::Net;
+use bramble_hal::Instant;
 use bramble_proto::dns_update::{
     BuildError, Change, MAC_LEN, Rcode, Rdata, ReplyError, TsigKey, build_update, check_reply,
 };
 use bramble_proto::slaac::{AddressOrigin, AddressState};
 use bramble_tls::clock::CLOCK;
 use bramble_tls::random::RANDOM;
-use smoltcp::iface::SocketHandle;
+use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::udp;
 use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint};
 
@@ -69,7 +69,7 @@ const LOCAL_PORT: u16 = 50_053;
 /// Where the A record's address comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ipv4Source {
-    /// The public address learned ([`Appliance::public_address`]), when it is global.
+    /// The public address learned ([`crate::public`]), when it is global.
     Public,
     /// The interface's own address.
     Interface,
@@ -221,7 +221,8 @@ struct InFlight {
     sent_at: Instant,
 }
 
-pub(super) struct DdnsState<'a> {
+/// Dynamic DNS: the update socket, what the server confirmed, the update under way.
+pub struct DdnsState<'a> {
     config: DdnsConfig<'a>,
     socket: SocketHandle,
     server: IpEndpoint,
@@ -253,21 +254,40 @@ fn is_global6(address: &[u8; 16]) -> bool {
         || (address[0] == 0xfe && address[1] & 0xc0 == 0x80))
 }
 
-impl<'a, D: EthernetDevice> Appliance<'a, D> {
-    /// Starts keeping `config.name`'s records on the addresses, in `memory` and one of the
-    /// kept-back socket slots. Can be called once.
-    pub fn start_ddns(
-        &mut self,
+/// The addresses to publish now on `net`: A as `ipv4` says, AAAA the global IPv6 address
+/// when `ipv6` (RFC 2136 dynamic DNS and dyndns2 publish the same).
+pub fn wanted_addresses(net: &Net<'_, '_>, ipv4: Ipv4Source, ipv6: bool) -> Published {
+    let ipv4 = match ipv4 {
+        Ipv4Source::Public => net.public.publishable(),
+        Ipv4Source::Interface => net.iface.ipv4_addr().map(|a| a.octets()),
+        Ipv4Source::Off => None,
+    };
+    let ipv6 = if ipv6 {
+        net.ipv6_addresses()
+            .iter()
+            .filter(|entry| {
+                entry.state == AddressState::Preferred
+                    && entry.origin != AddressOrigin::LinkLocal
+                    && is_global6(&entry.address)
+            })
+            // A static address first: the owner chose it.
+            .min_by_key(|entry| entry.origin != AddressOrigin::Static)
+            .map(|entry| entry.address)
+    } else {
+        None
+    };
+    Published { ipv4, ipv6 }
+}
+
+impl<'a> DdnsState<'a> {
+    /// Starts keeping `config.name`'s records on the addresses, in `memory` and one socket
+    /// added to `sockets`.
+    pub fn new(
         config: DdnsConfig<'a>,
         memory: &'a mut DdnsMemory,
+        sockets: &mut SocketSet<'a>,
         now: Instant,
-    ) -> Result<(), &'static str> {
-        if self.ddns.is_some() {
-            return Err("dynamic DNS is already running");
-        }
-        if self.sockets_free() < 1 {
-            return Err("no socket slot left for dynamic DNS");
-        }
+    ) -> Self {
         let DdnsMemory {
             rx_meta,
             tx_meta,
@@ -282,7 +302,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         );
         // Cannot fail: the port is not zero and the socket is new.
         let _ = socket.bind(LOCAL_PORT);
-        let socket = self.sockets.add(socket);
+        let socket = sockets.add(socket);
         let mut id = [0u8; 2];
         let _ = RANDOM.fill_bytes(&mut id);
         let (address, port) = config.server;
@@ -293,7 +313,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             config.zone,
             config.key.name
         );
-        self.ddns = Some(DdnsState {
+        DdnsState {
             config,
             socket,
             server: IpEndpoint::new(IpAddress::from(address), port),
@@ -314,33 +334,27 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 last_failure: None,
             },
             logged_clock_wait: false,
-        });
-        Ok(())
+        }
     }
 
-    /// Dynamic DNS's state, once started.
-    pub fn ddns_status(&self) -> Option<DdnsStatus> {
-        self.ddns.as_ref().map(|state| DdnsStatus {
-            published: state.published,
-            ..state.status
-        })
+    /// Dynamic DNS's state.
+    pub fn status(&self) -> DdnsStatus {
+        DdnsStatus {
+            published: self.published,
+            ..self.status
+        }
     }
 
     /// Queues the TXT record `_acme-challenge.NAME` = `value` (a DNS-01 answer; `name`
     /// without a wildcard's `*.`).
-    pub(super) fn ddns_add_txt(&mut self, name: &str, value: &str) -> Result<(), &'static str> {
-        let state = self
-            .ddns
-            .as_mut()
-            .ok_or("dns-01 needs dynamic DNS (ddns = rfc2136) to publish its TXT records")?;
+    pub fn add_txt(&mut self, name: &str, value: &str) -> Result<(), &'static str> {
         let mut owner = heapless::String::new();
         owner
             .push_str("_acme-challenge.")
             .and_then(|()| owner.push_str(name))
             .map_err(|_| "the name is too long")?;
         let value = heapless::String::try_from(value).map_err(|_| "the TXT value is too long")?;
-        state
-            .txt
+        self.txt
             .push(TxtRecord {
                 owner,
                 value,
@@ -349,11 +363,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             .map_err(|_| "too many TXT records at once")
     }
 
-    /// How the TXT records asked for stand (`None` without dynamic DNS).
-    pub(super) fn ddns_txt_progress(&self) -> Option<TxtProgress> {
-        let state = self.ddns.as_ref()?;
-        let states = state.txt.iter().map(|record| record.state);
-        Some(if states.clone().any(|s| s == TxtState::Failed) {
+    /// How the TXT records asked for stand.
+    pub fn txt_progress(&self) -> TxtProgress {
+        let states = self.txt.iter().map(|record| record.state);
+        if states.clone().any(|s| s == TxtState::Failed) {
             TxtProgress::Failed
         } else if states
             .clone()
@@ -362,71 +375,39 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             TxtProgress::Waiting
         } else {
             TxtProgress::Published
-        })
+        }
     }
 
     /// Deletes every TXT record added (the order is over).
-    pub(super) fn ddns_remove_txt(&mut self) {
-        if let Some(state) = &mut self.ddns {
-            // Never sent: nothing to delete.
-            state.txt.retain(|record| record.state != TxtState::ToAdd);
-            for record in state.txt.iter_mut() {
-                if matches!(record.state, TxtState::Added | TxtState::Failed) {
-                    record.state = TxtState::ToRemove;
-                }
+    pub fn remove_txt(&mut self) {
+        // Never sent: nothing to delete.
+        self.txt.retain(|record| record.state != TxtState::ToAdd);
+        for record in self.txt.iter_mut() {
+            if matches!(record.state, TxtState::Added | TxtState::Failed) {
+                record.state = TxtState::ToRemove;
             }
         }
     }
 
-    /// The addresses to publish now: A as `ipv4` says, AAAA the global IPv6 address when
-    /// `ipv6` (dyndns2 publishes the same, [`super::reach`]).
-    pub(super) fn wanted_addresses(&self, ipv4: Ipv4Source, ipv6: bool) -> Published {
-        let ipv4 = match ipv4 {
-            Ipv4Source::Public => self.public.publishable(),
-            Ipv4Source::Interface => self.iface.ipv4_addr().map(|a| a.octets()),
-            Ipv4Source::Off => None,
-        };
-        let ipv6 = if ipv6 {
-            self.ipv6_addresses()
-                .iter()
-                .filter(|entry| {
-                    entry.state == AddressState::Preferred
-                        && entry.origin != AddressOrigin::LinkLocal
-                        && is_global6(&entry.address)
-                })
-                // A static address first: the owner chose it.
-                .min_by_key(|entry| entry.origin != AddressOrigin::Static)
-                .map(|entry| entry.address)
-        } else {
-            None
-        };
-        Published { ipv4, ipv6 }
-    }
-
     /// Moves dynamic DNS on (called with the other sockets' work).
-    pub(super) fn poll_ddns(&mut self, now: Instant) {
-        let Some(mut state) = self.ddns.take() else {
-            return;
-        };
-        let wanted = self.wanted_addresses(state.config.ipv4, state.config.ipv6);
-        let has_source = self.iface.ip_addrs().iter().any(|cidr| {
+    pub fn poll(&mut self, net: &mut Net<'_, '_>, now: Instant) {
+        let wanted = wanted_addresses(net, self.config.ipv4, self.config.ipv6);
+        let has_source = net.iface.ip_addrs().iter().any(|cidr| {
             matches!(
-                (cidr, state.server.addr),
+                (cidr, self.server.addr),
                 (IpCidr::Ipv4(_), IpAddress::Ipv4(_)) | (IpCidr::Ipv6(_), IpAddress::Ipv6(_))
             )
         });
-        let socket = self.sockets.get_mut::<udp::Socket>(state.socket);
-        state.poll(wanted, has_source, socket, now);
-        self.ddns = Some(state);
+        let socket = net.sockets.get_mut::<udp::Socket>(self.socket);
+        self.step(wanted, has_source, socket, now);
     }
 
     /// When dynamic DNS next needs a poll.
-    pub(super) fn ddns_deadline(&self, now: Instant) -> Option<Instant> {
-        let state = self.ddns.as_ref()?;
-        if let Some(flight) = &state.in_flight {
+    pub fn deadline(&self, now: Instant) -> Option<Instant> {
+        if let Some(flight) = &self.in_flight {
             return Some(flight.sent_at.add_micros(RESEND_MICROS).max(now));
         }
-        if state
+        if self
             .txt
             .iter()
             .any(|record| matches!(record.state, TxtState::ToAdd | TxtState::ToRemove))
@@ -435,11 +416,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         }
         // Address changes come with polls of their own (DHCP, SLAAC, the router's report):
         // only the end of the settle time or of a back-off needs a wake-up.
-        if !state.needs_update(&state.wanted) {
+        if !self.needs_update(&self.wanted) {
             return None;
         }
-        let mut at = state.wanted_since.add_micros(SETTLE_MICROS);
-        if let Some(retry) = state.retry_at {
+        let mut at = self.wanted_since.add_micros(SETTLE_MICROS);
+        if let Some(retry) = self.retry_at {
             at = at.max(retry);
         }
         // Due, yet the poll just run did not send: it waits for the clock or an address.
@@ -453,7 +434,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
 
 impl DdnsState<'_> {
     /// Updates the server confirmed since boot.
-    pub(super) fn updates(&self) -> u32 {
+    pub fn updates(&self) -> u32 {
         self.status.updates
     }
 
@@ -463,7 +444,7 @@ impl DdnsState<'_> {
             || (wanted.ipv6.is_some() && wanted.ipv6 != self.published.ipv6)
     }
 
-    fn poll(
+    fn step(
         &mut self,
         wanted: Published,
         has_source: bool,
@@ -761,7 +742,7 @@ impl DdnsState<'_> {
 }
 
 /// The addresses for a log line: `A 203.0.113.7, AAAA 2001:db8::1`.
-pub(super) struct Shown<'p>(pub(super) &'p Published);
+pub(crate) struct Shown<'p>(pub(crate) &'p Published);
 
 impl core::fmt::Display for Shown<'_> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {

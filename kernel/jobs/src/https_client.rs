@@ -11,13 +11,13 @@
 //! time limit; the heartbeat and dynamic DNS use that. Nothing waits: each step returns
 //! `None` until there is an outcome.
 
-use super::Appliance;
+use crate::net::Net;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use bramble_acme::http::{HttpsUrl, Response, ResponseError, ResponseReader};
-use bramble_hal::{EthernetDevice, Instant};
+use bramble_hal::Instant;
 use bramble_tls::client::{ClientConfig, ClientError, TlsClient};
 use core::str::FromStr;
 use smoltcp::iface::{Context, SocketHandle};
@@ -208,14 +208,12 @@ impl HttpsFetch {
     pub fn host(&self) -> &str {
         &self.host
     }
-}
 
-impl<D: EthernetDevice> Appliance<'_, D> {
     /// Starts a fetch of `url` sending `request` (written for it, `Connection: close`),
     /// checked against `client`'s roots; it fails when it has no outcome within
     /// `timeout_micros` of `now`. Needs an IPv4 address (the caller checks).
-    pub(super) fn start_fetch(
-        &mut self,
+    pub fn start(
+        net: &mut Net<'_, '_>,
         sockets: FetchSockets<'_>,
         client: Arc<ClientConfig>,
         url: &HttpsUrl<'_>,
@@ -233,24 +231,16 @@ impl<D: EthernetDevice> Appliance<'_, D> {
             timeout_micros,
         };
         if let Ok(address) = Ipv4Address::from_str(url.host) {
-            self.connect_fetch(&mut fetch, sockets, IpAddress::Ipv4(address))?;
+            fetch.connect(net, sockets, IpAddress::Ipv4(address))?;
             return Ok(fetch);
         }
-        let advertised = self
-            .ipv6
-            .iter()
-            .flat_map(|state| state.config.dns_servers());
-        let servers = super::clock::name_servers(
-            sockets.dns_servers,
-            &self.address.dhcp_dns_servers,
-            advertised,
-        );
+        let servers = net.name_servers(sockets.dns_servers);
         if servers.is_empty() {
             return Err(FetchError::NoNameServer);
         }
-        let socket = self.sockets.get_mut::<dns::Socket>(sockets.dns);
+        let socket = net.sockets.get_mut::<dns::Socket>(sockets.dns);
         socket.update_servers(&servers);
-        match socket.start_query(self.iface.context(), url.host, DnsQueryType::A) {
+        match socket.start_query(net.iface.context(), url.host, DnsQueryType::A) {
             Ok(query) => fetch.stage = Some(FetchStage::Resolving(query)),
             Err(_) => {
                 socket.update_servers(&[]);
@@ -260,40 +250,40 @@ impl<D: EthernetDevice> Appliance<'_, D> {
         Ok(fetch)
     }
 
-    fn connect_fetch(
+    fn connect(
         &mut self,
-        fetch: &mut HttpsFetch,
+        net: &mut Net<'_, '_>,
         sockets: FetchSockets<'_>,
         address: IpAddress,
     ) -> Result<(), FetchError> {
-        let exchange = HttpsExchange::new(fetch.client.clone(), &fetch.host, &fetch.request, false)
+        let exchange = HttpsExchange::new(self.client.clone(), &self.host, &self.request, false)
             .map_err(|_| FetchError::Setup)?;
-        let socket = self.sockets.get_mut::<tcp::Socket>(sockets.tcp);
+        let socket = net.sockets.get_mut::<tcp::Socket>(sockets.tcp);
         open_connection(
             socket,
-            self.iface.context(),
-            IpEndpoint::new(address, fetch.port),
+            net.iface.context(),
+            IpEndpoint::new(address, self.port),
             sockets.local_port,
         )
         .map_err(|_| FetchError::CannotConnect)?;
-        fetch.stage = Some(FetchStage::Exchanging(exchange));
+        self.stage = Some(FetchStage::Exchanging(exchange));
         Ok(())
     }
 
-    /// Moves `fetch` on; `Some` once it has the response, or failed. After `Some`, the
-    /// caller ends it with [`Appliance::end_fetch`].
-    pub(super) fn poll_fetch(
+    /// Moves the fetch on; `Some` once it has the response, or failed. After `Some`, the
+    /// caller ends it with [`HttpsFetch::end`].
+    pub fn poll(
         &mut self,
-        fetch: &mut HttpsFetch,
+        net: &mut Net<'_, '_>,
         sockets: FetchSockets<'_>,
         now: Instant,
     ) -> Option<Result<Response, FetchError>> {
-        if now.micros_since(fetch.started) > fetch.timeout_micros {
+        if now.micros_since(self.started) > self.timeout_micros {
             return Some(Err(FetchError::Timeout));
         }
-        match fetch.stage.as_mut()? {
+        match self.stage.as_mut()? {
             FetchStage::Resolving(query) => {
-                let socket = self.sockets.get_mut::<dns::Socket>(sockets.dns);
+                let socket = net.sockets.get_mut::<dns::Socket>(sockets.dns);
                 let answer = match socket.get_query_result(*query) {
                     Err(GetQueryResultError::Pending) => return None,
                     Err(GetQueryResultError::Failed) => Err(FetchError::LookupFailed),
@@ -302,28 +292,28 @@ impl<D: EthernetDevice> Appliance<'_, D> {
                 // Idle, the socket lists no server: smoltcp hands each DNS answer to the
                 // first socket listing its source, which must be the one that asked.
                 socket.update_servers(&[]);
-                fetch.stage = None;
-                match answer.and_then(|address| self.connect_fetch(fetch, sockets, address)) {
+                self.stage = None;
+                match answer.and_then(|address| self.connect(net, sockets, address)) {
                     Ok(()) => None,
                     Err(error) => Some(Err(error)),
                 }
             }
             FetchStage::Exchanging(exchange) => {
-                let socket = self.sockets.get_mut::<tcp::Socket>(sockets.tcp);
+                let socket = net.sockets.get_mut::<tcp::Socket>(sockets.tcp);
                 let outcome = exchange.pump(socket)?;
                 if let Err(ExchangeError::Tls(error)) = &outcome {
-                    log::warn!("https: TLS with {}: {error}", fetch.host);
+                    log::warn!("https: TLS with {}: {error}", self.host);
                 }
                 Some(outcome.map_err(FetchError::Exchange))
             }
         }
     }
 
-    /// Ends `fetch` (done or abandoned): closes the connection, cancels a lookup under way.
-    pub(super) fn end_fetch(&mut self, fetch: HttpsFetch, sockets: FetchSockets<'_>) {
-        self.sockets.get_mut::<tcp::Socket>(sockets.tcp).abort();
-        let dns = self.sockets.get_mut::<dns::Socket>(sockets.dns);
-        if let Some(FetchStage::Resolving(query)) = fetch.stage {
+    /// Ends the fetch (done or abandoned): closes the connection, cancels a lookup under way.
+    pub fn end(self, net: &mut Net<'_, '_>, sockets: FetchSockets<'_>) {
+        net.sockets.get_mut::<tcp::Socket>(sockets.tcp).abort();
+        let dns = net.sockets.get_mut::<dns::Socket>(sockets.dns);
+        if let Some(FetchStage::Resolving(query)) = self.stage {
             dns.cancel_query(query);
         }
         dns.update_servers(&[]);
@@ -334,9 +324,12 @@ impl<D: EthernetDevice> Appliance<'_, D> {
 /// TCP socket's receive and transmit buffers and `DNS` query slots. Each client names its
 /// sizes with a type alias; the fields are the client's to split when it makes its sockets.
 pub struct ClientMemory<const RX: usize, const TX: usize, const DNS: usize> {
-    pub(super) tcp_rx: [u8; RX],
-    pub(super) tcp_tx: [u8; TX],
-    pub(super) dns_queries: [Option<smoltcp::socket::dns::DnsQuery>; DNS],
+    /// The TCP socket's receive buffer.
+    pub tcp_rx: [u8; RX],
+    /// The TCP socket's transmit buffer.
+    pub tcp_tx: [u8; TX],
+    /// The DNS socket's query slots.
+    pub dns_queries: [Option<smoltcp::socket::dns::DnsQuery>; DNS],
 }
 
 impl<const RX: usize, const TX: usize, const DNS: usize> ClientMemory<RX, TX, DNS> {

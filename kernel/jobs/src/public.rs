@@ -1,8 +1,8 @@
 //! The home's public IPv4 address, one shared value: the router's port mapping
 //! (NAT-PMP, PCP or UPnP IGD's external address) writes it, and whatever
-//! publishes the address (dynamic DNS) reads it with [`Appliance::public_address`] and acts
+//! publishes the address (dynamic DNS) reads it (the appliance's `public_address`) and acts
 //! when [`PublicAddress::changes`] moves. Another source (an HTTPS echo service) may set it
-//! too, through [`Appliance::set_public_ipv4`].
+//! too, through [`crate::Net::set_public_ipv4`].
 //!
 //! An address in a private range (RFC 1918), the shared address space of carrier-grade NAT
 //! (100.64.0.0/10, RFC 6598) or another special range is kept and shown, but
@@ -10,8 +10,7 @@
 //! the router sits behind another NAT (double NAT, or the provider's CGNAT). Publishing it
 //! in DNS would only point visitors at nothing.
 
-use super::Appliance;
-use bramble_hal::{EthernetDevice, Instant};
+use bramble_hal::Instant;
 pub use bramble_proto::address_kind::AddressKind;
 
 /// Who said what the public address is.
@@ -75,39 +74,6 @@ impl PublicAddress {
         self.ipv4 = address;
         self.changes = self.changes.wrapping_add(1).max(1);
         true
-    }
-}
-
-impl<D: EthernetDevice> Appliance<'_, D> {
-    /// The public IPv4 address as last learned (from the router, or set by
-    /// [`Appliance::set_public_ipv4`]).
-    pub fn public_address(&self) -> PublicAddress {
-        self.public
-    }
-
-    /// Records the public IPv4 address learned by `source` (another than the router's port
-    /// mapping, which records its own); returns whether it changed. Logs a change, with the
-    /// plain NAT warning when the address is not a global one.
-    pub fn set_public_ipv4(
-        &mut self,
-        address: Option<[u8; 4]>,
-        source: PublicSource,
-        now: Instant,
-    ) -> bool {
-        let changed = self.public.set(address, source, now);
-        if changed {
-            match address {
-                Some(octets) => {
-                    let shown = core::net::Ipv4Addr::from(octets);
-                    log::info!("public: address {shown} (from {})", source.name());
-                    if let Some(warning) = AddressKind::of(octets).warning() {
-                        log::warn!("public: {shown}: {warning}");
-                    }
-                }
-                None => log::warn!("public: address unknown ({} lost it)", source.name()),
-            }
-        }
-        changed
     }
 }
 

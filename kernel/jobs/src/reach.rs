@@ -3,19 +3,19 @@
 //! dyndns2`, `desec`, `duckdns`; the request and the answers are [`bramble_proto::dyndns`]'s), and an
 //! outside checker's verdict on the page (`reach_check_url`). One TCP socket and one DNS
 //! socket, one request at a time, through the appliance's HTTPS client
-//! ([`super::https_client`]); each request waits for an address and the clock (the servers'
+//! ([`crate::https_client`]); each request waits for an address and the clock (the servers'
 //! certificates are checked against it).
 //!
 //! The echo is asked when the agent starts and every `public_ip_every` minutes (a failure is
 //! asked again after [`ECHO_RETRY_MICROS`] until the first answer); a public address it
-//! gives goes to the shared [`super::public::PublicAddress`], which RFC 2136 dynamic DNS reads
+//! gives goes to the shared [`crate::public::PublicAddress`], which RFC 2136 dynamic DNS reads
 //! too. The router's port mapping writes there as well; the echo, which sees the address from
 //! outside, is believed over a router behind another NAT.
 //!
-//! dyndns2 sends only on a change, as RFC 2136 dynamic DNS does ([`super::ddns`]): the
+//! dyndns2 sends only on a change, as RFC 2136 dynamic DNS does ([`crate::ddns`]): the
 //! addresses wanted (A from the public address, or the interface's; AAAA from the global
 //! IPv6 address) are compared with those the provider confirmed, and a difference goes out
-//! after [`super::ddns::SETTLE_MICROS`] of quiet; after a restart the first update is sent
+//! after [`crate::ddns::SETTLE_MICROS`] of quiet; after a restart the first update is sent
 //! once. The provider's answer is obeyed ([`bramble_proto::dyndns::Answer::verdict`]): `good` and
 //! `nochg` confirm; `badauth`, `nohost`, `abuse` and the other account faults stop every
 //! further update until the settings change (BRAMBLE.TXT is read at boot: a restart);
@@ -31,20 +31,20 @@
 //! The dyndns2 password goes into the Authorization header (DuckDNS: the query) and nowhere
 //! else: the log names the host and the addresses, never the request target.
 
-use super::Appliance;
-use super::ddns::{Ipv4Source, Published, SETTLE_MICROS};
-use super::https_client::{FetchError, FetchSockets, HttpsFetch};
-use super::public::PublicSource;
+use crate::ddns::{Ipv4Source, Published, SETTLE_MICROS};
+use crate::host::Host;
+use crate::https_client::{FetchError, FetchSockets, HttpsFetch};
+use crate::public::PublicSource;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use bramble_acme::http::{HttpsUrl, Method, parse_https_url, write_request};
-use bramble_hal::{EthernetDevice, Instant};
+use bramble_hal::Instant;
 use bramble_proto::dyndns::{Answer, Dialect, Verdict, answer_of, parse_echo, update_target};
 use bramble_tls::client::ClientConfig;
 use bramble_tls::clock::CLOCK;
-use smoltcp::iface::SocketHandle;
+use smoltcp::iface::{SocketHandle, SocketSet};
 use smoltcp::socket::{dns, tcp};
 
 /// Longest one request may take, lookup, connection and TLS handshake included.
@@ -72,7 +72,7 @@ const LOCAL_PORTS: u16 = 100;
 const USER_AGENT: &str = "Bramble/0.1 dyndns2";
 
 /// Memory for the agent: its TCP buffers and one DNS query slot.
-pub type ReachMemory = super::https_client::ClientMemory<TCP_RX_LEN, TCP_TX_LEN, 1>;
+pub type ReachMemory = crate::https_client::ClientMemory<TCP_RX_LEN, TCP_TX_LEN, 1>;
 
 /// The dyndns2 update the owner set.
 #[derive(Clone, Copy, Debug)]
@@ -205,7 +205,8 @@ enum Job {
     Check,
 }
 
-pub(super) struct ReachState<'a> {
+/// The agent: the request under way and what each of its three jobs waits for.
+pub struct ReachState<'a> {
     config: ReachConfig<'a>,
     client: Arc<ClientConfig>,
     tcp: SocketHandle,
@@ -256,21 +257,15 @@ pub fn update_request(url: &HttpsUrl<'_>, target: &str, basic: Option<(&str, &st
     head.into_bytes()
 }
 
-impl<'a, D: EthernetDevice> Appliance<'a, D> {
-    /// Starts the agent in `memory` and two kept-back socket slots (TCP and DNS). Can be
-    /// called once.
-    pub fn start_reach(
-        &mut self,
+impl<'a> ReachState<'a> {
+    /// Starts the agent in `memory` and two sockets added to `sockets` (TCP and DNS; the
+    /// caller checks there is room).
+    pub fn new(
         config: ReachConfig<'a>,
         memory: &'a mut ReachMemory,
+        sockets: &mut SocketSet<'a>,
         now: Instant,
-    ) -> Result<(), &'static str> {
-        if self.reach.is_some() {
-            return Err("already running");
-        }
-        if self.sockets_free() < 2 {
-            return Err("no socket slots left");
-        }
+    ) -> Result<Self, &'static str> {
         for url in [
             config.echo_url,
             config.check_url,
@@ -290,13 +285,11 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             tcp_tx,
             dns_queries,
         } = memory;
-        let tcp = self.sockets.add(tcp::Socket::new(
+        let tcp = sockets.add(tcp::Socket::new(
             tcp::SocketBuffer::new(&mut tcp_rx[..]),
             tcp::SocketBuffer::new(&mut tcp_tx[..]),
         ));
-        let dns = self
-            .sockets
-            .add(dns::Socket::new(&[], &mut dns_queries[..]));
+        let dns = sockets.add(dns::Socket::new(&[], &mut dns_queries[..]));
         if let Some(url) = config.echo_url {
             log::info!(
                 "public: asking {} for the public address every {} min",
@@ -312,7 +305,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 update.dialect
             );
         }
-        self.reach = Some(ReachState {
+        Ok(ReachState {
             config,
             client,
             tcp,
@@ -344,67 +337,49 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                 check: CheckState::Unchecked,
             },
             logged_clock_wait: false,
-        });
-        Ok(())
+        })
     }
 
-    /// The agent's state, once started.
-    pub fn reach_status(&self, now: Instant) -> Option<ReachStatus> {
-        let state = self.reach.as_ref()?;
-        let update = state.config.update.map(|_| state.update_state(now));
-        Some(ReachStatus {
+    /// The agent's state.
+    pub fn status(&self, now: Instant) -> ReachStatus {
+        let update = self.config.update.map(|_| self.update_state(now));
+        ReachStatus {
             update,
-            ..state.status
-        })
-    }
-
-    /// The public address, dyndns2 and the check in short, for the status page.
-    pub(super) fn reach_summary(&self, now: Instant) -> Option<bramble_http::status::ReachSummary> {
-        let status = self.reach_status(now)?;
-        Some(bramble_http::status::ReachSummary {
-            public: self.public.ipv4,
-            source: self.public.source.map_or("", |source| source.name()),
-            dyndns: status.update.map_or("", UpdateState::short),
-            updates: status.updates,
-            check: status.check.word(),
-        })
+            ..self.status
+        }
     }
 
     /// Moves the request under way on, or starts the next one due.
-    pub(super) fn poll_reach(&mut self, now: Instant) {
-        let Some(mut state) = self.reach.take() else {
-            return;
-        };
-        if let Some(update) = &state.config.update {
-            let wanted = self.wanted_addresses(update.ipv4, update.ipv6);
-            state.observe(wanted, now);
+    pub fn poll<H: Host<'a>>(&mut self, host: &mut H, now: Instant) {
+        if let Some(update) = &self.config.update {
+            let wanted = crate::ddns::wanted_addresses(&host.net(), update.ipv4, update.ipv6);
+            self.observe(wanted, now);
         }
-        if let Some(updates) = self.ddns.as_ref().map(|ddns| ddns.updates())
-            && updates != state.ddns_updates_seen
+        if let Some(updates) = host.ddns().map(|ddns| ddns.updates())
+            && updates != self.ddns_updates_seen
         {
-            state.ddns_updates_seen = updates;
-            if state.config.check_url.is_some() {
-                state.check_at = Some(now);
+            self.ddns_updates_seen = updates;
+            if self.config.check_url.is_some() {
+                self.check_at = Some(now);
             }
         }
-        let sockets = state.sockets();
-        if let Some((job, fetch)) = &mut state.fetch {
-            if let Some(outcome) = self.poll_fetch(fetch, sockets, now) {
+        let sockets = self.sockets();
+        if let Some((job, fetch)) = &mut self.fetch {
+            if let Some(outcome) = fetch.poll(&mut host.net(), sockets, now) {
                 let job = *job;
-                if let Some((_, fetch)) = state.fetch.take() {
-                    self.end_fetch(fetch, sockets);
+                if let Some((_, fetch)) = self.fetch.take() {
+                    fetch.end(&mut host.net(), sockets);
                 }
-                state.finish(self, job, outcome, now);
+                self.finish(host, job, outcome, now);
             }
         } else {
-            state.start_next(self, now);
+            self.start_next(host, now);
         }
-        self.reach = Some(state);
     }
 
     /// When the agent next needs a poll.
-    pub(super) fn reach_deadline(&self, now: Instant) -> Option<Instant> {
-        let state = self.reach.as_ref()?;
+    pub fn deadline(&self, now: Instant) -> Option<Instant> {
+        let state = self;
         if state.fetch.is_some() {
             return Some(now.add_micros(REQUEST_RECHECK_MICROS));
         }
@@ -419,9 +394,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             due
         })
     }
-}
 
-impl<'a> ReachState<'a> {
     fn sockets(&self) -> FetchSockets<'a> {
         FetchSockets {
             tcp: self.tcp,
@@ -483,7 +456,7 @@ impl<'a> ReachState<'a> {
     }
 
     /// Starts the request due first: the echo, then the update, then the check.
-    fn start_next<D: EthernetDevice>(&mut self, appliance: &mut Appliance<'a, D>, now: Instant) {
+    fn start_next<H: Host<'a>>(&mut self, host: &mut H, now: Instant) {
         let echo = self
             .echo_due(now)
             .filter(|at| *at <= now)
@@ -503,7 +476,7 @@ impl<'a> ReachState<'a> {
             }
             return;
         }
-        if appliance.iface.ipv4_addr().is_none() {
+        if host.net().iface.ipv4_addr().is_none() {
             return;
         }
         let (url, request) = match job {
@@ -546,13 +519,14 @@ impl<'a> ReachState<'a> {
                     "dyndns: updating {} at {}: {}",
                     update.name,
                     url.host,
-                    super::ddns::Shown(&wanted)
+                    crate::ddns::Shown(&wanted)
                 );
                 (url, update_request(&url, &target, basic))
             }
         };
         self.local_port = FIRST_LOCAL_PORT + (self.local_port + 1 - FIRST_LOCAL_PORT) % LOCAL_PORTS;
-        match appliance.start_fetch(
+        match HttpsFetch::start(
+            &mut host.net(),
             self.sockets(),
             self.client.clone(),
             &url,
@@ -561,28 +535,28 @@ impl<'a> ReachState<'a> {
             now,
         ) {
             Ok(fetch) => self.fetch = Some((job, fetch)),
-            Err(error) => self.finish(appliance, job, Err(error), now),
+            Err(error) => self.finish(host, job, Err(error), now),
         }
     }
 
     /// Takes a request's outcome.
-    fn finish<D: EthernetDevice>(
+    fn finish<H: Host<'a>>(
         &mut self,
-        appliance: &mut Appliance<'a, D>,
+        host: &mut H,
         job: Job,
         outcome: Result<bramble_acme::http::Response, FetchError>,
         now: Instant,
     ) {
         match job {
-            Job::Echo => self.finish_echo(appliance, outcome, now),
+            Job::Echo => self.finish_echo(host, outcome, now),
             Job::Update(wanted) => self.finish_update(wanted, outcome, now),
             Job::Check => self.finish_check(outcome, now),
         }
     }
 
-    fn finish_echo<D: EthernetDevice>(
+    fn finish_echo<H: Host<'a>>(
         &mut self,
-        appliance: &mut Appliance<'a, D>,
+        host: &mut H,
         outcome: Result<bramble_acme::http::Response, FetchError>,
         now: Instant,
     ) {
@@ -595,7 +569,8 @@ impl<'a> ReachState<'a> {
             (Some(address), _) => {
                 self.echo_answered = true;
                 self.status.echoes_answered = self.status.echoes_answered.saturating_add(1);
-                appliance.set_public_ipv4(Some(address), PublicSource::Echo, now);
+                host.net()
+                    .set_public_ipv4(Some(address), PublicSource::Echo, now);
             }
             (None, Ok(response)) => log::warn!(
                 "public: the echo answered {} without a public IPv4 address",
@@ -650,7 +625,7 @@ impl<'a> ReachState<'a> {
                     } else {
                         "updated"
                     },
-                    super::ddns::Shown(&wanted)
+                    crate::ddns::Shown(&wanted)
                 );
                 if self.config.check_url.is_some() {
                     self.check_at = Some(now);

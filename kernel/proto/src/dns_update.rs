@@ -1,5 +1,5 @@
 //! DNS UPDATE (RFC 2136) messages signed with TSIG HMAC-SHA256 (RFC 8945), and the checked
-//! reading of the server's answer: what the dynamic DNS sender (`bramble_net::appliance::ddns`)
+//! reading of the server's answer: what the dynamic DNS sender (`bramble_jobs::ddns`)
 //! and ACME's DNS-01 answers put on the wire. Pure code over byte slices: no socket, no
 //! allocation (the kernel may run it without a heap).
 //!

@@ -117,25 +117,8 @@ fn name_list<'l>(configured: &'l [&'l str], dhcp: &'l [[u8; 4]]) -> NameList<'l>
     }
 }
 
-/// The name servers: the DHCP server's (`dhcp`), else the static ones, then the IPv6
-/// routers' (for the clock's and ACME's lookups).
-pub(super) fn name_servers(
-    static_servers: &[[u8; 4]],
-    dhcp: &[[u8; 4]],
-    router_advertised: impl Iterator<Item = [u8; 16]>,
-) -> heapless::Vec<IpAddress, MAX_TIME_SERVERS> {
-    let list = if dhcp.is_empty() {
-        static_servers
-    } else {
-        dhcp
-    };
-    // The IPv6 routers' name servers (RFC 8106) after the IPv4 ones, as room allows.
-    list.iter()
-        .map(|octets| IpAddress::Ipv4(Ipv4Address::from_octets(*octets)))
-        .chain(router_advertised.map(|octets| IpAddress::Ipv6(octets.into())))
-        .take(MAX_TIME_SERVERS)
-        .collect()
-}
+/// The name servers for a lookup (one list for the clock's, syslog's and the jobs' lookups).
+pub(super) use bramble_jobs::name_servers;
 
 enum NameList<'l> {
     Configured(&'l [&'l str]),

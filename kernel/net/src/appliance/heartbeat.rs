@@ -18,6 +18,7 @@ use super::https_client::{FetchError, FetchSockets, HttpsFetch};
 use alloc::sync::Arc;
 use bramble_acme::http::{Method, parse_https_url, write_request};
 use bramble_hal::{EthernetDevice, Instant};
+use bramble_jobs::Host;
 use bramble_tls::client::ClientConfig;
 use bramble_tls::clock::CLOCK;
 use smoltcp::iface::SocketHandle;
@@ -178,8 +179,8 @@ impl<'a> HeartbeatState<'a> {
     ) -> Option<Result<u16, FetchError>> {
         let sockets = self.sockets();
         if let Some(fetch) = &mut self.fetch {
-            return appliance
-                .poll_fetch(fetch, sockets, now)
+            return fetch
+                .poll(&mut appliance.net(), sockets, now)
                 .map(|outcome| outcome.map(|response| response.status));
         }
         if self.next_at.is_some_and(|at| now < at) {
@@ -198,7 +199,8 @@ impl<'a> HeartbeatState<'a> {
         let url = parse_https_url(self.config.url)?;
         self.status.sent += 1;
         let request = write_request(Method::Get, &url, &[]);
-        match appliance.start_fetch(
+        match HttpsFetch::start(
+            &mut appliance.net(),
             self.sockets(),
             self.client.clone(),
             &url,
@@ -222,7 +224,7 @@ impl<'a> HeartbeatState<'a> {
         now: Instant,
     ) {
         if let Some(fetch) = self.fetch.take() {
-            appliance.end_fetch(fetch, self.sockets());
+            fetch.end(&mut appliance.net(), self.sockets());
         }
         let every = u64::from(self.config.every_minutes).saturating_mul(60);
         self.next_at = Some(now.add_micros(every.saturating_mul(1_000_000)));

@@ -13,30 +13,30 @@
 //! [`Appliance::poll`] and its wake-up time); `config` what the caller tells it, `memory` the
 //! memory it lends, `address` DHCP and the link-local fallback, `address6` IPv6
 //! configuration ([`bramble_proto::slaac`]) over its raw ICMPv6 socket, `mdns_socket` the
-//! responder's UDP socket, and `tests` the host tests. The HTTP and HTTPS connections are
+//! responder's UDP socket, `jobs` the appliance's side of the outbound jobs of
+//! `bramble-jobs` (ACME, dynamic DNS, the echo and outside check: the crate's `Host`, and
+//! `start_acme` and the rest), and `tests` the host tests. The HTTP and HTTPS connections are
 //! the stream pools' ([`bramble_stream`]): frames for their ports go to them, not to smoltcp.
 //! Both pools serve one [`Server`] (the site, its configuration and counters), which the
 //! appliance keeps in a `RefCell` lent to both services.
 
-pub mod acme;
 mod address;
 mod address6;
 pub mod clock;
 mod config;
-pub mod ddns;
 pub mod heartbeat;
-pub mod https_client;
+mod jobs;
 mod mdns_socket;
 mod memory;
-pub mod public;
 pub mod pull;
-pub mod reach;
 pub mod router;
 pub mod syslog;
 #[cfg(test)]
 mod tests;
 
 pub use address::LINK_LOCAL_AFTER_MICROS;
+/// The outbound jobs (`bramble-jobs`), under the paths they had when they lived here.
+pub use bramble_jobs::{acme, ddns, https_client, public, reach};
 pub use clock::{ClockConfig, ClockStatus};
 pub use config::{AddressConfig, Ipv6Config, NetworkConfig};
 pub use memory::{
@@ -180,6 +180,8 @@ pub struct Appliance<'a, D: EthernetDevice> {
     clock: Option<clock::ClockState<'a>>,
     /// The ACME agent, once [`Appliance::start_acme`] has run.
     acme: Option<acme::AcmeAgent<'a>>,
+    /// What HTTPS starts in once ACME has a certificate (unless HTTPS already runs).
+    acme_https_memory: Option<&'a mut HttpsMemory<'a>>,
     /// The syslog sender, once [`Appliance::start_syslog`] has run.
     syslog: Option<syslog::SyslogState<'a>>,
     /// The heartbeat, once [`Appliance::start_heartbeat`] has run.
@@ -354,6 +356,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             uncapped: heapless::Vec::new(),
             clock: None,
             acme: None,
+            acme_https_memory: None,
             syslog: None,
             heartbeat: None,
             pull: None,
@@ -564,7 +567,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     }
 
     /// Serves `config` (a renewed certificate, with `key`) to HTTPS connections from now on.
-    fn replace_https_config(
+    pub(super) fn replace_https_config(
         &mut self,
         config: Arc<bramble_tls::ServerConfig>,
         key: bramble_tls::hello::CertificateKey,
