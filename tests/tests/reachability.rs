@@ -35,9 +35,12 @@
 //!    visitor fetches the page by name within a bounded time;
 //! 8. the router restarting: the name still answers but the visitor is refused; within one
 //!    renewal interval it gets the page again, with no further update (same address);
-//! 9. the provider renumbering the router (its WAN address 11.0.0.9, miniupnpd restarted on
-//!    it): the next mapping reports the new address, the A record follows in exactly one
-//!    update, and the visitor fetches the page by name at the new address.
+//! 9. the router restarting with its announcement lost (nftables drops its datagrams to
+//!    224.0.0.1:5350): the renewal, at most one renewal interval after the last mapping,
+//!    makes the mappings again, and the visitor gets the page by name;
+//! 10. the provider renumbering the router (its WAN address 11.0.0.9, miniupnpd restarted on
+//!     it): the next mapping reports the new address, the A record follows in exactly one
+//!     update, and the visitor fetches the page by name at the new address.
 
 mod netns;
 
@@ -509,6 +512,42 @@ fn said_since(guest: &mut bramble_tests::Guest, from: usize, needle: &str) -> St
     guest.expect_line(needle, Duration::from_secs(5))
 }
 
+/// Drops the router's own datagrams to 224.0.0.1:5350 (`quiet`), as a restart's
+/// announcement lost on the LAN is; or lets them through again. The rule counts what it
+/// dropped.
+fn quiet_announcements(router: &Netns, quiet: bool) {
+    if quiet {
+        for args in [
+            &["add", "table", "inet", "quiet"][..],
+            &[
+                "add", "chain", "inet", "quiet", "output", "{", "type", "filter", "hook", "output",
+                "priority", "0", ";", "}",
+            ],
+            &[
+                "add",
+                "rule",
+                "inet",
+                "quiet",
+                "output",
+                "ip",
+                "daddr",
+                "224.0.0.1",
+                "udp",
+                "dport",
+                "5350",
+                "counter",
+                "drop",
+            ],
+        ] {
+            run(router.command("nft").args(args));
+        }
+    } else {
+        run(router
+            .command("nft")
+            .args(["delete", "table", "inet", "quiet"]));
+    }
+}
+
 /// The guest's uptime in a console line's time stamp (`[   12.345678 ...]`), for the
 /// figures the test prints: `12.3 s`, or `?`.
 fn guest_uptime(line: &str) -> String {
@@ -662,7 +701,57 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
         "the same address is not sent again"
     );
 
-    // 9. The provider renumbers the router (another public address, miniupnpd restarted on
+    // 9. The router restarts and its announcement is lost: the renewal, at most one renewal
+    // interval after the last mapping, finds the mappings gone and makes them again.
+    drop(miniupnpd);
+    flush_mappings(&router);
+    quiet_announcements(&router, true);
+    assert!(
+        fetch_by_name(&wan, "http", &answer[0], 3).is_none(),
+        "nothing is forwarded once the router forgot"
+    );
+    guest.drain();
+    let mark = guest.transcript.len();
+    let restarted = Instant::now();
+    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-3.log", true);
+    // The polls' own pace (kdig, two fetches, a pause) on top of the interval.
+    let slack = Duration::from_secs(5);
+    let Some((_, fetched)) = visit_by_name(&wan, WAN_ROUTER, &index, restarted + renewal + slack)
+    else {
+        guest.drain();
+        panic!(
+            "{NAME} was not fetched by name within one renewal interval of a silent restart; \
+             serial:\n{}",
+            guest.transcript.join("\n")
+        );
+    };
+    let dropped = run(router
+        .command("nft")
+        .args(["list", "chain", "inet", "quiet", "output"]));
+    assert!(
+        !dropped.contains("counter packets 0 "),
+        "the restart was announced after all:\n{dropped}"
+    );
+    guest.drain();
+    assert!(
+        !guest.transcript[mark..]
+            .iter()
+            .any(|line| line.contains("announced a restart")),
+        "the guest heard no announcement"
+    );
+    quiet_announcements(&router, false);
+    println!(
+        "after a silent restart of the router: fetched by name {:.1} s (wall) later, by the \
+         renewal",
+        (fetched - restarted).as_secs_f64()
+    );
+    assert_eq!(
+        netns::knot::updates_applied(dir.path()),
+        1,
+        "the same address is not sent again"
+    );
+
+    // 10. The provider renumbers the router (another public address, miniupnpd restarted on
     // it): the next mapping reports the new address, the A record follows in exactly one
     // update, and the visitor fetches by name at the new address.
     drop(miniupnpd);
@@ -671,7 +760,7 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
     guest.drain();
     let mark = guest.transcript.len();
     let renumbered = Instant::now();
-    let _miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-3.log", true);
+    let _miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-4.log", true);
     let Some((resolved, fetched)) = visit_by_name(
         &wan,
         WAN_RENUMBERED,
