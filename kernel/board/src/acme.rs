@@ -76,10 +76,7 @@ pub fn prepare(
         Some(email) => Some(arena.value(email.clone())?.as_str()),
         None => None,
     };
-    let dns_servers = arena.slice(settings.dns.len(), || [0u8; 4])?;
-    for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
-        *slot = server.octets();
-    }
+    let dns_servers = crate::network::client_dns_servers(settings, arena)?;
     let https = crate::tls::prepare_pool(
         arena,
         ACME_HEAP_BYTES,

@@ -479,8 +479,28 @@ fn router_ports(settings: &Settings) -> Option<heapless::Vec<PortRequest, 2>> {
 /// way (ACME's client, doing more, peaked at 18 KiB against pebble).
 const HEARTBEAT_HEAP_BYTES: usize = 48 * 1024;
 
-/// The roots the board's HTTPS clients (heartbeat, echo, dyndns2, outside check) check their
-/// servers against: `acme_ca_certificate`, else Let's Encrypt's. `None` (logged, naming
+/// The configured name servers (`dns`, for a static address; DHCP gives its own), copied
+/// into the arena for an outbound client (ACME, the heartbeat, pulling, the reach agent).
+pub fn client_dns_servers(settings: &Settings, arena: &mut Arena) -> Option<&'static [[u8; 4]]> {
+    let dns_servers = arena.slice(settings.dns.len(), || [0u8; 4])?;
+    for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
+        *slot = server.octets();
+    }
+    Some(dns_servers)
+}
+
+/// Claims `bytes` of the arena as the TLS heap of the client `what` (logged when there is
+/// no room: the client is not started).
+pub fn claim_client_heap(arena: &mut Arena, bytes: usize, what: &str) -> Option<()> {
+    if !crate::tls::claim_heap(arena, bytes) {
+        log::error!("{what}: no memory for its {bytes}-byte heap; not started");
+        return None;
+    }
+    Some(())
+}
+
+/// The roots the board's HTTPS clients (heartbeat, pulling, echo, dyndns2, outside check)
+/// check their servers against: `acme_ca_certificate`, else Let's Encrypt's. `None` (logged, naming
 /// `what`) when the named file could not be read.
 pub fn client_roots(settings: &Settings, what: &str) -> Option<&'static [u8]> {
     match &settings.acme_ca_certificate {
@@ -507,14 +527,8 @@ fn heartbeat_config(
 ) -> Option<(HeartbeatConfig<'static>, &'static mut HeartbeatMemory)> {
     let url = settings.heartbeat.as_ref()?;
     let roots_pem = client_roots(settings, "heartbeat")?;
-    if !crate::tls::claim_heap(arena, HEARTBEAT_HEAP_BYTES) {
-        log::error!("heartbeat: no memory for its {HEARTBEAT_HEAP_BYTES}-byte heap; not started");
-        return None;
-    }
-    let dns_servers = arena.slice(settings.dns.len(), || [0u8; 4])?;
-    for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
-        *slot = server.octets();
-    }
+    claim_client_heap(arena, HEARTBEAT_HEAP_BYTES, "heartbeat")?;
+    let dns_servers = client_dns_servers(settings, arena)?;
     let config = HeartbeatConfig {
         url: arena.value(url.clone())?.as_str(),
         every_minutes: u32::from(settings.heartbeat_every),
@@ -553,28 +567,9 @@ fn pull_config(
         return None;
     }
     let store = card?;
-    let roots_pem: &'static [u8] = match &settings.acme_ca_certificate {
-        None => bramble_acme::LETS_ENCRYPT_ROOTS_PEM,
-        Some(name) => match crate::storage::acme_ca_file() {
-            Some(Ok(bytes)) => bytes,
-            Some(Err(problem)) => {
-                log::error!("publish: {name}: {problem}; not started");
-                return None;
-            }
-            None => {
-                log::error!("publish: the card could not be read; not started");
-                return None;
-            }
-        },
-    };
-    if !crate::tls::claim_heap(arena, PULL_HEAP_BYTES) {
-        log::error!("publish: no memory for its {PULL_HEAP_BYTES}-byte heap; not started");
-        return None;
-    }
-    let dns_servers = arena.slice(settings.dns.len(), || [0u8; 4])?;
-    for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
-        *slot = server.octets();
-    }
+    let roots_pem = client_roots(settings, "publish")?;
+    claim_client_heap(arena, PULL_HEAP_BYTES, "publish")?;
+    let dns_servers = client_dns_servers(settings, arena)?;
     let card = arena.value(crate::storage::PublishCard(store))?;
     let config = PullConfig {
         url: arena.value(url.clone())?.as_str(),

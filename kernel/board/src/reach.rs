@@ -32,10 +32,7 @@ pub fn prepare(
         return None;
     }
     let roots_pem = crate::network::client_roots(settings, "reach")?;
-    if !crate::tls::claim_heap(arena, HEAP_BYTES) {
-        log::error!("reach: no memory for its {HEAP_BYTES}-byte heap; not started");
-        return None;
-    }
+    crate::network::claim_client_heap(arena, HEAP_BYTES, "reach")?;
     let ddns = &settings.ddns;
     let update = match (
         ddns.protocol,
@@ -65,10 +62,7 @@ pub fn prepare(
         }
         _ => None,
     };
-    let dns_servers = arena.slice(settings.dns.len(), || [0u8; 4])?;
-    for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
-        *slot = server.octets();
-    }
+    let dns_servers = crate::network::client_dns_servers(settings, arena)?;
     let echo_url = match &settings.public_ip_url {
         Some(url) => Some(text(arena, url)?),
         None => None,
