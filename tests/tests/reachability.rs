@@ -22,7 +22,20 @@
 //!    100.64.0.0/10; miniupnpd refuses to map, and the guest says which it is;
 //! 6. a router with UPnP IGD only (`enable_natpmp=no`): after PCP's and NAT-PMP's silence
 //!    the guest finds it by SSDP, reads its description and maps both ports by SOAP, and
-//!    the visitor gets the page again.
+//!    the visitor gets the page again;
+//! 7. a router that answers NAT-PMP but not PCP (an nftables rule drops PCP's datagrams over
+//!    IPv4): the guest maps both ports by NAT-PMP, and `reboot` deletes them.
+//!
+//! IPv6 beside it: the router routes 2001:db8:77:1::/64 (radvd on its LAN port) to the WAN,
+//! where the visitor has 2001:db8:99::2; its forward chain drops what comes in unasked, so
+//! the visitor reaches the guest's SLAAC address only through the pinholes the guest asks
+//! for by PCP over IPv6 (miniupnpd's IGD2 pinholes, rules in the same `miniupnpd` chain). In
+//! 1 both pinholes open and the visitor gets the page over IPv6 by HTTP and HTTPS; in 2
+//! `reboot` deletes them with the IPv4 mappings (the guest waits until both families'
+//! deletions have left, and the router's rules of both are gone), and the new boot opens
+//! them again; in 3 the restarted router's ANNOUNCE has them asked for again (the one over
+//! IPv4: miniupnpd 2.3 sends its IPv6 one to ff02::1 without naming the LAN interface) and
+//! the visitor gets the page over IPv6 again.
 //!
 //! A second boot names the card as its owner would (issue 29's first check): `ddns = rfc2136`
 //! for `porch.bramble.test`, with `ddns_ipv4 = public`. Debian's knotd in the internet
@@ -31,22 +44,24 @@
 //! router gives the time TSIG signs. The visitor asks knotd for the name's A record (kdig) and
 //! fetches `http://` and `https://porch.bramble.test/` at exactly that answer (curl's
 //! `--resolve`, the test CA's wildcard certificate), byte for byte:
-//! 7. after boot: the A record is the address PCP reported (11.0.0.1), in one update, and the
+//! 8. after boot: the A record is the address PCP reported (11.0.0.1), in one update, and the
 //!    visitor fetches the page by name within a bounded time;
-//! 8. the router restarting: the name still answers but the visitor is refused; within one
+//! 9. the router restarting: the name still answers but the visitor is refused; within one
 //!    renewal interval it gets the page again, with no further update (same address);
-//! 9. the router restarting with its announcement lost (nftables drops its datagrams to
-//!    224.0.0.1:5350): the renewal, at most one renewal interval after the last mapping,
-//!    makes the mappings again, and the visitor gets the page by name;
-//! 10. the provider renumbering the router (its WAN address 11.0.0.9, miniupnpd restarted on
+//! 10. the router restarting with its announcement lost (nftables drops its datagrams to
+//!     224.0.0.1:5350): the renewal, at most one renewal interval after the last mapping,
+//!     makes the mappings again, and the visitor gets the page by name;
+//! 11. the provider renumbering the router (its WAN address 11.0.0.9, miniupnpd restarted on
 //!     it): the next mapping reports the new address, the A record follows in exactly one
 //!     update, and the visitor fetches the page by name at the new address.
 
 mod netns;
 
-use bramble_tests::{BOOT_TIMEOUT, kernel};
+use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
+use netns::ipv6::{Prefix, Radvd, radvd_config, serving_addresses, wait_for_link_local};
 use netns::tool::start_bramble_qemu;
 use netns::{Daemon, Netns, TAP};
+use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -58,6 +73,11 @@ const GUEST: &str = "192.168.77.2";
 /// The router's public address, and the visitor's, on the WAN link.
 const WAN_ROUTER: &str = "11.0.0.1";
 const WAN_VISITOR: &str = "11.0.0.2";
+/// The LAN's IPv6 prefix (radvd on the router's LAN port), the router's and the visitor's
+/// IPv6 addresses on the WAN link: routed, not translated.
+const LAN6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 0x77, 1, 0, 0, 0, 0);
+const WAN6_ROUTER: &str = "2001:db8:99::1";
+const WAN6_VISITOR: &str = "2001:db8:99::2";
 /// The lifetime the guest asks for: renewals every 60 s.
 const LIFETIME: u64 = 120;
 /// The chains miniupnpd fills, in the router's `inet filter` table.
@@ -97,6 +117,41 @@ impl Wan {
             (&wan.name, vec!["link", "set", "lo", "up"]),
             (&wan.name, vec!["addr", "add", &visitor, "dev", "eth0"]),
             (&wan.name, vec!["link", "set", "eth0", "up"]),
+            (
+                r,
+                vec![
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{WAN6_ROUTER}/64"),
+                    "dev",
+                    "wan0",
+                    "nodad",
+                ],
+            ),
+            (
+                &wan.name,
+                vec![
+                    "-6",
+                    "addr",
+                    "add",
+                    &format!("{WAN6_VISITOR}/64"),
+                    "dev",
+                    "eth0",
+                    "nodad",
+                ],
+            ),
+            (
+                &wan.name,
+                vec![
+                    "-6",
+                    "route",
+                    "add",
+                    &format!("{LAN6}/64"),
+                    "via",
+                    WAN6_ROUTER,
+                ],
+            ),
         ] {
             netns::run(Command::new("ip").args(["-n", space]).args(args));
         }
@@ -115,12 +170,17 @@ impl Wan {
     /// The visitor's fetch of `url` (the router's WAN address, over HTTP or HTTPS as
     /// `bramble.test`, trusting the test CA): the body, or `None` when it fails.
     fn fetch(&self, url: &str, seconds: u32) -> Option<Vec<u8>> {
+        self.fetch_at(url, WAN_ROUTER, seconds)
+    }
+
+    /// The same, `bramble.test` standing for `address` (`[IPv6]` in brackets).
+    fn fetch_at(&self, url: &str, address: &str, seconds: u32) -> Option<Vec<u8>> {
         let output = self
             .command("curl")
             .args(["--silent", "--fail", "--max-time", &seconds.to_string()])
             .arg("--cacert")
             .arg(fixture("ca.pem"))
-            .args(["--resolve", &format!("bramble.test:443:{WAN_ROUTER}")])
+            .args(["--resolve", &format!("bramble.test:443:{address}")])
             .arg(url)
             .stdin(Stdio::null())
             .output()
@@ -171,6 +231,9 @@ fn router_firewall(router: &Netns) {
     run(router
         .command("sysctl")
         .args(["-qw", "net.ipv4.ip_forward=1"]));
+    run(router
+        .command("sysctl")
+        .args(["-qw", "net.ipv6.conf.all.forwarding=1"]));
 }
 
 /// Empties miniupnpd's chains, as a router's power cycle does.
@@ -189,6 +252,72 @@ fn dnat_rules(router: &Netns) -> usize {
         .args(["list", "chain", "inet", "filter", "prerouting_miniupnpd"]))
     .matches(" dnat ")
     .count()
+}
+
+/// The IPv6 pinholes miniupnpd holds now: its rules in its chain letting TCP in to an
+/// address of the LAN's prefix (nft lists them as a raw match on the IPv6 destination,
+/// `@nh,192,128 0x20010db800770001...`).
+fn pinhole_rules(router: &Netns) -> usize {
+    run(router
+        .command("nft")
+        .args(["list", "chain", "inet", "filter", "miniupnpd"]))
+    .matches("@nh,192,128 0x20010db800770001")
+    .count()
+}
+
+/// The line containing `needle` the guest printed since line `from` of its transcript, or
+/// prints within `timeout` (the IPv4 and IPv6 clients' lines come in either order).
+fn printed_since(guest: &mut Guest, from: usize, needle: &str, timeout: Duration) -> String {
+    guest.drain();
+    if let Some(line) = guest.transcript[from.min(guest.transcript.len())..]
+        .iter()
+        .find(|line| line.contains(needle))
+    {
+        return line.clone();
+    }
+    guest.expect_line(needle, timeout)
+}
+
+/// Waits (bounded) for both pinholes to be granted since line `from`, and for miniupnpd to
+/// hold them; then the visitor gets the page over IPv6 by HTTP and HTTPS.
+fn pinholes_let_the_visitor_in(
+    guest: &mut Guest,
+    from: usize,
+    router: &Netns,
+    wan: &Wan,
+    index: &[u8],
+) {
+    let line = printed_since(guest, from, "serving: http://[2001:db8:77:1:", BOOT_TIMEOUT);
+    let global = serving_addresses(&line)[0];
+    for port in [80, 443] {
+        printed_since(
+            guest,
+            from,
+            &format!("router: PCP: IPv6 pinhole to [{global}]:{port} for"),
+            Duration::from_secs(30),
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while pinhole_rules(router) < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        pinhole_rules(router),
+        2,
+        "miniupnpd holds both pinholes:\n{}",
+        run(router.command("nft").args(["list", "ruleset"]))
+    );
+    for url in [
+        format!("http://[{global}]/"),
+        "https://bramble.test/".to_string(),
+    ] {
+        let body = wan.fetch_at(&url, &format!("[{global}]"), 30);
+        assert_eq!(
+            body.as_deref(),
+            Some(index),
+            "{url} over IPv6 from the WAN side"
+        );
+    }
 }
 
 /// Starts miniupnpd in the router namespace (foreground, debug log to `log`).
@@ -235,6 +364,15 @@ fn start_miniupnpd(router: &Netns, dir: &Path, log: &str, natpmp: bool) -> Daemo
     );
 }
 
+/// Has the router drop PCP requests over IPv4 (version 2 in the datagram's first byte) and
+/// keep NAT-PMP's (version 0): a NAT-PMP-only router, as miniupnpd cannot be configured.
+fn drop_pcp_over_ipv4(router: &Netns) {
+    run(router.command("nft").args([
+        "add table inet pcp_block { chain input { type filter hook input priority -10; \
+         meta nfproto ipv4 udp dport 5351 @th,64,8 2 drop; }; }",
+    ]));
+}
+
 /// Moves the router's WAN address to `cidr`.
 fn set_wan_address(router: &Netns, cidr: &str) {
     run(router.command("ip").args(["addr", "flush", "dev", "wan0"]));
@@ -262,6 +400,15 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
     run(router
         .command("ip")
         .args(["addr", "add", &format!("{WAN_ROUTER}/24"), "dev", "wan0"]));
+    run(router.command("ip").args([
+        "-6",
+        "addr",
+        "add",
+        "2001:db8:77:1::1/64",
+        "dev",
+        TAP,
+        "nodad",
+    ]));
     router_firewall(&router);
     let mut miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-1.log", true);
 
@@ -304,6 +451,19 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         TAP.into(),
     ];
     let mut qemu = start_bramble_qemu(&router, &args);
+    let in_namespace = |program: &str| router.command(program);
+    wait_for_link_local(&in_namespace, TAP, Duration::from_secs(10));
+    let prefixes = [Prefix {
+        prefix: LAN6,
+        valid: 600,
+        preferred: 600,
+    }];
+    let _radvd = Radvd::start(
+        &in_namespace,
+        dir.path(),
+        "radvd",
+        &radvd_config(TAP, &prefixes, None),
+    );
     let guest = qemu.guest();
 
     // 1. Mapped by PCP, and the page is reachable from outside.
@@ -318,11 +478,14 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
     );
     assert_eq!(dnat_rules(&router), 2);
     visitor_gets_the_page(&wan, &index);
+    pinholes_let_the_visitor_in(guest, 0, &router, &wan, &index);
     guest.send_line("router");
     let line = guest.expect_line("status: router ", Duration::from_secs(10));
     assert!(
         line.contains("PCP via 192.168.77.1: 11.0.0.1:80->80,:443->443")
-            && line.contains("renewal in"),
+            && line.contains("renewal in")
+            && line.contains("; IPv6 pinholes [2001:db8:77:1:")
+            && line.contains("]:80,443, "),
         "{line}"
     );
 
@@ -345,13 +508,37 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
     // 2. A clean shutdown deletes the mappings before the reset; the new boot maps again.
     guest.send_line("reboot");
     guest.expect_line("router: deleting 2 mapping(s)", Duration::from_secs(10));
+    guest.expect_line(
+        "router: deleting 2 IPv6 pinhole(s)",
+        Duration::from_secs(10),
+    );
+    // The board waits until both families' deletions have left (a second at most when the
+    // gateway's ARP entry and the IPv6 router's neighbor entry must both be found again).
+    guest.expect_line("router: deletions sent in ", Duration::from_secs(10));
     guest.expect_line("rebooting", Duration::from_secs(10));
+    let rebooted_at = guest.transcript.len();
     let deadline = Instant::now() + Duration::from_secs(5);
-    while dnat_rules(&router) > 0 && Instant::now() < deadline {
+    while (dnat_rules(&router) > 0 || pinhole_rules(&router) > 0) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(dnat_rules(&router), 0, "the deletions reached miniupnpd");
+    guest.drain();
+    assert_eq!(
+        dnat_rules(&router),
+        0,
+        "the deletions reached miniupnpd; serial:\n{}\nminiupnpd:\n{}",
+        guest.transcript.join("\n"),
+        std::fs::read_to_string(dir.path().join("miniupnpd-1.log")).unwrap_or_default()
+    );
+    assert_eq!(
+        pinhole_rules(&router),
+        0,
+        "the pinholes' deletions reached miniupnpd; miniupnpd:\n{}",
+        std::fs::read_to_string(dir.path().join("miniupnpd-1.log")).unwrap_or_default()
+    );
     guest.expect_line("router: PCP: TCP 11.0.0.1:443 -> port 443", BOOT_TIMEOUT);
+    // The new boot opens its pinholes again (SLAAC first, a few seconds): held before the
+    // router restarts below, so that its announcement has them asked for again.
+    pinholes_let_the_visitor_in(guest, rebooted_at, &router, &wan, &index);
 
     // 3. The router restarts and forgets: the guest maps again on its announcement, within
     // one renewal interval.
@@ -361,6 +548,8 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         wan.fetch(&format!("http://{WAN_ROUTER}/"), 3).is_none(),
         "nothing is forwarded once the router forgot"
     );
+    guest.drain();
+    let restarted_at = guest.transcript.len();
     miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-2.log", true);
     guest.expect_line(
         "router: the router announced a restart (PCP ANNOUNCE); mapping the ports again",
@@ -371,6 +560,34 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         Duration::from_secs(10),
     );
     visitor_gets_the_page(&wan, &index);
+    printed_since(
+        guest,
+        restarted_at,
+        "asking for the IPv6 pinholes again",
+        Duration::from_secs(LIFETIME / 2),
+    );
+    // The serving line is from the boot: look from the start for it.
+    let line = printed_since(guest, 0, "serving: http://[2001:db8:77:1:", BOOT_TIMEOUT);
+    let global = serving_addresses(&line)[0];
+    for port in [80, 443] {
+        printed_since(
+            guest,
+            restarted_at,
+            &format!("router: PCP: IPv6 pinhole to [{global}]:{port} for"),
+            Duration::from_secs(30),
+        );
+    }
+    assert_eq!(
+        pinhole_rules(&router),
+        2,
+        "miniupnpd holds both pinholes again"
+    );
+    let body = wan.fetch_at(&format!("http://[{global}]/"), &format!("[{global}]"), 30);
+    assert_eq!(
+        body.as_deref(),
+        Some(&index[..]),
+        "the page over IPv6 again"
+    );
 
     // 4. No protocol at all: the documented message.
     drop(miniupnpd);
@@ -420,7 +637,7 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
     // SOAP, and the visitor gets the page.
     drop(miniupnpd);
     set_wan_address(&router, &format!("{WAN_ROUTER}/24"));
-    let _miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-5.log", false);
+    miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-5.log", false);
     guest.send_line("router again");
     guest.expect_line(
         "router: UPnP IGD: TCP port 80 outside -> port 80 with a lease",
@@ -436,6 +653,54 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
     );
     assert_eq!(dnat_rules(&router), 2);
     visitor_gets_the_page(&wan, &index);
+
+    // 7. NAT-PMP: the router's PCP over IPv4 dropped on its way in (NAT-PMP is version 0,
+    // PCP version 2: the first byte of the datagram), so the guest falls back to NAT-PMP;
+    // its deletions at a clean shutdown remove both mappings. The restart's announcement is
+    // dropped too: it would have the guest map by UPnP IGD again, its last protocol.
+    drop(miniupnpd);
+    flush_mappings(&router);
+    drop_pcp_over_ipv4(&router);
+    quiet_announcements(&router, true);
+    let _miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-6.log", true);
+    guest.send_line("router again");
+    guest.expect_line(
+        "router: no PCP answer; trying NAT-PMP",
+        Duration::from_secs(15),
+    );
+    // The mapping line is not printed again for ports the guest held already (by UPnP
+    // IGD, before the flush): the status line names the protocol.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut line = String::new();
+    while Instant::now() < deadline {
+        guest.send_line("router");
+        line = guest.expect_line("status: router ", Duration::from_secs(10));
+        if line.contains("NAT-PMP via 192.168.77.1: 11.0.0.1:80->80,:443->443") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(
+        line.contains("NAT-PMP via 192.168.77.1: 11.0.0.1:80->80,:443->443"),
+        "{line}"
+    );
+    quiet_announcements(&router, false);
+    assert_eq!(dnat_rules(&router), 2);
+    visitor_gets_the_page(&wan, &index);
+    guest.send_line("reboot");
+    guest.expect_line("router: deleting 2 mapping(s)", Duration::from_secs(10));
+    guest.expect_line("router: deletions sent in ", Duration::from_secs(10));
+    guest.expect_line("rebooting", Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while dnat_rules(&router) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        dnat_rules(&router),
+        0,
+        "the NAT-PMP deletions reached miniupnpd; miniupnpd:\n{}",
+        std::fs::read_to_string(dir.path().join("miniupnpd-6.log")).unwrap_or_default()
+    );
 }
 
 /// The name the card keeps on the home's public address (the test certificate's wildcard,
@@ -629,7 +894,7 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
     let guest = qemu.guest();
     let knot_log = || netns::knot::logs(dir.path());
 
-    // 7. After boot: mapped, published, and fetched by name from the WAN side.
+    // 8. After boot: mapped, published, and fetched by name from the WAN side.
     let Some((resolved, fetched)) =
         visit_by_name(&wan, WAN_ROUTER, &index, booted + BOOT_TIMEOUT * 2)
     else {
@@ -656,7 +921,7 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
         "one update at boot"
     );
 
-    // 8. The router restarts and forgets: the visitor, resolving the same answer, is refused;
+    // 9. The router restarts and forgets: the visitor, resolving the same answer, is refused;
     // within one renewal interval it gets the page again, and the name needs no update.
     drop(miniupnpd);
     flush_mappings(&router);
@@ -701,7 +966,7 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
         "the same address is not sent again"
     );
 
-    // 9. The router restarts and its announcement is lost: the renewal, at most one renewal
+    // 10. The router restarts and its announcement is lost: the renewal, at most one renewal
     // interval after the last mapping, finds the mappings gone and makes them again.
     drop(miniupnpd);
     flush_mappings(&router);
@@ -751,7 +1016,7 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
         "the same address is not sent again"
     );
 
-    // 10. The provider renumbers the router (another public address, miniupnpd restarted on
+    // 11. The provider renumbers the router (another public address, miniupnpd restarted on
     // it): the next mapping reports the new address, the A record follows in exactly one
     // update, and the visitor fetches by name at the new address.
     drop(miniupnpd);

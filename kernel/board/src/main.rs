@@ -259,7 +259,7 @@ fn kernel_main() -> ! {
         if reboot_asked {
             // A clean shutdown: the router's mappings are deleted first.
             if let Some(appliance) = net.as_deref_mut() {
-                appliance.stop_router(Instant::from_micros(TIMER.micros()));
+                status::stop_router(appliance);
             }
             commands::reboot();
         }
@@ -304,7 +304,7 @@ fn kernel_main() -> ! {
                             live.version,
                             site_slots::slot_name(record.live)
                         );
-                        appliance.stop_router(Instant::from_micros(TIMER.micros()));
+                        status::stop_router(appliance);
                         commands::reboot();
                     }
                 }

@@ -232,7 +232,8 @@ pub fn start(
                 bramble_settings::SyslogHost::Name(_) => 2,
             })
         + ddns.as_ref().map_or(0, |_| crate::ddns::SOCKETS)
-        + 2 * usize::from(settings.router_ports != RouterPorts::Off)
+        + bramble_net::appliance::router::SOCKETS
+            * usize::from(settings.router_ports != RouterPorts::Off)
         + if settings.heartbeat.is_some() { 2 } else { 0 }
         + if settings.publish_url.is_some() { 2 } else { 0 }
         + if crate::reach::wanted(settings) {

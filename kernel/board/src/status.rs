@@ -149,13 +149,30 @@ pub fn print_acme(appliance: &Network) {
 /// address and any NAT warning (nothing with `router_ports = off`).
 pub fn print_router(appliance: &Network) {
     let now = bramble_hal::Instant::from_micros(micros());
-    if let Some(mapper) = appliance.port_mapper() {
-        let report = mapper.report(now);
+    if let (Some(mapper), Some(pinholes)) = (appliance.port_mapper(), appliance.ipv6_pinholes()) {
+        let report = Both(mapper.report(now), pinholes.report(now));
         let line = bramble_status::Router {
             report: Text::Shown(&report),
         };
         log::info!("{line}");
     }
+}
+
+/// Two reports one after the other (the IPv4 mapping's, then the IPv6 pinholes', which
+/// starts with its own `; `).
+struct Both<A, B>(A, B);
+
+impl<A: core::fmt::Display, B: core::fmt::Display> core::fmt::Display for Both<A, B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}{}", self.0, self.1)
+    }
+}
+
+/// A clean shutdown's deletions of the router's mappings and pinholes: queued, then the
+/// interface polled until they have left the board (see
+/// [`bramble_net::appliance::router::STOP_WAIT_MICROS`] for how long at most).
+pub fn stop_router(appliance: &mut Network) {
+    appliance.stop_router(|| bramble_hal::Instant::from_micros(micros()));
 }
 
 /// The `router` console command: the mapping as the status line gives it, and with `again`,

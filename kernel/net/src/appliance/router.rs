@@ -8,18 +8,35 @@
 //! device description, SOAP calls), one at a time with `Connection: close`; an answer is
 //! kept whole (up to [`ANSWER_LEN`] bytes) and handed to the client.
 //!
+//! IPv6 pinholes ([`bramble_proto::portmap::Pinholes`]) have a UDP socket of their own for
+//! sending, also on port 5350: PCP MAP requests for the served ports go to the IPv6 default
+//! router's port 5351 from the global IPv6 address (the one AAAA publishes). Its own, because
+//! smoltcp sends a socket's datagrams in order and holds them all while the first one's
+//! next hop is being resolved: an IPv6 router that does not answer neighbor solicitations
+//! would otherwise hold up the IPv4 mappings behind it for good. smoltcp hands a received
+//! datagram to the first socket bound to its port, the IPv4 one (added first): replies and
+//! ANNOUNCEs of both families arrive there and go to the client of their family (both
+//! sockets are read, so nothing depends on that order).
+//!
+//! A clean shutdown ([`Appliance::stop_router`]) queues the deletions and polls until they
+//! have left the board. smoltcp's neighbor cache sends one ARP request or neighbor
+//! solicitation per second at most: when both the gateway's and the IPv6 router's entries
+//! have run out (60 s after their last packet), the second family's deletions wait about a
+//! second for theirs ([`STOP_WAIT_MICROS`] bounds the wait).
+//!
 //! RAM: the sockets' buffers and the answer ([`RouterMemory`]) and the client's state (the
-//! start-up line prints the sum), plus two socket slots.
+//! start-up line prints the sum), plus [`SOCKETS`] socket slots.
 
 use super::Appliance;
 use super::public::{AddressKind, PublicSource};
 use bramble_hal::{EthernetDevice, Instant};
 use bramble_proto::portmap::{
-    MAX_PORTS, PortMapper, PortRequest, Protocol, UpnpAction, natpmp, upnp,
+    MAX_PORTS, Pinholes, PortMapper, PortRequest, Protocol, UpnpAction, natpmp, pcp, upnp,
 };
 use smoltcp::iface::SocketHandle;
+use smoltcp::socket::udp::UdpMetadata;
 use smoltcp::socket::{tcp, udp};
-use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address};
+use smoltcp::wire::{IpAddress, IpEndpoint, Ipv4Address, Ipv6Address};
 
 /// Datagrams queued for receiving (replies and announcements).
 const RX_PACKETS: usize = 4;
@@ -37,11 +54,30 @@ const EXCHANGE_TIMEOUT_MICROS: u64 = 5_000_000;
 const EXCHANGE_RECHECK_MICROS: u64 = 50_000;
 /// The first local port of the UPnP exchanges (the IANA dynamic range).
 const FIRST_LOCAL_PORT: u16 = 50_600;
-/// Datagrams queued for sending (a deletion per port on shutdown).
+/// Socket slots the port mapping takes: the IPv4 UDP socket, the IPv6 one, the UPnP TCP one.
+pub const SOCKETS: usize = 3;
+/// Datagrams queued for sending on each UDP socket: a deletion per port on shutdown, behind
+/// a request still waiting for its next hop.
 const TX_PACKETS: usize = MAX_PORTS + 1;
-/// Bytes queued for sending: the deletions, or an SSDP search (130 bytes).
+/// Bytes queued for sending on the IPv4 socket: the deletions (60 bytes each) behind a
+/// request, or an SSDP search (130 bytes). A datagram that does not fit before the ring's
+/// end starts again at its beginning, leaving the end unused: room for one more.
 const TX_LEN: usize = 256;
+const _: () = assert!((TX_PACKETS + 1) * pcp::MAP_LEN <= TX_LEN);
 const _: () = assert!(upnp::search_request().len() <= TX_LEN);
+/// The same on the IPv6 socket (PCP only).
+const TX6_LEN: usize = (TX_PACKETS + 1) * pcp::MAP_LEN;
+/// What the IPv6 socket keeps of received datagrams: one PCP response (it gets none while
+/// the IPv4 socket, bound to the same port, comes first; see the module's notes).
+const RX6_LEN: usize = 64;
+const _: () = assert!(pcp::MAP_LEN <= RX6_LEN);
+/// How long a request may wait for its next hop's ARP or neighbor entry before it is
+/// dropped ([`drop_stuck`]): two of smoltcp's one-second pauses between resolutions.
+const STUCK_MICROS: u64 = 2_000_000;
+/// The longest a clean shutdown waits for its deletions to leave: the one-second pause
+/// smoltcp's neighbor cache makes between two resolutions, one lost ARP request or neighbor
+/// solicitation sent again a second later, and the round trips.
+pub const STOP_WAIT_MICROS: u64 = 2_500_000;
 /// Datagrams taken per poll at most.
 const RECEIVE_PER_POLL: usize = 8;
 
@@ -51,6 +87,10 @@ pub struct RouterMemory {
     tx_meta: [udp::PacketMetadata; TX_PACKETS],
     rx: [u8; RX_PACKETS * RX_PACKET_LEN],
     tx: [u8; TX_LEN],
+    rx6_meta: [udp::PacketMetadata; 1],
+    tx6_meta: [udp::PacketMetadata; TX_PACKETS],
+    rx6: [u8; RX6_LEN],
+    tx6: [u8; TX6_LEN],
     tcp_rx: [u8; TCP_RX_LEN],
     tcp_tx: [u8; TCP_TX_LEN],
     answer: [u8; ANSWER_LEN],
@@ -64,6 +104,10 @@ impl RouterMemory {
             tx_meta: [udp::PacketMetadata::EMPTY; TX_PACKETS],
             rx: [0; RX_PACKETS * RX_PACKET_LEN],
             tx: [0; TX_LEN],
+            rx6_meta: [udp::PacketMetadata::EMPTY; 1],
+            tx6_meta: [udp::PacketMetadata::EMPTY; TX_PACKETS],
+            rx6: [0; RX6_LEN],
+            tx6: [0; TX6_LEN],
             tcp_rx: [0; TCP_RX_LEN],
             tcp_tx: [0; TCP_TX_LEN],
             answer: [0; ANSWER_LEN],
@@ -97,14 +141,23 @@ struct Exchange {
 }
 
 pub(super) struct RouterState<'a> {
+    /// The IPv4 requests' socket, where replies of both families arrive.
     socket: SocketHandle,
+    /// The IPv6 pinhole requests' socket.
+    socket6: SocketHandle,
     tcp: SocketHandle,
     answer: &'a mut [u8],
     exchange: Option<Exchange>,
     local_port: u16,
     mapper: PortMapper,
+    /// IPv6 pinholes for the served ports, by PCP.
+    pinholes: Pinholes,
     /// The last poll's instant (for the status page's seconds left).
     polled_at: Instant,
+    /// Since when each UDP socket (IPv4, IPv6) has held a datagram it could not send.
+    stuck_since: [Option<Instant>; 2],
+    /// The deletions are queued: nothing more is sent, nothing dropped.
+    stopping: bool,
 }
 
 impl<'a, D: EthernetDevice> Appliance<'a, D> {
@@ -116,7 +169,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         memory: &'a mut RouterMemory,
         now: Instant,
     ) {
-        if self.router.is_some() || self.sockets_free() < 2 {
+        if self.router.is_some() || self.sockets_free() < SOCKETS {
             log::warn!("router: no socket slot left; ports are not mapped");
             return;
         }
@@ -125,6 +178,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             tx_meta,
             rx,
             tx,
+            rx6_meta,
+            tx6_meta,
+            rx6,
+            tx6,
             tcp_rx,
             tcp_tx,
             answer,
@@ -139,34 +196,55 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         );
         // Cannot fail: the port is not zero and the socket is new.
         let _ = socket.bind(natpmp::CLIENT_PORT);
+        // The IPv4 socket first: it is the one smoltcp hands received datagrams to.
         let socket = self.sockets.add(socket);
+        let mut socket6 = udp::Socket::new(
+            udp::PacketBuffer::new(&mut rx6_meta[..], &mut rx6[..]),
+            udp::PacketBuffer::new(&mut tx6_meta[..], &mut tx6[..]),
+        );
+        let _ = socket6.bind(natpmp::CLIENT_PORT);
+        let socket6 = self.sockets.add(socket6);
         let mut mapper = PortMapper::new(config.ports, config.lifetime, config.nonce);
         mapper.set_network(None, None, now);
+        let served: heapless::Vec<u16, MAX_PORTS> =
+            config.ports.iter().map(|port| port.internal).collect();
+        let pinholes = Pinholes::new(&served, config.lifetime, config.nonce);
         self.router = Some(RouterState {
             socket,
+            socket6,
             tcp,
             answer: &mut answer[..],
             exchange: None,
             local_port: FIRST_LOCAL_PORT,
             mapper,
+            pinholes,
             polled_at: now,
+            stuck_since: [None; 2],
+            stopping: false,
         });
         log::info!(
-            "router: will ask the gateway to forward {} port(s) (PCP, NAT-PMP, then UPnP IGD); \
-             {} bytes of RAM",
+            "router: will ask the gateway to forward {} port(s) (PCP, NAT-PMP, then UPnP IGD) \
+             and the IPv6 router for pinholes (PCP); {} bytes of RAM",
             config.ports.len().min(MAX_PORTS),
             core::mem::size_of::<RouterMemory>()
                 + core::mem::size_of::<RouterState<'_>>()
-                + 2 * core::mem::size_of::<smoltcp::iface::SocketStorage<'_>>()
+                + SOCKETS * core::mem::size_of::<smoltcp::iface::SocketStorage<'_>>()
         );
     }
 
     /// Takes the gateway's datagrams, sends what the client asks, and passes the external
     /// address on.
     pub(super) fn poll_router(&mut self, now: Instant) {
+        if self.router.is_none() {
+            return;
+        }
+        // The global IPv6 address AAAA publishes, and the IPv6 router to ask for pinholes.
+        let global6 = self.pinhole_address();
+        let router6 = self.ipv6_router();
         let Some(state) = &mut self.router else {
             return;
         };
+        state.pinholes.set_network(global6, router6, now);
         let client = self.iface.ipv4_addr().map(|a| a.octets());
         let gateway = self
             .iface
@@ -181,16 +259,36 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let client = client.filter(|_| !self.address.link_local);
         state.mapper.set_network(client, gateway, now);
         state.polled_at = now;
-        let socket = self.sockets.get_mut::<udp::Socket>(state.socket);
-        for _ in 0..RECEIVE_PER_POLL {
-            let Ok((bytes, meta)) = socket.recv() else {
-                break;
-            };
-            let IpAddress::Ipv4(from) = meta.endpoint.addr else {
-                continue;
-            };
-            state.mapper.receive(from.octets(), bytes, now);
+        if !state.stopping {
+            for (handle, since) in [state.socket, state.socket6]
+                .into_iter()
+                .zip(&mut state.stuck_since)
+            {
+                drop_stuck(self.sockets.get_mut::<udp::Socket>(handle), since, now);
+            }
         }
+        let restarts = state.mapper.counters().gateway_restarts;
+        for handle in [state.socket, state.socket6] {
+            let socket = self.sockets.get_mut::<udp::Socket>(handle);
+            for _ in 0..RECEIVE_PER_POLL {
+                let Ok((bytes, meta)) = socket.recv() else {
+                    break;
+                };
+                match meta.endpoint.addr {
+                    IpAddress::Ipv4(from) => state.mapper.receive(from.octets(), bytes, now),
+                    #[allow(unreachable_patterns)]
+                    IpAddress::Ipv6(from) => state.pinholes.receive(from.octets(), bytes, now),
+                }
+            }
+        }
+        if state.mapper.counters().gateway_restarts != restarts {
+            state.pinholes.gateway_restarted(now);
+        }
+        if let Some(request) = state.pinholes.poll(now) {
+            let socket6 = self.sockets.get_mut::<udp::Socket>(state.socket6);
+            Self::send_pinhole_request(&state.pinholes, socket6, &request);
+        }
+        let socket = self.sockets.get_mut::<udp::Socket>(state.socket);
         if let Some(request) = state.mapper.poll(now)
             && let Some(gateway) = state.mapper.gateway()
         {
@@ -254,6 +352,46 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             && self.public.source != Some(PublicSource::Echo)
         {
             self.set_public_ipv4(Some(address), source, now);
+        }
+    }
+
+    /// The address the pinholes open: the global IPv6 address dynamic DNS publishes as AAAA
+    /// (the same choice as `bramble_jobs::ddns::wanted_addresses`, which this crate cannot
+    /// call): preferred, not link-local, global unicast (not unique-local), a static one first.
+    fn pinhole_address(&self) -> Option<[u8; 16]> {
+        use bramble_proto::slaac::{AddressOrigin, AddressState};
+        self.ipv6_addresses()
+            .iter()
+            .filter(|entry| {
+                let ip = core::net::Ipv6Addr::from(entry.address);
+                entry.state == AddressState::Preferred
+                    && entry.origin != AddressOrigin::LinkLocal
+                    && !(ip.is_unspecified()
+                        || ip.is_loopback()
+                        || ip.is_multicast()
+                        || ip.is_unique_local()
+                        || ip.is_unicast_link_local())
+            })
+            .min_by_key(|entry| entry.origin != AddressOrigin::Static)
+            .map(|entry| entry.address)
+    }
+
+    /// Sends a PCP request to the IPv6 router from the global address (the server checks
+    /// the request's client address against the packet's source).
+    fn send_pinhole_request(pinholes: &Pinholes, socket: &mut udp::Socket<'_>, request: &[u8]) {
+        let Some((server, client)) = pinholes.route() else {
+            return;
+        };
+        let meta = UdpMetadata {
+            endpoint: IpEndpoint::new(
+                IpAddress::Ipv6(Ipv6Address::from_octets(server)),
+                natpmp::SERVER_PORT,
+            ),
+            local_address: Some(IpAddress::Ipv6(Ipv6Address::from_octets(client))),
+            meta: Default::default(),
+        };
+        if let Err(error) = socket.send_slice(request, meta) {
+            log::debug!("router: IPv6 pinhole request not sent: {error}");
         }
     }
 
@@ -331,7 +469,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         if state.exchange.is_some() {
             return Some(now.add_micros(EXCHANGE_RECHECK_MICROS));
         }
-        state.mapper.next_deadline()
+        match (state.mapper.next_deadline(), state.pinholes.next_deadline()) {
+            (Some(a), Some(b)) => Some(if a < b { a } else { b }),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The port-mapping client, once started (for its report and counts).
@@ -339,35 +480,114 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         self.router.as_ref().map(|state| &state.mapper)
     }
 
+    /// The IPv6 pinhole client, once started (for its report).
+    pub fn ipv6_pinholes(&self) -> Option<&Pinholes> {
+        self.router.as_ref().map(|state| &state.pinholes)
+    }
+
     /// Asks the gateway again now (the `router again` console command).
     pub fn router_again(&mut self, now: Instant) {
         if let Some(state) = &mut self.router {
             state.mapper.again(now);
+            state.pinholes.again(now);
             log::info!("router: asking the gateway again");
         }
     }
 
-    /// Deletes the mappings before a clean shutdown: queues one deletion per port and sends
-    /// them out now (no answer is awaited: a lost one runs out with its lifetime).
-    pub fn stop_router(&mut self, now: Instant) {
+    /// Deletes the mappings and pinholes before a clean shutdown: queues one deletion per
+    /// port and family (no answer is awaited: a lost one runs out with its lifetime), then
+    /// polls the interface until they have left the board, for at most [`STOP_WAIT_MICROS`]
+    /// by `clock` (the time now). Returns whether they all left.
+    pub fn stop_router(&mut self, mut clock: impl FnMut() -> Instant) -> bool {
+        let start = clock();
         let Some(state) = &mut self.router else {
-            return;
+            return true;
         };
+        state.stopping = true;
         let gateway = state.mapper.gateway();
         let deletions = state.mapper.stop();
-        let socket = self.sockets.get_mut::<udp::Socket>(state.socket);
+        let deletions6 = state.pinholes.stop();
         if let Some(gateway) = gateway {
             let to = IpEndpoint::new(
                 IpAddress::Ipv4(Ipv4Address::from_octets(gateway)),
                 natpmp::SERVER_PORT,
             );
+            let socket = self.sockets.get_mut::<udp::Socket>(state.socket);
             for request in &deletions {
-                let _ = socket.send_slice(request, to);
+                if let Err(error) = socket.send_slice(request, to) {
+                    log::warn!("router: a deletion not queued: {error}");
+                }
             }
+        }
+        let socket6 = self.sockets.get_mut::<udp::Socket>(state.socket6);
+        for request in &deletions6 {
+            Self::send_pinhole_request(&state.pinholes, socket6, request);
         }
         if !deletions.is_empty() {
             log::info!("router: deleting {} mapping(s)", deletions.len());
-            self.poll(now);
         }
+        if !deletions6.is_empty() {
+            log::info!("router: deleting {} IPv6 pinhole(s)", deletions6.len());
+        }
+        if deletions.is_empty() && deletions6.is_empty() {
+            return true;
+        }
+        loop {
+            let now = clock();
+            self.poll(now);
+            let (ipv4, ipv6, device) = self.router_sending();
+            let waited = now.micros_since(start);
+            if !ipv4 && !ipv6 && !device {
+                log::info!("router: deletions sent in {} ms", waited / 1000);
+                return true;
+            }
+            if waited >= STOP_WAIT_MICROS {
+                let family = match (ipv4, ipv6) {
+                    (true, true) => "IPv4 and IPv6",
+                    (true, false) => "IPv4",
+                    (false, true) => "IPv6",
+                    (false, false) => "the last",
+                };
+                log::warn!(
+                    "router: {family} deletions not sent after {} ms (no ARP or neighbor \
+                     answer from the router); they run out with their lifetime",
+                    waited / 1000
+                );
+                return false;
+            }
+        }
+    }
+
+    /// What is still on its way: datagrams queued on the IPv4 and the IPv6 socket (waiting
+    /// for their next hop's ARP or neighbor entry), and whether the device is still sending
+    /// the last frame.
+    fn router_sending(&mut self) -> (bool, bool, bool) {
+        let Some(state) = &self.router else {
+            return (false, false, false);
+        };
+        let queued = |handle| self.sockets.get::<udp::Socket>(handle).send_queue() > 0;
+        let (ipv4, ipv6) = (queued(state.socket), queued(state.socket6));
+        (ipv4, ipv6, !self.phy.device_mut().can_transmit())
+    }
+}
+
+/// Drops what `socket` holds once it has held it for [`STUCK_MICROS`] (`since`: from when):
+/// smoltcp keeps a datagram whose next hop does not answer ARP or neighbor discovery queued
+/// for ever, asking again every second, and its neighbor cache allows one such question per
+/// second for everyone: a router that never answers for one family would keep the other
+/// family's resolutions (and any other socket's) waiting. The clients send again on their own
+/// schedule.
+fn drop_stuck(socket: &mut udp::Socket<'_>, since: &mut Option<Instant>, now: Instant) {
+    if socket.send_queue() == 0 {
+        *since = None;
+        return;
+    }
+    let since = *since.get_or_insert(now);
+    if now.micros_since(since) >= STUCK_MICROS {
+        log::debug!("router: a request whose next hop does not answer dropped");
+        let endpoint = socket.endpoint();
+        socket.close();
+        // Cannot fail: the same port, on a socket just closed.
+        let _ = socket.bind(endpoint);
     }
 }

@@ -242,6 +242,18 @@ pub struct PortMapper {
     igd_waiting: bool,
 }
 
+/// Notes a server's `epoch` in `seen` (the last one and when); true when it shows the server
+/// lost its state since (RFC 6887 §8.5: it went back by more than the time passed allows).
+pub(super) fn epoch_lost(seen: &mut Option<(u32, Instant)>, epoch: u32, now: Instant) -> bool {
+    let lost = seen.is_some_and(|(old, at)| {
+        let elapsed = now.micros_since(at) / 1_000_000;
+        u64::from(epoch) + 2 < u64::from(old) + elapsed * 7 / 8
+            || u64::from(epoch) + 1 < u64::from(old)
+    });
+    *seen = Some((epoch, now));
+    lost
+}
+
 fn datagram(bytes: &[u8]) -> Datagram {
     // Cannot fail: every request is at most pcp::MAP_LEN bytes.
     Datagram::from_slice(bytes).unwrap_or_default()
@@ -457,13 +469,7 @@ impl PortMapper {
     /// Notes the gateway's `epoch`; true when it shows the gateway lost its state since the
     /// last one (RFC 6887 §8.5: it went back by more than the time passed allows).
     fn epoch_went_back(&mut self, epoch: u32, now: Instant) -> bool {
-        let lost = self.epoch.is_some_and(|(old, at)| {
-            let elapsed = now.micros_since(at) / 1_000_000;
-            u64::from(epoch) + 2 < u64::from(old) + elapsed * 7 / 8
-                || u64::from(epoch) + 1 < u64::from(old)
-        });
-        self.epoch = Some((epoch, now));
-        lost
+        epoch_lost(&mut self.epoch, epoch, now)
     }
 
     /// The gateway lost its mappings (restart, or an announcement says its address

@@ -13,18 +13,23 @@
 //! went back (RFC 6887 §8.5, RFC 6886 §3.6), a PCP ANNOUNCE or a NAT-PMP address
 //! announcement (multicast to 224.0.0.1:5350 by a restarted gateway) has every port mapped
 //! again at once: a restarted router forgets its mappings.
+//!
+//! [`Pinholes`] does the same for IPv6 with PCP alone: pinholes in the router's IPv6
+//! firewall for the board's global address (RFC 6887 §11), nothing translated.
 
 mod client;
 pub mod natpmp;
 pub mod pcp;
+mod pinhole;
 #[cfg(test)]
 mod tests;
 pub mod upnp;
 
 pub use client::{
-    MAX_PORTS, MapperCounters, MapperReport, Mapping, PortMapper, PortRequest, Protocol, Trouble,
-    UpnpAction,
+    Datagram, MAX_PORTS, MapperCounters, MapperReport, Mapping, PortMapper, PortRequest, Protocol,
+    Trouble, UpnpAction,
 };
+pub use pinhole::{Pinhole, PinholeReport, PinholeTrouble, Pinholes};
 
 /// Why bytes from the gateway were not taken as a reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -10,19 +10,19 @@ use bramble_proto::slaac::{AddressOrigin, AddressState};
 use smoltcp::socket::raw;
 use smoltcp::wire::{Icmpv6Packet, IpVersion, Ipv6Address, Ipv6Packet, Ipv6Repr};
 
-const ROUTER_LINK_LOCAL: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
+pub(super) const ROUTER_LINK_LOCAL: Ipv6Address = Ipv6Address::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
 const ALL_NODES: Ipv6Address = Ipv6Address::new(0xff02, 0, 0, 0, 0, 0, 0, 1);
-const PREFIX_A: [u8; 8] = [0x20, 0x01, 0x0d, 0xb8, 0, 0xa, 0, 0];
+pub(super) const PREFIX_A: [u8; 8] = [0x20, 0x01, 0x0d, 0xb8, 0, 0xa, 0, 0];
 const PREFIX_B: [u8; 8] = [0x20, 0x01, 0x0d, 0xb8, 0, 0xb, 0, 0];
 
 /// The peer: [`Client`] with IPv6 addresses in both prefixes and a raw ICMPv6 socket.
-struct Router {
-    client: Client,
+pub(super) struct Router {
+    pub(super) client: Client,
     raw: SocketHandle,
 }
 
 impl Router {
-    fn new(device: WiredDevice) -> Self {
+    pub(super) fn new(device: WiredDevice) -> Self {
         let mut client = Client::new(device);
         client.iface.update_ip_addrs(|a| {
             a.push(IpCidr::new(IpAddress::Ipv6(ROUTER_LINK_LOCAL), 64))
@@ -76,7 +76,12 @@ impl Router {
     }
 
     /// Advertises `prefixes` as (prefix, valid, preferred) with router lifetime 1800 s.
-    fn advertise(&mut self, prefixes: &[([u8; 8], u32, u32)]) {
+    pub(super) fn advertise(&mut self, prefixes: &[([u8; 8], u32, u32)]) {
+        self.advertise_from(ROUTER_LINK_LOCAL, prefixes);
+    }
+
+    /// The same from `source` (a router this peer does not answer for).
+    pub(super) fn advertise_from(&mut self, source: Ipv6Address, prefixes: &[([u8; 8], u32, u32)]) {
         let mut m = std::vec![134, 0, 0, 0, 64, 0, 0x07, 0x08, 0, 0, 0, 0, 0, 0, 0, 0];
         for (prefix, valid, preferred) in prefixes {
             m.extend_from_slice(&[3, 4, 64, 0xc0]);
@@ -86,7 +91,7 @@ impl Router {
             m.extend_from_slice(prefix);
             m.extend_from_slice(&[0; 8]);
         }
-        self.send_icmp(ROUTER_LINK_LOCAL, ALL_NODES, &m);
+        self.send_icmp(source, ALL_NODES, &m);
     }
 
     /// ICMPv6 messages received as (source, type, payload).

@@ -12,6 +12,7 @@ mod ipv6;
 mod mdns;
 mod poll;
 mod pool;
+mod router;
 
 use super::*;
 use crate::test_support::{MockDevice, WiredDevice, wired_pair};
