@@ -1,6 +1,6 @@
 //! Bramble's host-side test kit: the one HTTP/1.x response parser, the epoll client loop's
-//! shared steps ([`epoll`]), network namespaces with a TAP device ([`netns`]) and the test
-//! CA for pebble's API ([`pebble`]).
+//! shared steps ([`epoll`]), network namespaces with a TAP device ([`netns`]), test certificate
+//! chains shaped like the public CAs' ([`chain`]) and pebble's CA and configuration ([`pebble`]).
 //!
 //! Host only; nothing of it goes into the kernel. `bramble check` reads answers with it too.
 //!
@@ -12,6 +12,7 @@
 //! must end its lines with CRLF, so that a test notices a server that sends bare LFs.
 #![forbid(unsafe_code)]
 
+pub mod chain;
 pub mod epoll;
 pub mod netns;
 pub mod pebble;

@@ -2,8 +2,8 @@
 //! a network namespace where `tests/dyndns_endpoint.py` plays the dyndns2 provider
 //! (`/nic/update`, Basic authentication, `good`/`nochg`/`badauth` as the protocol answers), the
 //! IPv4 echo service (`/ip`, whose answer the test changes) and the outside checker
-//! (`/check`), over HTTPS with a certificate from a CA this test makes, whose root goes on
-//! the card as `acme_ca_certificate`. radvd announces an IPv6 prefix (the AAAA record), an
+//! (`/check`), over HTTPS with a Let's Encrypt-shaped chain (RSA root, intermediate, leaf)
+//! this test makes, whose root goes on the card as `acme_ca_certificate`. radvd announces an IPv6 prefix (the AAAA record), an
 //! SNTP responder gives the time (the certificate is checked against it). One boot checks,
 //! in turn:
 //!
@@ -18,6 +18,7 @@
 
 mod netns;
 
+use bramble_testkit::chain::{ChainShape, make_chain};
 use bramble_tests::kernel;
 use netns::ipv6::{Prefix, Radvd, radvd_config, wait_for_link_local};
 use netns::sntp::Sntp;
@@ -55,59 +56,6 @@ fn wait_for(done: impl Fn() -> bool, limit: Duration, what: &str) {
         assert!(start.elapsed() < limit, "no {what} within {limit:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// The test CA and the endpoint's certificate for the namespace's address, in `dir`.
-fn make_certificates(dir: &Path) {
-    let openssl = |args: &[&str]| {
-        netns::run(Command::new("openssl").current_dir(dir).args(args));
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    openssl(
-        &[
-            &["req", "-x509"][..],
-            &ec,
-            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "30"],
-            &["-subj", "/CN=Bramble dyndns test CA"],
-        ]
-        .concat(),
-    );
-    openssl(
-        &[
-            &["req"][..],
-            &ec,
-            &["-keyout", "dyn.key", "-out", "dyn.csr", "-subj", "/CN=dyn"],
-        ]
-        .concat(),
-    );
-    std::fs::write(
-        dir.join("dyn.ext"),
-        format!("subjectAltName=IP:{HOST_ADDRESS}\nextendedKeyUsage=serverAuth\n"),
-    )
-    .unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "dyn.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "dyn.pem",
-        "-days",
-        "30",
-        "-extfile",
-        "dyn.ext",
-    ]);
 }
 
 /// What the endpoint saw, one entry a request (`ip`, `check`, `update AUTH QUERY ANSWER`).
@@ -159,7 +107,14 @@ fn dyndns2_updates_once_per_change_and_badauth_stops_them() {
         "nodad",
     ]));
     let _sntp = Sntp::start(&netns);
-    make_certificates(dir);
+    // The shape of Let's Encrypt's R-series chains, as the providers present.
+    let chain = make_chain(
+        dir,
+        ChainShape::Rsa,
+        "dyn",
+        "dyn",
+        &format!("IP:{HOST_ADDRESS}"),
+    );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/dyndns_endpoint.py");
     let endpoint_log = dir.join("endpoint.log");
     let mut command = netns.command("python3");
@@ -167,8 +122,8 @@ fn dyndns2_updates_once_per_change_and_badauth_stops_them() {
         .arg(&script)
         .arg(HOST_ADDRESS.to_string())
         .arg(PORT.to_string())
-        .arg(dir.join("dyn.pem"))
-        .arg(dir.join("dyn.key"))
+        .arg(&chain.presented)
+        .arg(&chain.key)
         .arg(&state);
     let _endpoint = Daemon::start(command, &endpoint_log);
     wait_for(

@@ -9,6 +9,7 @@
 
 mod netns;
 
+use bramble_testkit::chain::{ChainShape, make_chain};
 use bramble_tests::{BOOT_TIMEOUT, kernel};
 use netns::sntp::Sntp;
 use netns::tool::{bramble_image, start_bramble_qemu};
@@ -524,66 +525,12 @@ fn check_varnish_in_front(netns: &Netns, dir: &std::path::Path, guest: &mut bram
 }
 
 /// The heartbeat's server in the namespace: `openssl s_server -WWW` on `hc.test:8443` (a name
-/// dnsmasq answers) with a certificate from a CA this test makes, whose root goes on the card
-/// as `acme_ca_certificate`; it answers `GET /ping/owner-check` from a file and logs
+/// dnsmasq answers) with a Let's Encrypt-shaped chain this test makes, whose root goes on the
+/// card as `acme_ca_certificate`; it answers `GET /ping/owner-check` from a file and logs
 /// `FILE:ping/owner-check` for each.
 fn start_ping_server(netns: &Netns, dir: &std::path::Path) -> Daemon {
-    let openssl = |args: &[&str]| {
-        netns::run(
-            std::process::Command::new("openssl")
-                .current_dir(dir)
-                .args(args),
-        );
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    openssl(
-        &[
-            &["req", "-x509"][..],
-            &ec,
-            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "30"],
-            &["-subj", "/CN=Owner view test CA"],
-        ]
-        .concat(),
-    );
-    openssl(
-        &[
-            &["req"][..],
-            &ec,
-            &[
-                "-keyout",
-                "hc.key",
-                "-out",
-                "hc.csr",
-                "-subj",
-                "/CN=hc.test",
-            ],
-        ]
-        .concat(),
-    );
-    std::fs::write(dir.join("hc.ext"), "subjectAltName=DNS:hc.test\n").unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "hc.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "hc.pem",
-        "-days",
-        "30",
-        "-extfile",
-        "hc.ext",
-    ]);
+    // The shape of Let's Encrypt's R-series chains, as a health-check service presents.
+    let chain = make_chain(dir, ChainShape::Rsa, "hc", "hc.test", "DNS:hc.test");
     let www = dir.join("www");
     std::fs::create_dir_all(www.join("ping")).unwrap();
     std::fs::write(www.join("ping/owner-check"), "OK\n").unwrap();
@@ -592,12 +539,9 @@ fn start_ping_server(netns: &Netns, dir: &std::path::Path) -> Daemon {
         "s_server",
         "-accept",
         &format!("{HOST_ADDRESS}:{PING_PORT}"),
-        "-cert",
-        "../hc.pem",
-        "-key",
-        "../hc.key",
         "-WWW",
     ]);
+    command.args(chain.s_server_args());
     Daemon::start(command, &dir.join("s_server.log"))
 }
 

@@ -1,7 +1,7 @@
 //! Publishing by pull (issue 28 item 3), through the real tools: `bramble keygen`, `bramble
 //! image --publish-key` and `bramble publish --out` make the card and the files a static
 //! host serves; `openssl s_server -WWW` serves them over HTTPS in a network namespace (a
-//! name dnsmasq answers, a certificate from a CA this test makes, whose root goes on the
+//! name dnsmasq answers, a Let's Encrypt-shaped chain this test makes, whose root goes on the
 //! card as `acme_ca_certificate`, as the heartbeat's test does); SNTP sets the guest's clock.
 //!
 //! - The guest refuses a manifest signed by another key and keeps serving; picks up a newer
@@ -15,6 +15,7 @@
 
 mod netns;
 
+use bramble_testkit::chain::{ChainShape, make_chain};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use clap::Parser;
 use netns::sntp::Sntp;
@@ -73,64 +74,11 @@ fn write_site(root: &Path, name: &str, seed: u64) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// The static host: `openssl s_server -WWW` on `pub.test:8443` serving `dir/www`, with a
-/// certificate from a CA made here (its root in `dir/ca.pem`).
+/// Let's Encrypt-shaped chain made here (its root in `dir/ca.pem`).
 fn start_static_host(netns: &Netns, dir: &Path) -> Daemon {
-    let openssl = |args: &[&str]| {
-        netns::run(
-            std::process::Command::new("openssl")
-                .current_dir(dir)
-                .args(args),
-        );
-    };
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:P-256",
-        "-nodes",
-    ];
-    openssl(
-        &[
-            &["req", "-x509"][..],
-            &ec,
-            &["-keyout", "ca.key", "-out", "ca.pem", "-days", "30"],
-            &["-subj", "/CN=Publish test CA"],
-        ]
-        .concat(),
-    );
-    openssl(
-        &[
-            &["req"][..],
-            &ec,
-            &[
-                "-keyout",
-                "pub.key",
-                "-out",
-                "pub.csr",
-                "-subj",
-                "/CN=pub.test",
-            ],
-        ]
-        .concat(),
-    );
-    std::fs::write(dir.join("pub.ext"), "subjectAltName=DNS:pub.test\n").unwrap();
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "pub.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "pub.pem",
-        "-days",
-        "30",
-        "-extfile",
-        "pub.ext",
-    ]);
+    // The shape of Let's Encrypt's E-series chains (a P-384 root and intermediate over a
+    // P-256 leaf), as a static host or an object store presents.
+    let chain = make_chain(dir, ChainShape::P384, "pub", "pub.test", "DNS:pub.test");
     let www = dir.join("www");
     std::fs::create_dir_all(www.join("garden")).unwrap();
     let mut command = netns.command("openssl");
@@ -138,13 +86,10 @@ fn start_static_host(netns: &Netns, dir: &Path) -> Daemon {
         "s_server",
         "-accept",
         &format!("{HOST_ADDRESS}:{PORT}"),
-        "-cert",
-        "../pub.pem",
-        "-key",
-        "../pub.key",
         "-WWW",
         "-quiet",
     ]);
+    command.args(chain.s_server_args());
     Daemon::start(command, &dir.join("s_server.log"))
 }
 
