@@ -64,6 +64,7 @@
 
 mod chunked;
 mod connection;
+pub mod counters;
 pub mod date;
 #[doc(hidden)]
 pub mod exercise;
@@ -80,9 +81,10 @@ pub mod status;
 pub mod visitors;
 
 pub use connection::{Activity, Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN};
+pub use counters::{Counters, STATUSES};
 pub use path::MAX_TARGET_LEN;
 pub use respond::RESPONSE_HEAD_LEN;
 pub use server::{
-    ADDRESSES_LEN, Counters, Limits, MAX_ACME_ANSWERS, MAX_ACME_KEY_AUTHORIZATION_LEN,
-    MAX_ACME_TOKEN_LEN, NOTICE_LEN, RedirectHost, STATUSES, Server, ServerConfig, SiteSource,
+    ADDRESSES_LEN, Limits, MAX_ACME_ANSWERS, MAX_ACME_KEY_AUTHORIZATION_LEN, MAX_ACME_TOKEN_LEN,
+    NOTICE_LEN, RedirectHost, Server, ServerConfig, SiteSource,
 };

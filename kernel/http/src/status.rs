@@ -11,7 +11,7 @@
 //! response head, so they carry only what fits: a dozen figures, kept short. Nothing is
 //! cached (`Cache-Control: no-store`).
 
-use crate::server::{Counters, STATUSES};
+use crate::counters::{Counters, STATUSES};
 use crate::visitors::Visitors;
 use core::fmt::{self, Write};
 use core::net::IpAddr;
