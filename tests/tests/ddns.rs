@@ -21,6 +21,7 @@
 
 mod netns;
 
+use bramble_testkit::pebble::{ApiChain, make_ca};
 use bramble_tests::{kernel, sntp};
 use netns::ipv6::{Prefix, Radvd, radvd_config, wait_for_link_local};
 use netns::knot::{self, updates_applied};
@@ -280,81 +281,6 @@ fn rfc2136_updates_follow_the_addresses_once_each_and_a_wrong_key_changes_nothin
     assert!(status.last_failure.as_str().contains("BADSIG"), "{line}");
 }
 
-/// The test CA for pebble's own HTTPS listener (P-256 root and leaf, the leaf for the
-/// namespace's address) and pebble's configuration, in `dir`.
-fn make_pebble_files(dir: &Path) {
-    let openssl = |args: &[&str]| {
-        netns::run(Command::new("openssl").current_dir(dir).args(args));
-    };
-    for key in ["ca.key", "wfe.key"] {
-        openssl(&[
-            "genpkey",
-            "-algorithm",
-            "EC",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-out",
-            key,
-        ]);
-    }
-    openssl(&[
-        "req",
-        "-x509",
-        "-new",
-        "-key",
-        "ca.key",
-        "-sha256",
-        "-days",
-        "30",
-        "-subj",
-        "/CN=Bramble ddns test CA",
-        "-out",
-        "ca.pem",
-    ]);
-    std::fs::write(
-        dir.join("ext.txt"),
-        format!("subjectAltName=IP:{HOST_ADDRESS}\nextendedKeyUsage=serverAuth\n"),
-    )
-    .unwrap();
-    openssl(&[
-        "req",
-        "-new",
-        "-key",
-        "wfe.key",
-        "-subj",
-        "/CN=pebble",
-        "-out",
-        "wfe.csr",
-    ]);
-    openssl(&[
-        "x509",
-        "-req",
-        "-in",
-        "wfe.csr",
-        "-CA",
-        "ca.pem",
-        "-CAkey",
-        "ca.key",
-        "-sha256",
-        "-CAcreateserial",
-        "-days",
-        "30",
-        "-extfile",
-        "ext.txt",
-        "-out",
-        "wfe.pem",
-    ]);
-    std::fs::write(
-        dir.join("pebble.json"),
-        format!(
-            r#"{{"pebble":{{"listenAddress":"{HOST_ADDRESS}:14000","managementListenAddress":"{HOST_ADDRESS}:15000","certificate":"{}","privateKey":"{}","httpPort":80,"tlsPort":443,"ocspResponderURL":"","externalAccountBindingRequired":false}}}}"#,
-            dir.join("wfe.pem").display(),
-            dir.join("wfe.key").display()
-        ),
-    )
-    .unwrap();
-}
-
 #[test]
 fn dns01_through_the_same_updates_gets_a_wildcard_certificate_from_pebble() {
     let dir = tempfile::tempdir().unwrap();
@@ -362,7 +288,9 @@ fn dns01_through_the_same_updates_gets_a_wildcard_certificate_from_pebble() {
     let netns = Netns::create();
     let _sntp = Sntp::start(&netns);
     let _knot = start_knot(&netns, dir, SECRET, 0);
-    make_pebble_files(dir);
+    // pebble's API presents a chain shaped as Let's Encrypt's P-384 one (ISRG Root X2 over
+    // an E-series intermediate), as acme.rs's second test does.
+    make_ca(dir, ApiChain::P384, HOST_ADDRESS);
     let pebble_log = dir.join("pebble.log");
     let mut command = netns.command("pebble");
     command
