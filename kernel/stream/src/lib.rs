@@ -39,8 +39,11 @@
 //!   hundreds of its own; and while a request from an open window waits, an answer to a
 //!   narrow window that made no progress for a second gives its session back. The service
 //!   may also sort waiting requests by their price ([`Lane`]: a TLS handshake offering only
-//!   the dearest key exchange, a resumption): each lane then gets every other turn (every
-//!   third with three), so a flood of one kind waits behind itself, not in front of others.
+//!   the dearest key exchange, a resumption): the lanes then share the work by price (the lane
+//!   whose grants cost least so far goes next), so a flood of one kind waits behind itself,
+//!   not in front of others, and takes no more than an even share of the work while others
+//!   wait. A waiting request the service cannot answer once its client has closed (a TLS
+//!   ClientHello followed by a FIN) is reset when the FIN arrives, not served later.
 //! - **Transmit without buffers.** A session does not hand its response to a socket buffer:
 //!   the pool asks it for the bytes at any offset past the last acknowledged one
 //!   ([`Service::read_at`]), for a first transmission or a retransmission alike, and copies
@@ -146,10 +149,13 @@ pub enum Admission {
 }
 
 /// Which queue a complete parked request waits in for its session, as the service prices
-/// it ([`Service::lane`]). The pool gives sessions to the queues in turn, one request from
-/// each queue that has one: a flood of one kind of request (a TLS handshake with the dearest
-/// key exchange, a replayed resumption) fills its own queue and delays a request of another
-/// kind by at most one of its own, however long that queue grows.
+/// it ([`Service::lane`]). The pool gives sessions to the queues by the work their grants
+/// cost ([`Service::price`]): the queue whose grants so far cost least goes next (a queue
+/// that was empty starts level with the others, never with credit saved up), so a flood of
+/// one kind of request (a TLS handshake with the dearest key exchange, a replayed
+/// resumption) fills its own queue, takes at most an even share of the work while others
+/// wait, and delays a request of another kind by at most one of its own, however long that
+/// queue grows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Lane {
     /// The common request: plain HTTP, a full TLS handshake at the usual price.
@@ -231,6 +237,27 @@ pub trait Service {
     fn lane(&self, parked: &[u8], carry: u32) -> Lane {
         let _ = (parked, carry);
         Lane::Common
+    }
+
+    /// What a complete parked request will cost to serve, in the service's own units (for
+    /// TLS: thousands of instructions of its handshake). The lanes share sessions by these
+    /// prices, not by turns: while several lanes have requests waiting, the one whose
+    /// grants so far cost least goes next, so a lane of dear requests takes no more of the
+    /// work than a lane of cheap ones. The default prices every request at 1.
+    fn price(&self, parked: &[u8], carry: u32) -> u32 {
+        let _ = (parked, carry);
+        1
+    }
+
+    /// Whether a complete parked request can still be answered once its client has closed
+    /// its side (a FIN) before the request's turn came. HTTP: yes (a client may send its
+    /// request and half-close). TLS: not a ClientHello, whose handshake cannot end without
+    /// the client's Finished: such a request is reset at once (counted, `abandoned`) rather
+    /// than served, so that a flood whose clients give up and come back spends nothing on
+    /// the hellos it left behind. The default answers.
+    fn answerable_after_fin(&self, carry: u32) -> bool {
+        let _ = carry;
+        true
     }
 
     /// Whether waiting requests take turns by source: when the request at the head of a

@@ -15,6 +15,7 @@ use smoltcp::wire::{
 };
 use std::boxed::Box;
 use std::collections::VecDeque;
+use std::string::String;
 use std::vec;
 use std::vec::Vec;
 
@@ -52,6 +53,32 @@ pub struct TestService {
     releases: u32,
     closes: u32,
     resets: u32,
+    /// When set, the service prices requests as TLS does its hellos.
+    pricing: Option<Pricing>,
+    /// The first line of each request [`Service::admit`] let through, in order.
+    admitted: Vec<String>,
+}
+
+/// [`TestService`] as a priced service (as TLS is): every first request parks until it is
+/// admitted; `HEAVY n` waits in the heavy lane at [`HEAVY_PRICE`] units, the rest in the
+/// common lane at 1; the work admitted runs one unit every `unit_ms`, one request after the
+/// other; a request whose client closed before its turn cannot be answered.
+struct Pricing {
+    unit_ms: u64,
+    next_free: Instant,
+}
+
+/// What a `HEAVY` request costs, in units (a P-256-only handshake against X25519's 1).
+const HEAVY_PRICE: u32 = 3;
+
+impl TestService {
+    fn first_line(parked: &[u8]) -> String {
+        let end = parked
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(parked.len());
+        String::from_utf8_lossy(&parked[..end]).into_owned()
+    }
 }
 
 fn pattern(n: usize) -> Vec<u8> {
@@ -113,6 +140,42 @@ impl Service for TestService {
 
     fn parked_ready(&self, parked: &[u8], _carry: u32) -> bool {
         parked.contains(&b'\n')
+    }
+
+    fn must_park(&self, carry: u32) -> bool {
+        self.pricing.is_some() && carry == 0
+    }
+
+    fn admit(&mut self, parked: &[u8], carry: u32, _first: bool, now: Instant) -> Admission {
+        let price = u64::from(self.price(parked, carry));
+        if let Some(pricing) = &mut self.pricing {
+            if now < pricing.next_free {
+                return Admission::Later(pricing.next_free);
+            }
+            pricing.next_free = now.add_micros(price * pricing.unit_ms * 1000);
+        }
+        self.admitted.push(Self::first_line(parked));
+        Admission::Now
+    }
+
+    fn lane(&self, parked: &[u8], _carry: u32) -> Lane {
+        if self.pricing.is_some() && parked.starts_with(b"HEAVY") {
+            Lane::Heavy
+        } else {
+            Lane::Common
+        }
+    }
+
+    fn price(&self, parked: &[u8], _carry: u32) -> u32 {
+        if self.pricing.is_some() && parked.starts_with(b"HEAVY") {
+            HEAVY_PRICE
+        } else {
+            1
+        }
+    }
+
+    fn answerable_after_fin(&self, _carry: u32) -> bool {
+        self.pricing.is_none()
     }
 
     fn receive_window(&self, session: &TestSession) -> usize {
@@ -664,6 +727,141 @@ fn more_clients_than_sessions_are_all_served_in_turn() {
     let counters = net.pool.counters();
     assert!(counters.parked >= (clients - 4) as u64, "{counters}");
     assert!(counters.peak_open >= clients as u32);
+}
+
+/// A pool whose service prices its requests as TLS does ([`Pricing`]): one unit of work every
+/// `unit_ms`.
+fn priced_net(capacity: usize, sessions: usize, unit_ms: u64) -> Net {
+    let mut net = Net::new(capacity, sessions, capacity, limits());
+    net.pool.service_mut().pricing = Some(Pricing {
+        unit_ms,
+        next_free: Instant(0),
+    });
+    net
+}
+
+/// `count` connections from ports `first..`, connected.
+fn connected(net: &mut Net, first: u16, count: usize) -> Vec<SocketHandle> {
+    let handles: Vec<_> = (0..count)
+        .map(|k| {
+            let handle = net.socket(4096, 512);
+            net.connect(handle, first + k as u16);
+            handle
+        })
+        .collect();
+    assert!(net.run_until(2_000, |net| handles.iter().all(|&h| net.tcp(h).may_send())));
+    handles
+}
+
+/// How many of the service's admissions before the `n`-th one went to `HEAVY` requests.
+fn heavy_before(net: &Net, n: usize) -> usize {
+    net.pool.service().admitted[..n]
+        .iter()
+        .filter(|line| line.starts_with("HEAVY"))
+        .count()
+}
+
+#[test]
+fn dear_requests_take_no_more_than_an_even_share_of_the_work_while_cheap_ones_wait() {
+    // Twelve requests at three units (a flood of P-256-only hellos), then twelve at one (new
+    // visitors' X25519 hellos). Taking turns one request each, the cheap ones waited for
+    // eleven dear ones (33 units of work for their 12); by price, the two lanes share the
+    // work: the twelve cheap ones are through after four dear ones.
+    let mut net = priced_net(64, 32, 10);
+    let heavy = connected(&mut net, 42000, 12);
+    let cheap = connected(&mut net, 42100, 12);
+    for &handle in &heavy {
+        net.send(handle, b"HEAVY 10\n");
+    }
+    for &handle in &cheap {
+        net.send(handle, b"GET 10\n");
+    }
+    let mut got = vec![Vec::new(); 24];
+    let all = |net: &mut Net, got: &mut Vec<Vec<u8>>, handles: &[SocketHandle], from: usize| {
+        for (k, &handle) in handles.iter().enumerate() {
+            net.read_all(handle, &mut got[from + k]);
+        }
+        got[from..from + handles.len()]
+            .iter()
+            .all(|g| g.len() >= 10)
+    };
+    assert!(
+        net.run_until(5_000, |net| all(net, &mut got, &cheap, 12)),
+        "{}",
+        net.pool.counters()
+    );
+    let admitted = &net.pool.service().admitted;
+    let last_cheap = admitted.iter().rposition(|line| line == "GET 10").unwrap();
+    assert!(
+        heavy_before(&net, last_cheap) <= 4,
+        "the cheap requests waited for {} dear ones: {admitted:?}",
+        heavy_before(&net, last_cheap)
+    );
+    // The dear ones are not starved: the rest of the work is theirs.
+    assert!(
+        net.run_until(5_000, |net| all(net, &mut got, &heavy, 0)),
+        "{}",
+        net.pool.counters()
+    );
+    assert_eq!(net.pool.service().admitted.len(), 24);
+}
+
+#[test]
+fn a_newcomer_goes_before_a_queue_of_dear_requests_that_waits_for_the_work() {
+    // Ten dear requests queue; a cheap one arrives while the one at the head of their lane
+    // waits for the work to be free. Taking turns, that head kept its lane's turn and went
+    // first; by price, the newcomer's lane (empty until now, so level with the other, no
+    // credit saved) goes first: it waits for the work under way only.
+    let mut net = priced_net(64, 32, 10);
+    let heavy = connected(&mut net, 43000, 10);
+    let newcomer = connected(&mut net, 43100, 1)[0];
+    for &handle in &heavy {
+        net.send(handle, b"HEAVY 10\n");
+    }
+    // Three dear ones through; just after the third's admission, the newcomer asks.
+    assert!(net.run_until(1_000, |net| net.pool.service().admitted.len() == 3));
+    net.run_ms(5);
+    let before = net.pool.service().admitted.len();
+    net.send(newcomer, b"GET 10\n");
+    assert_eq!(net.read_exact(newcomer, 10, 1_000), pattern(10));
+    let admitted = &net.pool.service().admitted;
+    assert_eq!(
+        admitted.get(before).map(String::as_str),
+        Some("GET 10"),
+        "the newcomer waited behind dear requests: {admitted:?}"
+    );
+}
+
+#[test]
+fn a_waiting_request_whose_client_left_is_reset_without_being_served() {
+    // A ClientHello waits for the handshake budget; its client gives up and closes. A TLS
+    // handshake cannot finish without the client: the hello is reset when the FIN arrives,
+    // counted, and its turn never comes (served, it cost a full handshake for nobody, and
+    // a flood whose clients come back every few seconds left its hellos piling up).
+    let mut net = priced_net(8, 4, 100);
+    let clients = connected(&mut net, 44000, 3);
+    net.send(clients[0], b"GET 10\n");
+    assert_eq!(net.read_exact(clients[0], 10, 100), pattern(10));
+    net.send(clients[1], b"GET 10\n");
+    net.send(clients[2], b"GET 10\n");
+    net.run_ms(5);
+    assert_eq!(net.pool.counters().waiting, 2, "{}", net.pool.counters());
+    net.tcp(clients[1]).close();
+    assert!(
+        net.run_until(50, |net| !net.tcp(clients[1]).is_open()),
+        "the client that left was reset"
+    );
+    let counters = net.pool.counters();
+    assert_eq!((counters.abandoned, counters.waiting), (1, 1), "{counters}");
+    // The one that stayed is served in its turn; the one that left never is.
+    assert_eq!(net.read_exact(clients[2], 10, 500), pattern(10));
+    net.run_ms(500);
+    assert_eq!(
+        net.pool.service().admitted,
+        ["GET 10", "GET 10"],
+        "admitted twice, not three times"
+    );
+    assert_eq!(net.pool.service().opens, 2);
 }
 
 /// The replies to `port` that the pool has sent and the test has not taken yet, taken.

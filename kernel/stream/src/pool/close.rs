@@ -20,6 +20,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             Cause::SendTimeout => &mut self.counters.timeout_send,
             Cause::CloseTimeout => &mut self.counters.timeout_close,
             Cause::Aborted => &mut self.counters.aborted,
+            Cause::Abandoned => &mut self.counters.abandoned,
         };
         *counter += 1;
         let tcb = &self.tcbs[i as usize];

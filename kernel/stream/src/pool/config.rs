@@ -111,6 +111,11 @@ pub struct PoolCounters {
     pub deferred: u64,
     /// Parked requests the service refused (reset): not its protocol.
     pub refused_service: u64,
+    /// Waiting requests reset because their client closed before their turn and the service
+    /// cannot answer them then ([`Service::answerable_after_fin`]: a TLS ClientHello).
+    ///
+    /// [`Service::answerable_after_fin`]: crate::Service::answerable_after_fin
+    pub abandoned: u64,
     /// Sessions given back by a keep-alive connection whose next request came with the
     /// acknowledgment of its last answer, because others waited (that request parked).
     pub yielded: u64,
@@ -166,7 +171,7 @@ impl core::fmt::Display for PoolCounters {
              refused full {} per-source {}, evicted closing {} idle {} incomplete {} \
              stalled {} (narrow {}), timeouts first-byte {} header {} idle {} send {} close {}, parked {}, yielded {}, \
              peer resets {}, aborted {}, retransmits {}+{} fast, segments in {} out {}, \
-             malformed {}, control dropped {}, deferred {}, refused by service {}",
+             malformed {}, control dropped {}, deferred {}, refused by service {}, abandoned {}",
             self.open,
             self.peak_open,
             self.leased,
@@ -198,7 +203,8 @@ impl core::fmt::Display for PoolCounters {
             self.malformed,
             self.control_dropped,
             self.deferred,
-            self.refused_service
+            self.refused_service,
+            self.abandoned
         )
     }
 }

@@ -125,9 +125,9 @@ enum Class {
     WaitingLight,
 }
 const CLASSES: usize = 10;
-/// The lanes waiting requests take turns in: the common one (its open and narrow-window
-/// queues), then the heavy one, then the light one.
-const LANE_ORDER: [Lane; 3] = [Lane::Common, Lane::Heavy, Lane::Light];
+/// The lanes waiting requests wait in, in the order that breaks a tie of their work: the
+/// common one (its open and narrow-window queues), then the light one, then the heavy one.
+const LANE_ORDER: [Lane; 3] = [Lane::Common, Lane::Light, Lane::Heavy];
 /// With [`Service::fair_by_source`], the sources of this many last grants are passed over
 /// for a request from another source among the first [`SOURCE_SCAN`] of a lane.
 const RECENT_SOURCES: usize = 4;
@@ -422,8 +422,9 @@ pub struct StreamPool<'a, S: Service, const N: usize = CELL_LEN> {
     payload_alignment: usize,
     /// Grants given from the open-window queue since the narrow-window queue's last turn.
     narrow_passed: u32,
-    /// The lane (an index of [`LANE_ORDER`]) whose turn it is to be given a session.
-    lane_turn: usize,
+    /// The work ([`Service::price`]) granted to each lane (by its index in [`LANE_ORDER`]);
+    /// a lane with nothing waiting is kept level with the least of those that wait.
+    lane_work: [u64; LANE_ORDER.len()],
     /// The sources ([`source_key`]) of the last grants, for [`Service::fair_by_source`].
     recent_sources: [Address; RECENT_SOURCES],
     /// Where the next grant's source goes in `recent_sources`.
@@ -444,6 +445,7 @@ enum Cause {
     SendTimeout,
     CloseTimeout,
     Aborted,
+    Abandoned,
 }
 
 impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
@@ -520,7 +522,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             ip_id: (siphash24(config.seed, b"bramble ip id") >> 16) as u16,
             payload_alignment: 2,
             narrow_passed: 0,
-            lane_turn: 0,
+            lane_work: [0; LANE_ORDER.len()],
             recent_sources: [[0xff; 16]; RECENT_SOURCES],
             recent_next: 0,
             admit_at: None,
@@ -687,35 +689,51 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         head
     }
 
-    /// The head of the next lane in turn that has a request waiting (see
-    /// [`StreamPool::first_of`]), and that lane's index in [`LANE_ORDER`]; in the common
-    /// lane, the narrow-window queue's head one turn in [`NARROW_TURN`] while the open one
-    /// has requests.
+    /// The head of the lane that goes next (see [`StreamPool::first_of`]), and that lane's
+    /// index in [`LANE_ORDER`]: of the lanes with a request waiting, the one whose grants
+    /// cost least so far (a tie to the first in [`LANE_ORDER`]); in the common lane, the
+    /// narrow-window queue's head one turn in [`NARROW_TURN`] while the open one has
+    /// requests. A lane with nothing waiting is brought level with the least of the others
+    /// first, so that it saves no credit while empty.
     fn next_waiting(&mut self) -> Option<(u32, usize)> {
-        for step in 0..LANE_ORDER.len() {
-            let lane = (self.lane_turn + step) % LANE_ORDER.len();
-            let head = |class: Class| self.first_of(class);
-            let i = match LANE_ORDER[lane] {
-                Lane::Heavy => head(Class::WaitingHeavy),
-                Lane::Light => head(Class::WaitingLight),
-                Lane::Common => {
-                    let (open, narrow) = (head(Class::Waiting), head(Class::WaitingNarrow));
-                    if narrow == NONE {
-                        open
-                    } else if open == NONE || self.narrow_passed + 1 >= NARROW_TURN {
-                        self.narrow_passed = 0;
-                        narrow
-                    } else {
-                        self.narrow_passed += 1;
-                        open
-                    }
-                }
-            };
-            if i != NONE {
-                return Some((i, lane));
+        let (open, narrow) = (
+            self.first_of(Class::Waiting),
+            self.first_of(Class::WaitingNarrow),
+        );
+        let heads = LANE_ORDER.map(|lane| match lane {
+            Lane::Heavy => self.first_of(Class::WaitingHeavy),
+            Lane::Light => self.first_of(Class::WaitingLight),
+            Lane::Common if open != NONE => open,
+            Lane::Common => narrow,
+        });
+        let least = (0..LANE_ORDER.len())
+            .filter(|&lane| heads[lane] != NONE)
+            .map(|lane| self.lane_work[lane])
+            .min()?;
+        for (work, &head) in self.lane_work.iter_mut().zip(&heads) {
+            if head == NONE {
+                *work = (*work).max(least);
             }
         }
-        None
+        let lane = (0..LANE_ORDER.len())
+            .find(|&lane| heads[lane] != NONE && self.lane_work[lane] == least)?;
+        let i = match LANE_ORDER[lane] {
+            Lane::Common if narrow != NONE && open != NONE => {
+                if self.narrow_passed + 1 >= NARROW_TURN {
+                    self.narrow_passed = 0;
+                    narrow
+                } else {
+                    self.narrow_passed += 1;
+                    open
+                }
+            }
+            Lane::Common if narrow != NONE => {
+                self.narrow_passed = 0;
+                narrow
+            }
+            _ => heads[lane],
+        };
+        Some((i, lane))
     }
 
     /// Most connections at once.

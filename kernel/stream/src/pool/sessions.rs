@@ -12,7 +12,7 @@ use super::{
     ACK_NOW, CELL_COMPLETE, Cause, Class, DEFERRED, FIN_RECEIVED, FIN_WANTED,
     NARROW_WINDOW_SEGMENTS, NONE, SERVED, State, StreamPool,
 };
-use super::{LANE_ORDER, RECENT_SOURCES, source_key};
+use super::{RECENT_SOURCES, source_key};
 use crate::{Admission, Service, SessionPhase};
 use bramble_hal::Instant;
 
@@ -130,6 +130,15 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             }
             phase = Some(current);
         } else if self.tcbs[idx].has(FIN_RECEIVED)
+            && self.tcbs[idx].cell != NONE
+            && self.tcbs[idx].has(CELL_COMPLETE)
+            && !self.service.answerable_after_fin(self.tcbs[idx].carry)
+        {
+            // The client left before its request's turn, and it cannot be answered now (a
+            // ClientHello whose handshake needs the client's Finished): no work for it.
+            self.abort(i, Cause::Abandoned);
+            return;
+        } else if self.tcbs[idx].has(FIN_RECEIVED)
             && !(self.tcbs[idx].cell != NONE && self.tcbs[idx].has(CELL_COMPLETE))
         {
             // The client is done and nothing of it waits for an answer.
@@ -206,8 +215,13 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             // passes it (a dear handshake is not starved by cheaper ones), and a request in
             // another lane waits for at most this one.
             let cell = self.tcbs[i as usize].cell;
+            let mut price = 1;
             if cell != NONE {
                 let parked = &self.cells[cell as usize];
+                price = self.service.price(
+                    &parked.bytes[..usize::from(parked.len)],
+                    self.tcbs[i as usize].carry,
+                );
                 let first = !self.tcbs[i as usize].has(DEFERRED);
                 let carry = self.tcbs[i as usize].carry;
                 match self.service.admit(
@@ -233,7 +247,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
                 }
             }
             self.admit_at = None;
-            self.lane_turn = (lane + 1) % LANE_ORDER.len();
+            self.lane_work[lane] = self.lane_work[lane].saturating_add(u64::from(price.max(1)));
             self.recent_sources[self.recent_next] = source_key(&self.tcbs[i as usize].remote_ip);
             self.recent_next = (self.recent_next + 1) % RECENT_SOURCES;
             let class = self.tcbs[i as usize].class;

@@ -823,6 +823,25 @@ impl<'a> Service for TlsService<'a> {
         }
     }
 
+    fn price(&self, parked: &[u8], carry: u32) -> u32 {
+        if carry != 0 {
+            // A request between others on a connection with keys: no handshake.
+            return 1;
+        }
+        let peeked = match hello::peek(parked) {
+            // Refused when its turn comes, at no cost.
+            Peek::NotTls => return 1,
+            Peek::Hello(summary) => Some(summary),
+            Peek::Incomplete | Peek::Unreadable => None,
+        };
+        HandshakeCost::of(peeked, self.key).charged
+    }
+
+    fn answerable_after_fin(&self, carry: u32) -> bool {
+        // A handshake cannot end without the client's Finished.
+        carry != 0
+    }
+
     fn fair_by_source(&self) -> bool {
         true
     }
