@@ -76,7 +76,7 @@ pub fn prepare(
         Some(email) => Some(arena.value(email.clone())?.as_str()),
         None => None,
     };
-    let dns_servers = crate::network::client_dns_servers(settings, arena)?;
+    let dns_servers = crate::clients::client_dns_servers(settings, arena)?;
     let https = crate::tls::prepare_pool(
         arena,
         ACME_HEAP_BYTES,

@@ -1,8 +1,8 @@
 //! Dynamic DNS on the board (`ddns = rfc2136`): the settings turned into the appliance's
 //! configuration (names, key and the socket's memory cut from the arena), and its status line.
 
+use crate::appliance::Network;
 use crate::arena::Arena;
-use crate::network::Network;
 use bramble_net::appliance::ddns::{DdnsConfig, DdnsMemory, Ipv4Source};
 use bramble_proto::dns_update::TsigKey;
 use bramble_settings::{DdnsProtocol, Settings};

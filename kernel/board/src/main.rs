@@ -12,14 +12,17 @@
 #![allow(unsafe_code)]
 
 mod acme;
+mod appliance;
 mod arena;
 mod checksum;
+mod clients;
 mod commands;
 mod console;
 mod ddns;
 mod entropy;
 mod faults;
 mod health;
+mod live_switch;
 mod network;
 mod platform;
 mod reach;
@@ -223,7 +226,7 @@ fn kernel_main() -> ! {
     // When the status page's figures were last refreshed.
     let mut status_refreshed: Option<u64> = None;
     // The site a live switch replaced, while its last responses are sent.
-    let mut retiring: Option<site_slots::Retiring> = None;
+    let mut retiring: Option<live_switch::Retiring> = None;
     loop {
         LOOPS.fetch_add(1, Ordering::Relaxed);
         health::feed();
@@ -293,7 +296,7 @@ fn kernel_main() -> ! {
             };
             polled_at_interrupt = Some(usb_interrupts);
             if let Some(record) = appliance.take_published() {
-                match site_slots::switch_live(appliance, store, sides, &mut arena, &record) {
+                match live_switch::switch_live(appliance, store, sides, &mut arena, &record) {
                     Ok(switched) => retiring = Some(switched),
                     Err(why) => {
                         // Boot serves the slot the record now names.
@@ -451,7 +454,7 @@ fn status_snapshot(
 }
 
 fn print_status(
-    net: Option<&mut network::Network>,
+    net: Option<&mut appliance::Network>,
     store: Option<&storage::Store>,
     free_bytes: usize,
 ) {

@@ -1,7 +1,9 @@
 //! The network: power the USB controller, find the NIC (SMSC95xx on a B+, RNDIS or CDC-ECM
 //! on QEMU's usb-net), and run the smoltcp appliance serving the site.
 
+use crate::appliance::Network;
 use crate::arena::Arena;
+use crate::clients::{claim_client_heap, client_dns_servers, client_roots};
 use crate::platform::{INTERRUPTS, MAILBOX, TIMER, micros};
 use bramble_bcm2835::dma::DmaAllocator;
 use bramble_bcm2835::dwc2::{self, Dwc2Host, Dwc2Starting};
@@ -138,9 +140,6 @@ pub fn used_bytes() -> usize {
     USED_BYTES.load(Ordering::Relaxed)
 }
 
-/// The running appliance over the USB NIC, which is probed again whenever it goes away.
-pub type Network = Appliance<'static, ReprobingNic<Dwc2Host>>;
-
 /// What the appliance serves: the site, and the card store under it (whose card reader the
 /// certificate store shares; `None` when the site could not be opened).
 pub struct Content {
@@ -236,7 +235,7 @@ pub fn start(
             * usize::from(settings.router_ports != RouterPorts::Off)
         + if settings.heartbeat.is_some() { 2 } else { 0 }
         + if settings.publish_url.is_some() { 2 } else { 0 }
-        + if crate::reach::wanted(settings) {
+        + if settings.wants_reach_agent() {
             crate::reach::SOCKETS
         } else {
             0
@@ -479,46 +478,6 @@ fn router_ports(settings: &Settings) -> Option<heapless::Vec<PortRequest, 2>> {
 /// Heap for the heartbeat's TLS client: its handshake, the server's chain, one record each
 /// way (ACME's client, doing more, peaked at 18 KiB against pebble).
 const HEARTBEAT_HEAP_BYTES: usize = 48 * 1024;
-
-/// The configured name servers (`dns`, for a static address; DHCP gives its own), copied
-/// into the arena for an outbound client (ACME, the heartbeat, pulling, the reach agent).
-pub fn client_dns_servers(settings: &Settings, arena: &mut Arena) -> Option<&'static [[u8; 4]]> {
-    let dns_servers = arena.slice(settings.dns.len(), || [0u8; 4])?;
-    for (slot, server) in dns_servers.iter_mut().zip(settings.dns.iter()) {
-        *slot = server.octets();
-    }
-    Some(dns_servers)
-}
-
-/// Claims `bytes` of the arena as the TLS heap of the client `what` (logged when there is
-/// no room: the client is not started).
-pub fn claim_client_heap(arena: &mut Arena, bytes: usize, what: &str) -> Option<()> {
-    if !crate::tls::claim_heap(arena, bytes) {
-        log::error!("{what}: no memory for its {bytes}-byte heap; not started");
-        return None;
-    }
-    Some(())
-}
-
-/// The roots the board's HTTPS clients (heartbeat, pulling, echo, dyndns2, outside check)
-/// check their servers against: `acme_ca_certificate`, else Let's Encrypt's. `None` (logged, naming
-/// `what`) when the named file could not be read.
-pub fn client_roots(settings: &Settings, what: &str) -> Option<&'static [u8]> {
-    match &settings.acme_ca_certificate {
-        None => Some(bramble_acme::LETS_ENCRYPT_ROOTS_PEM),
-        Some(name) => match crate::storage::acme_ca_file() {
-            Some(Ok(bytes)) => Some(bytes),
-            Some(Err(problem)) => {
-                log::error!("{what}: {name}: {problem}; not started");
-                None
-            }
-            None => {
-                log::error!("{what}: the card could not be read; not started");
-                None
-            }
-        },
-    }
-}
 
 /// The heartbeat's configuration and memory from the settings (`None`: off, or logged why
 /// not): the URL, its interval, the roots (`acme_ca_certificate`, else Let's Encrypt's).

@@ -2,8 +2,8 @@
 //! duckdns`, `reach_check_url`): the settings turned into the appliance's agent (URLs,
 //! credentials, its socket memory and TLS heap cut from the arena), and its status lines.
 
+use crate::appliance::Network;
 use crate::arena::Arena;
-use crate::network::Network;
 use bramble_net::appliance::ddns::Ipv4Source;
 use bramble_net::appliance::reach::{Dyndns2Config, ReachConfig, ReachMemory, UpdateState};
 use bramble_proto::dyndns::Dialect;
@@ -16,23 +16,16 @@ pub const SOCKETS: usize = 2;
 /// Heap for the agent's TLS client, one request at a time: as the heartbeat's.
 const HEAP_BYTES: usize = 48 * 1024;
 
-/// Whether the settings ask for the agent.
-pub fn wanted(settings: &Settings) -> bool {
-    settings.public_ip_url.is_some()
-        || settings.reach_check_url.is_some()
-        || settings.ddns.protocol.is_https()
-}
-
 /// The agent's configuration and memory (`None`: nothing asks for it, or logged why not).
 pub fn prepare(
     settings: &Settings,
     arena: &mut Arena,
 ) -> Option<(ReachConfig<'static>, &'static mut ReachMemory)> {
-    if !wanted(settings) {
+    if !settings.wants_reach_agent() {
         return None;
     }
-    let roots_pem = crate::network::client_roots(settings, "reach")?;
-    crate::network::claim_client_heap(arena, HEAP_BYTES, "reach")?;
+    let roots_pem = crate::clients::client_roots(settings, "reach")?;
+    crate::clients::claim_client_heap(arena, HEAP_BYTES, "reach")?;
     let ddns = &settings.ddns;
     let update = match (
         ddns.protocol,
@@ -62,7 +55,7 @@ pub fn prepare(
         }
         _ => None,
     };
-    let dns_servers = crate::network::client_dns_servers(settings, arena)?;
+    let dns_servers = crate::clients::client_dns_servers(settings, arena)?;
     let echo_url = match &settings.public_ip_url {
         Some(url) => Some(text(arena, url)?),
         None => None,

@@ -269,7 +269,7 @@ pub fn memory() -> Result<u32, Failure> {
 const RNG_WORDS: usize = 256;
 
 /// `selftest board`: one line each for the RNG, the card and the network.
-pub fn board(net: Option<&crate::network::Network>, store: Option<&crate::storage::Store>) {
+pub fn board(net: Option<&crate::appliance::Network>, store: Option<&crate::storage::Store>) {
     use bramble_bcm2835::rng::RngHealth;
     let mut bytes = [0u8; RNG_WORDS * 4];
     let started = crate::platform::micros();

@@ -6,7 +6,7 @@
 //! module for its counters: the dependency runs one way, network -> acme -> tls, and this
 //! module reads all three.
 
-use crate::network::Network;
+use crate::appliance::Network;
 use crate::platform::micros;
 use crate::tls;
 use bramble_status::Text;

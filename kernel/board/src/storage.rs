@@ -823,7 +823,7 @@ fn read_settings(reader: &mut CardReader, arena: &mut Arena) -> Settings {
     let wants_roots = (https && settings.acme)
         || settings.heartbeat.is_some()
         || settings.publish_url.is_some()
-        || crate::reach::wanted(&settings);
+        || settings.wants_reach_agent();
     if wants_roots && let Some(name) = &settings.acme_ca_certificate {
         let roots = read(name.as_str());
         ACME_CA.call_once(|| roots);

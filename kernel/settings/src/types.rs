@@ -495,6 +495,17 @@ pub struct Settings {
     pub reach_check_url: Option<heapless::String<MAX_ACME_TEXT_LEN>>,
 }
 
+impl Settings {
+    /// Whether the reach agent runs: an address echo (`public_ip_url`), an outside check
+    /// (`reach_check_url`) or a dynamic DNS update over HTTPS (`ddns = dyndns2 | desec |
+    /// duckdns`).
+    pub fn wants_reach_agent(&self) -> bool {
+        self.public_ip_url.is_some()
+            || self.reach_check_url.is_some()
+            || self.ddns.protocol.is_https()
+    }
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
