@@ -20,6 +20,7 @@
 extern crate std;
 
 mod body;
+mod bytes;
 mod crc32;
 mod reader;
 pub mod rules;

@@ -16,7 +16,7 @@
 
 use core::fmt;
 
-use crate::reader::{read_u16, read_u32, reference};
+use crate::bytes::{read_u16, read_u32, reference};
 
 /// Most placeholders one pattern may hold.
 pub const MAX_PLACEHOLDERS: usize = 8;

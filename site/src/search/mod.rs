@@ -25,7 +25,7 @@ pub mod text;
 pub mod build;
 
 use crate::body::{Body, BodyRequest, BodySource, BodyStatus};
-use crate::reader::{read_u32, reference};
+use crate::bytes::{read_u32, reference};
 use text::{Language, MAX_TERM_LEN, Term};
 
 /// Most distinct terms a query is searched for.

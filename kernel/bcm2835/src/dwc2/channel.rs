@@ -9,6 +9,20 @@ use super::registers::{self as reg, EndpointType, Haint, Hcchar, Hcint, Hctsiz, 
 use super::{CHANNEL_STATUS, Dwc2Host, dsb};
 use crate::mmio::{FieldValue, Offset, RegisterBlock, TypedRegister, Value, Word};
 
+/// `len` bytes in packets of `max_packet` bytes: the whole packets and the bytes left over.
+/// Bulk and control endpoints' sizes are powers of two (8 to 512), and for them this is a shift
+/// and a mask: the ARM1176 has no divide instruction, and the division routine it calls
+/// instead cost about 80 instructions per USB transfer (twice per transfer, ten transfers per
+/// page request). Other sizes (interrupt endpoints may have any) are divided.
+pub(super) fn packets(len: usize, max_packet: u16) -> (usize, usize) {
+    let mps = usize::from(max_packet.max(1));
+    if mps.is_power_of_two() {
+        (len >> mps.trailing_zeros(), len & (mps - 1))
+    } else {
+        (len / mps, len % mps)
+    }
+}
+
 /// Deadline for a channel to halt after a disable request.
 const HALT_TIMEOUT_US: u64 = 10_000;
 /// HCINT bits that raise the controller interrupt for a channel (every halt, and bus errors).
@@ -78,7 +92,7 @@ impl Dwc2Host {
 
     /// Programs and enables `channel` for one transaction sequence (§2.5 start sequence).
     pub(super) fn start_channel(&self, channel: usize, t: &Transaction) -> u32 {
-        let (whole, rest) = super::transfer::packets(t.len, t.max_packet);
+        let (whole, rest) = packets(t.len, t.max_packet);
         // A zero-length packet is one packet.
         let packets = if t.len == 0 {
             1

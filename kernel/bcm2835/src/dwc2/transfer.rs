@@ -4,7 +4,7 @@
 
 use bramble_hal::usb::{PipeConfig, PipeId, TransferStatus, TransferType, UsbError, UsbHost};
 
-use super::channel::{FATAL_ERRORS, HALT_INTERRUPTS, Transaction};
+use super::channel::{FATAL_ERRORS, HALT_INTERRUPTS, Transaction, packets};
 use super::registers::{self as reg, EndpointType, Hcint, Hctsiz, pid};
 use super::{Dwc2Host, MAX_PIPES, MAX_TRANSFER_TRIES, dsb};
 use crate::mmio::Value;
@@ -142,20 +142,6 @@ enum QuietHalt {
     Complete,
     /// Not a NAK: an error, handled like any other halt.
     NotQuiet,
-}
-
-/// `len` bytes in packets of `max_packet` bytes: the whole packets and the bytes left over.
-/// Bulk and control endpoints' sizes are powers of two (8 to 512), and for them this is a shift
-/// and a mask: the ARM1176 has no divide instruction, and the division routine it calls
-/// instead cost about 80 instructions per USB transfer (twice per transfer, ten transfers per
-/// page request). Other sizes (interrupt endpoints may have any) are divided.
-pub(super) fn packets(len: usize, max_packet: u16) -> (usize, usize) {
-    let mps = usize::from(max_packet.max(1));
-    if mps.is_power_of_two() {
-        (len >> mps.trailing_zeros(), len & (mps - 1))
-    } else {
-        (len / mps, len % mps)
-    }
 }
 
 /// The earlier of two optional times.
