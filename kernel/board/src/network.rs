@@ -20,6 +20,7 @@ use bramble_net::appliance::{
     NetworkConfig, PoolSizes,
 };
 use bramble_proto::portmap::PortRequest;
+use bramble_publish::upload::PublishService;
 use bramble_settings::{AddressMode, HttpsMode, RouterPorts, Settings, UsbProtocol};
 use bramble_stream::{Cell, Lease, PoolLimits, PoolMemory, Source, Tcb};
 use bramble_usb::probe::{CdcPreference, ProbeOptions};
@@ -260,7 +261,8 @@ pub fn start(
     };
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
     let heartbeat = heartbeat_config(settings, arena);
-    let pull = pull_config(settings, arena, content.card, hostname);
+    let publish = publish_service(arena, content.card, hostname);
+    let pull = pull_config(settings, arena, publish, hostname);
     let reach = crate::reach::prepare(settings, arena);
     let syslog = match &settings.syslog {
         Some(target) => {
@@ -379,6 +381,10 @@ pub fn start(
                 && let Err(error) = appliance.start_heartbeat(config, memory)
             {
                 log::error!("heartbeat: not started: {error}");
+            }
+            if let Some(service) = publish {
+                // HTTPS uploads (PUT /.well-known/bramble/site) go to the card writer.
+                appliance.set_publish_service(service);
             }
             if let Some((config, memory)) = pull
                 && let Err(error) = appliance.start_pull(config, memory)
@@ -505,17 +511,40 @@ const PULL_HEAP_BYTES: usize = 160 * 1024;
 /// The read-back's buffer: whole blocks.
 const PULL_SCRATCH_BYTES: usize = 16 * 1024;
 
+/// The card writer over the slots boot served from, which HTTPS uploads and the pull share
+/// (`None`: the card has no site slots, or no publish key: publishing is off).
+fn publish_service(
+    arena: &mut Arena,
+    card: Option<&'static crate::storage::Store>,
+    hostname: &'static str,
+) -> Option<&'static core::cell::RefCell<PublishService<'static>>> {
+    let (slots, record, next_copy) = crate::storage::site_slots()?;
+    slots.publish_key?;
+    let store = card?;
+    let card = arena.value(crate::storage::PublishCard(store))?;
+    let scratch = arena.bytes(PULL_SCRATCH_BYTES, 32)?;
+    let publisher = bramble_publish::writer::Publisher::new(slots, record, next_copy);
+    let service = arena.value(core::cell::RefCell::new(PublishService::new(
+        publisher, card, scratch, hostname,
+    )))?;
+    log::info!(
+        "publish: uploads over HTTPS to /.well-known/bramble/site go to slot {}",
+        if record.live == 0 { "B" } else { "A" }
+    );
+    Some(service)
+}
+
 /// Pulling's configuration and memory (`None`: `publish_url` is off, or logged why not): the
 /// URL, its interval, the roots (`acme_ca_certificate`, else Let's Encrypt's), and the card
 /// writer over the slots boot served from.
 fn pull_config(
     settings: &Settings,
     arena: &mut Arena,
-    card: Option<&'static crate::storage::Store>,
+    service: Option<&'static core::cell::RefCell<PublishService<'static>>>,
     hostname: &'static str,
 ) -> Option<(PullConfig<'static>, &'static mut PullMemory)> {
     let url = settings.publish_url.as_ref()?;
-    let Some((slots, record, next_copy)) = crate::storage::site_slots() else {
+    let Some((slots, _, _)) = crate::storage::site_slots() else {
         log::error!(
             "publish: the card has no site slots served (make it with `bramble image \
              --publish-key`); not started"
@@ -526,20 +555,17 @@ fn pull_config(
         log::error!("publish: the card has no publish key (publishing is off); not started");
         return None;
     }
-    let store = card?;
+    let service = service?;
     let roots_pem = client_roots(settings, "publish")?;
     claim_client_heap(arena, PULL_HEAP_BYTES, "publish")?;
     let dns_servers = client_dns_servers(settings, arena)?;
-    let card = arena.value(crate::storage::PublishCard(store))?;
     let config = PullConfig {
         url: arena.value(url.clone())?.as_str(),
         every_minutes: u32::from(settings.publish_every),
         roots_pem,
         dns_servers,
         hostname,
-        publisher: bramble_publish::writer::Publisher::new(slots, record, next_copy),
-        card,
-        scratch: arena.bytes(PULL_SCRATCH_BYTES, 32)?,
+        service,
     };
     Some((config, arena.value(PullMemory::new())?))
 }

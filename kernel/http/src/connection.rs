@@ -13,11 +13,12 @@ use bramble_site::{Body, BodyCopy, BodyRequest, BodySource, BodyStatus, SiteFlag
 use crate::chunked::{ChunkedProgress, skip_chunked};
 use crate::path::MAX_TARGET_LEN;
 use crate::request::{BodySkip, RequestView, VersionError, classify_version_error, origin_form};
-use crate::respond::{RESPONSE_HEAD_LEN, Response};
+use crate::respond::{Outcome, RESPONSE_HEAD_LEN, Response, UploadRoute};
 use crate::response::Head;
 use crate::routing::dispatch;
 use crate::search::{SearchState, SearchTicket};
 use crate::server::{Limits, Server, SiteSource};
+use crate::upload::{Answer, UploadBody, UploadHead, parse_upload_fields};
 
 /// Capacity of the request buffer: the largest header section accepted (431 beyond).
 pub const REQUEST_BUFFER_LEN: usize = 8192;
@@ -109,6 +110,8 @@ pub struct Connection {
     broken: bool,
     /// Request body still to read and throw away.
     skip: BodySkip,
+    /// A site upload's body being received: its bytes go to the server's upload handler.
+    upload: Option<UploadBody>,
     /// How many more bytes a chunked body may take (framing included) before it counts as
     /// too large and the connection closes.
     chunked_budget: u64,
@@ -118,6 +121,8 @@ pub struct Connection {
     opened_at: Instant,
     /// First byte of the request being received, if any.
     request_started: Option<Instant>,
+    /// When the response being sent was queued; while an upload's body arrives (no response
+    /// is), when its last byte came.
     response_started: Instant,
     /// Bytes of the response being sent (head and body), for its deadline.
     response_len: u64,
@@ -202,6 +207,7 @@ impl Connection {
             closing: false,
             broken: false,
             skip: BodySkip::None,
+            upload: None,
             chunked_budget: 0,
             parse_pending: false,
             opened_at: Instant(0),
@@ -278,7 +284,11 @@ impl Connection {
             }
             let rest = data.get(consumed..).unwrap_or(&[]);
             let mut progress = false;
-            if self.skip != BodySkip::None && !rest.is_empty() {
+            if self.upload.is_some() {
+                let n = self.upload_bytes(server, rest, now);
+                consumed += n;
+                progress = n > 0 || self.upload.is_none();
+            } else if self.skip != BodySkip::None && !rest.is_empty() {
                 match self.skip {
                     BodySkip::Length(left) => {
                         let n = rest.len().min(usize::try_from(left).unwrap_or(usize::MAX));
@@ -335,7 +345,11 @@ impl Connection {
                     progress = true;
                 }
             }
-            if !self.responding && self.skip == BodySkip::None && self.process(server, now) {
+            if !self.responding
+                && self.skip == BodySkip::None
+                && self.upload.is_none()
+                && self.process(server, now)
+            {
                 progress = true;
             }
             if !progress {
@@ -660,6 +674,14 @@ impl Connection {
         if self.responding {
             return Activity::Responding;
         }
+        if self.upload.is_some() {
+            // Its deadline runs from the last body byte: an upload takes as long as its
+            // bytes keep coming.
+            return Activity::Receiving {
+                since: self.response_started,
+                bytes: 0,
+            };
+        }
         if !self.request.is_empty() || self.skip != BodySkip::None {
             return Activity::Receiving {
                 since: self.request_started.unwrap_or(self.idle_since),
@@ -671,7 +693,7 @@ impl Connection {
 
     /// How many bytes [`Connection::receive`] takes now.
     pub fn receive_window(&self) -> usize {
-        if self.skip != BodySkip::None || self.closing {
+        if self.skip != BodySkip::None || self.upload.is_some() || self.closing {
             REQUEST_BUFFER_LEN
         } else {
             REQUEST_BUFFER_LEN - self.request.len()
@@ -898,6 +920,7 @@ impl Connection {
                     if self.responding
                         || self.request_started.is_some()
                         || self.skip != BodySkip::None
+                        || self.upload.is_some()
                     {
                         ConnectionAction::Abort
                     } else {
@@ -935,6 +958,8 @@ impl Connection {
             };
             self.response_started
                 .add_micros(limits.response_micros.saturating_add(allowance))
+        } else if self.upload.is_some() {
+            self.response_started.add_micros(limits.header_micros)
         } else if let Some(started) = self.request_started {
             started.add_micros(limits.header_micros)
         } else if self.skip != BodySkip::None {
@@ -952,6 +977,12 @@ impl Connection {
         self.release_search(server);
         if !self.open {
             return;
+        }
+        if self.upload.take().is_some()
+            && let Some(handler) = server.upload.0
+        {
+            // Cut mid-body: the handler keeps what it has for a resume.
+            handler.borrow_mut().detach();
         }
         if self.responding {
             // Log what was sent of an interrupted response.
@@ -976,6 +1007,7 @@ impl Connection {
         self.closing = false;
         self.broken = false;
         self.skip = BodySkip::None;
+        self.upload = None;
         self.chunked_budget = 0;
         self.parse_pending = false;
         self.opened_at = Instant(0);
@@ -1005,6 +1037,113 @@ fn segment_of(at: u32, segment_len: u32) -> u32 {
     }
 }
 
+/// Hands an upload request's head to the server's upload handler: the state for a `GET`,
+/// the fields checked and [`crate::upload::SiteUpload::begin`] for a `PUT`. Returns the
+/// answer written into `head`, or (the body taken) a placeholder outcome and the body's
+/// state.
+#[allow(clippy::too_many_arguments)] // the connection's parts, each borrowed separately
+fn upload_head(
+    route: UploadRoute,
+    view: &RequestView<'_>,
+    server: &mut Server,
+    head: &mut heapless::Vec<u8, RESPONSE_HEAD_LEN>,
+    peer: Option<core::net::IpAddr>,
+    secure: bool,
+    now: Instant,
+    mut body: UploadBody,
+) -> (Outcome, Option<UploadBody>) {
+    let mut respond = |answer: &Answer, request_body: BodySkip, close: bool| {
+        let mut response = Response::new(
+            head,
+            false,
+            server.unix_time(now),
+            close,
+            request_body,
+            view.version,
+        );
+        response.secure = secure;
+        response.hsts_seconds = if secure {
+            server.config.hsts_seconds
+        } else {
+            None
+        };
+        response.json(answer)
+    };
+    let Some(handler) = server.upload.0 else {
+        // dispatch answered these already.
+        let answer = Answer::error(403, "publishing-off", format_args!("publishing is off"));
+        return (respond(&answer, BodySkip::None, true), None);
+    };
+    let length = match route {
+        UploadRoute::State => {
+            let answer = handler.borrow_mut().state(now);
+            return (respond(&answer, BodySkip::None, body.close), None);
+        }
+        UploadRoute::Put { length } => length,
+    };
+    // A refused head: its body is read and discarded when the engine discards one that
+    // long, so that the client reads the answer instead of a reset.
+    let discard = length <= server.config.limits.max_body_bytes && !body.close;
+    let refused_body = if discard && length > 0 {
+        BodySkip::Length(length)
+    } else {
+        BodySkip::None
+    };
+    let Ok(left) = u32::try_from(length) else {
+        let answer = Answer::error(
+            413,
+            "too-large",
+            format_args!("a site image is less than 4 GiB"),
+        );
+        return (respond(&answer, refused_body, !discard), None);
+    };
+    let fields = match parse_upload_fields(
+        view.headers
+            .iter()
+            .map(|header| (header.name, header.value)),
+        length,
+    ) {
+        Ok(fields) => fields,
+        Err(error) => return (respond(&error.answer(), refused_body, !discard), None),
+    };
+    let Ok(next) = u32::try_from(fields.offset) else {
+        let answer = Answer::error(
+            413,
+            "too-large",
+            format_args!("a site image is less than 4 GiB"),
+        );
+        return (respond(&answer, refused_body, !discard), None);
+    };
+    let upload = UploadHead {
+        manifest: &fields.manifest,
+        signature: &fields.signature,
+        offset: fields.offset,
+        length,
+        total: fields.total,
+        peer,
+        now,
+    };
+    let begun = handler.borrow_mut().begin(&upload);
+    match begun {
+        Ok(()) => {
+            body.next = next;
+            body.left = left;
+            (
+                Outcome {
+                    status: 0,
+                    close: body.close,
+                    body: None,
+                    deferred: false,
+                    request_body: BodySkip::None,
+                    upload: None,
+                },
+                Some(body),
+            )
+        }
+        Err(answer) => (respond(&answer, refused_body, !discard), None),
+    }
+}
+
 /// Removes the first `n` bytes of `buffer`.
 fn drain_front<const N: usize>(buffer: &mut heapless::Vec<u8, N>, n: usize) {
     let n = n.min(buffer.len());
@@ -1017,7 +1156,12 @@ impl Connection {
     /// Parses the next buffered request if its header section is complete (or bad) and
     /// queues its response. Returns true if a response was queued.
     fn process(&mut self, server: &mut Server, now: Instant) -> bool {
-        if !self.open || self.request.is_empty() || self.responding || self.closing {
+        if !self.open
+            || self.request.is_empty()
+            || self.responding
+            || self.closing
+            || self.upload.is_some()
+        {
             return false;
         }
         if self.request.iter().all(|&b| b == b'\r' || b == b'\n') {
@@ -1033,6 +1177,7 @@ impl Connection {
         self.parse_pending = false;
         let started = self.request_started.unwrap_or(now);
         let date = server.unix_time(now);
+        let mut upload_started = None;
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut parsed = httparse::Request::new(&mut headers);
         server.counters.header_parses += 1;
@@ -1065,7 +1210,7 @@ impl Connection {
                     view.all("x-forwarded-for"),
                 );
                 let mut search = SearchState::new();
-                let mut outcome = dispatch(
+                let outcome = dispatch(
                     &view,
                     server,
                     date,
@@ -1075,6 +1220,30 @@ impl Connection {
                     &mut search,
                     self.peer,
                 );
+                let mut outcome = match outcome.upload {
+                    Some(route) => {
+                        let (outcome, body) = upload_head(
+                            route,
+                            &view,
+                            server,
+                            &mut self.head,
+                            self.peer,
+                            self.secure,
+                            now,
+                            UploadBody {
+                                next: 0,
+                                left: 0,
+                                version: view.version,
+                                close: outcome.close,
+                            },
+                        );
+                        if let Some(body) = body {
+                            upload_started = Some((body, header_len));
+                        }
+                        outcome
+                    }
+                    None => outcome,
+                };
                 if view.method == "GET" {
                     let header = |name| view.all(name).next();
                     let (path, _) = crate::path::split_query(origin_form(view.target));
@@ -1167,6 +1336,21 @@ impl Connection {
             ),
         };
 
+        if let Some((body, header_len)) = upload_started {
+            // The body goes to the upload handler; the answer comes once it is in.
+            drain_front(&mut self.request, header_len);
+            self.request_started = None;
+            self.log_started = started;
+            self.response_started = now;
+            self.upload = Some(body);
+            let buffered = core::mem::take(&mut self.request);
+            let used = self.upload_bytes(server, &buffered, now);
+            if self.request.is_empty() {
+                self.request = buffered;
+                drain_front(&mut self.request, used);
+            }
+            return true;
+        }
         self.requests_served = self.requests_served.saturating_add(1);
         server.counters.requests += 1;
         server.counters.count_status(outcome.status);
@@ -1208,6 +1392,19 @@ impl Connection {
                 }
             }
         }
+        self.start_response(server, &outcome, now, started);
+        true
+    }
+
+    /// Queues the response `outcome` wrote into the head buffer (its body from the site, if
+    /// any); `started` is when its request began, for the access log.
+    fn start_response(
+        &mut self,
+        server: &mut Server,
+        outcome: &Outcome,
+        now: Instant,
+        started: Instant,
+    ) {
         let (body, body_next, body_end) = match outcome.body {
             Some((body, first, end)) if first < end => (Some(body), first, end),
             _ => (None, 0, 0),
@@ -1234,7 +1431,94 @@ impl Connection {
         self.log_status = outcome.status;
         self.log_bytes = 0;
         self.log_started = started;
-        true
+    }
+
+    /// Hands `data`, the next bytes of the upload's body, to the upload handler (as many as
+    /// the body still has); returns how many were taken. The last byte (or a refusal) ends
+    /// the upload and queues its answer.
+    fn upload_bytes(&mut self, server: &mut Server, data: &[u8], now: Instant) -> usize {
+        let Some(mut body) = self.upload else {
+            return 0;
+        };
+        let Some(handler) = server.upload.0 else {
+            self.upload = None;
+            let answer = Answer::error(
+                503,
+                "publishing-off",
+                format_args!("publishing stopped during the upload"),
+            );
+            self.answer_upload(server, &answer, body, body.left, now);
+            return 0;
+        };
+        let n = usize::try_from(body.left)
+            .unwrap_or(usize::MAX)
+            .min(data.len());
+        if n > 0 {
+            let written = handler
+                .borrow_mut()
+                .write(u64::from(body.next), &data[..n], now);
+            // n <= left, a u32.
+            body.next = body.next.saturating_add(n as u32);
+            body.left -= n as u32;
+            self.response_started = now;
+            if let Err(answer) = written {
+                self.upload = None;
+                self.answer_upload(server, &answer, body, body.left, now);
+                return n;
+            }
+        }
+        if body.left > 0 {
+            self.upload = Some(body);
+            return n;
+        }
+        self.upload = None;
+        let answer = handler.borrow_mut().finish(now);
+        self.answer_upload(server, &answer, body, 0, now);
+        n
+    }
+
+    /// Queues an upload's answer; `left` bytes of its body are still to come (discarded, or
+    /// the connection closes when they are more than a body the engine discards).
+    fn answer_upload(
+        &mut self,
+        server: &mut Server,
+        answer: &Answer,
+        body: UploadBody,
+        left: u32,
+        now: Instant,
+    ) {
+        let close = body.close || u64::from(left) > server.config.limits.max_body_bytes;
+        let skip = if left > 0 && !close {
+            BodySkip::Length(u64::from(left))
+        } else {
+            BodySkip::None
+        };
+        let mut response = Response::new(
+            &mut self.head,
+            false,
+            server.unix_time(now),
+            close,
+            skip,
+            body.version,
+        );
+        response.secure = self.secure;
+        response.hsts_seconds = if self.secure {
+            server.config.hsts_seconds
+        } else {
+            None
+        };
+        let outcome = response.json(answer);
+        self.requests_served = self.requests_served.saturating_add(1);
+        server.counters.requests += 1;
+        server.counters.count_status(outcome.status);
+        if outcome.close {
+            self.closing = true;
+            self.request.clear();
+            self.skip = BodySkip::None;
+        } else {
+            self.skip = outcome.request_body;
+        }
+        self.start_response(server, &outcome, now, self.log_started);
     }
 
     /// The current response has been handed out completely.

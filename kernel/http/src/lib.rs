@@ -78,6 +78,7 @@ mod routing;
 mod search;
 mod server;
 pub mod status;
+pub mod upload;
 pub mod visitors;
 
 pub use connection::{Activity, Connection, ConnectionAction, MAX_HEADERS, REQUEST_BUFFER_LEN};

@@ -33,6 +33,21 @@ pub(crate) struct Outcome {
     pub(crate) deferred: bool,
     /// The request body following the header section, to read and discard.
     pub(crate) request_body: BodySkip,
+    /// The request is a site upload's or asks for its state: the connection asks the
+    /// upload handler, and nothing is written yet ([`crate::upload`]).
+    pub(crate) upload: Option<UploadRoute>,
+}
+
+/// An upload request the connection hands to the upload handler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UploadRoute {
+    /// `PUT` with a body of `length` bytes.
+    Put {
+        /// Content-Length.
+        length: u64,
+    },
+    /// `GET`: the upload under way.
+    State,
 }
 
 /// Builds one response into the head buffer.
@@ -122,6 +137,7 @@ impl<'h, 's> Response<'h, 's> {
                 } else {
                     self.request_body
                 },
+                upload: None,
             };
         }
         // Only a Location built from a very long path (or a site's very long headers) can
@@ -148,7 +164,19 @@ impl<'h, 's> Response<'h, 's> {
             deferred: false,
             body: None,
             request_body: BodySkip::None,
+            upload: None,
         }
+    }
+
+    /// A JSON answer (the site upload's, [`crate::upload`]).
+    pub(crate) fn json(&mut self, answer: &crate::upload::Answer) -> Outcome {
+        let head = Head {
+            content_type: Some("application/json"),
+            content_length: Some(answer.json.len() as u64),
+            cache_control: Some("no-store"),
+            ..Head::new(answer.status)
+        };
+        self.finish(head, Some(&answer.json), None)
     }
 
     /// 308 to the same target over HTTPS (RFC 9110 §15.4.9: the method and body are kept).

@@ -19,10 +19,13 @@ use crate::path::{
     MAX_TARGET_LEN, NormalPath, PathError, normalize_path, split_query, write_encoded_path,
 };
 use crate::request::{BodySkip, RequestView, host_without_port, origin_form, valid_host};
-use crate::respond::{Outcome, RESPONSE_HEAD_LEN, Response, serve_error_page, serve_file};
+use crate::respond::{
+    Outcome, RESPONSE_HEAD_LEN, Response, UploadRoute, serve_error_page, serve_file,
+};
 use crate::response::{Head, write_error_page};
 use crate::search::{SEARCH_JSON_PATH, SEARCH_PATH, SearchState};
 use crate::server::{Server, SiteSource};
+use crate::upload::{Answer, UPLOAD_PATH};
 
 /// Longest Location a rule or a clean URL produces (the response head must hold it).
 const LOCATION_LEN: usize = 1536;
@@ -49,6 +52,90 @@ fn is_acme_challenge(target: &str) -> bool {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         })
+}
+
+/// A request for the site upload's path (`PUT` or `GET`), its framing checked: refused here
+/// over plain HTTP and without a `Content-Length`, otherwise handed to the connection
+/// ([`UploadRoute`]), which asks the server's upload handler.
+#[allow(clippy::too_many_arguments)] // dispatch's findings, passed on
+fn upload_route(
+    view: &RequestView<'_>,
+    server: &Server<'_>,
+    mut response: Response<'_, '_>,
+    secure: bool,
+    length_count: u32,
+    transfer_encoding: Option<&[u8]>,
+    length: u64,
+    expects_continue: bool,
+) -> Outcome {
+    let limits = &server.config.limits;
+    let put = view.method == "PUT";
+    // A refusal keeps the connection only for a body it can read and discard within the
+    // usual bound; a client waiting for 100 Continue sends none.
+    let keep = transfer_encoding.is_none()
+        && length <= limits.max_body_bytes
+        && !expects_continue
+        && response_keeps(view);
+    let request_body = if length > 0 && keep {
+        BodySkip::Length(length)
+    } else {
+        BodySkip::None
+    };
+    response.secure = secure;
+    response.hsts_seconds = if secure {
+        server.config.hsts_seconds
+    } else {
+        None
+    };
+    let mut refuse = |answer: Answer| {
+        response.close = !keep;
+        response.request_body = request_body;
+        response.json(&answer)
+    };
+    if !secure {
+        return refuse(Answer::error(
+            403,
+            "https-only",
+            format_args!("a site is published over HTTPS only, never plain HTTP"),
+        ));
+    }
+    if server.upload.0.is_none() {
+        return refuse(Answer::error(
+            403,
+            "publishing-off",
+            format_args!(
+                "publishing is off: the card has no publish key (bramble image --publish-key)"
+            ),
+        ));
+    }
+    if put && (transfer_encoding.is_some() || length_count == 0 || view.version == 0) {
+        return refuse(Answer::error(
+            411,
+            "length-required",
+            format_args!("an upload is an HTTP/1.1 PUT with a Content-Length"),
+        ));
+    }
+    Outcome {
+        status: 0,
+        close: !response_keeps(view),
+        body: None,
+        deferred: false,
+        request_body: BodySkip::None,
+        upload: Some(if put {
+            UploadRoute::Put { length }
+        } else {
+            UploadRoute::State
+        }),
+    }
+}
+
+/// Whether the client lets the connection stay open after this request (HTTP/1.1 without
+/// `Connection: close`).
+fn response_keeps(view: &RequestView<'_>) -> bool {
+    view.version == 1
+        && !view
+            .all("connection")
+            .any(|value| has_token(value, "close"))
 }
 
 /// Decides the response to one parsed request and writes its head.
@@ -138,6 +225,20 @@ pub(crate) fn dispatch(
     }
     if host_count > 1 || host_bad {
         return closing.page(400, "Invalid Host header.", false, None);
+    }
+    // The site upload: its body is bounded by the card's slot, which the handler checks.
+    let upload = origin_form(view.target) == UPLOAD_PATH && matches!(view.method, "PUT" | "GET");
+    if upload {
+        return upload_route(
+            view,
+            server,
+            closing,
+            secure,
+            length_count,
+            transfer_encoding,
+            length,
+            expects_continue,
+        );
     }
     if length > limits.max_body_bytes {
         return closing.page(413, "", false, None);
@@ -283,6 +384,7 @@ pub(crate) fn dispatch(
             } else {
                 response.request_body
             },
+            upload: None,
         };
     }
     let custom = image.header_rules().collect(&normal);

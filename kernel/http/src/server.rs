@@ -191,6 +191,20 @@ pub struct Server<'a> {
     pub(crate) status_snapshot: crate::status::StatusSnapshot,
     /// Today's visitor counts.
     pub(crate) visitors: crate::visitors::Visitors,
+    /// What takes site uploads (`PUT /.well-known/bramble/site`), when publishing is on.
+    pub(crate) upload: UploadHandler<'a>,
+}
+
+/// The upload handler the server hands upload requests to ([`Server::set_upload`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct UploadHandler<'a>(
+    pub(crate) Option<&'a core::cell::RefCell<dyn crate::upload::SiteUpload + 'a>>,
+);
+
+impl core::fmt::Debug for UploadHandler<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(..)" } else { "None" })
+    }
 }
 
 /// A site switched away from whose responses are still being sent.
@@ -259,7 +273,18 @@ impl<'a> Server<'a> {
             trusted_proxies: heapless::Vec::new(),
             status_snapshot: crate::status::StatusSnapshot::default(),
             visitors: crate::visitors::Visitors::default(),
+            upload: UploadHandler(None),
         }
+    }
+
+    /// Hands site uploads (`PUT /.well-known/bramble/site` over HTTPS, see
+    /// [`crate::upload`]) to `handler` from now on; without one they are refused
+    /// (`publishing-off`). The handler is borrowed only while a connection calls it.
+    pub fn set_upload(
+        &mut self,
+        handler: &'a core::cell::RefCell<dyn crate::upload::SiteUpload + 'a>,
+    ) {
+        self.upload = UploadHandler(Some(handler));
     }
 
     /// Sets who may see the status page and metrics.

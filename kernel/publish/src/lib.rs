@@ -16,4 +16,8 @@
 
 pub mod manifest;
 pub mod pull;
+pub mod upload;
 pub mod writer;
+
+#[cfg(test)]
+mod test_card;

@@ -188,6 +188,9 @@ pub struct Appliance<'a, D: EthernetDevice> {
     heartbeat: Option<heartbeat::HeartbeatState<'a>>,
     /// Pulling new sites, once [`Appliance::start_pull`] has run.
     pull: Option<pull::PullState<'a>>,
+    /// The card writer site uploads and the pull share, once
+    /// [`Appliance::set_publish_service`] has run.
+    publish: Option<&'a RefCell<bramble_publish::upload::PublishService<'a>>>,
     /// Dynamic DNS, once [`Appliance::start_ddns`] has run.
     ddns: Option<ddns::DdnsState<'a>>,
     /// The port-mapping client, once [`Appliance::start_router`] has run.
@@ -360,6 +363,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             syslog: None,
             heartbeat: None,
             pull: None,
+            publish: None,
             ddns: None,
             router: None,
             reach: None,

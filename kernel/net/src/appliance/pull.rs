@@ -24,13 +24,14 @@ use super::Appliance;
 use alloc::sync::Arc;
 use bramble_acme::http::{HttpsUrl, Method, parse_https_url, write_request};
 use bramble_fat::site_slots::SlotRecord;
-use bramble_hal::block::{BlockDevice, BlockError, BlockWrite};
 use bramble_hal::{EthernetDevice, Instant};
 use bramble_publish::manifest::{Action, Manifest, ManifestError};
 use bramble_publish::pull::{ImageResponse, MANIFEST_FILE_LEN, split_manifest_file};
-use bramble_publish::writer::{PublishError, Publisher};
+use bramble_publish::upload::PublishService;
+use bramble_publish::writer::PublishError;
 use bramble_tls::client::{ClientConfig, TlsClient};
 use bramble_tls::clock::CLOCK;
+use core::cell::RefCell;
 use core::fmt::Write as _;
 use core::str::FromStr;
 use smoltcp::iface::SocketHandle;
@@ -67,12 +68,9 @@ pub struct PullConfig<'a> {
     pub dns_servers: &'a [[u8; 4]],
     /// The board's host name, which a manifest must name.
     pub hostname: &'a str,
-    /// The card writer over the slots as boot found them.
-    pub publisher: Publisher,
-    /// The card (the writer's blocks go only to the slots' window).
-    pub card: &'a mut dyn BlockWrite,
-    /// Whole blocks for the read-back.
-    pub scratch: &'a mut [u8],
+    /// The card writer over the slots as boot found them, shared with the HTTPS upload
+    /// handler (one publish at a time, whichever way it comes).
+    pub service: &'a RefCell<PublishService<'a>>,
 }
 
 /// What pulling has done, for the status line.
@@ -136,9 +134,7 @@ pub(super) struct PullState<'a> {
     dns_servers: &'a [[u8; 4]],
     hostname: &'a str,
     client: Arc<ClientConfig>,
-    publisher: Publisher,
-    card: &'a mut dyn BlockWrite,
-    scratch: &'a mut [u8],
+    service: &'a RefCell<PublishService<'a>>,
     tcp: SocketHandle,
     dns: SocketHandle,
     target: Target,
@@ -153,32 +149,12 @@ pub(super) struct PullState<'a> {
     /// When the fetch last made progress (a byte, a lookup answer).
     progress_at: Instant,
     next_at: Option<Instant>,
-    blocks_at_begin: u64,
     status: PullStatus,
     published: Option<SlotRecord>,
     logged_clock_wait: bool,
     /// No check starts while set: the idle slot still holds the site before a live switch,
     /// whose last responses are being sent from it ([`Appliance::hold_publish`]).
     held: bool,
-}
-
-/// The card behind a `dyn` reference, for the writer's generic calls.
-struct Card<'c>(&'c mut dyn BlockWrite);
-
-impl BlockDevice for Card<'_> {
-    fn block_count(&self) -> u64 {
-        self.0.block_count()
-    }
-
-    fn read_blocks(&mut self, first_block: u64, buffer: &mut [u8]) -> Result<(), BlockError> {
-        self.0.read_blocks(first_block, buffer)
-    }
-}
-
-impl BlockWrite for Card<'_> {
-    fn write_blocks(&mut self, first_block: u64, data: &[u8]) -> Result<(), BlockError> {
-        self.0.write_blocks(first_block, data)
-    }
 }
 
 impl<'a, D: EthernetDevice> Appliance<'a, D> {
@@ -215,7 +191,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let dns = self
             .sockets
             .add(dns::Socket::new(&[], &mut dns_queries[..]));
-        let record = *config.publisher.record();
+        let record = *config.service.borrow().record();
         log::info!(
             "publish: checking {} every {} min; version {} live",
             config.url,
@@ -228,9 +204,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             dns_servers: config.dns_servers,
             hostname: config.hostname,
             client,
-            publisher: config.publisher,
-            card: config.card,
-            scratch: config.scratch,
+            service: config.service,
             tcp,
             dns,
             target: Target::Manifest,
@@ -241,7 +215,6 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             image_url: heapless::String::new(),
             progress_at: Instant(0),
             next_at: None,
-            blocks_at_begin: 0,
             status: PullStatus {
                 live_version: record.slots[usize::from(record.live)].version,
                 ..PullStatus::default()
@@ -263,9 +236,21 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         })
     }
 
-    /// The record of a site just made live (once): the board switches to it.
+    /// The record of a site just made live (once), pulled or uploaded: the board switches
+    /// to it.
     pub fn take_published(&mut self) -> Option<SlotRecord> {
-        self.pull.as_mut()?.published.take()
+        if let Some(record) = self.pull.as_mut().and_then(|state| state.published.take()) {
+            return Some(record);
+        }
+        self.publish
+            .and_then(|service| service.borrow_mut().take_published())
+    }
+
+    /// Hands site uploads (`PUT /.well-known/bramble/site` over HTTPS) to `service`, the
+    /// card writer the pull (if any) shares.
+    pub fn set_publish_service(&mut self, service: &'a RefCell<PublishService<'a>>) {
+        self.publish = Some(service);
+        self.server.borrow_mut().set_upload(service);
     }
 
     /// Holds (`true`) or lets go of the next check: while held none starts, so the idle slot
@@ -275,6 +260,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     pub fn hold_publish(&mut self, held: bool) {
         if let Some(state) = self.pull.as_mut() {
             state.held = held;
+        }
+        if let Some(service) = self.publish {
+            service.borrow_mut().hold(held);
         }
     }
 
@@ -413,7 +401,8 @@ impl<'a> PullState<'a> {
         let expected = match self.target {
             Target::Manifest => MANIFEST_FILE_LEN as u32,
             Target::Image => self
-                .publisher
+                .service
+                .borrow()
                 .received()
                 .map_or(0, |(manifest, _)| manifest.len),
         };
@@ -494,8 +483,7 @@ impl<'a> PullState<'a> {
                 }
                 Target::Image => {
                     let offset = response.received() - body.len() as u32;
-                    let mut card = Card(&mut *self.card);
-                    if let Err(error) = self.publisher.write(&mut card, offset, body) {
+                    if let Err(error) = self.service.borrow_mut().pull_write(offset, body) {
                         return Some(Outcome::Refused(Refusal::Manifest(error)));
                     }
                 }
@@ -515,8 +503,8 @@ impl<'a> PullState<'a> {
         match self.target {
             Target::Manifest => self.manifest_arrived(appliance, now),
             Target::Image => {
-                let mut card = Card(&mut *self.card);
-                match self.publisher.finish(&mut card, self.scratch) {
+                let finished = self.service.borrow_mut().pull_finish();
+                match finished {
                     Ok(record) => Some(Outcome::Published(record)),
                     Err(error) => Some(Outcome::Refused(Refusal::Manifest(error))),
                 }
@@ -536,36 +524,28 @@ impl<'a> PullState<'a> {
                 ManifestError::Malformed,
             ))));
         };
-        let key = self.publisher.slots().publish_key;
+        let key = self.service.borrow().slots().publish_key;
         let manifest = match Manifest::verify(bytes, signature, key.as_ref(), self.hostname) {
             Ok(manifest) => manifest,
             Err(error) => return Some(Outcome::Refused(Refusal::Manifest(error.into()))),
         };
-        let record = *self.publisher.record();
+        let record = *self.service.borrow().record();
         if manifest.version == record.accepted
             && record.slots[usize::from(record.live)].sha256 == manifest.sha256
         {
             return Some(Outcome::UpToDate);
         }
-        self.blocks_at_begin = self.publisher.blocks_written();
-        let mut card = Card(&mut *self.card);
         if manifest.action == Action::Rollback {
             // `bramble publish --rollback --out`: the other slot, if it holds the signed
             // site, becomes live again; no image to fetch.
-            return Some(
-                match self
-                    .publisher
-                    .rollback(&mut card, bytes, signature, self.hostname)
-                {
-                    Ok(record) => Outcome::RolledBack(record),
-                    Err(error) => Outcome::Refused(Refusal::Manifest(error)),
-                },
-            );
+            let rolled = self.service.borrow_mut().rollback(bytes, signature, now);
+            return Some(match rolled {
+                Ok(record) => Outcome::RolledBack(record),
+                Err(error) => Outcome::Refused(Refusal::Manifest(error)),
+            });
         }
-        if let Err(error) = self
-            .publisher
-            .begin(&mut card, bytes, signature, self.hostname)
-        {
+        let begun = self.service.borrow_mut().pull_begin(bytes, signature, now);
+        if let Err(error) = begun {
             return Some(Outcome::Refused(Refusal::Manifest(error)));
         }
         self.image_url.clear();
@@ -602,10 +582,13 @@ impl<'a> PullState<'a> {
         self.next_at = Some(now.add_micros(every.saturating_mul(1_000_000)));
         // An upload cut short stays abandoned: its slot was marked invalid before any body
         // block was written, and the next check starts again from the manifest.
+        let mut service = self.service.borrow_mut();
         if !matches!(outcome, Outcome::Published(_) | Outcome::RolledBack(_)) {
-            self.publisher.abandon();
+            service.pull_abandon();
         }
-        let written = self.publisher.blocks_written();
+        let written = service.blocks_written();
+        let since_begin = service.blocks_since_begin();
+        drop(service);
         self.status.blocks = written;
         let mut why = heapless::String::<160>::new();
         match outcome {
@@ -620,7 +603,7 @@ impl<'a> PullState<'a> {
                 let live = record.slots[usize::from(record.live)];
                 self.status.published += 1;
                 self.status.live_version = live.version;
-                self.status.last_blocks = written - self.blocks_at_begin;
+                self.status.last_blocks = since_begin;
                 self.published = Some(record);
                 log::info!(
                     "publish: version {} ({} bytes) written to slot {}, read back and verified, \
@@ -635,7 +618,7 @@ impl<'a> PullState<'a> {
                 let live = record.slots[usize::from(record.live)];
                 self.status.rolled_back += 1;
                 self.status.live_version = live.version;
-                self.status.last_blocks = written - self.blocks_at_begin;
+                self.status.last_blocks = since_begin;
                 self.published = Some(record);
                 log::info!(
                     "publish: rollback version {} signed; slot {} (version {}, {} bytes) is \
