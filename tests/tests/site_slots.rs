@@ -113,6 +113,8 @@ fn the_live_slot_is_served_and_a_slot_failing_its_checks_never_is() {
         bramble::publish::card::run(bramble::publish::card::PublishArgs {
             site: site.map(|name| dir.path().join(name)),
             card: Some(card.clone()),
+            to: None,
+            ca_file: None,
             out: None,
             host: None,
             key: key.clone(),

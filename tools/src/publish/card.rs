@@ -25,20 +25,30 @@ use sha2::{Digest, Sha256};
 #[derive(clap::Args, Debug)]
 pub struct PublishArgs {
     /// The site: a folder (packed first, as `bramble pack` would) or a SITE.BIN. With
-    /// --rollback --out: the site to roll back to (the board's other slot must hold it).
+    /// --rollback --out or --to: the site to roll back to (the board's other slot must hold
+    /// it).
     #[arg(value_name = "SITE_DIR|SITE.BIN", required_unless_present = "rollback")]
     pub site: Option<PathBuf>,
     /// The card image (or card device) to publish into; it must have site slots and the
     /// public half of --key (`bramble image --publish-key`).
-    #[arg(long, value_name = "IMG", required_unless_present = "out")]
+    #[arg(long, value_name = "IMG", required_unless_present_any = ["out", "to"])]
     pub card: Option<PathBuf>,
+    /// Instead of a card: upload to the board over HTTPS (`PUT /.well-known/bramble/site`),
+    /// resuming after a dropped connection; the board checks the signature, the version
+    /// and its host name, writes its idle slot and serves the new site without a restart.
+    #[arg(long, value_name = "https://HOST[:PORT]", conflicts_with_all = ["card", "out"])]
+    pub to: Option<String>,
+    /// With --to: the CA certificate(s) (PEM) the board's certificate must chain to
+    /// [default: the web's roots, Mozilla's list].
+    #[arg(long, value_name = "PEM", requires = "to")]
+    pub ca_file: Option<PathBuf>,
     /// Instead of a card: write DIR/manifest and DIR/site-VERSION.bin for a board that pulls
     /// them from a static host (`publish_url`); needs --host.
     #[arg(long, value_name = "DIR", conflicts_with = "card", requires = "host")]
     pub out: Option<PathBuf>,
-    /// The board's `hostname` the manifest names (with --out; a card's is read from its
-    /// BRAMBLE.TXT).
-    #[arg(long, value_name = "NAME", requires = "out", conflicts_with = "card")]
+    /// The board's `hostname` the manifest names (needed with --out; with --to, the board
+    /// says its own unless this is given; a card's is read from its BRAMBLE.TXT).
+    #[arg(long, value_name = "NAME", conflicts_with = "card")]
     pub host: Option<String>,
     /// The owner's secret key (`bramble keygen`).
     #[arg(long, value_name = "OWNER.KEY")]
@@ -49,7 +59,8 @@ pub struct PublishArgs {
     pub version: Option<u64>,
     /// Switch back to the previous site (the other slot), signed, instead of publishing. With
     /// --out, only a rollback manifest is written, naming SITE (the site the board's other
-    /// slot holds): the board pulls it and switches back.
+    /// slot holds): the board pulls it and switches back. With --to, that manifest goes to
+    /// the board, which switches back at once.
     #[arg(long)]
     pub rollback: bool,
 }
@@ -94,6 +105,19 @@ pub struct OpenCard {
     next_copy: usize,
     /// The board's `hostname` (BRAMBLE.TXT on the card).
     pub hostname: String,
+}
+
+impl OpenCard {
+    /// The card writer over this card as the board builds it: the card (writable only in
+    /// the slots' window), the writer over its record, and the board's host name. The
+    /// `--to` tests serve uploads on the host with it.
+    pub fn into_writer(self) -> (Box<dyn BlockWrite + Send>, Publisher, String) {
+        (
+            Box::new(self.card),
+            Publisher::new(self.slots, self.record, self.next_copy),
+            self.hostname,
+        )
+    }
 }
 
 /// Opens the card image at `path` for publishing.
@@ -263,8 +287,12 @@ pub fn run(args: PublishArgs) -> anyhow::Result<()> {
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_secs())
     });
+    if let Some(url) = &args.to {
+        return upload(&args, url, version);
+    }
     let card_path = match (&args.card, &args.out, &args.host) {
         (_, Some(dir), Some(host)) => return write_out(&args, dir, host, version),
+        (None, None, Some(_)) => bail!("--host goes with --out or --to"),
         (Some(card), None, _) => card.clone(),
         _ => {
             bail!("name a card (--card IMG) or a folder for a static host (--out DIR --host NAME)")
@@ -346,6 +374,38 @@ pub fn run(args: PublishArgs) -> anyhow::Result<()> {
         publisher.blocks_written(),
         started.elapsed().as_millis()
     );
+    Ok(())
+}
+
+/// `bramble publish SITE --to URL` (or `--rollback --to URL`): over HTTPS to the board.
+fn upload(args: &PublishArgs, url: &str, version: u64) -> anyhow::Result<()> {
+    let target = super::upload::parse_target(url)?;
+    let key = super::keys::read_secret(&args.key)?;
+    let config = super::upload::client_config(args.ca_file.as_deref())?;
+    let Some(site) = &args.site else {
+        if args.rollback {
+            bail!(
+                "--rollback --to names the site to go back to (the folder or SITE.BIN the \
+                 board's other slot holds)"
+            );
+        }
+        bail!("name a site folder or SITE.BIN to publish");
+    };
+    let image = site_bytes(site)?;
+    let upload = super::upload::Upload {
+        target: &target,
+        config,
+        image: &image,
+        version,
+        host: args.host.as_deref(),
+        key: &key,
+    };
+    let answer = if args.rollback {
+        super::upload::rollback(&upload)?
+    } else {
+        super::upload::publish(&upload)?
+    };
+    println!("{}", answer.body.trim());
     Ok(())
 }
 
