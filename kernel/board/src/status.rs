@@ -151,8 +151,12 @@ pub fn print_router(appliance: &Network) {
     let now = bramble_hal::Instant::from_micros(micros());
     if let (Some(mapper), Some(pinholes)) = (appliance.port_mapper(), appliance.ipv6_pinholes()) {
         let report = Both(mapper.report(now), pinholes.report(now));
+        let counters = mapper.counters();
         let line = bramble_status::Router {
             report: Text::Shown(&report),
+            rounds: counters.rounds,
+            restarts: counters.gateway_restarts,
+            protocol_changes: counters.protocol_changes,
         };
         log::info!("{line}");
     }

@@ -518,8 +518,16 @@ status_line! {
     /// The port mapping on the home router, as the mapper reports it (the board, unless
     /// `router_ports = off`).
     Router<'a> = "status: router " {
-        /// The mapper's own report: mapping, protocol, lifetime, outside address, warning.
-        report: Text<'a>, ""
+        /// The mapper's own report: mapping, protocol, lifetime, outside address, warning
+        /// (then the IPv6 pinholes').
+        report: Text<'a>, "; rounds "
+        /// Rounds of mapping completed (the first and each renewal).
+        rounds: u32, ", router restarts "
+        /// Times the router was seen to have lost the mappings (announced, or found by a
+        /// reply's epoch, a renewal's included).
+        restarts: u32, ", protocol changes "
+        /// Rounds completed by another protocol than the round before.
+        protocol_changes: u32, ""
     }
 }
 

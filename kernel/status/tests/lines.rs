@@ -171,10 +171,14 @@ fn http_addresses_connections_syslog() {
         |l| Connections::parse(l).map(|c| c.to_string()),
     );
     let report = "PCP, ports 80 443 for 7200 s, outside 203.0.113.7";
-    let expected = format!("status: router {report}");
+    let expected =
+        format!("status: router {report}; rounds 3, router restarts 1, protocol changes 1");
     check(
         Router {
             report: Text::Shown(&report),
+            rounds: 3,
+            restarts: 1,
+            protocol_changes: 1,
         },
         &expected,
         |l| Router::parse(l).map(|c| c.to_string()),

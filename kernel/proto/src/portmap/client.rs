@@ -148,8 +148,12 @@ pub struct MapperCounters {
     pub replies: u64,
     /// Datagrams ignored: not from the gateway, malformed, or not matching the request out.
     pub ignored: u64,
-    /// Times the gateway was seen to have lost its mappings (restart).
+    /// Times the gateway was seen to have lost its mappings (a restart: announced, or its
+    /// epoch gone back in a reply, the renewal's included).
     pub gateway_restarts: u32,
+    /// Rounds completed by another protocol than the round before (PCP, then NAT-PMP: the
+    /// router's settings changed, or PCP fell silent).
+    pub protocol_changes: u32,
     /// Rounds of mapping completed (the first and each renewal).
     pub rounds: u32,
 }
@@ -227,6 +231,9 @@ pub struct PortMapper {
     phase: Phase,
     /// The protocol that last answered.
     protocol: Option<Protocol>,
+    /// The protocol of the last round completed (on this gateway): a round by another is a
+    /// change of protocol, and its mappings are new ones.
+    mapped_by: Option<Protocol>,
     mappings: [Option<Mapping>; MAX_PORTS],
     external: Option<[u8; 4]>,
     /// The gateway's last epoch and when it was seen.
@@ -271,6 +278,7 @@ impl PortMapper {
             client: None,
             phase: Phase::Idle,
             protocol: None,
+            mapped_by: None,
             mappings: [None; MAX_PORTS],
             external: None,
             epoch: None,
@@ -293,6 +301,7 @@ impl PortMapper {
         self.client = client;
         self.gateway = gateway;
         self.mappings = [None; MAX_PORTS];
+        self.mapped_by = None;
         self.epoch = None;
         self.failures = 0;
         self.igd_location = None;
@@ -478,11 +487,26 @@ impl PortMapper {
         if self.phase == Phase::Stopped || self.client.is_none() {
             return;
         }
+        self.lost_mappings(why);
+        self.failures = 0;
+        self.phase = self.start(self.protocol.unwrap_or(Protocol::Pcp), now);
+    }
+
+    /// The gateway lost the mappings held: counted, said, and forgotten (each one made
+    /// again is logged as new).
+    fn lost_mappings(&mut self, why: &str) {
         self.counters.gateway_restarts += 1;
         log::warn!("router: {why}; mapping the ports again");
         self.mappings = [None; MAX_PORTS];
-        self.failures = 0;
-        self.phase = self.start(self.protocol.unwrap_or(Protocol::Pcp), now);
+    }
+
+    /// The first reply of a round (a renewal, a retry) shows the gateway restarted since
+    /// the last round, its announcement lost: the round under way makes every mapping
+    /// again, so it goes on, but the restart is counted and said as an announced one is.
+    fn restarted_unannounced(&mut self, why: &str) {
+        if self.mappings.iter().any(Option::is_some) {
+            self.lost_mappings(why);
+        }
     }
 
     /// Takes a datagram from `from` (only the gateway's are read: unicast replies, and the
@@ -584,9 +608,14 @@ impl PortMapper {
         let Some(map) = response.map else {
             return false;
         };
-        if self.epoch_went_back(response.epoch, now) && step > 0 {
-            self.remap("the router restarted (its PCP epoch went back)", now);
-            return true;
+        if self.epoch_went_back(response.epoch, now) {
+            let why = "the router restarted (its PCP epoch went back)";
+            if step > 0 {
+                // Since this round's first mapping: that one is gone too.
+                self.remap(why, now);
+                return true;
+            }
+            self.restarted_unannounced(why);
         }
         if let Some(address) = pcp::unmapped(map.external_address) {
             self.external = Some(address);
@@ -625,6 +654,11 @@ impl PortMapper {
                 let lost = self.epoch_went_back(epoch, now);
                 self.external = Some(address);
                 if step == Some(0) {
+                    if lost {
+                        self.restarted_unannounced(
+                            "the router restarted (its NAT-PMP epoch went back)",
+                        );
+                    }
                     self.next_step(Protocol::NatPmp, 0, now);
                 } else if lost || self.mappings.iter().any(Option::is_some) {
                     // Unsolicited: the gateway restarted or its address changed.
@@ -668,7 +702,8 @@ impl PortMapper {
             Protocol::NatPmp => step - 1,
         };
         let request = self.requests[index];
-        let renewed = self.mappings[index].is_some_and(|m| m.external == external);
+        let renewed = self.mapped_by == Some(protocol)
+            && self.mappings[index].is_some_and(|m| m.external == external);
         self.mappings[index] = Some(Mapping {
             internal: request.internal,
             external,
@@ -707,6 +742,16 @@ impl PortMapper {
 
     /// Every port mapped by `protocol`: renew at half the shortest lifetime granted.
     fn finish_round(&mut self, protocol: Protocol, now: Instant) {
+        if let Some(before) = self.mapped_by.replace(protocol)
+            && before != protocol
+        {
+            self.counters.protocol_changes += 1;
+            log::warn!(
+                "router: the ports are mapped by {} now, by {} before",
+                protocol.name(),
+                before.name()
+            );
+        }
         self.protocol = Some(protocol);
         self.trouble = None;
         self.failures = 0;
@@ -825,7 +870,8 @@ impl PortMapper {
                     let request = self.requests[index];
                     // A permanent mapping is still checked at each renewal.
                     let lifetime = self.lifetime;
-                    let renewed = self.mappings[index].is_some();
+                    let renewed =
+                        self.mapped_by == Some(Protocol::Upnp) && self.mappings[index].is_some();
                     self.mappings[index] = Some(Mapping {
                         internal: request.internal,
                         external: request.external,

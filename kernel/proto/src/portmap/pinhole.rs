@@ -329,9 +329,19 @@ impl Pinholes {
         let Some(map) = response.map else {
             return false;
         };
-        if epoch_lost(&mut self.epoch, response.epoch, now) && step > 0 {
-            self.reopen("the router restarted (its PCP epoch went back)", now);
-            return true;
+        if epoch_lost(&mut self.epoch, response.epoch, now) {
+            let why = "the router restarted (its PCP epoch went back)";
+            if step > 0 {
+                // Since this round's first pinhole: that one is gone too.
+                self.reopen(why, now);
+                return true;
+            }
+            if self.held.iter().any(Option::is_some) {
+                // The first reply of a renewal, the restart's announcement lost: the round
+                // under way opens every pinhole again; the restart is said all the same.
+                log::warn!("router: {why}; asking for the IPv6 pinholes again");
+                self.held = [None; MAX_PORTS];
+            }
         }
         let port = self.ports[step];
         let renewed = self.held[step].is_some();

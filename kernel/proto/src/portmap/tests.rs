@@ -123,6 +123,98 @@ fn a_restarted_gateway_is_mapped_again_at_once() {
 }
 
 #[test]
+fn a_restart_whose_announcement_is_lost_is_counted_at_the_renewal() {
+    // The renewal's first reply shows the epoch gone back: the round goes on (it maps
+    // every port again), and the restart counts as an announced one does.
+    let mut mapper = mapper();
+    map_by_pcp(&mut mapper, at(0), 5000);
+    map_by_pcp(&mut mapper, at(600), 2);
+    assert_eq!(mapper.counters().gateway_restarts, 1);
+    assert_eq!(mapper.counters().rounds, 2);
+    assert_eq!(mapper.mappings().count(), 2);
+    assert_eq!(mapper.next_deadline(), Some(at(1200)));
+    // A renewal at the pace the epoch allows is no restart.
+    map_by_pcp(&mut mapper, at(1200), 62);
+    assert_eq!(mapper.counters().gateway_restarts, 1);
+
+    // NAT-PMP: the renewal's address reply carries the epoch.
+    let mut mapper = self::mapper();
+    let natpmp_round = |mapper: &mut PortMapper, now: Instant, epoch: u32| {
+        if mapper.poll(now).unwrap()[0] == 2 {
+            mapper.receive(GATEWAY, &[0, 129, 0, 1, 0, 0, 0, 7], now);
+            mapper.poll(now).unwrap();
+        }
+        mapper.receive(GATEWAY, &natpmp_address(epoch), now);
+        for _ in 0..2 {
+            let request = mapper.poll(now).unwrap();
+            mapper.receive(GATEWAY, &natpmp_map_answer(&request, epoch, 120), now);
+        }
+    };
+    natpmp_round(&mut mapper, at(0), 5000);
+    assert_eq!(mapper.counters().gateway_restarts, 0);
+    natpmp_round(&mut mapper, at(600), 3);
+    assert_eq!(mapper.counters().gateway_restarts, 1);
+    assert_eq!(mapper.counters().rounds, 2);
+    assert_eq!(mapper.external(), Some((PUBLIC, Protocol::NatPmp)));
+    assert_eq!(mapper.mappings().count(), 2);
+}
+
+#[test]
+fn a_round_by_another_protocol_is_a_counted_change() {
+    let mut mapper = mapper();
+    map_by_pcp(&mut mapper, at(0), 1000);
+    // At the renewal PCP is silent (turned off in the router): NAT-PMP maps.
+    let mut now = at(600);
+    let mut natpmp = None;
+    for _ in 0..10 {
+        if let Some(request) = mapper.poll(now)
+            && request[0] == 0
+        {
+            natpmp = Some(request);
+            break;
+        }
+        now = mapper.next_deadline().unwrap();
+    }
+    assert_eq!(
+        natpmp.as_deref(),
+        Some(&[0u8, 0][..]),
+        "NAT-PMP's address request"
+    );
+    mapper.receive(GATEWAY, &natpmp_address(1060), now);
+    for _ in 0..2 {
+        let request = mapper.poll(now).unwrap();
+        mapper.receive(GATEWAY, &natpmp_map_answer(&request, 1060, 120), now);
+    }
+    let counters = mapper.counters();
+    assert_eq!(
+        (
+            counters.rounds,
+            counters.protocol_changes,
+            counters.gateway_restarts
+        ),
+        (2, 1, 0)
+    );
+    assert_eq!(mapper.external(), Some((PUBLIC, Protocol::NatPmp)));
+    // Its renewal is no change; a new gateway's first round is none either.
+    let renew_at = mapper.next_deadline().unwrap();
+    mapper.poll(renew_at).unwrap();
+    mapper.receive(GATEWAY, &natpmp_address(1120), renew_at);
+    for _ in 0..2 {
+        let request = mapper.poll(renew_at).unwrap();
+        mapper.receive(GATEWAY, &natpmp_map_answer(&request, 1120, 120), renew_at);
+    }
+    assert_eq!(mapper.counters().protocol_changes, 1);
+    let other = [192, 168, 1, 254];
+    mapper.set_network(Some(CLIENT), Some(other), renew_at);
+    for _ in 0..2 {
+        let request = mapper.poll(renew_at).unwrap();
+        mapper.receive(other, &pcp_answer(&request, 0, 7, 120), renew_at);
+    }
+    assert_eq!(mapper.mappings().count(), 2);
+    assert_eq!(mapper.counters().protocol_changes, 1);
+}
+
+#[test]
 fn a_nat_pmp_gateway_is_used_after_its_unsupported_version_answer() {
     let mut mapper = mapper();
     let pcp_request = mapper.poll(at(0)).unwrap();

@@ -4,14 +4,16 @@
 //! again after the router's ANNOUNCE over IPv4 alone, and a clean shutdown's deletions leave
 //! for both families, also once the neighbor entries of the gateway and of the IPv6 router
 //! have run out and must be resolved again; an IPv6 router that never answers holds up
-//! nothing of IPv4's.
+//! nothing of IPv4's. A restart whose ANNOUNCE is lost is found and counted by the renewal,
+//! and a router that turns PCP off and answers NAT-PMP is a counted change of protocol.
 
 use super::ipv6::{PREFIX_A, ROUTER_LINK_LOCAL, Router};
 use super::*;
 use crate::appliance::router::{RouterConfig, RouterMemory, SOCKETS};
-use bramble_proto::portmap::{PortRequest, pcp};
+use bramble_proto::portmap::{PortRequest, Protocol, natpmp, pcp};
 use smoltcp::socket::udp;
 use smoltcp::wire::Ipv6Address;
+use std::string::ToString;
 
 const PORTS: [PortRequest; 2] = [
     PortRequest {
@@ -35,13 +37,59 @@ struct Taken {
     lifetime: u32,
 }
 
-/// The PCP server: takes every MAP request on its socket and, if `answer`, grants it (an
+/// How the router's server answers.
+#[derive(Clone, Copy, Debug)]
+struct Server {
+    /// Answers at all (no: a shutdown's deletions are only counted).
+    answer: bool,
+    /// When it last restarted (the clock, ms), if since the board started; before, it had
+    /// been up for 1000 s. Its epoch is the seconds since.
+    restarted: Option<u64>,
+    /// PCP over IPv4 is off and NAT-PMP answers instead (IPv6 pinholes stay PCP).
+    natpmp: bool,
+}
+
+/// NAT-PMP's answer to `request` (RFC 6886: the address, or a TCP mapping granted as
+/// asked for 1000 s).
+fn natpmp_answer(request: &[u8], epoch: u32) -> Option<Vec<u8>> {
+    let mut reply = std::vec![natpmp::VERSION, request.get(1)? | natpmp::REPLY, 0, 0];
+    reply.extend_from_slice(&epoch.to_be_bytes());
+    match (request.len(), request[1]) {
+        (2, natpmp::OP_ADDRESS) => reply.extend_from_slice(&PUBLIC),
+        (12, natpmp::OP_MAP_TCP) => {
+            reply.extend_from_slice(&request[4..8]);
+            reply.extend_from_slice(&1000u32.to_be_bytes());
+        }
+        _ => return None,
+    }
+    Some(reply)
+}
+
+/// The PCP server: takes every MAP request on its socket and, if it answers, grants it (an
 /// IPv4 one at [`PUBLIC`], an IPv6 one at the board's own address), replying from the
-/// address the request was sent to.
-fn serve(router: &mut Router, handle: SocketHandle, taken: &mut Vec<Taken>, answer: bool) {
+/// address the request was sent to; the same for NAT-PMP requests when `server.natpmp`.
+fn serve(
+    router: &mut Router,
+    handle: SocketHandle,
+    taken: &mut Vec<Taken>,
+    server: Server,
+    clock: u64,
+) {
+    let epoch = match server.restarted {
+        Some(at) => clock.saturating_sub(at) / 1000,
+        None => 1000 + clock / 1000,
+    };
+    let epoch = u32::try_from(epoch).unwrap();
     let socket = router.client.sockets.get_mut::<udp::Socket>(handle);
     while let Ok((request, meta)) = socket.recv() {
-        if request.len() != pcp::MAP_LEN || request[1] != 1 {
+        let ipv4 = matches!(meta.endpoint.addr, IpAddress::Ipv4(_));
+        if request.first() == Some(&natpmp::VERSION) && server.natpmp && server.answer {
+            if let Some(reply) = natpmp_answer(request, epoch) {
+                socket.send_slice(&reply, meta.endpoint).unwrap();
+            }
+            continue;
+        }
+        if request.len() != pcp::MAP_LEN || request[1] != 1 || (ipv4 && server.natpmp) {
             continue;
         }
         let lifetime = u32::from_be_bytes(request[4..8].try_into().unwrap());
@@ -51,16 +99,16 @@ fn serve(router: &mut Router, handle: SocketHandle, taken: &mut Vec<Taken>, answ
             port,
             lifetime,
         });
-        if !answer {
+        if !server.answer {
             continue;
         }
         let mut reply = request.to_vec();
         reply[1] |= 0x80;
         reply[2] = 0;
         reply[3] = 0;
-        reply[8..12].copy_from_slice(&1000u32.to_be_bytes());
+        reply[8..12].copy_from_slice(&epoch.to_be_bytes());
         reply[12..24].fill(0);
-        if matches!(meta.endpoint.addr, IpAddress::Ipv4(_)) {
+        if ipv4 {
             reply[44..60].copy_from_slice(&pcp::mapped(PUBLIC));
         }
         let to = udp::UdpMetadata {
@@ -72,11 +120,13 @@ fn serve(router: &mut Router, handle: SocketHandle, taken: &mut Vec<Taken>, answ
     }
 }
 
-/// The board and the router, the PCP server's socket and what it took, the time (ms).
+/// The board and the router, the PCP server's socket, how it answers and what it took,
+/// the time (ms).
 struct Home {
     appliance: Appliance<'static, WiredDevice>,
     router: Router,
     server: SocketHandle,
+    serving: Server,
     taken: Vec<Taken>,
     clock: u64,
 }
@@ -112,6 +162,11 @@ impl Home {
             appliance,
             router,
             server,
+            serving: Server {
+                answer: true,
+                restarted: None,
+                natpmp: false,
+            },
             taken: Vec::new(),
             clock: 0,
         };
@@ -132,7 +187,13 @@ impl Home {
         for _ in 0..millis / step {
             self.appliance.poll(at(self.clock));
             self.router.client.poll(at(self.clock));
-            serve(&mut self.router, self.server, &mut self.taken, true);
+            serve(
+                &mut self.router,
+                self.server,
+                &mut self.taken,
+                self.serving,
+                self.clock,
+            );
             self.clock += step;
         }
     }
@@ -142,6 +203,10 @@ impl Home {
     fn stop(&mut self) -> (bool, u64) {
         self.taken.clear();
         let started = self.clock;
+        let quiet = Server {
+            answer: false,
+            ..self.serving
+        };
         let (router, server, taken, clock) = (
             &mut self.router,
             self.server,
@@ -150,7 +215,7 @@ impl Home {
         );
         let sent = self.appliance.stop_router(|| {
             router.client.poll(at(*clock));
-            serve(router, server, taken, false);
+            serve(router, server, taken, quiet, *clock);
             *clock += 1;
             at(*clock)
         });
@@ -158,7 +223,13 @@ impl Home {
         // What the last poll sent reaches the server.
         for _ in 0..5 {
             self.router.client.poll(at(self.clock));
-            serve(&mut self.router, self.server, &mut self.taken, false);
+            serve(
+                &mut self.router,
+                self.server,
+                &mut self.taken,
+                quiet,
+                self.clock,
+            );
             self.clock += 1;
         }
         (sent, took)
@@ -259,4 +330,79 @@ fn an_ipv6_router_that_never_answers_holds_up_nothing_of_ipv4() {
     assert!(took < 100, "{took} ms");
     assert_eq!(home.deletions(false), [80, 443], "IPv4: {:?}", home.taken);
     assert_eq!(home.deletions(true), [0u16; 0]);
+}
+
+#[test]
+fn a_restart_without_its_announcement_is_found_and_counted_by_the_renewal() {
+    let mut home = Home::new(120, ROUTER_LINK_LOCAL);
+    let mapper = home.appliance.port_mapper().unwrap();
+    assert_eq!(mapper.mappings().count(), 2);
+    assert_eq!(mapper.counters().gateway_restarts, 0);
+    // The router restarts 20 s later, its mappings and pinholes lost, and no ANNOUNCE: its
+    // epoch starts again from 0. The renewal (60 s after the mappings) finds it.
+    home.run(20_000, 10);
+    home.serving.restarted = Some(home.clock);
+    home.taken.clear();
+    home.run(50_000, 10);
+    let mapper = home.appliance.port_mapper().unwrap();
+    let counters = mapper.counters();
+    assert_eq!(
+        (counters.rounds, counters.gateway_restarts),
+        (2, 1),
+        "{:?}",
+        home.taken
+    );
+    assert_eq!(mapper.mappings().count(), 2);
+    // The pinholes are asked for again with it (their own renewal is also due).
+    assert_eq!(home.appliance.ipv6_pinholes().unwrap().held().count(), 2);
+    assert!(
+        home.taken
+            .iter()
+            .any(|t| matches!(t.from, IpAddress::Ipv6(_)) && t.lifetime == 120),
+        "{:?}",
+        home.taken
+    );
+    // The next renewal, at the epoch's pace, is no restart.
+    home.run(60_000, 10);
+    let counters = home.appliance.port_mapper().unwrap().counters();
+    assert_eq!((counters.rounds, counters.gateway_restarts), (3, 1));
+}
+
+#[test]
+fn a_router_that_turns_pcp_off_is_mapped_by_nat_pmp_and_the_change_counted() {
+    let mut home = Home::new(120, ROUTER_LINK_LOCAL);
+    assert_eq!(
+        home.appliance.port_mapper().unwrap().external(),
+        Some((PUBLIC, Protocol::Pcp))
+    );
+    // PCP over IPv4 turned off, NAT-PMP on: the renewal falls back to NAT-PMP.
+    home.serving.natpmp = true;
+    home.run(65_000, 10);
+    let mapper = home.appliance.port_mapper().unwrap();
+    let counters = mapper.counters();
+    assert_eq!(
+        (
+            counters.rounds,
+            counters.protocol_changes,
+            counters.gateway_restarts
+        ),
+        (2, 1, 0),
+    );
+    assert_eq!(mapper.external(), Some((PUBLIC, Protocol::NatPmp)));
+    assert_eq!(mapper.mappings().count(), 2);
+    let report = mapper.report(at(home.clock)).to_string();
+    assert!(
+        report.starts_with("NAT-PMP via 10.0.0.1: 11.0.0.1:80->80,:443->443"),
+        "{report}"
+    );
+    // Its own renewal is no change.
+    home.run(60_000, 10);
+    assert_eq!(
+        home.appliance
+            .port_mapper()
+            .unwrap()
+            .counters()
+            .protocol_changes,
+        1
+    );
 }
