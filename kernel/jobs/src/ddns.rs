@@ -4,8 +4,9 @@
 //!
 //! What is published: A from the public IPv4 address the router reported
 //! ([`crate::public`]; only a global one), or the interface's own address when the owner
-//! says so; AAAA from the board's global IPv6 address (preferred, not link-local or
-//! unique-local; SLAAC or static). A family with nothing to publish is left alone, never
+//! says so; AAAA from the board's global IPv6 address
+//! ([`bramble_proto::slaac::global_address`]: preferred, not link-local or unique-local;
+//! SLAAC or static, a static one first). A family with nothing to publish is left alone, never
 //! deleted: a board whose IPv6 is off does not wipe the owner's AAAA.
 //!
 //! When: only on a change. The addresses wanted are compared with those last confirmed by
@@ -36,7 +37,7 @@ use bramble_hal::Instant;
 use bramble_proto::dns_update::{
     BuildError, Change, MAC_LEN, Rcode, Rdata, ReplyError, TsigKey, build_update, check_reply,
 };
-use bramble_proto::slaac::{AddressOrigin, AddressState};
+use bramble_proto::slaac;
 use bramble_tls::clock::CLOCK;
 use bramble_tls::random::RANDOM;
 use smoltcp::iface::{SocketHandle, SocketSet};
@@ -243,17 +244,6 @@ pub struct DdnsState<'a> {
     logged_clock_wait: bool,
 }
 
-/// Whether `address` is global unicast: not link-local (fe80::/10), unique-local
-/// (fc00::/7), loopback, multicast or unspecified.
-fn is_global6(address: &[u8; 16]) -> bool {
-    let ip = core::net::Ipv6Addr::from(*address);
-    !(ip.is_unspecified()
-        || ip.is_loopback()
-        || ip.is_multicast()
-        || address[0] & 0xfe == 0xfc
-        || (address[0] == 0xfe && address[1] & 0xc0 == 0x80))
-}
-
 /// The addresses to publish now on `net`: A as `ipv4` says, AAAA the global IPv6 address
 /// when `ipv6` (RFC 2136 dynamic DNS and dyndns2 publish the same).
 pub fn wanted_addresses(net: &Net<'_, '_>, ipv4: Ipv4Source, ipv6: bool) -> Published {
@@ -263,16 +253,7 @@ pub fn wanted_addresses(net: &Net<'_, '_>, ipv4: Ipv4Source, ipv6: bool) -> Publ
         Ipv4Source::Off => None,
     };
     let ipv6 = if ipv6 {
-        net.ipv6_addresses()
-            .iter()
-            .filter(|entry| {
-                entry.state == AddressState::Preferred
-                    && entry.origin != AddressOrigin::LinkLocal
-                    && is_global6(&entry.address)
-            })
-            // A static address first: the owner chose it.
-            .min_by_key(|entry| entry.origin != AddressOrigin::Static)
-            .map(|entry| entry.address)
+        slaac::global_address(net.ipv6_addresses())
     } else {
         None
     };

@@ -117,6 +117,32 @@ impl AddressEntry {
     }
 }
 
+/// The address the internet reaches the board at: the one dynamic DNS publishes as AAAA
+/// and the router's IPv6 pinholes open. Of `entries`, a preferred one that is global unicast
+/// ([`is_global_unicast`]), a static one first (the owner chose it).
+pub fn global_address(entries: &[AddressEntry]) -> Option<[u8; 16]> {
+    entries
+        .iter()
+        .filter(|entry| {
+            entry.state == AddressState::Preferred
+                && entry.origin != AddressOrigin::LinkLocal
+                && is_global_unicast(&entry.address)
+        })
+        .min_by_key(|entry| entry.origin != AddressOrigin::Static)
+        .map(|entry| entry.address)
+}
+
+/// Whether `address` is global unicast: not link-local (fe80::/10), unique-local
+/// (fc00::/7), loopback, multicast or unspecified.
+pub fn is_global_unicast(address: &[u8; 16]) -> bool {
+    let ip = core::net::Ipv6Addr::from(*address);
+    !(ip.is_unspecified()
+        || ip.is_loopback()
+        || ip.is_multicast()
+        || ip.is_unique_local()
+        || ip.is_unicast_link_local())
+}
+
 /// A solicitation to send.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Solicitation {

@@ -10,13 +10,14 @@
 //!
 //! IPv6 pinholes ([`bramble_proto::portmap::Pinholes`]) have a UDP socket of their own for
 //! sending, also on port 5350: PCP MAP requests for the served ports go to the IPv6 default
-//! router's port 5351 from the global IPv6 address (the one AAAA publishes). Its own, because
-//! smoltcp sends a socket's datagrams in order and holds them all while the first one's
-//! next hop is being resolved: an IPv6 router that does not answer neighbor solicitations
-//! would otherwise hold up the IPv4 mappings behind it for good. smoltcp hands a received
-//! datagram to the first socket bound to its port, the IPv4 one (added first): replies and
-//! ANNOUNCEs of both families arrive there and go to the client of their family (both
-//! sockets are read, so nothing depends on that order).
+//! router's port 5351 from the global IPv6 address AAAA publishes
+//! ([`bramble_proto::slaac::global_address`]). Its own, because smoltcp sends a socket's
+//! datagrams in order and holds them all while the first one's next hop is being resolved:
+//! an IPv6 router that does not answer neighbor solicitations would otherwise hold up the
+//! IPv4 mappings behind it for good. smoltcp hands a received datagram to the first socket
+//! bound to its port, the IPv4 one (added first): replies and ANNOUNCEs of both families
+//! arrive there and go to the client of their family (both sockets are read, so nothing
+//! depends on that order).
 //!
 //! A clean shutdown ([`Appliance::stop_router`]) queues the deletions and polls until they
 //! have left the board. smoltcp's neighbor cache sends one ARP request or neighbor
@@ -239,7 +240,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
             return;
         }
         // The global IPv6 address AAAA publishes, and the IPv6 router to ask for pinholes.
-        let global6 = self.pinhole_address();
+        let global6 = bramble_proto::slaac::global_address(self.ipv6_addresses());
         let router6 = self.ipv6_router();
         let Some(state) = &mut self.router else {
             return;
@@ -353,27 +354,6 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         {
             self.set_public_ipv4(Some(address), source, now);
         }
-    }
-
-    /// The address the pinholes open: the global IPv6 address dynamic DNS publishes as AAAA
-    /// (the same choice as `bramble_jobs::ddns::wanted_addresses`, which this crate cannot
-    /// call): preferred, not link-local, global unicast (not unique-local), a static one first.
-    fn pinhole_address(&self) -> Option<[u8; 16]> {
-        use bramble_proto::slaac::{AddressOrigin, AddressState};
-        self.ipv6_addresses()
-            .iter()
-            .filter(|entry| {
-                let ip = core::net::Ipv6Addr::from(entry.address);
-                entry.state == AddressState::Preferred
-                    && entry.origin != AddressOrigin::LinkLocal
-                    && !(ip.is_unspecified()
-                        || ip.is_loopback()
-                        || ip.is_multicast()
-                        || ip.is_unique_local()
-                        || ip.is_unicast_link_local())
-            })
-            .min_by_key(|entry| entry.origin != AddressOrigin::Static)
-            .map(|entry| entry.address)
     }
 
     /// Sends a PCP request to the IPv6 router from the global address (the server checks

@@ -422,3 +422,68 @@ fn reserved_identifiers_are_never_used() {
     assert!(!is_reserved_interface_id(0x0200_5eff_ff00_0000));
     assert!(!is_reserved_interface_id(1));
 }
+
+#[test]
+fn the_global_address_is_a_preferred_global_one_a_static_one_first() {
+    let entry = |address: [u8; 16], origin, state| AddressEntry {
+        address,
+        prefix_len: 64,
+        origin,
+        state,
+        preferred_until: None,
+        valid_until: None,
+        dad_counter: 0,
+    };
+    let with_tail = |prefix: [u8; 16], tail: u8| {
+        let mut address = prefix;
+        address[15] = tail;
+        address
+    };
+    let mut ula = PREFIX_A;
+    ula[..2].copy_from_slice(&[0xfd, 0x12]);
+    let tentative = AddressState::Tentative {
+        sent: 1,
+        next: s(1),
+    };
+    let mut entries = std::vec![
+        entry(
+            with_tail(ROUTER, 9),
+            AddressOrigin::LinkLocal,
+            AddressState::Preferred
+        ),
+        entry(
+            with_tail(ula, 9),
+            AddressOrigin::Autoconfigured,
+            AddressState::Preferred
+        ),
+        entry(
+            with_tail(PREFIX_A, 9),
+            AddressOrigin::Autoconfigured,
+            tentative
+        ),
+        entry(
+            with_tail(PREFIX_B, 7),
+            AddressOrigin::Static,
+            AddressState::Deprecated
+        ),
+    ];
+    assert_eq!(global_address(&entries), None, "none preferred and global");
+    entries[2].state = AddressState::Preferred;
+    assert_eq!(global_address(&entries), Some(with_tail(PREFIX_A, 9)));
+    entries[3].state = AddressState::Preferred;
+    assert_eq!(
+        global_address(&entries),
+        Some(with_tail(PREFIX_B, 7)),
+        "static first"
+    );
+    for not_global in [
+        [0; 16],
+        with_tail([0; 16], 1),
+        with_tail([0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0], 1),
+    ] {
+        assert!(!is_global_unicast(&not_global));
+    }
+    assert!(!is_global_unicast(&with_tail(ula, 1)));
+    assert!(!is_global_unicast(&with_tail(ROUTER, 1)));
+    assert!(is_global_unicast(&with_tail(PREFIX_A, 1)));
+}
