@@ -261,7 +261,7 @@ pub fn start(
     };
     let hostname: &'static str = arena.value(settings.hostname.clone())?.as_str();
     let heartbeat = heartbeat_config(settings, arena);
-    let publish = publish_service(arena, content.card, hostname);
+    let publish = publish_service(settings, arena, content.card, hostname);
     let pull = pull_config(settings, arena, publish, hostname);
     let reach = crate::reach::prepare(settings, arena);
     let syslog = match &settings.syslog {
@@ -512,12 +512,17 @@ const PULL_HEAP_BYTES: usize = 160 * 1024;
 const PULL_SCRATCH_BYTES: usize = 16 * 1024;
 
 /// The card writer over the slots boot served from, which HTTPS uploads and the pull share
-/// (`None`: the card has no site slots, or no publish key: publishing is off).
+/// (`None`: the card has no site slots, or no publish key: publishing is off; or neither
+/// HTTPS nor `publish_url` is on, so that nothing could publish).
 fn publish_service(
+    settings: &Settings,
     arena: &mut Arena,
     card: Option<&'static crate::storage::Store>,
     hostname: &'static str,
 ) -> Option<&'static core::cell::RefCell<PublishService<'static>>> {
+    if !crate::storage::publishes(settings) {
+        return None;
+    }
     let (slots, record, next_copy) = crate::storage::site_slots()?;
     slots.publish_key?;
     let store = card?;

@@ -9,7 +9,8 @@
 //! the certificate store's region (`bramble image` reserves it as a labelled partition before
 //! the FAT one, `bramble_fat::store_region`), with `acme = on` and `certificate_store = card`;
 //! and the site slots' record and slots (never their label, which holds the publish key),
-//! with `publish_url` set and a publish key on the card.
+//! with a publish key on the card and `publish_url` set or HTTPS on (uploads,
+//! `PUT /.well-known/bramble/site`).
 
 use crate::arena::Arena;
 use crate::platform::{GPIO, micros};
@@ -740,8 +741,9 @@ pub fn load(emmc_clock_hz: u32, arena: &mut Arena, dma: &mut DmaAllocator) -> Ca
     STORE_REGION.call_once(|| region);
     let site = match crate::site_slots::find(&mut reader, &volume.partition) {
         Ok(slots) => {
-            // The second write window, only when the owner pulls signed sites.
-            if settings.publish_url.is_some() && slots.publish_key.is_some() {
+            // The second write window, only when the owner publishes signed sites (pulled, or
+            // uploaded over HTTPS).
+            if publishes(&settings) && slots.publish_key.is_some() {
                 let (first_block, blocks) = slots.writable();
                 let window = WriteWindow {
                     first_block,
@@ -760,6 +762,12 @@ pub fn load(emmc_clock_hz: u32, arena: &mut Arena, dma: &mut DmaAllocator) -> Ca
         }
     };
     CardContents { settings, site }
+}
+
+/// Whether the owner's settings let signed sites in: pulled (`publish_url`) or uploaded over
+/// HTTPS (`https = on` or `only`). The card must hold a publish key as well.
+pub fn publishes(settings: &Settings) -> bool {
+    settings.publish_url.is_some() || settings.https != bramble_settings::HttpsMode::Off
 }
 
 /// Reads one small file (at most `max` bytes) from the card's top folder into `arena`.
