@@ -22,17 +22,13 @@
 mod netns;
 
 use bramble_testkit::pebble::{ApiChain, make_ca};
-use bramble_tests::{kernel, sntp};
-use netns::ipv6::{Prefix, Radvd, radvd_config, wait_for_link_local};
+use netns::ipv6::{Prefix, Radvd, add_address, radvd_config, wait_for_link_local};
 use netns::knot::{self, updates_applied};
-use netns::tool::{bramble_image, start_bramble_qemu};
+use netns::sntp::Sntp;
+use netns::tool::{card_image, start_bramble_qemu, tap_args};
 use netns::{Daemon, HOST_ADDRESS, Netns, TAP, wait_for};
-use std::net::{Ipv6Addr, UdpSocket};
-use std::os::fd::AsFd;
+use std::net::Ipv6Addr;
 use std::path::Path;
-use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 bramble_qemu_helper!();
@@ -53,62 +49,6 @@ const PREFIXES: [Ipv6Addr; 3] = [
 /// Bound on each phase: RAs come every 3-4 s, DAD takes a second, the guest waits 5 s of
 /// quiet before it sends.
 const PHASE: Duration = Duration::from_secs(40);
-
-/// An SNTP responder on the namespace's address, giving the host's time.
-struct Sntp {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Sntp {
-    fn start(netns: &Netns) -> Sntp {
-        let namespace = std::fs::File::open(Path::new("/run/netns").join(netns.name()))
-            .expect("open the namespace");
-        let stop = Arc::new(AtomicBool::new(false));
-        let stopping = Arc::clone(&stop);
-        let (ready, bound) = std::sync::mpsc::channel();
-        let thread = std::thread::spawn(move || {
-            rustix::thread::move_into_link_name_space(
-                namespace.as_fd(),
-                Some(rustix::thread::LinkNameSpaceType::Network),
-            )
-            .expect("enter the test's network namespace");
-            let socket = UdpSocket::bind((HOST_ADDRESS, 123)).expect("bind port 123");
-            socket
-                .set_read_timeout(Some(Duration::from_millis(50)))
-                .unwrap();
-            ready.send(()).unwrap();
-            let mut request = [0u8; 512];
-            while !stopping.load(Ordering::Relaxed) {
-                let Ok((len, peer)) = socket.recv_from(&mut request) else {
-                    continue;
-                };
-                if len >= 48 {
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .unwrap();
-                    let _ = socket.send_to(&sntp::reply(&request, now), peer);
-                }
-            }
-        });
-        bound
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the SNTP responder did not start");
-        Sntp {
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Sntp {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// knotd serving `home.test` on the namespace's address (the zone and its journal stay in
 /// `dir` across restarts).
@@ -144,45 +84,21 @@ fn rfc2136_updates_follow_the_addresses_once_each_and_a_wrong_key_changes_nothin
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let netns = Netns::create();
-    netns::run(Command::new("ip").args([
-        "-n",
-        netns.name(),
-        "-6",
-        "addr",
-        "add",
-        "2001:db8:77:1::1/64",
-        "dev",
+    add_address(
+        &|program: &str| netns.command(program),
         TAP,
-        "nodad",
-    ]));
+        "2001:db8:77:1::1/64",
+    );
     let _sntp = Sntp::start(&netns);
     let knot = start_knot(&netns, dir, SECRET, 0);
 
-    let site = dir.join("site");
-    netns::write_site(&site);
-    let settings = dir.join("BRAMBLE.TXT");
-    std::fs::write(
-        &settings,
-        format!(
-            "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\nntp = {HOST_ADDRESS}\n\
-             ddns = rfc2136\nddns_name = {NAME}\nddns_server = {HOST_ADDRESS}\n\
-             ddns_key = hmac-sha256:bramble-key:{SECRET}\nddns_ipv4 = interface\n"
-        ),
-    )
-    .unwrap();
-    let card = dir.join("card.img");
-    let path = |p: &Path| p.display().to_string();
-    bramble_image(&[
-        "--site",
-        &path(&site),
-        "--config",
-        &path(&settings),
-        "--kernel",
-        &path(&kernel().raw),
-        "-o",
-        &path(&card),
-    ]);
-    let args = ["--image", &path(&card), "--tap", TAP].map(String::from);
+    let settings = format!(
+        "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\nntp = {HOST_ADDRESS}\n\
+         ddns = rfc2136\nddns_name = {NAME}\nddns_server = {HOST_ADDRESS}\n\
+         ddns_key = hmac-sha256:bramble-key:{SECRET}\nddns_ipv4 = interface\n"
+    );
+    let (card, _) = card_image(dir, &settings, None);
+    let args = tap_args(&card);
     let mut guest = start_bramble_qemu(&netns, &args);
     // The TAP link has a carrier (and radvd a link-local source) once QEMU holds it.
     let in_namespace = |program: &str| netns.command(program);
@@ -317,36 +233,16 @@ fn dns01_through_the_same_updates_gets_a_wildcard_certificate_from_pebble() {
     assert!(root.status.success(), "pebble's root: {root:?}");
     std::fs::write(dir.join("pebble-root.pem"), &root.stdout).unwrap();
 
-    let site = dir.join("site");
-    let files = netns::write_site(&site);
-    let settings = dir.join("BRAMBLE.TXT");
-    std::fs::write(
-        &settings,
-        format!(
-            "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\nntp = {HOST_ADDRESS}\nipv6 = off\n\
-             https = on\nacme = on\nacme_challenge = dns-01\n\
-             domain = {NAME}, *.{NAME}\nacme_email = owner@home.test\n\
-             acme_directory = https://{HOST_ADDRESS}:14000/dir\ncertificate_store = ram\n\
-             ddns = rfc2136\nddns_name = {NAME}\nddns_server = {HOST_ADDRESS}\n\
-             ddns_key = hmac-sha256:bramble-key:{SECRET}\nddns_ipv4 = interface\n"
-        ),
-    )
-    .unwrap();
-    let card = dir.join("card.img");
-    let path = |p: &Path| p.display().to_string();
-    bramble_image(&[
-        "--site",
-        &path(&site),
-        "--config",
-        &path(&settings),
-        "--acme-ca",
-        &path(&dir.join("ca.pem")),
-        "--kernel",
-        &path(&kernel().raw),
-        "-o",
-        &path(&card),
-    ]);
-    let args = ["--image", &path(&card), "--tap", TAP].map(String::from);
+    let settings = format!(
+        "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\nntp = {HOST_ADDRESS}\nipv6 = off\n\
+         https = on\nacme = on\nacme_challenge = dns-01\n\
+         domain = {NAME}, *.{NAME}\nacme_email = owner@home.test\n\
+         acme_directory = https://{HOST_ADDRESS}:14000/dir\ncertificate_store = ram\n\
+         ddns = rfc2136\nddns_name = {NAME}\nddns_server = {HOST_ADDRESS}\n\
+         ddns_key = hmac-sha256:bramble-key:{SECRET}\nddns_ipv4 = interface\n"
+    );
+    let (card, files) = card_image(dir, &settings, Some(&dir.join("ca.pem")));
+    let args = tap_args(&card);
     let mut guest = start_bramble_qemu(&netns, &args);
     let fail = |guest: &netns::tool::BrambleQemu, what: &str| -> ! {
         panic!(
@@ -382,7 +278,7 @@ fn dns01_through_the_same_updates_gets_a_wildcard_certificate_from_pebble() {
             "--max-time",
             "20",
             "--cacert",
-            &path(&dir.join("pebble-root.pem")),
+            &dir.join("pebble-root.pem").display().to_string(),
             "--resolve",
             &format!("{host}:443:{GUEST}"),
             &format!("https://{host}/"),

@@ -19,15 +19,13 @@
 mod netns;
 
 use bramble_testkit::chain::{ChainShape, make_chain};
-use bramble_tests::kernel;
-use netns::ipv6::{Prefix, Radvd, radvd_config, wait_for_link_local};
+use netns::ipv6::{add_address, advertise_prefix};
 use netns::sntp::Sntp;
-use netns::tool::{BrambleQemu, bramble_image, start_bramble_qemu};
-use netns::{Daemon, HOST_ADDRESS, Netns, TAP};
+use netns::tool::{BrambleQemu, card_image, start_bramble_qemu, tap_args};
+use netns::{Daemon, HOST_ADDRESS, Netns, TAP, wait_for};
 use std::net::Ipv6Addr;
 use std::path::Path;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 bramble_qemu_helper!();
 
@@ -48,15 +46,6 @@ const FOURTH: &str = "198.51.100.40";
 /// Bound on each phase: the echo is asked every minute (`public_ip_every = 1`), the guest
 /// waits 5 s of quiet before it sends.
 const PHASE: Duration = Duration::from_secs(100);
-
-/// Waits (bounded) until `done` holds; panics naming `what` otherwise.
-fn wait_for(done: impl Fn() -> bool, limit: Duration, what: &str) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "no {what} within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// What the endpoint saw, one entry a request (`ip`, `check`, `update AUTH QUERY ANSWER`).
 fn requests(state: &Path) -> Vec<String> {
@@ -95,17 +84,11 @@ fn dyndns2_updates_once_per_change_and_badauth_stops_them() {
     std::fs::create_dir_all(&state).unwrap();
     std::fs::write(state.join("echo"), FIRST).unwrap();
     let netns = Netns::create();
-    netns::run(Command::new("ip").args([
-        "-n",
-        netns.name(),
-        "-6",
-        "addr",
-        "add",
-        "2001:db8:77:1::1/64",
-        "dev",
+    add_address(
+        &|program: &str| netns.command(program),
         TAP,
-        "nodad",
-    ]));
+        "2001:db8:77:1::1/64",
+    );
     let _sntp = Sntp::start(&netns);
     // The shape of Let's Encrypt's R-series chains, as the providers present.
     let chain = make_chain(
@@ -132,50 +115,19 @@ fn dyndns2_updates_once_per_change_and_badauth_stops_them() {
         "endpoint listening",
     );
 
-    let site = dir.join("site");
-    netns::write_site(&site);
-    let settings = dir.join("BRAMBLE.TXT");
     let base = format!("https://{HOST_ADDRESS}:{PORT}");
-    std::fs::write(
-        &settings,
-        format!(
-            "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\nntp = {HOST_ADDRESS}\n\
-             acme_ca_certificate = DYNCA.PEM\n\
-             ddns = dyndns2\nddns_name = {NAME}\nddns_url = {base}/nic/update\n\
-             ddns_user = owner\nddns_password = s3cret\n\
-             public_ip_url = {base}/ip\npublic_ip_every = 1\nreach_check_url = {base}/check\n"
-        ),
-    )
-    .unwrap();
-    let card = dir.join("card.img");
-    let path = |p: &Path| p.display().to_string();
-    bramble_image(&[
-        "--site",
-        &path(&site),
-        "--config",
-        &path(&settings),
-        "--acme-ca",
-        &path(&dir.join("ca.pem")),
-        "--kernel",
-        &path(&kernel().raw),
-        "-o",
-        &path(&card),
-    ]);
-    let args = ["--image", &path(&card), "--tap", TAP].map(String::from);
+    let settings = format!(
+        "address = {GUEST}/24\ngateway = {HOST_ADDRESS}\nntp = {HOST_ADDRESS}\n\
+         acme_ca_certificate = DYNCA.PEM\n\
+         ddns = dyndns2\nddns_name = {NAME}\nddns_url = {base}/nic/update\n\
+         ddns_user = owner\nddns_password = s3cret\n\
+         public_ip_url = {base}/ip\npublic_ip_every = 1\nreach_check_url = {base}/check\n"
+    );
+    let (card, _) = card_image(dir, &settings, Some(&dir.join("ca.pem")));
+    let args = tap_args(&card);
     let mut guest = start_bramble_qemu(&netns, &args);
     let in_namespace = |program: &str| netns.command(program);
-    wait_for_link_local(&in_namespace, TAP, Duration::from_secs(10));
-    let prefixes = [Prefix {
-        prefix: PREFIX,
-        valid: 600,
-        preferred: 600,
-    }];
-    let _radvd = Radvd::start(
-        &in_namespace,
-        dir,
-        "radvd",
-        &radvd_config(TAP, &prefixes, None),
-    );
+    let _radvd = advertise_prefix(&in_namespace, dir, TAP, PREFIX);
     let fail = |guest: &BrambleQemu, what: &str| -> ! {
         panic!(
             "{what}; serial:\n{}\nendpoint saw:\n{}\nendpoint log:\n{}",

@@ -59,8 +59,8 @@
 mod netns;
 
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
-use netns::ipv6::{Prefix, Radvd, radvd_config, serving_addresses, wait_for_link_local};
-use netns::tool::start_bramble_qemu;
+use netns::ipv6::{add_address, advertise_prefix, serving_addresses};
+use netns::tool::{start_bramble_qemu, tap_args};
 use netns::{Daemon, Netns, TAP};
 use std::net::Ipv6Addr;
 use std::path::{Path, PathBuf};
@@ -266,8 +266,12 @@ fn pinhole_rules(router: &Netns) -> usize {
     .count()
 }
 
+/// How long [`printed_since`] waits for a line that should follow at once.
+const SAID: Duration = Duration::from_secs(5);
+
 /// The line containing `needle` the guest printed since line `from` of its transcript, or
-/// prints within `timeout` (the IPv4 and IPv6 clients' lines come in either order).
+/// prints within `timeout` (the IPv4 and IPv6 clients' lines come in either order, and so do
+/// a mapping's).
 fn printed_since(guest: &mut Guest, from: usize, needle: &str, timeout: Duration) -> String {
     guest.drain();
     if let Some(line) = guest.transcript[from.min(guest.transcript.len())..]
@@ -393,28 +397,10 @@ fn visitor_gets_the_page(wan: &Wan, index: &[u8]) {
     }
 }
 
-#[test]
-fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
-    let dir = tempfile::tempdir().unwrap();
-    let router = Netns::create();
-    let wan = Wan::create(&router);
-    run(router
-        .command("ip")
-        .args(["addr", "add", &format!("{WAN_ROUTER}/24"), "dev", "wan0"]));
-    run(router.command("ip").args([
-        "-6",
-        "addr",
-        "add",
-        "2001:db8:77:1::1/64",
-        "dev",
-        TAP,
-        "nodad",
-    ]));
-    router_firewall(&router);
-    let mut miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-1.log", true);
-
-    // The card: the site, the settings, the test CA's certificate.
-    let site = dir.path().join("site");
+/// The card: the test site, `settings` as BRAMBLE.TXT, the test certificate (P-256, for
+/// `*.bramble.test`); its path and the site's index page.
+fn card_with_site(dir: &Path, settings: &str) -> (PathBuf, Vec<u8>) {
+    let site = dir.join("site");
     let files = netns::write_site(&site);
     let index = files
         .iter()
@@ -426,15 +412,11 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
     let (certificate, key, _) =
         bramble::image::check_tls_files(&fixture("p256.pem"), &fixture("p256.key"), 1_800_000_000)
             .unwrap();
-    let card = dir.path().join("card.img");
+    let card = dir.join("card.img");
     let inputs = bramble::image::ImageInputs {
         kernel: std::fs::read(&kernel().raw).expect("kernel.img"),
         site: packed.image,
-        settings: format!(
-            "address = {GUEST}/24\ngateway = 192.168.77.1\nhostname = porch\nntp = off\n\
-             mdns = off\nhttps = on\nrouter_ports = on\nrouter_lifetime = {LIFETIME}\n\
-             status_from = 192.168.77.1/32\n"
-        ),
+        settings: settings.to_string(),
         firmware: Vec::new(),
         size_mib: None,
         tls: Some(bramble::image::TlsFiles {
@@ -445,26 +427,35 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         }),
     };
     bramble::image::build_image(&inputs, &card).expect("build the SD card image");
-    let args: Vec<String> = vec![
-        "--image".into(),
-        card.display().to_string(),
-        "--tap".into(),
-        TAP.into(),
-    ];
+    (card, index)
+}
+
+#[test]
+fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
+    let dir = tempfile::tempdir().unwrap();
+    let router = Netns::create();
+    let wan = Wan::create(&router);
+    run(router
+        .command("ip")
+        .args(["addr", "add", &format!("{WAN_ROUTER}/24"), "dev", "wan0"]));
+    add_address(
+        &|program: &str| router.command(program),
+        TAP,
+        "2001:db8:77:1::1/64",
+    );
+    router_firewall(&router);
+    let mut miniupnpd = start_miniupnpd(&router, dir.path(), "miniupnpd-1.log", true);
+
+    let settings = format!(
+        "address = {GUEST}/24\ngateway = 192.168.77.1\nhostname = porch\nntp = off\n\
+         mdns = off\nhttps = on\nrouter_ports = on\nrouter_lifetime = {LIFETIME}\n\
+         status_from = 192.168.77.1/32\n"
+    );
+    let (card, index) = card_with_site(dir.path(), &settings);
+    let args = tap_args(&card);
     let mut qemu = start_bramble_qemu(&router, &args);
     let in_namespace = |program: &str| router.command(program);
-    wait_for_link_local(&in_namespace, TAP, Duration::from_secs(10));
-    let prefixes = [Prefix {
-        prefix: LAN6,
-        valid: 600,
-        preferred: 600,
-    }];
-    let _radvd = Radvd::start(
-        &in_namespace,
-        dir.path(),
-        "radvd",
-        &radvd_config(TAP, &prefixes, None),
-    );
+    let _radvd = advertise_prefix(&in_namespace, dir.path(), TAP, LAN6);
     let guest = qemu.guest();
 
     // 1. Mapped by PCP, and the page is reachable from outside.
@@ -771,19 +762,6 @@ fn visit_by_name(
     None
 }
 
-/// The console line containing `needle` among those since `from` (the transcript's index):
-/// already said (the order of a mapping's lines varies), or said within 5 s.
-fn said_since(guest: &mut bramble_tests::Guest, from: usize, needle: &str) -> String {
-    guest.drain();
-    if let Some(line) = guest.transcript[from..]
-        .iter()
-        .find(|line| line.contains(needle))
-    {
-        return line.clone();
-    }
-    guest.expect_line(needle, Duration::from_secs(5))
-}
-
 /// Drops the router's own datagrams to 224.0.0.1:5350 (`quiet`), as a restart's
 /// announcement lost on the LAN is; or lets them through again. The rule counts what it
 /// dropped.
@@ -855,46 +833,16 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
     // The time, from the router (TSIG signs it).
     let _sntp = netns::sntp::Sntp::start(&router);
 
-    let site = dir.path().join("site");
-    let files = netns::write_site(&site);
-    let index = files
-        .iter()
-        .find(|(path, _)| path == "/" || path == "/index.html")
-        .map(|(_, body)| body.clone())
-        .expect("the site's index");
-    let packed = bramble::pack::pack_site(&site, &bramble::pack::PackOptions::default())
-        .expect("pack the site");
-    let (certificate, key, _) =
-        bramble::image::check_tls_files(&fixture("p256.pem"), &fixture("p256.key"), 1_800_000_000)
-            .unwrap();
-    let card = dir.path().join("card.img");
-    let inputs = bramble::image::ImageInputs {
-        kernel: std::fs::read(&kernel().raw).expect("kernel.img"),
-        site: packed.image,
-        settings: format!(
-            "address = {GUEST}/24\ngateway = 192.168.77.1\nhostname = porch\n\
-             ntp = 192.168.77.1\nmdns = off\nhttps = on\n\
-             router_ports = on\nrouter_lifetime = {LIFETIME}\n\
-             ddns = rfc2136\nddns_name = {NAME}\nddns_server = {WAN_KNOT}\n\
-             ddns_key = hmac-sha256:{}:{TSIG_SECRET}\nddns_ipv4 = public\n",
-            netns::knot::KEY_NAME
-        ),
-        firmware: Vec::new(),
-        size_mib: None,
-        tls: Some(bramble::image::TlsFiles {
-            certificate_name: "CERT.PEM".into(),
-            certificate,
-            key_name: "KEY.PEM".into(),
-            key,
-        }),
-    };
-    bramble::image::build_image(&inputs, &card).expect("build the SD card image");
-    let args: Vec<String> = vec![
-        "--image".into(),
-        card.display().to_string(),
-        "--tap".into(),
-        TAP.into(),
-    ];
+    let settings = format!(
+        "address = {GUEST}/24\ngateway = 192.168.77.1\nhostname = porch\n\
+         ntp = 192.168.77.1\nmdns = off\nhttps = on\n\
+         router_ports = on\nrouter_lifetime = {LIFETIME}\n\
+         ddns = rfc2136\nddns_name = {NAME}\nddns_server = {WAN_KNOT}\n\
+         ddns_key = hmac-sha256:{}:{TSIG_SECRET}\nddns_ipv4 = public\n",
+        netns::knot::KEY_NAME
+    );
+    let (card, index) = card_with_site(dir.path(), &settings);
+    let args = tap_args(&card);
     let booted = Instant::now();
     let mark = 0;
     let mut qemu = start_bramble_qemu(&router, &args);
@@ -912,9 +860,19 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
             knot_log()
         );
     };
-    said_since(guest, mark, "router: PCP: TCP 11.0.0.1:443 -> port 443");
-    said_since(guest, mark, "public: address 11.0.0.1 (from PCP)");
-    let updated = said_since(guest, mark, &format!("ddns: {NAME} updated: A 11.0.0.1"));
+    printed_since(
+        guest,
+        mark,
+        "router: PCP: TCP 11.0.0.1:443 -> port 443",
+        SAID,
+    );
+    printed_since(guest, mark, "public: address 11.0.0.1 (from PCP)", SAID);
+    let updated = printed_since(
+        guest,
+        mark,
+        &format!("ddns: {NAME} updated: A 11.0.0.1"),
+        SAID,
+    );
     println!(
         "after boot: {NAME} answered {WAN_ROUTER} at {:.1} s, fetched at {:.1} s (wall); \
          the guest confirmed the update at {} of uptime",
@@ -955,12 +913,18 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
             guest.transcript.join("\n")
         );
     };
-    let announced = said_since(
+    let announced = printed_since(
         guest,
         mark,
         "router: the router announced a restart (PCP ANNOUNCE); mapping the ports again",
+        SAID,
     );
-    said_since(guest, mark, "router: PCP: TCP 11.0.0.1:443 -> port 443");
+    printed_since(
+        guest,
+        mark,
+        "router: PCP: TCP 11.0.0.1:443 -> port 443",
+        SAID,
+    );
     println!(
         "after the router's restart: fetched by name {:.1} s (wall) later; the guest heard the \
          ANNOUNCE at {} of uptime",
@@ -1018,10 +982,11 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
     );
     // The renewal's reply showed the restart (its epoch went back): said and counted as
     // the announced one was.
-    said_since(
+    printed_since(
         guest,
         mark,
         "router: the router restarted (its PCP epoch went back); mapping the ports again",
+        SAID,
     );
     guest.send_line("router");
     let line = guest.expect_line("status: router ", Duration::from_secs(10));
@@ -1061,9 +1026,19 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
             knot_log()
         );
     };
-    said_since(guest, mark, "router: PCP: TCP 11.0.0.9:443 -> port 443");
-    said_since(guest, mark, "public: address 11.0.0.9 (from PCP)");
-    let updated = said_since(guest, mark, &format!("ddns: {NAME} updated: A 11.0.0.9"));
+    printed_since(
+        guest,
+        mark,
+        "router: PCP: TCP 11.0.0.9:443 -> port 443",
+        SAID,
+    );
+    printed_since(guest, mark, "public: address 11.0.0.9 (from PCP)", SAID);
+    let updated = printed_since(
+        guest,
+        mark,
+        &format!("ddns: {NAME} updated: A 11.0.0.9"),
+        SAID,
+    );
     println!(
         "after the renumbering: {NAME} answered {WAN_RENUMBERED} {:.1} s (wall) later, fetched \
          {:.1} s later; the guest confirmed the update at {} of uptime",

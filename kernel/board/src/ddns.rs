@@ -3,6 +3,7 @@
 
 use crate::appliance::Network;
 use crate::arena::Arena;
+use crate::status::Maybe;
 use bramble_net::appliance::ddns::{DdnsConfig, DdnsMemory, Ipv4Source};
 use bramble_proto::dns_update::TsigKey;
 use bramble_settings::{DdnsProtocol, Settings};
@@ -73,16 +74,4 @@ pub fn print_status(appliance: &Network) {
         last_failure: bramble_status::Text::Shown(&failure),
     };
     log::info!("{line}");
-}
-
-/// A value, or `-` while there is none.
-struct Maybe<T>(Option<T>);
-
-impl<T: core::fmt::Display> core::fmt::Display for Maybe<T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match &self.0 {
-            Some(value) => write!(f, "{value}"),
-            None => f.write_str("-"),
-        }
-    }
 }

@@ -4,6 +4,7 @@
 
 use crate::appliance::Network;
 use crate::arena::Arena;
+use crate::status::Maybe;
 use bramble_net::appliance::ddns::Ipv4Source;
 use bramble_net::appliance::reach::{Dyndns2Config, ReachConfig, ReachMemory, UpdateState};
 use bramble_proto::dyndns::Dialect;
@@ -116,16 +117,4 @@ pub fn print_status(appliance: &Network) {
         check: Text::Read(status.check.word()),
     };
     log::info!("{line}");
-}
-
-/// A value, or `-` while there is none.
-struct Maybe<T>(Option<T>);
-
-impl<T: core::fmt::Display> core::fmt::Display for Maybe<T> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match &self.0 {
-            Some(value) => write!(f, "{value}"),
-            None => f.write_str("-"),
-        }
-    }
 }

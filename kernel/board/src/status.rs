@@ -162,6 +162,18 @@ pub fn print_router(appliance: &Network) {
     }
 }
 
+/// A value in a status line, or `-` while there is none.
+pub struct Maybe<T>(pub Option<T>);
+
+impl<T: core::fmt::Display> core::fmt::Display for Maybe<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match &self.0 {
+            Some(value) => write!(f, "{value}"),
+            None => f.write_str("-"),
+        }
+    }
+}
+
 /// Two reports one after the other (the IPv4 mapping's, then the IPv6 pinholes', which
 /// starts with its own `; `).
 struct Both<A, B>(A, B);

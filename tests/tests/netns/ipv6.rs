@@ -133,6 +133,41 @@ impl Drop for Radvd {
     }
 }
 
+/// Gives the namespace's side of `interface` the IPv6 address `cidr` at once (no DAD).
+pub fn add_address(in_namespace: InNamespace, interface: &str, cidr: &str) {
+    let output = in_namespace("ip")
+        .args(["-6", "addr", "add", cidr, "dev", interface, "nodad"])
+        .output()
+        .expect("ip -6 addr add");
+    assert!(
+        output.status.success(),
+        "ip -6 addr add {cidr} dev {interface}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// radvd announcing `prefix` (valid and preferred 600 s) on `interface`, once the link has
+/// its link-local address (within 10 s); its files in `dir`.
+pub fn advertise_prefix(
+    in_namespace: InNamespace,
+    dir: &Path,
+    interface: &str,
+    prefix: Ipv6Addr,
+) -> Radvd {
+    wait_for_link_local(in_namespace, interface, Duration::from_secs(10));
+    let prefixes = [Prefix {
+        prefix,
+        valid: 600,
+        preferred: 600,
+    }];
+    Radvd::start(
+        in_namespace,
+        dir,
+        "radvd",
+        &radvd_config(interface, &prefixes, None),
+    )
+}
+
 /// Waits (bounded) until the namespace's side of `interface` has a usable (not tentative)
 /// link-local address: radvd advertises from it.
 pub fn wait_for_link_local(in_namespace: InNamespace, interface: &str, limit: Duration) {

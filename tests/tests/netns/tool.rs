@@ -8,7 +8,7 @@
 use super::Netns;
 use bramble_tests::Guest;
 use clap::Parser;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,47 @@ pub fn bramble_image(args: &[&str]) {
     if let Err(error) = bramble::image::run(cli.image) {
         panic!("bramble image {args:?}: {error:#}");
     }
+}
+
+/// A card as an owner makes one with `bramble image`: the test site (written to `dir/site`),
+/// `settings` as its BRAMBLE.TXT (written to `dir`), the CA at `acme_ca` trusted when given,
+/// the kernel this run built. Returns the card (`dir/card.img`) and the site's files.
+pub fn card_image(
+    dir: &Path,
+    settings: &str,
+    acme_ca: Option<&Path>,
+) -> (PathBuf, Vec<(String, Vec<u8>)>) {
+    let site = dir.join("site");
+    let files = super::write_site(&site);
+    let config = dir.join("BRAMBLE.TXT");
+    std::fs::write(&config, settings).expect("write BRAMBLE.TXT");
+    let card = dir.join("card.img");
+    let path = |p: &Path| p.display().to_string();
+    let mut args = vec![
+        "--site".to_string(),
+        path(&site),
+        "--config".into(),
+        path(&config),
+        "--kernel".into(),
+        path(&bramble_tests::kernel().raw),
+        "-o".into(),
+        path(&card),
+    ];
+    if let Some(ca) = acme_ca {
+        args.extend(["--acme-ca".to_string(), path(ca)]);
+    }
+    bramble_image(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    (card, files)
+}
+
+/// `bramble qemu`'s arguments for `card` on the namespace's TAP link.
+pub fn tap_args(card: &Path) -> Vec<String> {
+    vec![
+        "--image".into(),
+        card.display().to_string(),
+        "--tap".into(),
+        super::TAP.into(),
+    ]
 }
 
 /// `bramble qemu` running in the namespace. Dropping it sends SIGTERM (which stops QEMU
