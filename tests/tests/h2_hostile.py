@@ -1,7 +1,8 @@
 """Hostile and polite HTTP/2 clients against the guest, for tests/tests/http2.rs.
 
 Run with Debian's python3 (python3-h2 and python3-hpack from tools/setup.sh):
-    python3 h2_hostile.py PORT CA_FILE
+    python3 h2_hostile.py PORT CA_FILE BIG_PATH
+BIG_PATH names a large file of the site (megabytes), for the many-streams case.
 Connects to 127.0.0.1:PORT over TLS (ALPN h2, SNI bramble.test) and prints one line per
 case: `case: NAME RESULT`. The Rust test judges the results; this script only reports.
 Every read is bounded by a socket timeout, every loop by a count.
@@ -11,6 +12,7 @@ import socket
 import ssl
 import struct
 import sys
+import threading
 import time
 
 import h2.config
@@ -20,6 +22,7 @@ import hpack
 
 PORT = int(sys.argv[1])
 CA = sys.argv[2]
+BIG = sys.argv[3]
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = (
     0, 1, 2, 3, 4, 6, 7, 8, 9)
@@ -119,6 +122,79 @@ def polite_get(sock, path="/"):
                 return f"{status} {len(body)}"
         sock.sendall(connection.data_to_send())
     return f"unfinished {status}"
+
+
+def many_streams_beside_a_polite_client():
+    """One connection asks for the large file on 100 streams, as many at once as the server's
+    SETTINGS_MAX_CONCURRENT_STREAMS allows and a new one each time one ends, with windows so
+    wide that flow control never holds the server back, and reads everything as it comes.
+    Once its first DATA frame is in, a second client connects (a full TLS handshake) and asks
+    for /. Fair turns answer the second client while the first still has streams to finish.
+    Returns `polite=RESULT ended_at_polite=N ended=N refused=N goaway=CODE bytes=N`."""
+    greedy = connect()
+    start(greedy, struct.pack(">HI", 4, 0x7FFFFFFF))  # SETTINGS_INITIAL_WINDOW_SIZE
+    greedy.sendall(frame(WINDOW_UPDATE, 0, 0, struct.pack(">I", 0x7FFFFFFF - 65535)))
+    encoder = hpack.Encoder()
+    state = {"bytes": 0, "ended": 0, "refused": 0, "goaway": "none", "opened": 0}
+    first_data = threading.Event()
+    done = threading.Event()
+    total = 100
+
+    def open_streams(count):
+        burst = b""
+        for _ in range(count):
+            if state["opened"] >= total:
+                break
+            burst += frame(HEADERS, END_STREAM | END_HEADERS, 1 + 2 * state["opened"],
+                           request_block(BIG, encoder))
+            state["opened"] += 1
+        if burst:
+            greedy.sendall(burst)
+
+    def read():
+        # Bounded: 100 streams, 180 s.
+        limit = None
+        for kind, flags, _, payload in Reader(greedy).frames(180):
+            if kind == SETTINGS and not flags & 0x1:
+                greedy.sendall(frame(SETTINGS, 0x1, 0))
+                if limit is None:
+                    limit = 100
+                    for i in range(0, len(payload) - 5, 6):
+                        key, value = struct.unpack(">HI", payload[i:i + 6])
+                        if key == 3:  # SETTINGS_MAX_CONCURRENT_STREAMS
+                            limit = max(1, min(value, 100))
+                    open_streams(limit)
+            elif kind == DATA:
+                state["bytes"] += len(payload)
+                first_data.set()
+                if flags & END_STREAM:
+                    state["ended"] += 1
+                    open_streams(1)
+            elif kind == HEADERS and flags & END_STREAM:
+                state["ended"] += 1
+                open_streams(1)
+            elif kind == RST_STREAM:
+                state["refused"] += 1
+                open_streams(1)
+            elif kind == GOAWAY:
+                state["goaway"] = struct.unpack(">I", payload[4:8])[0]
+                break
+            if state["ended"] + state["refused"] >= total:
+                break
+        first_data.set()
+        done.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    first_data.wait(60)
+    with connect() as sock:
+        polite = polite_get(sock).replace(" ", "/")
+    ended_at_polite = state["ended"]
+    done.wait(180)
+    reader.join(5)
+    greedy.close()
+    return (f"polite={polite} ended_at_polite={ended_at_polite} ended={state['ended']} "
+            f"refused={state['refused']} goaway={state['goaway']} bytes={state['bytes']}")
 
 
 def main():
@@ -227,6 +303,9 @@ def main():
             break
     report("zero_window", outcome)
     stall.close()
+
+    # One connection with 100 streams does not starve another client.
+    report("many_streams", many_streams_beside_a_polite_client())
 
     # The server still serves a polite client.
     with connect() as sock:
