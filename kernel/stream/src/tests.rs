@@ -45,6 +45,9 @@ pub struct TestSession {
     closing: bool,
     requests: u32,
     started: Option<Instant>,
+    /// `UP...`: a body taken as it comes, its progress reported (as a signed upload's),
+    /// until a newline.
+    streaming: bool,
 }
 
 #[derive(Default)]
@@ -128,6 +131,20 @@ impl Service for TestService {
 
     fn receive(&mut self, session: &mut TestSession, data: &[u8], now: Instant) -> usize {
         assert!(session.open);
+        if session.streaming || (session.received.is_empty() && data.starts_with(b"UP")) {
+            // Every byte taken; the request's start moves to its last byte.
+            session.streaming = true;
+            session.started = Some(now);
+            let Some(end) = data.iter().position(|&b| b == b'\n') else {
+                return data.len();
+            };
+            session.streaming = false;
+            session.started = None;
+            session.response = pattern(10);
+            session.acked = 0;
+            session.requests += 1;
+            return end + 1;
+        }
         let room = 4096 - session.received.len();
         let n = data.len().min(room);
         if n > 0 && session.received.is_empty() {
@@ -221,6 +238,11 @@ impl Service for TestService {
             SessionPhase::Closing
         } else if !session.response.is_empty() {
             SessionPhase::Sending
+        } else if session.streaming {
+            SessionPhase::Receiving {
+                since: session.started.unwrap_or(Instant(0)),
+                bytes: 0,
+            }
         } else if !session.received.is_empty() {
             SessionPhase::Receiving {
                 since: session.started.unwrap_or(Instant(0)),
@@ -637,6 +659,37 @@ fn neighbor_advert(frame: &[u8]) -> Option<Vec<u8>> {
 
 fn limits() -> PoolLimits {
     PoolLimits::DEFAULT
+}
+
+/// A request body whose service reports its progress (a signed upload's: its deadline runs
+/// from its last byte) may take longer than any header may, as long as its bytes keep
+/// coming; one that stops is cut off as a slow header is.
+#[test]
+fn a_body_that_keeps_coming_outlasts_the_header_deadline_and_one_that_stops_does_not() {
+    let mut net = Net::new(8, 4, 8, limits());
+    let steady = net.socket(8192, 8192);
+    let stopped = net.socket(8192, 8192);
+    net.connect(steady, 40000);
+    net.connect(stopped, 40001);
+    assert!(net.run_until(200, |net| {
+        [steady, stopped].iter().all(|&h| net.tcp(h).may_send())
+    }));
+    net.send(steady, b"UP");
+    net.send(stopped, b"UP");
+    // 60 s, past the header's 40 s at most: a byte a second from one, none from the other.
+    for _ in 0..60 {
+        net.send(steady, b"x");
+        net.run_ms(1000);
+    }
+    net.send(steady, b"\n");
+    assert_eq!(net.read_exact(steady, 10, 500), pattern(10));
+    let counters = net.pool.counters();
+    assert_eq!(counters.timeout_header, 1, "{counters}");
+    let socket = net.tcp(stopped);
+    assert!(
+        !socket.is_open() || !socket.may_recv(),
+        "the stopped body was cut off"
+    );
 }
 
 #[test]

@@ -173,7 +173,13 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             (Class::Fresh, _) => tcb.since,
             _ => now,
         };
-        self.set_class(i, class, since);
+        if class == Class::Partial && tcb.class == Class::Partial && since > tcb.since {
+            // A request whose service says it progressed (a signed upload's body: its
+            // deadline runs from the last byte): to the tail of the list, the new start.
+            self.touch(i, since);
+        } else {
+            self.set_class(i, class, since);
+        }
         if self.wants_transmit(i) {
             self.make_ready(i);
         }
