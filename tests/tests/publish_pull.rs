@@ -10,6 +10,10 @@
 //!   before the switch finishes byte for byte from the old site; refuses an older version
 //!   and keeps serving the new site; takes a signed rollback (`bramble publish --rollback
 //!   --out`) and serves the old site again, still without a restart.
+//! - A signed nudge: a guest that checks once a day, with HTTPS on, is sent the new version's
+//!   signed manifest with no body (`PUT /.well-known/bramble/site` by curl): it checks at
+//!   once and serves the new site; a nudge signed by another key is refused (403) and
+//!   starts nothing.
 //! - Power cuts: QEMU killed by PID at 20 random moments of the pull's card writes and the
 //!   switch; each next boot serves one whole site, the old or the new, byte for byte.
 
@@ -131,6 +135,12 @@ struct Lab {
 
 impl Lab {
     fn new(dir: &Path) -> Lab {
+        Lab::with(dir, false)
+    }
+
+    /// With `nudged`: the guest checks once a day (a nudge starts the next check) and
+    /// serves HTTPS with a certificate for its address from a CA in `dir/board/ca.pem`.
+    fn with(dir: &Path, nudged: bool) -> Lab {
         let kernel_image = kernel().raw.display().to_string();
         let netns = Netns::create();
         let dnsmasq = start_dnsmasq(&netns, dir);
@@ -149,28 +159,55 @@ impl Lab {
             &settings,
             format!(
                 "address = {GUEST}/24\nhostname = garden\nntp = {HOST_ADDRESS}\n\
-                 dns = {HOST_ADDRESS}\npublish_url = {MANIFEST_URL}\npublish_every = 1\n"
+                 dns = {HOST_ADDRESS}\npublish_url = {MANIFEST_URL}\npublish_every = {}\n{}",
+                if nudged { 1440 } else { 1 },
+                if nudged { "https = on\n" } else { "" }
             ),
         )
         .unwrap();
         let card = dir.join("card.img");
         let path = |p: &Path| p.display().to_string();
-        bramble_image(&[
-            "--site",
-            &path(&site_a),
-            "--config",
-            &path(&settings),
-            "--acme-ca",
-            &path(&dir.join("ca.pem")),
-            "--publish-key",
-            &path(&dir.join("owner.pub")),
-            "--slot-mib",
-            "4",
-            "--kernel",
-            &kernel_image,
-            "-o",
-            &path(&card),
-        ]);
+        let mut tls = Vec::new();
+        if nudged {
+            let board = dir.join("board");
+            std::fs::create_dir_all(&board).unwrap();
+            let chain = make_chain(
+                &board,
+                ChainShape::P256,
+                "garden",
+                "garden",
+                &format!("IP:{GUEST},DNS:garden"),
+            );
+            tls = vec![
+                "--tls-cert".to_string(),
+                path(&chain.leaf),
+                "--tls-key".to_string(),
+                path(&chain.key),
+            ];
+        }
+        let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+        bramble_image(
+            &[
+                &tls[..],
+                &[
+                    "--site",
+                    &path(&site_a),
+                    "--config",
+                    &path(&settings),
+                    "--acme-ca",
+                    &path(&dir.join("ca.pem")),
+                    "--publish-key",
+                    &path(&dir.join("owner.pub")),
+                    "--slot-mib",
+                    "4",
+                    "--kernel",
+                    &kernel_image,
+                    "-o",
+                    &path(&card),
+                ],
+            ]
+            .concat(),
+        );
         Lab {
             dir: dir.to_path_buf(),
             netns,
@@ -304,6 +341,41 @@ impl Lab {
             .and_then(|code| code.parse().ok())
             .unwrap_or(0);
         (status, head, out.stdout)
+    }
+}
+
+impl Lab {
+    /// The manifest file in `www/garden` (manifest, then signature) sent to the guest as a
+    /// nudge: `PUT /.well-known/bramble/site` with no body, over HTTPS (curl in the
+    /// namespace, HTTP/1.1). Returns the status and the JSON answer.
+    fn nudge(&self, manifest_file: &[u8]) -> (u16, String) {
+        let hex = |bytes: &[u8]| -> String { bytes.iter().map(|b| format!("{b:02x}")).collect() };
+        let (manifest, signature) = manifest_file.split_at(128);
+        let out = self.netns.output(
+            "curl",
+            &[
+                "--silent",
+                "--http1.1",
+                "--max-time",
+                "20",
+                "--cacert",
+                &self.dir.join("board/ca.pem").display().to_string(),
+                "--request",
+                "PUT",
+                "--data-binary",
+                "",
+                "--header",
+                &format!("Bramble-Manifest: {}", hex(manifest)),
+                "--header",
+                &format!("Bramble-Signature: {}", hex(signature)),
+                "--write-out",
+                "\n%{http_code}",
+                &format!("https://{GUEST}/.well-known/bramble/site"),
+            ],
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, status) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (status.trim().parse().unwrap_or(0), body.to_string())
     }
 }
 
@@ -489,6 +561,63 @@ fn the_guest_pulls_a_newer_signed_site_and_refuses_another_key_and_an_older_vers
 }
 
 /// A deterministic pseudo-random number below `bound` for run `run`.
+#[test]
+fn a_signed_nudge_has_the_guest_check_at_once_and_another_keys_starts_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lab = Lab::with(dir.path(), true);
+    // Another key's version 10 on the host: the boot's check refuses it; the next check is a
+    // day away.
+    lab.put(&lab.site_b, &lab.other, 10, "garden");
+    let forged = std::fs::read(lab.dir.join("www/garden/manifest")).unwrap();
+    let mut guest = lab.boot();
+    guest.expect_line("slots: serving slot A", BOOT_TIMEOUT);
+    guest.expect_line("HTTPS connections on port 443", BOOT_TIMEOUT);
+    let refused = guest.expect_line("publish: refused", PUBLISH_TIMEOUT);
+    assert!(refused.contains("the next check in 86400 s"), "{refused}");
+
+    // The owner's version 10 goes up; the other key's manifest, sent as a nudge, is refused.
+    lab.put(&lab.site_b, &lab.owner, 10, "garden");
+    let (status, body) = lab.nudge(&forged);
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("\"error\":\"bad-signature\""), "{body}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        !guest.transcript.iter().any(|line| line.contains("nudged")),
+        "a refused nudge started a check"
+    );
+    assert_eq!(lab.get("/").2, lab.index_a);
+
+    // The owner's nudge: 202, a check at once, the new site served without a restart.
+    let manifest = std::fs::read(lab.dir.join("www/garden/manifest")).unwrap();
+    let sent = Instant::now();
+    let (status, body) = lab.nudge(&manifest);
+    assert_eq!(status, 202, "{body}");
+    assert!(body.starts_with("{\"nudged\":10,"), "{body}");
+    guest.expect_line("publish: nudged; checking", Duration::from_secs(10));
+    guest.expect_line("now live;", PUBLISH_TIMEOUT);
+    guest.expect_line("without a restart", Duration::from_secs(20));
+    let (status, _, page) = lab.get("/");
+    assert_eq!((status, page == lab.index_b), (200, true));
+    eprintln!(
+        "nudge to the new site served: {:.1} s",
+        sent.elapsed().as_secs_f64()
+    );
+    // The same nudge again: version 10 is live, so it is an old version.
+    let (status, body) = lab.nudge(&manifest);
+    assert_eq!(status, 409, "{body}");
+    guest.send_line("status");
+    let line = guest.expect_line("status: publish checks", Duration::from_secs(10));
+    assert!(line.contains("status: publish checks 2,"), "{line}");
+    assert_eq!(
+        guest
+            .transcript
+            .iter()
+            .filter(|l| l.contains("Bramble 0.1.0"))
+            .count(),
+        1
+    );
+}
+
 fn random_below(bound: u64, run: u64) -> u64 {
     let mut state = (run + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ std::process::id() as u64;
     state ^= state >> 31;

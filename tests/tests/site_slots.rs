@@ -120,6 +120,7 @@ fn the_live_slot_is_served_and_a_slot_failing_its_checks_never_is() {
             key: key.clone(),
             version: Some(version),
             rollback,
+            nudge: false,
         })
         .expect("publish");
     };

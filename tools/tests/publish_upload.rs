@@ -118,8 +118,14 @@ fn server_config(dir: &Path) -> Arc<rustls::ServerConfig> {
 }
 
 /// The board's upload path on 127.0.0.1: returns its port and a stop flag. The first
-/// upload connection that has sent `cut_after` bytes of plaintext is dropped.
-fn start_board(dir: &Path, card: &Path, cut_after: Option<usize>) -> (u16, Arc<AtomicBool>) {
+/// upload connection that has sent `cut_after` bytes of plaintext is dropped. With `pulls`
+/// the board is one that pulls (`publish_url`), so a manifest with no body is a nudge.
+fn start_board(
+    dir: &Path,
+    card: &Path,
+    cut_after: Option<usize>,
+    pulls: bool,
+) -> (u16, Arc<AtomicBool>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -140,6 +146,7 @@ fn start_board(dir: &Path, card: &Path, cut_after: Option<usize>) -> (u16, Arc<A
             SiteSource::Unavailable("the upload test serves no site"),
             ServerConfig::default(),
         );
+        service.borrow_mut().set_pulls(pulls);
         server.set_upload(service);
         let started = Instant::now();
         let mut cut = cut_after;
@@ -342,18 +349,19 @@ fn cli_publish_to_uploads_resumes_after_a_cut_and_prints_the_boards_refusals() {
     assert!(image_b.len() > 150_000, "{}", image_b.len());
 
     // Cut 100 KB into the first upload.
-    let (port, stop) = start_board(dir, &card, Some(100_000));
+    let (port, stop) = start_board(dir, &card, Some(100_000), false);
     let url = format!("https://127.0.0.1:{port}");
-    let publish = |site: &Path, key: &Path, extra: &[&str]| {
+    let publish_at = |url: &str, site: &Path, key: &Path, extra: &[&str]| {
         run(bramble()
             .arg("publish")
             .arg(site)
-            .args(["--to", &url, "--ca-file"])
+            .args(["--to", url, "--ca-file"])
             .arg(dir.join("ca.pem"))
             .arg("--key")
             .arg(key)
             .args(extra))
     };
+    let publish = |site: &Path, key: &Path, extra: &[&str]| publish_at(&url, site, key, extra);
     let out = publish(&b, &key, &["--version", "10"]);
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{stderr}");
@@ -404,6 +412,35 @@ fn cli_publish_to_uploads_resumes_after_a_cut_and_prints_the_boards_refusals() {
         text(&out.stdout)
     );
     assert!(served(&card) == packed(&a), "the card serves site A again");
+
+    // A nudge (the manifest without its image) to a board that does not pull: refused.
+    let out = publish(&b, &key, &["--nudge", "--version", "40"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("{\"error\":\"no-pull\""),
+        "{}",
+        text(&out.stderr)
+    );
+    stop.store(true, Ordering::Relaxed);
+
+    // To a board that pulls: accepted (202), nothing written; an old version's is refused.
+    let (port, stop) = start_board(dir, &card, None, true);
+    let url = format!("https://127.0.0.1:{port}");
+    let out = publish_at(&url, &b, &key, &["--nudge", "--version", "40"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("{\"nudged\":40,"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(served(&card) == packed(&a), "a nudge writes nothing");
+    let out = publish_at(&url, &b, &key, &["--nudge", "--version", "9"]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("old-version"),
+        "{}",
+        text(&out.stderr)
+    );
     stop.store(true, Ordering::Relaxed);
 
     // Plain HTTP never carries a site.

@@ -3,9 +3,9 @@
 //! The server keeps one [`Counters`]; the status page and the `status:` lines read it.
 
 /// Every status code the engine can send, in the order of [`Counters::by_status`].
-pub const STATUSES: [u16; 29] = [
-    200, 204, 206, 301, 302, 303, 304, 307, 308, 400, 403, 404, 405, 408, 409, 410, 411, 412, 413,
-    414, 416, 421, 422, 429, 431, 500, 501, 503, 505,
+pub const STATUSES: [u16; 30] = [
+    200, 202, 204, 206, 301, 302, 303, 304, 307, 308, 400, 403, 404, 405, 408, 409, 410, 411, 412,
+    413, 414, 416, 421, 422, 429, 431, 500, 501, 503, 505,
 ];
 
 /// What the server has done so far; read by the network loop and printed periodically.

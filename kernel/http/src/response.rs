@@ -21,6 +21,7 @@ pub const ALLOW: &str = "GET, HEAD, OPTIONS";
 pub fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        202 => "Accepted",
         204 => "No Content",
         206 => "Partial Content",
         301 => "Moved Permanently",

@@ -29,6 +29,16 @@
 //! as a `PUT` with no body (`bramble publish --rollback --to`) and is answered at its head:
 //! `{"rolled_back":VERSION,"slot":"A"|"B","live_version":V,"length":BYTES}` (one record
 //! block), or its refusal.
+//!
+//! **A nudge** (`bramble publish --nudge --to`): a board that pulls (`publish_url`) checks
+//! its manifest on a schedule; the owner's CI, having uploaded a new version to the static
+//! host, can have it check at once by sending that version's signed manifest in a `PUT`
+//! with no body. It is checked as an upload's head is (signature, host, a version above the
+//! accepted one, the rate limit), answered `{"nudged":VERSION,...}` (202), and the pull
+//! starts its next check now ([`PublishService::take_nudge`]); what it then fetches is
+//! checked in full as any pulled manifest and image are. A replayed nudge costs one
+//! manifest fetch at most, and none once its version is live (an old version, 409). On a
+//! board that does not pull, an empty body is refused (`no-pull`, 400): send the image.
 
 use crate::manifest::{Manifest, ManifestError};
 use crate::writer::{PublishError, Publisher};
@@ -77,6 +87,8 @@ pub struct UploadCounters {
     pub abandoned: u64,
     /// Signed rollbacks sent as uploads.
     pub rolled_back: u64,
+    /// Signed nudges that started a pull's check.
+    pub nudged: u64,
 }
 
 /// The card writer, its card and scratch, shared by the upload handler and the pull.
@@ -96,6 +108,10 @@ pub struct PublishService<'a> {
     sources: [Option<(IpAddr, Instant, u32)>; SOURCES],
     blocks_at_begin: u64,
     counters: UploadCounters,
+    /// The board pulls (`publish_url`): a signed manifest with no body is a nudge.
+    pulls: bool,
+    /// A nudge arrived; the pull has not taken it yet.
+    nudged: bool,
 }
 
 /// The card behind a `dyn` reference, for the writer's generic calls.
@@ -147,6 +163,8 @@ impl<'a> PublishService<'a> {
             sources: [None; SOURCES],
             blocks_at_begin: 0,
             counters: UploadCounters::default(),
+            pulls: false,
+            nudged: false,
         }
     }
 
@@ -189,6 +207,21 @@ impl<'a> PublishService<'a> {
     /// Whether writes are held.
     pub fn held(&self) -> bool {
         self.held
+    }
+
+    /// The board pulls: from now on a signed manifest sent with no body is a nudge.
+    pub fn set_pulls(&mut self, pulls: bool) {
+        self.pulls = pulls;
+    }
+
+    /// Whether a nudge waits for the pull.
+    pub fn nudged(&self) -> bool {
+        self.nudged
+    }
+
+    /// A nudge, once: the pull checks its manifest now.
+    pub fn take_nudge(&mut self) -> bool {
+        core::mem::take(&mut self.nudged)
     }
 
     /// The record of a site just made live by an upload (once).
@@ -362,6 +395,9 @@ impl<'a> PublishService<'a> {
         if manifest.action != crate::manifest::Action::Publish {
             return Err(answer(&PublishError::Manifest(ManifestError::Malformed)));
         }
+        if head.length == 0 && head.offset == 0 && head.total.is_none() && manifest.len > 0 {
+            return Err(self.nudge(head, &manifest));
+        }
         let same = self
             .publisher
             .received()
@@ -375,7 +411,8 @@ impl<'a> PublishService<'a> {
                 // publish takes the slot, whose state is still "not whole".
                 if let Some((manifest, received)) = self.publisher.received() {
                     log::info!(
-                        "publish: cut upload of version {} ({received} of {} bytes) dropped                          for another",
+                        "publish: cut upload of version {} ({received} of {} bytes) dropped \
+                         for another",
                         manifest.version,
                         manifest.len
                     );
@@ -516,6 +553,46 @@ impl PublishService<'_> {
     }
 }
 
+impl PublishService<'_> {
+    /// A signed manifest with no body: on a board that pulls, its next check starts now.
+    fn nudge(&mut self, head: &UploadHead<'_>, manifest: &Manifest) -> Answer {
+        if !self.pulls {
+            return Answer::error(
+                400,
+                "no-pull",
+                format_args!(
+                    "an upload with no body nudges a board that pulls (publish_url); this one \
+                     does not: send the image ({} bytes)",
+                    manifest.len
+                ),
+            );
+        }
+        let accepted = self.publisher.record().accepted;
+        if manifest.version <= accepted {
+            return answer(&PublishError::OldVersion {
+                version: manifest.version,
+                accepted,
+            });
+        }
+        self.nudged = true;
+        self.counters.nudged += 1;
+        log::info!(
+            "publish: nudge for version {} signed for {}{}; checking publish_url now",
+            manifest.version,
+            manifest.host(),
+            PeerText(head.peer)
+        );
+        Answer::json(202, |out| {
+            write!(
+                out,
+                "{{\"nudged\":{},\"accepted\":{accepted},\"message\":\"checking publish_url \
+                 now\"}}",
+                manifest.version
+            )
+        })
+    }
+}
+
 /// ` from ADDRESS`, or nothing.
 struct PeerText(Option<IpAddr>);
 
@@ -571,8 +648,8 @@ impl SiteUpload for PublishService<'_> {
     fn begin(&mut self, head: &UploadHead<'_>) -> Result<(), Answer> {
         self.counters.attempts += 1;
         self.begin_upload(head).map_err(|answer| {
-            if answer.status == 200 {
-                // A rollback, answered at its head.
+            if answer.status < 300 {
+                // A rollback or a nudge, answered at its head.
                 answer
             } else {
                 self.refuse(answer)

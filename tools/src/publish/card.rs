@@ -63,6 +63,11 @@ pub struct PublishArgs {
     /// the board, which switches back at once.
     #[arg(long)]
     pub rollback: bool,
+    /// With --to, to a board that pulls (`publish_url`): send SITE's signed manifest without
+    /// the image, so that the board checks its static host now rather than at its next
+    /// scheduled check. Give the --version the --out run signed.
+    #[arg(long, requires = "to", conflicts_with = "rollback")]
+    pub nudge: bool,
 }
 
 /// The card as the writer sees it: blocks of the file, writable only inside `window`.
@@ -402,6 +407,8 @@ fn upload(args: &PublishArgs, url: &str, version: u64) -> anyhow::Result<()> {
     };
     let answer = if args.rollback {
         super::upload::rollback(&upload)?
+    } else if args.nudge {
+        super::upload::nudge(&upload)?
     } else {
         super::upload::publish(&upload)?
     };

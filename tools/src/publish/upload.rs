@@ -329,6 +329,35 @@ pub fn rollback(upload: &Upload<'_>) -> anyhow::Result<Answer> {
     }
 }
 
+/// `bramble publish SITE --nudge --to URL`: SITE's signed manifest, a `PUT` with no body, to
+/// a board that pulls (`publish_url`): it checks its manifest at once instead of at the
+/// next scheduled time. The version must be the one written with `--out` (or any above
+/// the board's accepted one: the board then fetches whatever the static host holds).
+pub fn nudge(upload: &Upload<'_>) -> anyhow::Result<Answer> {
+    let len = u32::try_from(upload.image.len()).context("the site image is 4 GiB or more")?;
+    let sha256: [u8; 32] = Sha256::digest(upload.image).into();
+    let mut link = Link::open(upload.target, &upload.config)?;
+    let state = read_state(&mut link, upload.target)?;
+    let host = host_to_sign(upload, &state)?;
+    let manifest = Manifest::new(Action::Publish, upload.version, len, sha256, &host)
+        .with_context(|| format!("{host:?} cannot be signed as a host name"))?
+        .encode();
+    let signature = upload.key.sign(&manifest).to_bytes();
+    eprintln!(
+        "publish: nudge for version {} ({len} bytes) signed for {host}; {} serves version {}",
+        upload.version, upload.target.host, state.live_version
+    );
+    match send_body(&mut link, upload.target, &manifest, &signature, &[], 0) {
+        Attempt::Answered(answer) if answer.status == 202 => Ok(answer),
+        Attempt::Answered(answer) => bail!(
+            "the board refused the nudge ({}): {}",
+            answer.status,
+            answer.body.trim()
+        ),
+        Attempt::Dropped(error) => Err(error.context("the nudge's connection dropped")),
+    }
+}
+
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }

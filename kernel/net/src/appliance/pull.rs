@@ -14,6 +14,9 @@
 //! the slot back, checks the hash again, and saves the record naming it live; the board then
 //! serves it ([`Appliance::take_published`]).
 //!
+//! A check also starts at once on a signed nudge: the new version's manifest sent to the
+//! board with no body (`bramble publish --nudge --to`, [`PublishService::take_nudge`]).
+//!
 //! Every fault leaves the live site serving and is counted and said on the console: a bad
 //! signature, another host, an old version, an image larger than the slot, a wrong status or
 //! length, a truncated or corrupted body, a card error, or a server that stalls: no byte for
@@ -191,6 +194,8 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let dns = self
             .sockets
             .add(dns::Socket::new(&[], &mut dns_queries[..]));
+        // A signed manifest PUT with no body now asks for a check at once (a nudge).
+        config.service.borrow_mut().set_pulls(true);
         let record = *config.service.borrow().record();
         log::info!(
             "publish: checking {} every {} min; version {} live",
@@ -271,6 +276,10 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         let Some(mut state) = self.pull.take() else {
             return;
         };
+        if matches!(state.stage, Stage::Idle) && state.service.borrow_mut().take_nudge() {
+            log::info!("publish: nudged; checking {} now", state.url);
+            state.next_at = Some(now);
+        }
         if let Some(outcome) = state.step(self, now) {
             state.finish(self, outcome, now);
         }
@@ -280,7 +289,9 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
     /// When pulling next needs a poll.
     pub(super) fn pull_deadline(&self, now: Instant) -> Option<Instant> {
         let state = self.pull.as_ref()?;
+        let nudged = || state.service.borrow().nudged();
         Some(match (&state.stage, state.next_at) {
+            (Stage::Idle, _) if nudged() => now,
             (Stage::Idle, _) if state.held => now.add_micros(WAITING_RECHECK_MICROS),
             (Stage::Idle, Some(at)) => at.max(now),
             (Stage::Idle, None) => now.add_micros(WAITING_RECHECK_MICROS),

@@ -333,3 +333,49 @@ fn a_detached_upload_gives_way_to_another_and_to_the_pull_after_the_window() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(boot(&card.borrow(), &slots), other);
 }
+
+#[test]
+fn a_signed_manifest_with_no_body_nudges_a_board_that_pulls() {
+    let old = site(3000, 1);
+    let new = site(20_000, 2);
+    let (service, card) = service(&old);
+    let slots = *service.borrow().slots();
+    let mut rig = Rig::new(service);
+    let (manifest, signature) = signed(Action::Publish, 5, &new, "garden");
+    let other = SigningKey::from_bytes(&[9; 32]);
+    let forged = other.sign(&manifest).to_bytes();
+
+    // A board that does not pull: an empty body is not an upload, and says so.
+    let (status, body) = rig.upload(&manifest, &signature, &[]);
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("\"error\":\"no-pull\""), "{body}");
+    assert!(!service.borrow_mut().take_nudge());
+
+    service.borrow_mut().set_pulls(true);
+    // Another key's nudge: refused, nothing to do.
+    let (status, body) = rig.upload(&manifest, &forged, &[]);
+    assert_eq!(status, 403, "{body}");
+    assert!(!service.borrow().nudged());
+    // The owner's: 202, and the pull takes it once.
+    let (status, body) = rig.upload(&manifest, &signature, &[]);
+    assert_eq!(status, 202, "{body}");
+    assert!(body.contains("\"nudged\":5"), "{body}");
+    assert!(service.borrow().nudged());
+    assert!(service.borrow_mut().take_nudge());
+    assert!(!service.borrow_mut().take_nudge());
+    assert_eq!(service.borrow().counters().nudged, 1);
+    // Nothing was written: the live site is the old one.
+    assert_eq!(boot(&card.borrow(), &slots), old);
+
+    // Once version 5 is accepted (here by an upload), its nudge is an old version.
+    assert_eq!(rig.upload(&manifest, &signature, &new).0, 200);
+    let (status, body) = rig.upload(&manifest, &signature, &[]);
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("old-version"), "{body}");
+    assert!(!service.borrow_mut().take_nudge());
+    // Nudges count against the per-source limit like any upload head.
+    for _ in 0..ATTEMPTS_PER_MINUTE {
+        rig.upload(&manifest, &signature, &[]);
+    }
+    assert_eq!(rig.upload(&manifest, &signature, &[]).0, 429);
+}
