@@ -302,31 +302,7 @@ fn host_to_sign(upload: &Upload<'_>, state: &State) -> anyhow::Result<String> {
 /// `bramble publish --rollback SITE --to URL`: a signed rollback to SITE (the board's other
 /// slot must hold it), a `PUT` with no body; the board switches back and answers.
 pub fn rollback(upload: &Upload<'_>) -> anyhow::Result<Answer> {
-    let sha256: [u8; 32] = Sha256::digest(upload.image).into();
-    let mut link = Link::open(upload.target, &upload.config)?;
-    let state = read_state(&mut link, upload.target)?;
-    let host = host_to_sign(upload, &state)?;
-    let manifest = Manifest::new(Action::Rollback, upload.version, 0, sha256, &host)
-        .with_context(|| format!("{host:?} cannot be signed as a host name"))?
-        .encode();
-    let signature = upload.key.sign(&manifest).to_bytes();
-    eprintln!(
-        "publish: rollback version {} signed for {host} to the site of {} bytes; {} serves \
-         version {}",
-        upload.version,
-        upload.image.len(),
-        upload.target.host,
-        state.live_version
-    );
-    match send_body(&mut link, upload.target, &manifest, &signature, &[], 0) {
-        Attempt::Answered(answer) if answer.status == 200 => Ok(answer),
-        Attempt::Answered(answer) => bail!(
-            "the board refused the rollback ({}): {}",
-            answer.status,
-            answer.body.trim()
-        ),
-        Attempt::Dropped(error) => Err(error.context("the rollback's connection dropped")),
-    }
+    send_manifest(upload, Action::Rollback, 0, 200, "rollback")
 }
 
 /// `bramble publish SITE --nudge --to URL`: SITE's signed manifest, a `PUT` with no body, to
@@ -335,26 +311,42 @@ pub fn rollback(upload: &Upload<'_>) -> anyhow::Result<Answer> {
 /// the board's accepted one: the board then fetches whatever the static host holds).
 pub fn nudge(upload: &Upload<'_>) -> anyhow::Result<Answer> {
     let len = u32::try_from(upload.image.len()).context("the site image is 4 GiB or more")?;
+    send_manifest(upload, Action::Publish, len, 202, "nudge")
+}
+
+/// A manifest for SITE (`action`, `len` signed) sent with no body; Ok with the board's
+/// answer when its status is `expected`, else the refusal as an error naming `what`.
+fn send_manifest(
+    upload: &Upload<'_>,
+    action: Action,
+    len: u32,
+    expected: u16,
+    what: &str,
+) -> anyhow::Result<Answer> {
     let sha256: [u8; 32] = Sha256::digest(upload.image).into();
     let mut link = Link::open(upload.target, &upload.config)?;
     let state = read_state(&mut link, upload.target)?;
     let host = host_to_sign(upload, &state)?;
-    let manifest = Manifest::new(Action::Publish, upload.version, len, sha256, &host)
+    let manifest = Manifest::new(action, upload.version, len, sha256, &host)
         .with_context(|| format!("{host:?} cannot be signed as a host name"))?
         .encode();
     let signature = upload.key.sign(&manifest).to_bytes();
     eprintln!(
-        "publish: nudge for version {} ({len} bytes) signed for {host}; {} serves version {}",
-        upload.version, upload.target.host, state.live_version
+        "publish: {what} version {} signed for {host}, for the site of {} bytes; {} serves \
+         version {}",
+        upload.version,
+        upload.image.len(),
+        upload.target.host,
+        state.live_version
     );
     match send_body(&mut link, upload.target, &manifest, &signature, &[], 0) {
-        Attempt::Answered(answer) if answer.status == 202 => Ok(answer),
+        Attempt::Answered(answer) if answer.status == expected => Ok(answer),
         Attempt::Answered(answer) => bail!(
-            "the board refused the nudge ({}): {}",
+            "the board refused the {what} ({}): {}",
             answer.status,
             answer.body.trim()
         ),
-        Attempt::Dropped(error) => Err(error.context("the nudge's connection dropped")),
+        Attempt::Dropped(error) => Err(error.context(format!("the {what}'s connection dropped"))),
     }
 }
 
