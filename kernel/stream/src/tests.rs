@@ -692,6 +692,47 @@ fn a_body_that_keeps_coming_outlasts_the_header_deadline_and_one_that_stops_does
     );
 }
 
+/// A session holding an incomplete request is taken back for a waiting request only once
+/// the request has gone a second without progress: a client a moment from completing it (a
+/// TLS handshake waiting for the client's Finished) is served; one that stays incomplete
+/// gives the session up after about that second.
+#[test]
+fn an_incomplete_request_keeps_its_session_a_second_before_a_waiting_one_takes_it() {
+    let mut net = Net::new(8, 1, 8, limits());
+    let slow = net.socket(8192, 8192);
+    let waiting = net.socket(8192, 8192);
+    net.connect(slow, 40000);
+    net.connect(waiting, 40001);
+    assert!(net.run_until(200, |net| {
+        [slow, waiting].iter().all(|&h| net.tcp(h).may_send())
+    }));
+    // The one session, held by an incomplete request; another request waits.
+    net.send(slow, b"GET 10");
+    net.run_ms(50);
+    assert_eq!(net.pool.counters().leased, 1);
+    net.send(waiting, b"GET 20\n");
+    net.run_ms(500);
+    net.send(slow, b"\n");
+    assert_eq!(net.read_exact(slow, 10, 500), pattern(10));
+    assert_eq!(net.read_exact(waiting, 20, 500), pattern(20));
+    assert_eq!(net.pool.counters().evicted_incomplete, 0);
+    // A new one that stays incomplete: its session goes to the waiting request after a
+    // second.
+    let stuck = net.socket(8192, 8192);
+    net.connect(stuck, 40002);
+    assert!(net.run_until(200, |net| net.tcp(stuck).may_send()));
+    net.run_ms(50);
+    net.send(stuck, b"GET 10");
+    net.run_ms(50);
+    assert_eq!(net.pool.counters().leased, 1);
+    net.send(waiting, b"GET 30\n");
+    let start = net.now;
+    assert_eq!(net.read_exact(waiting, 30, 3000), pattern(30));
+    let waited_ms = (net.now - start) / 1000;
+    assert!((800..=1500).contains(&waited_ms), "waited {waited_ms} ms");
+    assert_eq!(net.pool.counters().evicted_incomplete, 1);
+}
+
 #[test]
 fn a_client_connects_by_cookie_and_is_served_twice_on_one_connection() {
     let mut net = Net::new(8, 2, 8, limits());

@@ -6,7 +6,10 @@
 //! response without progress, or (while an open window's request waits) an answer to a
 //! narrow window that stalled.
 
-use super::{Cause, Class, NARROW_STALL_MICROS, NONE, PARTIAL_SCAN, State, StreamPool};
+use super::{
+    Cause, Class, INCOMPLETE_HOLD_MICROS, NARROW_STALL_MICROS, NONE, PARTIAL_SCAN, State,
+    StreamPool,
+};
 use crate::Service;
 use bramble_hal::Instant;
 
@@ -66,7 +69,8 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         }
     }
 
-    /// Frees a session for a waiting request: the oldest incomplete header holding one,
+    /// Frees a session for a waiting request: the oldest incomplete request holding one
+    /// that has made no progress for [`INCOMPLETE_HOLD_MICROS`],
     /// else a response without progress for a while, else, when a request from a client
     /// with an open window waits, a response to a narrow window without progress for
     /// [`NARROW_STALL_MICROS`] (among the least recently progressed few). False if none
@@ -75,6 +79,14 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         let mut i = self.lists[Class::Partial as usize].head;
         let mut looked = 0;
         while i != NONE && looked < PARTIAL_SCAN {
+            if now
+                < self.tcbs[i as usize]
+                    .since
+                    .add_micros(INCOMPLETE_HOLD_MICROS)
+            {
+                // Ordered by start: the rest began (or last progressed) more recently.
+                break;
+            }
             if self.tcbs[i as usize].lease != NONE {
                 self.abort(i, Cause::EvictIncomplete);
                 return true;

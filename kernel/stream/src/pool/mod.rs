@@ -149,6 +149,13 @@ const NARROW_TURN: u32 = 4;
 const NARROW_STALL_MICROS: u64 = 1_000_000;
 /// How often the pool looks again for such a response while such a request waits.
 const NARROW_RECHECK_MICROS: u64 = 100_000;
+/// A session holding an incomplete request is taken back for a waiting one only once the
+/// request has made no progress for this long. A TLS handshake waits an exchange for the
+/// client's Finished (evicting it then throws its priced work away and fails a client who
+/// did nothing wrong: 1 of 1,000 at once in the attack test on a slow host), and an
+/// upload's body moves its start with every byte; a header trickled in is still cut off
+/// within a second when others wait.
+const INCOMPLETE_HOLD_MICROS: u64 = 1_000_000;
 
 // Flag bits of `Tcb::flags`.
 const ACK_NOW: u16 = 1 << 0;

@@ -6,8 +6,9 @@
 
 use super::tables::Wheel;
 use super::{
-    Cause, Class, MAX_RTO_MICROS, MIN_RTO_MICROS, NARROW_RECHECK_MICROS, NARROW_STALL_MICROS, NONE,
-    PARTIAL_SCAN, PERSIST, RECOVERY, StreamPool, TIMING, Tcb, WHEEL_SLOTS, WHEEL_TICK_MICROS,
+    Cause, Class, INCOMPLETE_HOLD_MICROS, MAX_RTO_MICROS, MIN_RTO_MICROS, NARROW_RECHECK_MICROS,
+    NARROW_STALL_MICROS, NONE, PARTIAL_SCAN, PERSIST, RECOVERY, StreamPool, TIMING, Tcb,
+    WHEEL_SLOTS, WHEEL_TICK_MICROS,
 };
 use crate::{Service, SessionPhase};
 use bramble_hal::Instant;
@@ -226,6 +227,15 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             } else {
                 at
             });
+            if self.waiting_len() > 0 && self.free_lease == NONE {
+                // Its session may be taken back for a waiting request from then (looking
+                // again now and then: the head may hold none).
+                consider(
+                    since
+                        .add_micros(INCOMPLETE_HOLD_MICROS)
+                        .max(now.add_micros(NARROW_RECHECK_MICROS)),
+                );
+            }
         }
         next
     }
