@@ -40,7 +40,9 @@ status32=${PIPESTATUS[0]}
 set -e
 # One closing line for the whole run (cargo prints one per test binary), the 32-bit binaries
 # included; their share is printed just before it.
-count() { grep -Eo "[0-9]+ $1" "${@:2}" | awk -F: '{print $NF}' | awk '{s+=$1} END {print s+0}'; }
+# Only cargo's own "test result:" lines count: a test's output may say "N failed" too (h2load's
+# summary does).
+count() { cat "${@:2}" | grep -E '^test result:' | grep -Eo "[0-9]+ $1" | awk '{s+=$1} END {print s+0}'; }
 # A test binary that could not run or died before its summary (a signal, a missing file) has no
 # "N failed" line: cargo's per-target error line without a FAILED result counts as one failure.
 unreported() {
