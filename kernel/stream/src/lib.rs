@@ -63,8 +63,10 @@
 //!
 //! The board serves plain HTTP on port 80 (IPv4 and IPv6 alike) through this pool: up to
 //! 16,384 control blocks as its RAM allows, 512 HTTP sessions, 512-byte cells for waiting
-//! requests. A waiting complete request takes the session of an incomplete header, else of
-//! a response that made no progress for 5 s; an answer to a narrow window without progress
+//! requests. A waiting complete request takes the session of an incomplete request that
+//! made no progress for 1 s (a header, a TLS handshake waiting for the client's Finished,
+//! an upload's body, whose start moves with each byte), else of a response that made no
+//! progress for 5 s; an answer to a narrow window without progress
 //! for 1 s gives its session back while an open window's request waits. Deadlines: the
 //! first request byte within 10 s, a header within 20 s (extended while 500 bytes/s
 //! arrive), a response the client does not read for 30 s is cut off; the idle keep-alive
