@@ -26,8 +26,10 @@
 //! The attackers connect from the namespace's address, 192.168.77.1, and the card sets
 //! `connections_per_address = 128`; two polite clients connect from a second address,
 //! 192.168.77.3: one asks for `/` over HTTPS (a full handshake on a fresh connection every
-//! 0.5 s, trusting only the test CA), the other over plain HTTP. Each must be answered every
-//! time (99% of fewer than 100 tries) within 3 s, per attack. The guest's `status: https
+//! 0.5 s, trusting only the test CA), the other over plain HTTP. A third asks as a browser
+//! does once it has a page: on one kept-open HTTPS connection (its session suspended between
+//! requests), every 0.5 s, opening a new one and asking again if the guest closed it. Each must
+//! be answered every time (99% of fewer than 100 tries) within 3 s, per attack. The guest's `status: https
 //! connections` line after each attack goes to the log, and the run ends with the per-source
 //! cap having refused connections (the silent hoard asks for more than 128).
 //!
@@ -207,14 +209,147 @@ fn run_polite_https(count: u64) -> PoliteReport {
     report
 }
 
-/// Both polite clients at once; returns (HTTPS, plain HTTP).
-fn run_polite() -> (PoliteReport, PoliteReport) {
+/// A TLS connection to the guest's port 443 from [`POLITE_SOURCE`], its handshake done within
+/// `bound`.
+fn open_kept(
+    config: &Arc<rustls::ClientConfig>,
+    bound: Duration,
+) -> Result<rustls::StreamOwned<rustls::ClientConnection, TcpStream>, String> {
+    let target = SocketAddrV4::new(GUEST, 443).into();
+    let mut socket =
+        connect_from(target, Some(POLITE_SOURCE), bound).map_err(|e| format!("connect: {e}"))?;
+    socket.set_read_timeout(Some(bound)).unwrap();
+    socket.set_write_timeout(Some(bound)).unwrap();
+    let mut connection = rustls::ClientConnection::new(config.clone(), server_name()).unwrap();
+    while connection.is_handshaking() {
+        connection
+            .complete_io(&mut socket)
+            .map_err(|e| format!("handshake: {e}"))?;
+    }
+    Ok(rustls::StreamOwned::new(connection, socket))
+}
+
+/// One keep-alive GET of `/` on `tls`: Ok once the whole answer (by its Content-Length) is in.
+/// `Err((true, why))` when the connection ended before any byte of the answer (a browser then
+/// asks again on a new one).
+fn ask_kept(
+    tls: &mut rustls::StreamOwned<rustls::ClientConnection, TcpStream>,
+    left: Duration,
+) -> Result<(), (bool, String)> {
+    tls.sock.set_read_timeout(Some(left)).unwrap();
+    tls.write_all(b"GET / HTTP/1.1\r\nHost: bramble.test\r\n\r\n")
+        .map_err(|e| (true, format!("send: {e}")))?;
+    let mut response = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        let n = match tls.read(&mut buffer) {
+            Ok(0) => 0,
+            Ok(n) => n,
+            Err(e)
+                if response.is_empty()
+                    && e.kind() != std::io::ErrorKind::WouldBlock
+                    && e.kind() != std::io::ErrorKind::TimedOut =>
+            {
+                return Err((true, format!("read: {e}")));
+            }
+            Err(e) => return Err((false, format!("read: {e} after {} bytes", response.len()))),
+        };
+        if n == 0 {
+            return Err((
+                response.is_empty(),
+                format!("closed after {} bytes", response.len()),
+            ));
+        }
+        response.extend_from_slice(&buffer[..n]);
+        let Some(end) = response.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&response[..end]).to_ascii_lowercase();
+        if !head.starts_with("http/1.1 200") {
+            return Err((false, format!("answer: {:?}", head.lines().next())));
+        }
+        let length = head
+            .lines()
+            .find_map(|line| line.strip_prefix("content-length:"))
+            .and_then(|n| n.trim().parse::<usize>().ok())
+            .ok_or((false, "no Content-Length".to_string()))?;
+        if response.len() >= end + 4 + length {
+            return Ok(());
+        }
+    }
+}
+
+/// The kept-open HTTPS polite client: `count` requests, one every 0.5 s, on one connection
+/// while the guest keeps it, each answered within `bound` (a new connection, when the guest
+/// closed the last, counted in that request's time).
+fn run_polite_kept(count: u64) -> PoliteReport {
+    let config = client_config();
+    let bound = Duration::from_secs(3);
+    let started = Instant::now();
+    let mut kept = None;
+    let mut report = PoliteReport::default();
+    for n in 0..count {
+        let due = started + Duration::from_millis(500) * n as u32;
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        report.attempts += 1;
+        let asked = Instant::now();
+        let mut outcome = Err("not asked".to_string());
+        for _ in 0..2 {
+            let reused = kept.is_some();
+            let left = bound.saturating_sub(asked.elapsed());
+            if kept.is_none() {
+                match open_kept(&config, left) {
+                    Ok(tls) => kept = Some(tls),
+                    Err(why) => {
+                        outcome = Err(why);
+                        break;
+                    }
+                }
+            }
+            let left = bound
+                .saturating_sub(asked.elapsed())
+                .max(Duration::from_millis(1));
+            match ask_kept(kept.as_mut().unwrap(), left) {
+                Ok(()) => {
+                    outcome = Ok(());
+                    break;
+                }
+                Err((retry, why)) => {
+                    kept = None;
+                    outcome = Err(format!("kept-open: {why}"));
+                    if !(retry && reused) {
+                        break;
+                    }
+                }
+            }
+        }
+        let took = asked.elapsed();
+        match outcome {
+            Ok(()) if took <= bound => {
+                report.served += 1;
+                report.worst = report.worst.max(took);
+            }
+            Ok(()) => report
+                .failures
+                .push(format!("kept-open: answered in {} ms", took.as_millis())),
+            Err(why) => report.failures.push(why),
+        }
+    }
+    report
+}
+
+/// The three polite clients at once; returns (HTTPS on fresh connections, HTTPS on a
+/// kept-open one, plain HTTP).
+fn run_polite() -> (PoliteReport, PoliteReport, PoliteReport) {
     let mut plain = Polite::new(SocketAddrV4::new(GUEST, 80).into(), "/");
     plain.source = Some(POLITE_SOURCE);
     std::thread::scope(|scope| {
         let https = scope.spawn(|| run_polite_https(POLITE));
+        let kept = scope.spawn(|| run_polite_kept(POLITE));
         let http = plain.run(POLITE);
-        (https.join().unwrap(), http)
+        (https.join().unwrap(), kept.join().unwrap(), http)
     })
 }
 
@@ -593,7 +728,7 @@ const HANDSHAKE_FLOODS: [&str; 2] = ["p256-flood", "resumption-flood"];
 
 /// Runs the attack `name` while both polite clients run; returns their reports and what the
 /// attacker did.
-fn run_attack(netns: &Netns, name: &str) -> (PoliteReport, PoliteReport, String) {
+fn run_attack(netns: &Netns, name: &str) -> (PoliteReport, PoliteReport, PoliteReport, String) {
     let stop = Arc::new(AtomicBool::new(false));
     let tool_seconds = (RAMP.as_secs() + POLITE / 2 + 10).to_string();
     let mut tool = None;
@@ -680,7 +815,7 @@ fn run_attack(netns: &Netns, name: &str) -> (PoliteReport, PoliteReport, String)
         }
     }
     std::thread::sleep(RAMP);
-    let (https, http) = bramble_tests::attack::inside(netns.name(), run_polite);
+    let (https, kept, http) = bramble_tests::attack::inside(netns.name(), run_polite);
     stop.store(true, Ordering::Relaxed);
     drop(tool);
     let detail = match (hoard, tls, floods) {
@@ -689,7 +824,7 @@ fn run_attack(netns: &Netns, name: &str) -> (PoliteReport, PoliteReport, String)
         (_, _, Some(floods)) => format!("{detail}: {}", floods.join().unwrap().summary()),
         _ => detail,
     };
-    (https, http, detail)
+    (https, kept, http, detail)
 }
 
 /// Runs `f` on a thread inside the namespace and returns what it made (its sockets stay
@@ -782,7 +917,7 @@ fn run_attacks(
     let mut refused_source = 0;
     let mut before = https_status(guest);
     for &name in names {
-        let (https, http, detail) = run_attack(netns, name);
+        let (https, kept, http, detail) = run_attack(netns, name);
         let https_line = https_status(guest);
         // (A kernel before the stream pool served HTTPS has no such line.)
         let pool = guest
@@ -796,15 +931,25 @@ fn run_attacks(
             })
             .unwrap_or_default();
         eprintln!(
-            "{name} ({detail}):\n  HTTPS {}\n  HTTP {}\n  after: {pool}\n  {}",
+            "{name} ({detail}):\n  HTTPS {}\n  HTTPS kept-open {}\n  HTTP {}\n  after: {pool}\n  {}",
             https.summary(),
+            kept.summary(),
             http.summary(),
             https_line.trim()
         );
-        for why in https.failures.iter().chain(&http.failures) {
+        for why in https
+            .failures
+            .iter()
+            .chain(&kept.failures)
+            .chain(&http.failures)
+        {
             eprintln!("  failed: {why}");
         }
-        for (what, report) in [("HTTPS", &https), ("HTTP", &http)] {
+        for (what, report) in [
+            ("HTTPS", &https),
+            ("HTTPS kept-open", &kept),
+            ("HTTP", &http),
+        ] {
             if report.served * 100 < report.attempts * 99 {
                 failed.push(format!(
                     "{name}: {what} {} {:?}",

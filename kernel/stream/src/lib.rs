@@ -166,6 +166,12 @@ pub enum Lane {
     Heavy,
     /// Cheaper than a full handshake (a TLS resumption by ticket).
     Light,
+    /// A request that [`Service::admit`] never puts off (TLS: the next request on a
+    /// connection whose keys are agreed, whose session was given back between requests).
+    /// It takes its turn in the common lane, in arrival order with the rest; but while the
+    /// request whose turn it is waits for the service's budget (a handshake put off), it
+    /// does not wait with it: nothing it costs comes out of that budget.
+    Keyed,
 }
 
 /// How a connection ended, for the session's records.
@@ -227,8 +233,9 @@ pub trait Service {
     }
 
     /// Asked before a waiting request is given a session: now, later (it stays at the head
-    /// of its queue, and no other passes it), or never (the connection is reset). `first`:
-    /// the first time this request is asked about. The default admits every request.
+    /// of its queue, and no other passes it but those of [`Lane::Keyed`]), or never (the
+    /// connection is reset). `first`: the first time this request is asked about. The
+    /// default admits every request.
     fn admit(&mut self, parked: &[u8], carry: u32, first: bool, now: Instant) -> Admission {
         let _ = (parked, carry, first, now);
         Admission::Now

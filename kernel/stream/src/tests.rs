@@ -165,7 +165,8 @@ impl Service for TestService {
 
     fn admit(&mut self, parked: &[u8], carry: u32, _first: bool, now: Instant) -> Admission {
         let price = u64::from(self.price(parked, carry));
-        if let Some(pricing) = &mut self.pricing {
+        // As TLS: a request on a connection with keys costs no handshake.
+        if let Some(pricing) = self.pricing.as_mut().filter(|_| carry == 0) {
             if now < pricing.next_free {
                 return Admission::Later(pricing.next_free);
             }
@@ -175,8 +176,10 @@ impl Service for TestService {
         Admission::Now
     }
 
-    fn lane(&self, parked: &[u8], _carry: u32) -> Lane {
-        if self.pricing.is_some() && parked.starts_with(b"HEAVY") {
+    fn lane(&self, parked: &[u8], carry: u32) -> Lane {
+        if self.pricing.is_some() && carry != 0 {
+            Lane::Keyed
+        } else if self.pricing.is_some() && parked.starts_with(b"HEAVY") {
             Lane::Heavy
         } else {
             Lane::Common
@@ -191,8 +194,8 @@ impl Service for TestService {
         }
     }
 
-    fn answerable_after_fin(&self, _carry: u32) -> bool {
-        self.pricing.is_none()
+    fn answerable_after_fin(&self, carry: u32) -> bool {
+        self.pricing.is_none() || carry != 0
     }
 
     fn receive_window(&self, session: &TestSession) -> usize {
@@ -958,6 +961,54 @@ fn a_waiting_request_whose_client_left_is_reset_without_being_served() {
     assert_eq!(net.pool.service().opens, 2);
 }
 
+#[test]
+fn a_kept_open_connection_does_not_wait_behind_hellos_put_off_for_the_work() {
+    // A keep-alive client (its session given back between requests, as a suspended TLS
+    // session's is) asks again while new clients' hellos wait for the handshake budget, one
+    // every 100 ms. Its request costs no handshake: it is answered at once, each of five
+    // times, not after the hellos that came before it (before, the one at the head of the
+    // common lane was put off and every request behind it waited: 700 ms for the first).
+    let mut net = priced_net(64, 32, 100);
+    let kept = connected(&mut net, 45000, 1)[0];
+    net.send(kept, b"GET 10\n");
+    assert_eq!(net.read_exact(kept, 10, 50), pattern(10));
+    net.run_ms(150);
+    let hellos = connected(&mut net, 45100, 8);
+    for &handle in &hellos {
+        net.send(handle, b"GET 10\n");
+    }
+    net.run_ms(5);
+    assert!(net.pool.counters().waiting >= 7, "{}", net.pool.counters());
+    for round in 0..5 {
+        let before = net.pool.service().admitted.len();
+        net.send(kept, b"GET 10\n");
+        let mut got = Vec::new();
+        let answered = net.run_until(20, |net| {
+            net.read_all(kept, &mut got);
+            got.len() >= 10
+        });
+        assert!(
+            answered,
+            "round {round}: the kept-open client waited behind the hellos ({} of them \
+             admitted meanwhile; {:?})",
+            net.pool.service().admitted.len() - before,
+            net.pool.class_counts()
+        );
+        assert_eq!(got, pattern(10));
+        net.run_ms(30);
+    }
+    // The hellos are not passed over: each is served as the budget allows.
+    let mut got = vec![Vec::new(); hellos.len()];
+    let all = net.run_until(2_000, |net| {
+        for (k, &handle) in hellos.iter().enumerate() {
+            net.read_all(handle, &mut got[k]);
+        }
+        got.iter().all(|g| g.len() >= 10)
+    });
+    assert!(all, "{} {:?}", net.pool.counters(), net.pool.class_counts());
+    assert_eq!(net.pool.service().admitted.len(), 1 + 8 + 5);
+}
+
 /// The replies to `port` that the pool has sent and the test has not taken yet, taken.
 fn replies_to(net: &mut Net, port: u16) -> Vec<(u8, u32, u32, usize)> {
     let mut replies = Vec::new();
@@ -1166,7 +1217,7 @@ fn a_full_pool_evicts_idle_then_incomplete_connections_and_refuses_when_none_may
     );
     assert_eq!(
         net.pool.class_counts(),
-        [2, 1, 0, 0, 0, 0, 0, 0, 0],
+        [2, 1, 0, 0, 0, 0, 0, 0, 0, 0],
         "fresh 2, idle 1"
     );
     // The newcomer is idle now too, and the silent one incomplete: idle goes first again.

@@ -123,11 +123,20 @@ enum Class {
     /// A parked request the service priced cheaper than common ([`Lane::Light`]) waits for
     /// a session. `since`: when it started waiting.
     WaitingLight,
+    /// A parked request of [`Lane::Keyed`] (no admission to wait for) waits for a session,
+    /// from a client whose window takes its answer at a useful pace. With
+    /// [`Class::Waiting`], the common lane: the older of the two heads goes first; while
+    /// the request whose turn it is is put off, this queue's go. `since`: when it started
+    /// waiting.
+    WaitingKeyed,
 }
-const CLASSES: usize = 10;
+const CLASSES: usize = 11;
 /// The lanes waiting requests wait in, in the order that breaks a tie of their work: the
 /// common one (its open and narrow-window queues), then the light one, then the heavy one.
 const LANE_ORDER: [Lane; 3] = [Lane::Common, Lane::Light, Lane::Heavy];
+/// The common lane's index in [`LANE_ORDER`] (its keyed queue's grants count there).
+const COMMON_LANE: usize = 0;
+const _: () = assert!(matches!(LANE_ORDER[COMMON_LANE], Lane::Common));
 /// With [`Service::fair_by_source`], the sources of this many last grants are passed over
 /// for a request from another source among the first [`SOURCE_SCAN`] of a lane.
 const RECENT_SOURCES: usize = 4;
@@ -650,6 +659,7 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     /// narrow-window one).
     fn open_waiting_len(&self) -> u32 {
         self.lists[Class::Waiting as usize].len
+            + self.lists[Class::WaitingKeyed as usize].len
             + self.lists[Class::WaitingHeavy as usize].len
             + self.lists[Class::WaitingLight as usize].len
     }
@@ -666,7 +676,8 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         match lane {
             Lane::Heavy => Class::WaitingHeavy,
             Lane::Light => Class::WaitingLight,
-            Lane::Common if self.narrow(i) => Class::WaitingNarrow,
+            Lane::Common | Lane::Keyed if self.narrow(i) => Class::WaitingNarrow,
+            Lane::Keyed => Class::WaitingKeyed,
             Lane::Common => Class::Waiting,
         }
     }
@@ -703,15 +714,24 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     /// requests. A lane with nothing waiting is brought level with the least of the others
     /// first, so that it saves no credit while empty.
     fn next_waiting(&mut self) -> Option<(u32, usize)> {
-        let (open, narrow) = (
+        let (open, keyed, narrow) = (
             self.first_of(Class::Waiting),
+            self.first_of(Class::WaitingKeyed),
             self.first_of(Class::WaitingNarrow),
         );
+        // The common lane's open queues in arrival order: the older of their heads.
+        let open = if keyed != NONE
+            && (open == NONE || self.tcbs[keyed as usize].since < self.tcbs[open as usize].since)
+        {
+            keyed
+        } else {
+            open
+        };
         let heads = LANE_ORDER.map(|lane| match lane {
             Lane::Heavy => self.first_of(Class::WaitingHeavy),
             Lane::Light => self.first_of(Class::WaitingLight),
-            Lane::Common if open != NONE => open,
-            Lane::Common => narrow,
+            Lane::Common | Lane::Keyed if open != NONE => open,
+            Lane::Common | Lane::Keyed => narrow,
         });
         let least = (0..LANE_ORDER.len())
             .filter(|&lane| heads[lane] != NONE)

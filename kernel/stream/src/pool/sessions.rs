@@ -9,7 +9,7 @@
 
 use super::tables::{Links, push_back, unlink};
 use super::{
-    ACK_NOW, CELL_COMPLETE, Cause, Class, DEFERRED, FIN_RECEIVED, FIN_WANTED,
+    ACK_NOW, CELL_COMPLETE, COMMON_LANE, Cause, Class, DEFERRED, FIN_RECEIVED, FIN_WANTED,
     NARROW_WINDOW_SEGMENTS, NONE, SERVED, State, StreamPool,
 };
 use super::{RECENT_SOURCES, source_key};
@@ -77,7 +77,11 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
         self.tcbs[idx].since = since;
         if matches!(
             class,
-            Class::Waiting | Class::WaitingNarrow | Class::WaitingHeavy | Class::WaitingLight
+            Class::Waiting
+                | Class::WaitingNarrow
+                | Class::WaitingHeavy
+                | Class::WaitingLight
+                | Class::WaitingKeyed
         ) {
             // A newcomer may come before the request that was put off: look again.
             self.admit_at = None;
@@ -205,8 +209,10 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
     pub(super) fn grant_waiting(&mut self, now: Instant) {
         // The service put the request whose turn it is off until then, and nothing joined a
         // queue since: nothing to look at before (every poll of a flood would price the same
-        // hello and walk the lanes again for nothing).
+        // hello and walk the lanes again for nothing) but the requests that need no
+        // admission, which a session given back since may serve.
         if self.admit_at.is_some_and(|at| now < at) {
+            self.grant_keyed(now);
             return;
         }
         while self.waiting_len() > 0 {
@@ -219,50 +225,95 @@ impl<'a, S: Service, const N: usize> StreamPool<'a, S, N> {
             // The service may price the request first (a TLS handshake's cost) and put it off:
             // then it stays at the head of its queue and its lane keeps the turn: nothing
             // passes it (a dear handshake is not starved by cheaper ones), and a request in
-            // another lane waits for at most this one.
-            let cell = self.tcbs[i as usize].cell;
-            let mut price = 1;
-            if cell != NONE {
-                let parked = &self.cells[cell as usize];
-                price = self.service.price(
-                    &parked.bytes[..usize::from(parked.len)],
-                    self.tcbs[i as usize].carry,
-                );
-                let first = !self.tcbs[i as usize].has(DEFERRED);
-                let carry = self.tcbs[i as usize].carry;
-                match self.service.admit(
-                    &parked.bytes[..usize::from(parked.len)],
-                    carry,
-                    first,
-                    now,
-                ) {
-                    Admission::Now => {}
-                    Admission::Later(at) => {
-                        if first {
-                            self.tcbs[i as usize].flags |= DEFERRED;
-                            self.counters.deferred += 1;
-                        }
-                        self.admit_at = Some(at);
+            // another lane waits for at most this one; but requests that need no admission
+            // ([`Lane::Keyed`](crate::Lane::Keyed)) go meanwhile, since they take nothing of
+            // what it waits for.
+            match self.ask_admission(i, now) {
+                Ok(price) => {
+                    self.admit_at = None;
+                    if !self.grant_turn(i, lane, price, now) {
                         break;
                     }
-                    Admission::Refuse => {
-                        self.counters.refused_service += 1;
-                        self.abort(i, Cause::Aborted);
-                        continue;
+                }
+                Err(Some(at)) => {
+                    self.admit_at = Some(at);
+                    self.grant_keyed(now);
+                    break;
+                }
+                Err(None) => {}
+            }
+        }
+    }
+
+    /// Asks the service whether waiting connection `i`'s request may have a session now:
+    /// `Ok` with its price, or `Err` with when to ask again (it was put off), or `Err(None)`
+    /// when it was refused (the connection is reset).
+    fn ask_admission(&mut self, i: u32, now: Instant) -> Result<u32, Option<Instant>> {
+        let cell = self.tcbs[i as usize].cell;
+        if cell == NONE {
+            return Ok(1);
+        }
+        let parked = &self.cells[cell as usize];
+        let carry = self.tcbs[i as usize].carry;
+        let price = self
+            .service
+            .price(&parked.bytes[..usize::from(parked.len)], carry);
+        let first = !self.tcbs[i as usize].has(DEFERRED);
+        match self
+            .service
+            .admit(&parked.bytes[..usize::from(parked.len)], carry, first, now)
+        {
+            Admission::Now => Ok(price),
+            Admission::Later(at) => {
+                if first {
+                    self.tcbs[i as usize].flags |= DEFERRED;
+                    self.counters.deferred += 1;
+                }
+                Err(Some(at))
+            }
+            Admission::Refuse => {
+                self.counters.refused_service += 1;
+                self.abort(i, Cause::Aborted);
+                Err(None)
+            }
+        }
+    }
+
+    /// Gives waiting connection `i` (the head of lane `lane`, admitted at `price`) a
+    /// session; false if it did not leave its queue (which should not happen).
+    fn grant_turn(&mut self, i: u32, lane: usize, price: u32, now: Instant) -> bool {
+        self.lane_work[lane] = self.lane_work[lane].saturating_add(u64::from(price.max(1)));
+        self.recent_sources[self.recent_next] = source_key(&self.tcbs[i as usize].remote_ip);
+        self.recent_next = (self.recent_next + 1) % RECENT_SOURCES;
+        let class = self.tcbs[i as usize].class;
+        let lease = self.free_lease;
+        self.grant(i, lease, now);
+        self.settle(i, now);
+        // Never spin on a connection that stayed where it was.
+        self.tcbs[i as usize].class != class
+    }
+
+    /// While the request whose turn it is waits for its admission: sessions for the
+    /// requests that need none ([`Class::WaitingKeyed`]), in their order, as the common
+    /// lane's turns.
+    fn grant_keyed(&mut self, now: Instant) {
+        while self.lists[Class::WaitingKeyed as usize].len > 0 {
+            if self.free_lease == NONE && !self.reclaim_lease(now) {
+                break;
+            }
+            let i = self.first_of(Class::WaitingKeyed);
+            if i == NONE {
+                break;
+            }
+            match self.ask_admission(i, now) {
+                Ok(price) => {
+                    if !self.grant_turn(i, COMMON_LANE, price, now) {
+                        break;
                     }
                 }
-            }
-            self.admit_at = None;
-            self.lane_work[lane] = self.lane_work[lane].saturating_add(u64::from(price.max(1)));
-            self.recent_sources[self.recent_next] = source_key(&self.tcbs[i as usize].remote_ip);
-            self.recent_next = (self.recent_next + 1) % RECENT_SOURCES;
-            let class = self.tcbs[i as usize].class;
-            let lease = self.free_lease;
-            self.grant(i, lease, now);
-            self.settle(i, now);
-            if self.tcbs[i as usize].class == class {
-                // Should not happen (a granted connection leaves the queue); never spin.
-                break;
+                // Not what this queue is for; it waits its turn in the lane.
+                Err(Some(_)) => break,
+                Err(None) => {}
             }
         }
     }

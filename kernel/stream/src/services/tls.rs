@@ -796,7 +796,8 @@ impl<'a> Service for TlsService<'a> {
 
     fn lane(&self, parked: &[u8], carry: u32) -> Lane {
         if carry != 0 {
-            return Lane::Common;
+            // The next request on a connection with keys: no handshake, never put off.
+            return Lane::Keyed;
         }
         let peeked = match hello::peek(parked) {
             // Refused when its turn comes, at no cost.

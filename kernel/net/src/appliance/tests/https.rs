@@ -497,6 +497,71 @@ fn an_x25519_hello_waits_behind_at_most_one_p256_only_handshake() {
 }
 
 #[test]
+fn a_kept_open_connection_is_answered_while_new_hellos_wait_for_the_budget() {
+    // One X25519 handshake a second. A browser has its keys and its first page; its session
+    // is suspended between requests. Five new visitors' hellos then wait for the budget
+    // (about 5 s of handshakes). The browser's next request costs no handshake: answered
+    // at once, not after the hellos that came first (before, the common lane's head waited
+    // for its token and the request waited behind all five).
+    let (mut appliance, mut client) = appliance_with_slow_budget(4);
+    let config = client_config();
+    let mut clock = 0;
+    let request = b"GET / HTTP/1.1\r\nHost: bramble.test\r\n\r\n";
+    let mut browser = TlsClient::connect(&mut client, &config, 48000);
+    let first = exchange(
+        &mut appliance,
+        &mut client,
+        &mut browser,
+        &mut clock,
+        request,
+        |t| count(&t.plaintext, b"HTTP/1.1 200") == 1 && t.plaintext.ends_with(BODY),
+    );
+    assert!(first, "the first page");
+    run_until(&mut appliance, &mut client, &mut clock, 50, |_| false);
+    assert_eq!(appliance.tls_counters().unwrap().suspended_now, 1);
+    let mut visitors: Vec<TlsClient> = (0..5)
+        .map(|i| TlsClient::connect(&mut client, &config, 48100 + i))
+        .collect();
+    run_until(&mut appliance, &mut client, &mut clock, 100, |c| {
+        visitors.iter_mut().for_each(|tls| tls.pump(c));
+        false
+    });
+    assert_eq!(appliance.https_pool_counters().unwrap().waiting, 5);
+    browser.tls.writer().write_all(request).unwrap();
+    let answered = run_until(&mut appliance, &mut client, &mut clock, 300, |c| {
+        visitors.iter_mut().for_each(|tls| tls.pump(c));
+        browser.pump(c);
+        count(&browser.plaintext, b"HTTP/1.1 200") == 2
+    });
+    let done = |visitors: &[TlsClient]| visitors.iter().filter(|t| !t.tls.is_handshaking()).count();
+    assert!(
+        answered,
+        "the kept-open browser waited behind the hellos ({} handshakes done; pool {:?})",
+        done(&visitors),
+        appliance.https.as_ref().unwrap().class_counts()
+    );
+    assert!(done(&visitors) <= 1, "it passed the waiting hellos");
+    // The hellos are not passed over for good: each has its turn as the budget allows.
+    run_until(&mut appliance, &mut client, &mut clock, 8_000, |c| {
+        visitors.iter_mut().for_each(|tls| tls.pump(c));
+        done(&visitors) == 5
+    });
+    assert_eq!(done(&visitors), 5, "every hello served in turn");
+    // The last client's Finished is still on its way to the server.
+    run_until(&mut appliance, &mut client, &mut clock, 100, |c| {
+        visitors.iter_mut().for_each(|tls| tls.pump(c));
+        false
+    });
+    // (The clients share rustls's ticket store: one of the five may resume.)
+    let counters = appliance.tls_counters().unwrap();
+    assert_eq!(
+        counters.full_handshakes + counters.resumed_handshakes,
+        6,
+        "{counters:?}"
+    );
+}
+
+#[test]
 fn bytes_that_are_not_tls_are_refused_at_once() {
     let (mut appliance, mut client) = appliance_with_slow_budget(2);
     let mut clock = 0;
