@@ -8,8 +8,8 @@ use plotters::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;
 
-const FONT: &str = "sans-serif";
-const COLORS: [RGBColor; 6] = [
+pub(crate) const FONT: &str = "sans-serif";
+pub(crate) const COLORS: [RGBColor; 6] = [
     RGBColor(27, 127, 55),
     RGBColor(40, 90, 200),
     RGBColor(200, 90, 20),
@@ -18,7 +18,7 @@ const COLORS: [RGBColor; 6] = [
     RGBColor(110, 110, 110),
 ];
 
-fn register_font() -> anyhow::Result<()> {
+pub(crate) fn register_font() -> anyhow::Result<()> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     let ok = *REGISTERED.get_or_init(|| {
         plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular()).is_ok()

@@ -20,7 +20,9 @@
 //! banner appears again, or QEMU exits. The report (soak.json and soak.md in the run folder)
 //! holds every sample and, per counter, the first and last quiet values, the least and most,
 //! and whether it grows: the last third of the quiet samples all above the first third's
-//! highest. Traffic stays inside the benchmark's namespace; every load and the whole run are
+//! highest; then the curves, round by round, as a table (soak.md) and as charts (soak.png:
+//! memory, TLS heap, stack peak and open connections at each quiet sample, and what each
+//! round's loads got). Traffic stays inside the benchmark's namespace; every load and the whole run are
 //! bounded; QEMU is stopped by its PID.
 
 use super::guest::Guest;
@@ -178,6 +180,9 @@ pub(super) fn run(args: &BenchArgs, seconds: u64) -> anyhow::Result<()> {
     std::fs::write(run_dir.join("soak.json"), json + "\n")?;
     let text = markdown(&report);
     std::fs::write(run_dir.join("soak.md"), &text)?;
+    if let Err(error) = write_curves(&report, &run_dir.join("soak.png")) {
+        eprintln!("bench: soak: no soak.png: {error:#}");
+    }
     print!("{text}");
     eprintln!("bench: soak: results in {}", run_dir.display());
     outcome
@@ -620,12 +625,228 @@ pub fn markdown(report: &SoakReport) -> String {
     {
         let _ = writeln!(text, "\n- {note}");
     }
+    text.push_str(&curves_table(report));
     text
+}
+
+/// The quiet samples' counters drawn and tabled round by round.
+const CURVES: [(&str, &str); 6] = [
+    ("memory used KiB", "memory used (KiB)"),
+    ("tls heap in use bytes", "TLS heap in use (B)"),
+    ("stack peak bytes", "stack peak (B)"),
+    ("http open connections", "HTTP open"),
+    ("https open", "HTTPS open"),
+    ("https suspended now", "HTTPS suspended"),
+];
+
+/// The loads tabled round by round (answers, and requests not answered well).
+const ROUND_LOADS: [&str; 5] = [
+    "http keep-alive",
+    "https h1 keep-alive",
+    "https h2 keep-alive",
+    "new visitors",
+    "p-256 flood",
+];
+
+/// The curves as a table: each round's quiet sample and what its loads got.
+fn curves_table(report: &SoakReport) -> String {
+    let mut text = String::from("\n## Round by round\n\n| round | minute |");
+    for (_, label) in CURVES {
+        let _ = write!(text, " {label} |");
+    }
+    for name in ROUND_LOADS {
+        let _ = write!(text, " {name} (ok / not) |");
+    }
+    text.push_str("\n|---:|---:|");
+    text.push_str(&"---:|".repeat(CURVES.len() + ROUND_LOADS.len()));
+    text.push('\n');
+    for sample in &report.samples {
+        let _ = write!(
+            text,
+            "| {} | {:.1} |",
+            sample.round,
+            sample.at_seconds as f64 / 60.0
+        );
+        for (name, _) in CURVES {
+            match sample.values.get(name) {
+                Some(value) => {
+                    let _ = write!(text, " {value} |");
+                }
+                None => text.push_str(" - |"),
+            }
+        }
+        let loads = report.rounds.iter().find(|r| r.round == sample.round);
+        for name in ROUND_LOADS {
+            match loads.and_then(|r| r.loads.get(name)) {
+                Some((ok, bad)) => {
+                    let _ = write!(text, " {ok} / {bad} |");
+                }
+                None => text.push_str(" - |"),
+            }
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// soak.png: one panel per curve (x: minutes since the first load), and one of the new
+/// visitors' outcomes per round.
+pub fn write_curves(report: &SoakReport, path: &Path) -> anyhow::Result<()> {
+    use super::plot::{COLORS, FONT, register_font};
+    use plotters::prelude::*;
+    register_font()?;
+    let minutes = |sample: &Sample| sample.at_seconds as f64 / 60.0;
+    let series = |name: &str| -> Vec<(f64, f64)> {
+        report
+            .samples
+            .iter()
+            .filter_map(|s| Some((minutes(s), *s.values.get(name)? as f64)))
+            .collect()
+    };
+    let per_round = |name: &str, bad: bool| -> Vec<(f64, f64)> {
+        report
+            .samples
+            .iter()
+            .filter_map(|s| {
+                let loads = report.rounds.iter().find(|r| r.round == s.round)?;
+                let (ok, not) = loads.loads.get(name)?;
+                Some((minutes(s), (if bad { *not } else { *ok }) as f64))
+            })
+            .collect()
+    };
+    let panels: Vec<(&str, Vec<(String, Vec<(f64, f64)>)>)> = vec![
+        (
+            "memory used (KiB)",
+            vec![("memory used".into(), series("memory used KiB"))],
+        ),
+        (
+            "TLS heap in use (B)",
+            vec![("TLS heap".into(), series("tls heap in use bytes"))],
+        ),
+        (
+            "stack peak (B)",
+            vec![("stack peak".into(), series("stack peak bytes"))],
+        ),
+        (
+            "connections open when quiet",
+            vec![
+                ("HTTP open".into(), series("http open connections")),
+                ("HTTPS open".into(), series("https open")),
+                ("HTTPS suspended".into(), series("https suspended now")),
+            ],
+        ),
+        (
+            "keep-alive answers per round",
+            vec![
+                ("HTTP".into(), per_round("http keep-alive", false)),
+                ("HTTPS h1".into(), per_round("https h1 keep-alive", false)),
+                ("HTTPS h2".into(), per_round("https h2 keep-alive", false)),
+            ],
+        ),
+        (
+            "new visitors per round",
+            vec![
+                ("answered".into(), per_round("new visitors", false)),
+                ("not within 10 s".into(), per_round("new visitors", true)),
+            ],
+        ),
+    ];
+    let x_high = report.samples.iter().map(minutes).fold(1.0f64, f64::max) * 1.05;
+    let root = BitMapBackend::new(path, (1500, 820)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let title = format!(
+        "Soak {} at {}: quiet samples and loads, round by round",
+        report.date, report.commit
+    );
+    let root = root
+        .titled(&title, (FONT, 22))
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    for (area, (caption, lines)) in root.split_evenly((2, 3)).iter().zip(&panels) {
+        let y_high = lines
+            .iter()
+            .flat_map(|(_, points)| points.iter().map(|p| p.1))
+            .fold(4.0f64, f64::max)
+            * 1.25;
+        let mut chart = ChartBuilder::on(area)
+            .caption(*caption, (FONT, 16))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x_high, 0.0..y_high)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        chart
+            .configure_mesh()
+            .x_desc("minutes")
+            .x_label_formatter(&|v| format!("{v:.0}"))
+            .y_label_formatter(&|v| format!("{v:.0}"))
+            .light_line_style(RGBColor(235, 235, 235))
+            .label_style((FONT, 13))
+            .axis_desc_style((FONT, 14))
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        for ((label, points), &color) in lines.iter().zip(COLORS.iter()) {
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .label(label.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .label_font((FONT, 13))
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_curves_are_tabled_and_drawn_round_by_round() {
+        let sample = |round: u32, memory: u64| Sample {
+            at_seconds: u64::from(round) * 60,
+            round,
+            values: [
+                ("memory used KiB".to_string(), memory),
+                ("tls heap in use bytes".to_string(), 1251),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let round = |round: u32| RoundLoads {
+            round,
+            loads: [("new visitors".to_string(), (90 + u64::from(round), 3))]
+                .into_iter()
+                .collect(),
+            notes: Vec::new(),
+        };
+        let report = SoakReport {
+            samples: vec![sample(0, 41_000), sample(1, 41_728), sample(2, 41_728)],
+            rounds: vec![round(1), round(2)],
+            ..Default::default()
+        };
+        let text = markdown(&report);
+        let table = text.split("## Round by round").nth(1).unwrap();
+        assert!(table.contains("| 1 | 1.0 | 41728 | 1251 | - |"), "{table}");
+        assert!(table.contains("| 92 / 3 |"), "{table}");
+        assert!(table.contains("| 0 | 0.0 | 41000 |"), "{table}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("soak.png");
+        write_curves(&report, &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
+    }
 
     #[test]
     fn durations() {
