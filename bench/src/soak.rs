@@ -689,6 +689,9 @@ fn curves_table(report: &SoakReport) -> String {
     text
 }
 
+/// A labelled line of (minutes, value) points.
+type Curve = (String, Vec<(f64, f64)>);
+
 /// soak.png: one panel per curve (x: minutes since the first load), and one of the new
 /// visitors' outcomes per round.
 pub fn write_curves(report: &SoakReport, path: &Path) -> anyhow::Result<()> {
@@ -714,7 +717,7 @@ pub fn write_curves(report: &SoakReport, path: &Path) -> anyhow::Result<()> {
             })
             .collect()
     };
-    let panels: Vec<(&str, Vec<(String, Vec<(f64, f64)>)>)> = vec![
+    let panels: Vec<(&str, Vec<Curve>)> = vec![
         (
             "memory used (KiB)",
             vec![("memory used".into(), series("memory used KiB"))],
