@@ -23,7 +23,7 @@ use bramble_testkit::chain::{ChainShape, make_chain};
 use bramble_tests::{BOOT_TIMEOUT, Guest, kernel};
 use clap::Parser;
 use netns::sntp::Sntp;
-use netns::tool::bramble_image;
+use netns::tool::{SlotCard, slot_card};
 use netns::{Daemon, HOST_ADDRESS, Netns, NetnsGuest, TAP};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -141,7 +141,6 @@ impl Lab {
     /// With `nudged`: the guest checks once a day (a nudge starts the next check) and
     /// serves HTTPS with a certificate for its address from a CA in `dir/board/ca.pem`.
     fn with(dir: &Path, nudged: bool) -> Lab {
-        let kernel_image = kernel().raw.display().to_string();
         let netns = Netns::create();
         let dnsmasq = start_dnsmasq(&netns, dir);
         let host = start_static_host(&netns, dir);
@@ -166,47 +165,26 @@ impl Lab {
         )
         .unwrap();
         let card = dir.join("card.img");
-        let path = |p: &Path| p.display().to_string();
-        let mut tls = Vec::new();
-        if nudged {
-            let board = dir.join("board");
+        let board = dir.join("board");
+        let chain = nudged.then(|| {
             std::fs::create_dir_all(&board).unwrap();
-            let chain = make_chain(
+            make_chain(
                 &board,
                 ChainShape::P256,
                 "garden",
                 "garden",
                 &format!("IP:{GUEST},DNS:garden"),
-            );
-            tls = vec![
-                "--tls-cert".to_string(),
-                path(&chain.leaf),
-                "--tls-key".to_string(),
-                path(&chain.key),
-            ];
-        }
-        let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
-        bramble_image(
-            &[
-                &tls[..],
-                &[
-                    "--site",
-                    &path(&site_a),
-                    "--config",
-                    &path(&settings),
-                    "--acme-ca",
-                    &path(&dir.join("ca.pem")),
-                    "--publish-key",
-                    &path(&dir.join("owner.pub")),
-                    "--slot-mib",
-                    "4",
-                    "--kernel",
-                    &kernel_image,
-                    "-o",
-                    &path(&card),
-                ],
-            ]
-            .concat(),
+            )
+        });
+        slot_card(
+            &site_a,
+            &settings,
+            &SlotCard {
+                publish_key: &dir.join("owner.pub"),
+                tls: chain.as_ref().map(|c| (c.leaf.as_path(), c.key.as_path())),
+                acme_ca: Some(&dir.join("ca.pem")),
+            },
+            &card,
         );
         Lab {
             dir: dir.to_path_buf(),

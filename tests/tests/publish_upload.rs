@@ -18,7 +18,7 @@ mod netns;
 
 use bramble_tests::BOOT_TIMEOUT;
 use clap::Parser;
-use netns::tool::{bramble_image, start_bramble_qemu};
+use netns::tool::{SlotCard, slot_card, start_bramble_qemu};
 use netns::{Netns, TAP};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -213,7 +213,6 @@ fn path(p: &Path) -> String {
 
 impl Lab {
     fn new(dir: &Path) -> Lab {
-        let kernel_image = bramble_tests::kernel().raw.display().to_string();
         let netns = Netns::create();
         make_certificates(dir);
         let owner = dir.join("owner.key");
@@ -236,24 +235,16 @@ impl Lab {
         )
         .unwrap();
         let card = dir.join("card.img");
-        bramble_image(&[
-            "--site",
-            &path(&site_a),
-            "--config",
-            &path(&settings),
-            "--tls-cert",
-            &path(&dir.join("board.pem")),
-            "--tls-key",
-            &path(&dir.join("board.key")),
-            "--publish-key",
-            &path(&dir.join("owner.pub")),
-            "--slot-mib",
-            "4",
-            "--kernel",
-            &kernel_image,
-            "-o",
-            &path(&card),
-        ]);
+        slot_card(
+            &site_a,
+            &settings,
+            &SlotCard {
+                publish_key: &dir.join("owner.pub"),
+                tls: Some((&dir.join("board.pem"), &dir.join("board.key"))),
+                acme_ca: None,
+            },
+            &card,
+        );
         Lab {
             dir: dir.to_path_buf(),
             netns,

@@ -283,6 +283,30 @@ fn printed_since(guest: &mut Guest, from: usize, needle: &str, timeout: Duration
     guest.expect_line(needle, timeout)
 }
 
+/// Waits (bounded) for the guest to have said, since line `from`, that PCP mapped port 443 at
+/// `address`, that its public address is `address`, and that the name's A record was
+/// updated to it; returns that last line.
+fn mapped_and_updated(guest: &mut Guest, from: usize, address: &str) -> String {
+    printed_since(
+        guest,
+        from,
+        &format!("router: PCP: TCP {address}:443 -> port 443"),
+        SAID,
+    );
+    printed_since(
+        guest,
+        from,
+        &format!("public: address {address} (from PCP)"),
+        SAID,
+    );
+    printed_since(
+        guest,
+        from,
+        &format!("ddns: {NAME} updated: A {address}"),
+        SAID,
+    )
+}
+
 /// Waits (bounded) for both pinholes to be granted since line `from`, and for miniupnpd to
 /// hold them; then the visitor gets the page over IPv6 by HTTP and HTTPS.
 fn pinholes_let_the_visitor_in(
@@ -860,19 +884,7 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
             knot_log()
         );
     };
-    printed_since(
-        guest,
-        mark,
-        "router: PCP: TCP 11.0.0.1:443 -> port 443",
-        SAID,
-    );
-    printed_since(guest, mark, "public: address 11.0.0.1 (from PCP)", SAID);
-    let updated = printed_since(
-        guest,
-        mark,
-        &format!("ddns: {NAME} updated: A 11.0.0.1"),
-        SAID,
-    );
+    let updated = mapped_and_updated(guest, mark, "11.0.0.1");
     println!(
         "after boot: {NAME} answered {WAN_ROUTER} at {:.1} s, fetched at {:.1} s (wall); \
          the guest confirmed the update at {} of uptime",
@@ -1026,19 +1038,7 @@ fn a_visitor_fetches_the_page_by_name_after_boot_a_router_restart_and_a_renumber
             knot_log()
         );
     };
-    printed_since(
-        guest,
-        mark,
-        "router: PCP: TCP 11.0.0.9:443 -> port 443",
-        SAID,
-    );
-    printed_since(guest, mark, "public: address 11.0.0.9 (from PCP)", SAID);
-    let updated = printed_since(
-        guest,
-        mark,
-        &format!("ddns: {NAME} updated: A 11.0.0.9"),
-        SAID,
-    );
+    let updated = mapped_and_updated(guest, mark, "11.0.0.9");
     println!(
         "after the renumbering: {NAME} answered {WAN_RENUMBERED} {:.1} s (wall) later, fetched \
          {:.1} s later; the guest confirmed the update at {} of uptime",

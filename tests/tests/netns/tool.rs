@@ -92,6 +92,49 @@ pub fn card_image(
     (card, files)
 }
 
+/// What a card for the signed publishing tests holds beyond its site and settings.
+pub struct SlotCard<'a> {
+    /// The owner's public key (`--publish-key`).
+    pub publish_key: &'a Path,
+    /// The board's certificate chain and key (`--tls-cert`, `--tls-key`).
+    pub tls: Option<(&'a Path, &'a Path)>,
+    /// A CA the board trusts for its outbound HTTPS (`--acme-ca`).
+    pub acme_ca: Option<&'a Path>,
+}
+
+/// `bramble image` for a card with two 4 MiB site slots, as an owner who publishes makes
+/// one: `site` and `settings` (a BRAMBLE.TXT), `extra`'s keys, the kernel this run built,
+/// written to `out`.
+pub fn slot_card(site: &Path, settings: &Path, extra: &SlotCard<'_>, out: &Path) {
+    let path = |p: &Path| p.display().to_string();
+    let mut args = vec![
+        "--site".to_string(),
+        path(site),
+        "--config".into(),
+        path(settings),
+        "--publish-key".into(),
+        path(extra.publish_key),
+        "--slot-mib".into(),
+        "4".into(),
+        "--kernel".into(),
+        path(&bramble_tests::kernel().raw),
+        "-o".into(),
+        path(out),
+    ];
+    if let Some((cert, key)) = extra.tls {
+        args.extend([
+            "--tls-cert".into(),
+            path(cert),
+            "--tls-key".into(),
+            path(key),
+        ]);
+    }
+    if let Some(ca) = extra.acme_ca {
+        args.extend(["--acme-ca".into(), path(ca)]);
+    }
+    bramble_image(&args.iter().map(String::as_str).collect::<Vec<_>>());
+}
+
 /// `bramble qemu`'s arguments for `card` on the namespace's TAP link.
 pub fn tap_args(card: &Path) -> Vec<String> {
     vec![
