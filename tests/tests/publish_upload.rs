@@ -516,4 +516,20 @@ fn bramble_publish_to_the_guest_is_served_without_a_restart_and_bad_uploads_are_
             .any(|line| line.contains("publish: restarting")),
         "no restart"
     );
+
+    // The owner's `status` counts what the uploads did.
+    guest.send_line("status");
+    let line = guest.expect_line("status: uploads heads", Duration::from_secs(10));
+    let uploads = bramble_status::Uploads::parse(&line).expect("the uploads status line");
+    assert_eq!(
+        (uploads.published, uploads.rolled_back, uploads.nudged),
+        (2, 1, 0),
+        "versions 10 and 12, one rollback: {line}"
+    );
+    assert!(
+        uploads.refused >= 2,
+        "another key, an older version: {line}"
+    );
+    assert!(uploads.resumed >= 1, "the cut upload resumed: {line}");
+    assert!(uploads.heads >= 6, "{line}");
 }

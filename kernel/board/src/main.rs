@@ -570,6 +570,18 @@ fn print_status(
             };
             log::info!("{line}");
         }
+        if let Some(uploads) = appliance.upload_counters() {
+            let line = bramble_status::Uploads {
+                heads: uploads.attempts,
+                published: uploads.published,
+                refused: uploads.refused,
+                resumed: uploads.resumed,
+                abandoned: uploads.abandoned,
+                rolled_back: uploads.rolled_back,
+                nudged: uploads.nudged,
+            };
+            log::info!("{line}");
+        }
         if let Some(heartbeat) =
             appliance.heartbeat_status(bramble_hal::Instant::from_micros(TIMER.micros()))
         {

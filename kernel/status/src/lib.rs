@@ -374,6 +374,27 @@ status_line! {
 }
 
 status_line! {
+    /// Signed site uploads (`PUT /.well-known/bramble/site` over HTTPS; the board, with a
+    /// publish key on the card and HTTPS on).
+    Uploads = "status: uploads heads " {
+        /// Upload heads answered (uploads, rollbacks and nudges).
+        heads: u64, ", published "
+        /// Sites uploaded, verified and made live.
+        published: u64, ", refused "
+        /// Heads or bodies refused (signature, host, version, size, busy, hash, rate).
+        refused: u64, ", resumed "
+        /// Uploads resumed after a dropped connection.
+        resumed: u64, ", abandoned "
+        /// Uploads left unfinished past the resume allowance.
+        abandoned: u64, ", rolled back "
+        /// Signed rollbacks sent as uploads.
+        rolled_back: u64, ", nudged "
+        /// Signed nudges that started a pull's check.
+        nudged: u64, ""
+    }
+}
+
+status_line! {
     /// Dynamic DNS (the board, with `ddns` set): what the server last confirmed.
     Ddns<'a> = "status: ddns A " {
         /// The A record's address, or `-`.

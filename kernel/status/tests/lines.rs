@@ -195,6 +195,26 @@ fn http_addresses_connections_syslog() {
 }
 
 #[test]
+fn uploads() {
+    let expected = "status: uploads heads 5, published 1, refused 2, resumed 1, abandoned 0, \
+                    rolled back 1, nudged 1";
+    check(
+        Uploads {
+            heads: 5,
+            published: 1,
+            refused: 2,
+            resumed: 1,
+            abandoned: 0,
+            rolled_back: 1,
+            nudged: 1,
+        },
+        expected,
+        |l| Uploads::parse(l).map(|c| c.to_string()),
+    );
+    assert!(Uploads::parse("status: uploads heads 5, published 1").is_none());
+}
+
+#[test]
 fn ddns() {
     let expected = "status: ddns A 203.0.113.7, AAAA -; updates 1, sends 2, failures in a row 0; \
                     last failure: -";
@@ -498,6 +518,7 @@ fn cut_and_changed_lines_never_panic() {
             Acme::parse(text),
             Usb::parse(text),
             ClockOff::parse(text),
+            Uploads::parse(text),
         );
     }
 }

@@ -241,6 +241,12 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         })
     }
 
+    /// What signed uploads have done, when the board takes them.
+    pub fn upload_counters(&self) -> Option<bramble_publish::upload::UploadCounters> {
+        self.publish
+            .and_then(|service| service.try_borrow().ok().map(|s| s.counters()))
+    }
+
     /// The record of a site just made live (once), pulled or uploaded: the board switches
     /// to it.
     pub fn take_published(&mut self) -> Option<SlotRecord> {
