@@ -16,9 +16,11 @@
 //!   went by) and re-opened.
 //!
 //! A second test boots the guest with the card's defaults (no per-source cap, as an owner
-//! runs it) and runs the two handshake floods again: nothing then limits the flood's
-//! connections but the pool's own rules (a hello whose client gave up before its turn is
-//! reset at the client's FIN, not served later for nobody). A third boots it the same way and
+//! runs it) and runs what a hostile client would try first against it: 5,000 silent TCP
+//! connections (more than the HTTPS pool's 4,096), the keep-alive TLS hoarders, and the two
+//! handshake floods: nothing then limits the attacker's connections but the pool's own rules
+//! (eviction of the oldest incomplete connection for a newcomer; a hello whose client gave up
+//! before its turn is reset at the client's FIN, not served later for nobody). A third boots it the same way and
 //! sends 1,000 new HTTPS connections at once from one address (h2load, one request each):
 //! every one must be served, none failing (issue 25: 642 of 1,000 with the HTTPS pool of 64
 //! smoltcp sockets).
@@ -726,6 +728,14 @@ const ATTACKS: [&str; 7] = [
 /// The attacks that flood the guest with ClientHellos.
 const HANDSHAKE_FLOODS: [&str; 2] = ["p256-flood", "resumption-flood"];
 
+/// The attacks run against the card's defaults (no per-source cap).
+const DEFAULTS_ATTACKS: [&str; 4] = [
+    "silent-over-the-pool",
+    "keep-alive-tls",
+    "p256-flood",
+    "resumption-flood",
+];
+
 /// Runs the attack `name` while both polite clients run; returns their reports and what the
 /// attacker did.
 fn run_attack(netns: &Netns, name: &str) -> (PoliteReport, PoliteReport, PoliteReport, String) {
@@ -756,11 +766,12 @@ fn run_attack(netns: &Netns, name: &str) -> (PoliteReport, PoliteReport, PoliteR
             ));
             detail = "hping3 -S at 2,000 SYN/s".to_string();
         }
-        "silent" => {
+        "silent" | "silent-over-the-pool" => {
+            let count = if name == "silent" { 400 } else { 5_000 };
             let mut plan = HoardPlan::mixed(SocketAddrV4::new(GUEST, 443).into(), "/");
-            plan.counts = [400, 0, 0, 0];
+            plan.counts = [count, 0, 0, 0];
             hoard = Some(attack_inside(netns, move || Hoard::start(plan)));
-            detail = "400 silent connections".to_string();
+            detail = format!("{count} silent connections");
         }
         "hello-only" | "keep-alive-tls" => {
             let manner = if name == "hello-only" {
@@ -1006,9 +1017,9 @@ fn https_attacks_leave_polite_https_and_http_clients_served() {
 }
 
 #[test]
-fn handshake_floods_against_the_cards_defaults_leave_polite_clients_served() {
-    // The card's defaults: no cap per source, so nothing stops the flood's connections but
-    // the pool's own rules. (Here the hellos a flood's clients gave up on waited in their
+fn attacks_against_the_cards_defaults_leave_polite_clients_served() {
+    // The card's defaults: no cap per source, so nothing stops the attacker's connections
+    // but the pool's own rules. (Here the hellos a flood's clients gave up on waited in their
     // cells until their turn, each then costing a full handshake for nobody: 645 of them
     // after the two floods, and the polite HTTPS client was served 8 of 12 times.)
     let _one = ONE_GUEST
@@ -1016,7 +1027,7 @@ fn handshake_floods_against_the_cards_defaults_leave_polite_clients_served() {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let (netns, mut guest) = boot(dir.path(), "");
-    let names: Vec<&str> = HANDSHAKE_FLOODS
+    let names: Vec<&str> = DEFAULTS_ATTACKS
         .into_iter()
         .filter(|name| chosen(name))
         .collect();
