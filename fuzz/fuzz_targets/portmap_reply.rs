@@ -60,6 +60,8 @@ fuzz_target!(|data: &[u8]| {
         let _ = pinholes.poll(now);
         let _ = std::format!("{}", pinholes.report(now));
     }
-    let _ = mapper.stop();
+    let _ = mapper.stop(now);
+    let _ = mapper.poll_upnp(now);
+    mapper.upnp_answer(rest, now);
     let _ = pinholes.stop();
 });

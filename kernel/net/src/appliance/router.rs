@@ -20,7 +20,7 @@
 //! depends on that order).
 //!
 //! A clean shutdown ([`Appliance::stop_router`]) queues the deletions and polls until they
-//! have left the board. smoltcp's neighbor cache sends one ARP request or neighbor
+//! have left the board (by UPnP IGD: until each DeletePortMapping exchange has its answer). smoltcp's neighbor cache sends one ARP request or neighbor
 //! solicitation per second at most: when both the gateway's and the IPv6 router's entries
 //! have run out (60 s after their last packet), the second family's deletions wait about a
 //! second for theirs ([`STOP_WAIT_MICROS`] bounds the wait).
@@ -485,8 +485,13 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         };
         state.stopping = true;
         let gateway = state.mapper.gateway();
-        let deletions = state.mapper.stop();
+        // A UPnP exchange under way (a renewal) is dropped: the deletions take its socket.
+        if state.exchange.take().is_some() {
+            self.sockets.get_mut::<tcp::Socket>(state.tcp).abort();
+        }
+        let deletions = state.mapper.stop(start);
         let deletions6 = state.pinholes.stop();
+        let soap = state.mapper.upnp_deletions_left();
         if let Some(gateway) = gateway {
             let to = IpEndpoint::new(
                 IpAddress::Ipv4(Ipv4Address::from_octets(gateway)),
@@ -503,21 +508,25 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
         for request in &deletions6 {
             Self::send_pinhole_request(&state.pinholes, socket6, request);
         }
-        if !deletions.is_empty() {
-            log::info!("router: deleting {} mapping(s)", deletions.len());
+        if !deletions.is_empty() || soap > 0 {
+            log::info!("router: deleting {} mapping(s)", deletions.len() + soap);
         }
         if !deletions6.is_empty() {
             log::info!("router: deleting {} IPv6 pinhole(s)", deletions6.len());
         }
-        if deletions.is_empty() && deletions6.is_empty() {
+        if deletions.is_empty() && deletions6.is_empty() && soap == 0 {
             return true;
         }
         loop {
             let now = clock();
             self.poll(now);
             let (ipv4, ipv6, device) = self.router_sending();
+            let soap = self
+                .router
+                .as_ref()
+                .map_or(0, |state| state.mapper.upnp_deletions_left());
             let waited = now.micros_since(start);
-            if !ipv4 && !ipv6 && !device {
+            if !ipv4 && !ipv6 && !device && soap == 0 {
                 log::info!("router: deletions sent in {} ms", waited / 1000);
                 return true;
             }
@@ -526,6 +535,7 @@ impl<'a, D: EthernetDevice> Appliance<'a, D> {
                     (true, true) => "IPv4 and IPv6",
                     (true, false) => "IPv4",
                     (false, true) => "IPv6",
+                    (false, false) if soap > 0 => "UPnP IGD",
                     (false, false) => "the last",
                 };
                 log::warn!(

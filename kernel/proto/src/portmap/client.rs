@@ -191,6 +191,9 @@ enum UpnpStep {
     Map { index: usize },
     /// GetExternalIPAddress.
     External,
+    /// DeletePortMapping for port `index` (a clean shutdown), then the next marked in
+    /// `PortMapper::upnp_delete`.
+    Delete { index: usize },
 }
 
 /// What the UPnP IGD fallback wants done (see [`PortMapper::poll_upnp`]).
@@ -247,6 +250,8 @@ pub struct PortMapper {
     igd_control: Option<(upnp::HttpUrl, &'static str)>,
     igd_permanent: bool,
     igd_waiting: bool,
+    /// The UPnP mappings a clean shutdown still has to delete, by port index.
+    upnp_delete: [bool; MAX_PORTS],
 }
 
 /// Notes a server's `epoch` in `seen` (the last one and when); true when it shows the server
@@ -289,13 +294,14 @@ impl PortMapper {
             igd_control: None,
             igd_permanent: false,
             igd_waiting: false,
+            upnp_delete: [false; MAX_PORTS],
         }
     }
 
     /// Tells the client its own address and the gateway's (`None` while unknown). A change
     /// voids the mappings and starts over.
     pub fn set_network(&mut self, client: Option<[u8; 4]>, gateway: Option<[u8; 4]>, now: Instant) {
-        if (client, gateway) == (self.client, self.gateway) || self.phase == Phase::Stopped {
+        if (client, gateway) == (self.client, self.gateway) || self.stopped() {
             return;
         }
         self.client = client;
@@ -316,7 +322,7 @@ impl PortMapper {
 
     /// Asks again now (the owner changed the router's settings): a new round from PCP.
     pub fn again(&mut self, now: Instant) {
-        if self.client.is_some() && self.gateway.is_some() && self.phase != Phase::Stopped {
+        if self.client.is_some() && self.gateway.is_some() && !self.stopped() {
             self.failures = 0;
             self.phase = self.start(Protocol::Pcp, now);
         }
@@ -836,7 +842,59 @@ impl PortMapper {
                 self.counters.requests += 1;
                 exchange(&url, soap)
             }
+            UpnpStep::Delete { index } => {
+                let Some((url, service)) = self.igd_control.clone() else {
+                    self.upnp_delete = [false; MAX_PORTS];
+                    self.phase = Phase::Stopped;
+                    return None;
+                };
+                let soap = upnp::soap_request(
+                    &url,
+                    service,
+                    "DeletePortMapping",
+                    &[
+                        ("NewRemoteHost", &""),
+                        ("NewExternalPort", &self.requests[index].external),
+                        ("NewProtocol", &"TCP"),
+                    ],
+                )?;
+                self.igd_waiting = true;
+                self.counters.requests += 1;
+                exchange(&url, soap)
+            }
         }
+    }
+
+    /// The UPnP deletion of port `index` is over (answered, refused or failed): on to the
+    /// next one, or quiet.
+    fn deleted(&mut self, index: usize, now: Instant) {
+        if let Some(done) = self.upnp_delete.get_mut(index) {
+            *done = false;
+        }
+        self.phase = match self.upnp_delete.iter().position(|&left| left) {
+            Some(next) => Phase::Upnp {
+                step: UpnpStep::Delete { index: next },
+                due: now,
+            },
+            None => Phase::Stopped,
+        };
+    }
+
+    /// UPnP deletions a clean shutdown still has to make (0 once they are all answered or
+    /// failed).
+    pub fn upnp_deletions_left(&self) -> usize {
+        match self.phase {
+            Phase::Upnp {
+                step: UpnpStep::Delete { .. },
+                ..
+            } => self.upnp_delete.iter().filter(|&&left| left).count(),
+            _ => 0,
+        }
+    }
+
+    /// Stopped, or deleting its mappings before it stops.
+    fn stopped(&self) -> bool {
+        self.phase == Phase::Stopped || self.upnp_deletions_left() > 0
     }
 
     /// The whole answer to the exchange [`PortMapper::poll_upnp`] asked for.
@@ -851,6 +909,19 @@ impl PortMapper {
         self.counters.replies += 1;
         let next = |step| Phase::Upnp { step, due: now };
         match step {
+            UpnpStep::Delete { index } => {
+                let port = self.requests[index].external;
+                match upnp::parse_soap(bytes) {
+                    Some(upnp::SoapAnswer::Ok(_)) => {
+                        log::info!("router: UPnP IGD: TCP port {port} deleted");
+                    }
+                    Some(upnp::SoapAnswer::Error(code)) => {
+                        log::info!("router: UPnP IGD: TCP port {port} not deleted (error {code})");
+                    }
+                    None => log::info!("router: UPnP IGD: TCP port {port}: no SOAP answer"),
+                }
+                self.deleted(index, now);
+            }
             UpnpStep::Search { .. } => {}
             UpnpStep::Describe => {
                 let found = match (upnp::http_response(bytes), &self.igd_location) {
@@ -932,6 +1003,19 @@ impl PortMapper {
             return;
         }
         self.igd_waiting = false;
+        if let Phase::Upnp {
+            step: UpnpStep::Delete { index },
+            ..
+        } = self.phase
+        {
+            // No retry at a shutdown: it runs out with its lease.
+            log::info!(
+                "router: UPnP IGD: TCP port {} not deleted (the exchange failed)",
+                self.requests[index].external
+            );
+            self.deleted(index, now);
+            return;
+        }
         self.igd_control = None;
         self.fail(Trouble::IgdBroken, now);
     }
@@ -949,18 +1033,24 @@ impl PortMapper {
     }
 
     /// Deletes every mapping (a clean shutdown): the requests to send, one each, after which
-    /// the client stays quiet.
-    pub fn stop(&mut self) -> heapless::Vec<Datagram, MAX_PORTS> {
+    /// the client stays quiet. Mappings made by UPnP IGD are deleted by SOAP exchanges
+    /// instead, one at a time through [`PortMapper::poll_upnp`] as usual, while
+    /// [`PortMapper::upnp_deletions_left`] says some are left (an exchange under way is
+    /// abandoned: the caller drops its connection).
+    pub fn stop(&mut self, now: Instant) -> heapless::Vec<Datagram, MAX_PORTS> {
         let mut out = heapless::Vec::new();
         let protocol = self.protocol.unwrap_or(Protocol::Pcp);
+        self.igd_waiting = false;
+        self.upnp_delete = [false; MAX_PORTS];
         for index in 0..self.requests.len() {
             if self.mappings[index].is_none() {
                 continue;
             }
             let bytes = match protocol {
-                // A SOAP DeletePortMapping needs a TCP exchange the reset does not wait
-                // for: the mapping runs out with its lease.
-                Protocol::Upnp => continue,
+                Protocol::Upnp => {
+                    self.upnp_delete[index] = self.igd_control.is_some();
+                    continue;
+                }
                 Protocol::Pcp => self.pcp_request(index, 0),
                 Protocol::NatPmp => {
                     datagram(&natpmp::map_request(self.requests[index].internal, 0, 0))
@@ -970,6 +1060,12 @@ impl PortMapper {
         }
         self.mappings = [None; MAX_PORTS];
         self.phase = Phase::Stopped;
+        if let Some(first) = self.upnp_delete.iter().position(|&left| left) {
+            self.phase = Phase::Upnp {
+                step: UpnpStep::Delete { index: first },
+                due: now,
+            };
+        }
         out
     }
 

@@ -234,7 +234,7 @@ fn a_nat_pmp_gateway_is_used_after_its_unsupported_version_answer() {
     assert_eq!(mapper.mappings().count(), 2);
     assert_eq!(mapper.next_deadline(), Some(at(18_000)));
     // Shutdown deletes both: lifetime 0, external port 0.
-    let deletions = mapper.stop();
+    let deletions = mapper.stop(at(20_000));
     assert_eq!(deletions.len(), 2);
     assert_eq!(&deletions[1][..], &natpmp::map_request(443, 0, 0));
     assert_eq!(mapper.poll(at(20_000)), None);
@@ -364,6 +364,66 @@ fn upnp_igd_maps_when_pcp_and_nat_pmp_are_silent() {
     // A failed exchange forgets the IGD and waits.
     mapper.upnp_failed(renew_at);
     assert_eq!(mapper.trouble(), Some(Trouble::IgdBroken));
+}
+
+#[test]
+fn a_clean_shutdown_deletes_upnp_mappings_by_soap() {
+    let mut mapper = mapper();
+    let now = into_upnp(&mut mapper);
+    mapper.receive(
+        GATEWAY,
+        b"HTTP/1.1 200 OK\r\nST: urn:schemas-upnp-org:device:InternetGatewayDevice:1\r\n\
+          LOCATION: http://192.168.1.1:5000/rootDesc.xml\r\n\r\n",
+        now,
+    );
+    let _ = exchange(mapper.poll_upnp(now));
+    mapper.upnp_answer(
+        b"HTTP/1.1 200 OK\r\n\r\n<root><service><serviceType>\
+          urn:schemas-upnp-org:service:WANIPConnection:1</serviceType>\
+          <controlURL>/ctl/IPConn</controlURL></service></root>",
+        now,
+    );
+    for _ in 0..2 {
+        assert!(exchange(mapper.poll_upnp(now)).contains("#AddPortMapping"));
+        mapper.upnp_answer(b"HTTP/1.1 200 OK\r\n\r\n<ok/>", now);
+    }
+    let _ = exchange(mapper.poll_upnp(now));
+    mapper.upnp_answer(
+        b"HTTP/1.1 200 OK\r\n\r\n<NewExternalIPAddress>198.51.100.20</NewExternalIPAddress>",
+        now,
+    );
+    assert_eq!(mapper.mappings().count(), 2);
+    // A renewal is out when the shutdown comes: it is abandoned, and no datagram goes (the
+    // deletions are SOAP calls, one at a time).
+    let renew_at = mapper.next_deadline().unwrap();
+    assert_eq!(mapper.poll(renew_at), None);
+    assert!(exchange(mapper.poll_upnp(renew_at)).contains("#AddPortMapping"));
+    assert!(mapper.stop(renew_at).is_empty());
+    assert_eq!(mapper.upnp_deletions_left(), 2);
+    let delete = exchange(mapper.poll_upnp(renew_at));
+    assert!(delete.contains("#DeletePortMapping"), "{delete}");
+    assert!(
+        delete.contains("<NewExternalPort>80</NewExternalPort>"),
+        "{delete}"
+    );
+    assert_eq!(mapper.poll_upnp(renew_at), None, "one exchange at a time");
+    // The network is not looked at again while it deletes.
+    mapper.set_network(Some([192, 168, 1, 51]), Some(GATEWAY), renew_at);
+    mapper.again(renew_at);
+    mapper.upnp_answer(b"HTTP/1.1 200 OK\r\n\r\n<ok/>", renew_at);
+    assert_eq!(mapper.upnp_deletions_left(), 1);
+    let second = exchange(mapper.poll_upnp(renew_at));
+    assert!(
+        second.contains("<NewExternalPort>443</NewExternalPort>"),
+        "{second}"
+    );
+    // Refused or failed, the last one ends the deletions all the same: quiet from then on.
+    mapper.upnp_failed(renew_at);
+    assert_eq!(mapper.upnp_deletions_left(), 0);
+    assert_eq!(mapper.poll_upnp(renew_at), None);
+    assert_eq!(mapper.poll(renew_at), None);
+    assert_eq!(mapper.next_deadline(), None);
+    assert_eq!(mapper.mappings().count(), 0);
 }
 
 #[test]
