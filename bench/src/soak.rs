@@ -780,6 +780,7 @@ pub fn write_curves(report: &SoakReport, path: &Path) -> anyhow::Result<()> {
         chart
             .configure_mesh()
             .x_desc("minutes")
+            .y_labels(6)
             .x_label_formatter(&|v| format!("{v:.0}"))
             .y_label_formatter(&|v| format!("{v:.0}"))
             .light_line_style(RGBColor(235, 235, 235))
