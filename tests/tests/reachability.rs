@@ -694,6 +694,12 @@ fn the_router_maps_the_ports_keeps_them_and_says_why_when_it_cannot() {
         "router: UPnP IGD: TCP port 443 outside -> port 443 with a lease",
         BOOT_TIMEOUT + Duration::from_secs(30),
     );
+    // The round ends with the external address: only then is UPnP IGD the protocol the
+    // ports are mapped by (stopping the router earlier leaves the round unfinished).
+    guest.expect_line(
+        "public: address 11.0.0.1 (from UPnP IGD)",
+        Duration::from_secs(10),
+    );
     assert_eq!(dnat_rules(&router), 2);
 
     // 7. NAT-PMP: the router's PCP over IPv4 dropped on its way in (NAT-PMP is version 0,
