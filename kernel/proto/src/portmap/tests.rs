@@ -297,25 +297,24 @@ fn exchange(action: Option<UpnpAction>) -> std::string::String {
     }
 }
 
+/// The gateway's answer to the SSDP search.
+const SSDP_ANSWER: &[u8] =
+    b"HTTP/1.1 200 OK\r\nST: urn:schemas-upnp-org:device:InternetGatewayDevice:1\r\n\
+    LOCATION: http://192.168.1.1:5000/rootDesc.xml\r\n\r\n";
+/// Its device description, naming the WANIPConnection control URL.
+const IGD_DESCRIPTION: &[u8] = b"HTTP/1.1 200 OK\r\n\r\n<root><service><serviceType>\
+    urn:schemas-upnp-org:service:WANIPConnection:1</serviceType>\
+    <controlURL>/ctl/IPConn</controlURL></service></root>";
+
 #[test]
 fn upnp_igd_maps_when_pcp_and_nat_pmp_are_silent() {
     let mut mapper = mapper();
     let now = into_upnp(&mut mapper);
-    mapper.receive(
-        GATEWAY,
-        b"HTTP/1.1 200 OK\r\nST: urn:schemas-upnp-org:device:InternetGatewayDevice:1\r\n\
-          LOCATION: http://192.168.1.1:5000/rootDesc.xml\r\n\r\n",
-        now,
-    );
+    mapper.receive(GATEWAY, SSDP_ANSWER, now);
     let get = exchange(mapper.poll_upnp(now));
     assert!(get.starts_with("GET /rootDesc.xml HTTP/1.1\r\n"), "{get}");
     assert_eq!(mapper.poll_upnp(now), None, "one exchange at a time");
-    mapper.upnp_answer(
-        b"HTTP/1.1 200 OK\r\n\r\n<root><service><serviceType>\
-          urn:schemas-upnp-org:service:WANIPConnection:1</serviceType>\
-          <controlURL>/ctl/IPConn</controlURL></service></root>",
-        now,
-    );
+    mapper.upnp_answer(IGD_DESCRIPTION, now);
     let add = exchange(mapper.poll_upnp(now));
     assert!(add.contains("#AddPortMapping"), "{add}");
     assert!(
@@ -370,19 +369,9 @@ fn upnp_igd_maps_when_pcp_and_nat_pmp_are_silent() {
 fn a_clean_shutdown_deletes_upnp_mappings_by_soap() {
     let mut mapper = mapper();
     let now = into_upnp(&mut mapper);
-    mapper.receive(
-        GATEWAY,
-        b"HTTP/1.1 200 OK\r\nST: urn:schemas-upnp-org:device:InternetGatewayDevice:1\r\n\
-          LOCATION: http://192.168.1.1:5000/rootDesc.xml\r\n\r\n",
-        now,
-    );
+    mapper.receive(GATEWAY, SSDP_ANSWER, now);
     let _ = exchange(mapper.poll_upnp(now));
-    mapper.upnp_answer(
-        b"HTTP/1.1 200 OK\r\n\r\n<root><service><serviceType>\
-          urn:schemas-upnp-org:service:WANIPConnection:1</serviceType>\
-          <controlURL>/ctl/IPConn</controlURL></service></root>",
-        now,
-    );
+    mapper.upnp_answer(IGD_DESCRIPTION, now);
     for _ in 0..2 {
         assert!(exchange(mapper.poll_upnp(now)).contains("#AddPortMapping"));
         mapper.upnp_answer(b"HTTP/1.1 200 OK\r\n\r\n<ok/>", now);
